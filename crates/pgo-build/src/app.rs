@@ -1,0 +1,45 @@
+//! Turns parsed flags into a [`Session`] and dispatches on the command.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::printer::{Printer, Verbosity};
+use crate::stages::{self, Session};
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let verbosity = if cli.global.quiet {
+        Verbosity::Quiet
+    } else if cli.global.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
+    let printer = Printer::new(verbosity);
+    match run(cli, printer) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            printer.error(&err);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli, printer: Printer) -> Result<()> {
+    if let Command::Clean = cli.command {
+        return stages::clean(&cli.global, &printer);
+    }
+    let mut session = Session::new(&cli.global, printer)?;
+    match &cli.command {
+        Command::Doctor => session.stage("doctor", |s| s.doctor()),
+        Command::Build => session.stage("build", |s| s.build_baseline()),
+        Command::Instrument => session.stage("instrument", |s| s.instrument()),
+        Command::Train(args) => session.stage("train", |s| s.train(&args.workloads)),
+        Command::Optimize(args) => session.stage("optimize", |s| s.optimize(args)),
+        Command::Run(args) => session.run_all(&args.optimize),
+        Command::Clean => unreachable!("handled above"),
+    }
+}

@@ -1,0 +1,286 @@
+//! One `cargo build` for all selected binaries of a stage, and staging its executables.
+//!
+//! Artifacts are read from cargo's JSON message stream, never guessed from paths. rustc's
+//! diagnostics come back in the same stream (`--message-format=json`; the
+//! `json-render-diagnostics` format would keep them out of it) so stages can inspect them.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::Message;
+use serde::{Deserialize, Serialize};
+
+use crate::command::Cmd;
+use crate::layout::{Layout, Stage};
+use crate::printer::Printer;
+use crate::workspace::{BinTarget, cargo_program};
+
+/// Everything that decides how cargo builds, apart from the stage's profile flags.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildSettings {
+    pub profile: String,
+    pub features: Vec<String>,
+    pub host: String,
+    pub rustc: String,
+    /// The user's rustflags plus pgo-build's stage-independent ones.
+    pub common_rustflags: Vec<String>,
+    /// `[profile.*]` of the workspace manifest and `CARGO_PROFILE_*` variables: codegen-units,
+    /// LTO and friends rename every function in a profile when they change.
+    pub profile_settings: String,
+}
+
+pub struct BuildRequest<'a> {
+    pub stage: Stage,
+    pub bins: &'a [BinTarget],
+    pub settings: &'a BuildSettings,
+    /// Flags this stage adds to the common ones.
+    pub stage_rustflags: &'a [String],
+    pub jobs: Option<u32>,
+    pub workspace_root: &'a Path,
+    pub layout: &'a Layout,
+}
+
+/// A diagnostic rustc emitted while compiling one target.
+#[derive(Debug, Clone)]
+pub struct Diagnostic {
+    /// The crate (target) being compiled.
+    pub target: String,
+    pub level: String,
+    pub message: String,
+    pub rendered: String,
+}
+
+pub struct BuildOutput {
+    /// Binary name → the executable cargo reported.
+    pub executables: BTreeMap<String, PathBuf>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl BuildRequest<'_> {
+    pub fn rustflags(&self) -> Vec<String> {
+        let mut flags = self.settings.common_rustflags.clone();
+        flags.extend(self.stage_rustflags.iter().cloned());
+        flags
+    }
+
+    fn command(&self) -> Cmd {
+        let mut cmd = Cmd::new(cargo_program())
+            .args(["build", "--profile", &self.settings.profile])
+            // Always an explicit --target: rustflags then reach only target crates, not build
+            // scripts and proc-macros, and symbol hashes stay the same in every stage.
+            .args(["--target", &self.settings.host])
+            .arg("--target-dir")
+            .arg(self.layout.cargo_target_dir(self.stage))
+            .arg("--message-format=json")
+            .env("CARGO_ENCODED_RUSTFLAGS", self.rustflags().join("\u{1f}"))
+            .env_remove("RUSTFLAGS")
+            .cwd(self.workspace_root);
+        let mut packages: Vec<&str> = self.bins.iter().map(|b| b.package.as_str()).collect();
+        packages.sort();
+        packages.dedup();
+        for package in packages {
+            cmd = cmd.args(["-p", package]);
+        }
+        for bin in self.bins {
+            cmd = cmd.args(["--bin", &bin.name]);
+        }
+        if !self.settings.features.is_empty() {
+            cmd = cmd.args(["--features", &self.settings.features.join(",")]);
+        }
+        if let Some(jobs) = self.jobs {
+            cmd = cmd.args(["-j", &jobs.to_string()]);
+        }
+        cmd
+    }
+}
+
+/// Runs the build. `show_diagnostic` decides which rustc diagnostics are echoed as they arrive
+/// (errors always are); all of them are returned.
+pub fn build(
+    request: &BuildRequest,
+    printer: &Printer,
+    show_diagnostic: &dyn Fn(&Diagnostic) -> bool,
+) -> Result<BuildOutput> {
+    let cmd = request.command();
+    printer.info(format!(
+        "cargo build of {} binaries ({} stage)",
+        request.bins.len(),
+        request.stage.name()
+    ));
+    let mut child = cmd.spawn(printer, Stdio::piped(), Stdio::piped())?;
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let quiet_printer = *printer;
+    // cargo's own progress and errors; kept so a failure can show them even with -q.
+    let stderr_thread = std::thread::spawn(move || {
+        let mut tail = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            quiet_printer.detail(&line);
+            tail.push(line);
+        }
+        tail
+    });
+
+    let wanted: BTreeMap<&str, &BinTarget> =
+        request.bins.iter().map(|b| (b.name.as_str(), b)).collect();
+    let mut executables = BTreeMap::new();
+    let mut diagnostics = Vec::new();
+    let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    for message in Message::parse_stream(stdout) {
+        match message.context("could not read cargo's JSON output")? {
+            Message::CompilerArtifact(artifact) => {
+                if let Some(executable) = artifact.executable
+                    && wanted.contains_key(artifact.target.name.as_str())
+                {
+                    executables
+                        .insert(artifact.target.name.clone(), executable.into_std_path_buf());
+                }
+            }
+            Message::CompilerMessage(message) => {
+                let diagnostic = Diagnostic {
+                    target: message.target.name.clone(),
+                    level: format!("{:?}", message.message.level).to_lowercase(),
+                    message: message.message.message.clone(),
+                    rendered: message.message.rendered.clone().unwrap_or_default(),
+                };
+                if diagnostic.level.starts_with("error") {
+                    eprint!("{}", diagnostic.rendered);
+                } else if show_diagnostic(&diagnostic) {
+                    printer.passthrough(&diagnostic.rendered);
+                }
+                diagnostics.push(diagnostic);
+            }
+            _ => {}
+        }
+    }
+    let status = child.wait().context("could not wait for cargo")?;
+    let stderr_tail = stderr_thread.join().unwrap_or_default();
+    if !status.success() {
+        let tail: Vec<&str> = stderr_tail
+            .iter()
+            .rev()
+            .take(25)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        bail!(
+            "cargo build for the {} stage failed ({status}). Command:\n  {}\ncargo said:\n{}",
+            request.stage.name(),
+            cmd.display(),
+            tail.join("\n")
+        );
+    }
+    for bin in request.bins {
+        if !executables.contains_key(&bin.name) {
+            bail!(
+                "cargo reported no executable for binary `{}` (package `{}`) in the {} stage",
+                bin.name,
+                bin.package,
+                request.stage.name()
+            );
+        }
+    }
+    Ok(BuildOutput {
+        executables,
+        diagnostics,
+    })
+}
+
+/// What a stage left in `<stage>/bin/`, recorded in `<stage>/stage.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageManifest {
+    pub stage: String,
+    pub settings: BuildSettings,
+    pub stage_rustflags: Vec<String>,
+    pub binaries: Vec<StagedBinary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StagedBinary {
+    pub name: String,
+    pub package: String,
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    pub build_id: Option<String>,
+    /// Built with `-Cprofile-use` (optimized stage only).
+    pub pgo: bool,
+}
+
+impl StageManifest {
+    pub fn load(layout: &Layout, stage: Stage, hint: &str) -> Result<StageManifest> {
+        let path = layout.stage_manifest(stage);
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "the {} stage has not been built ({} is missing); {hint}",
+                stage.name(),
+                path.display()
+            )
+        })?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is corrupt; {hint}", path.display()))
+    }
+
+    pub fn save(&self, layout: &Layout, stage: Stage) -> Result<()> {
+        let path = layout.stage_manifest(stage);
+        write_atomically(&path, serde_json::to_string_pretty(self)?.as_bytes())
+    }
+
+    pub fn binary(&self, name: &str) -> Option<&StagedBinary> {
+        self.binaries.iter().find(|b| b.name == name)
+    }
+}
+
+/// Copies `executable` into `bin_dir` as a real file (never a symlink: programs that find
+/// siblings through `current_exe()` would otherwise run another stage's binaries).
+pub fn stage_binary(
+    bin: &BinTarget,
+    executable: &Path,
+    bin_dir: &Path,
+    pgo: bool,
+) -> Result<StagedBinary> {
+    std::fs::create_dir_all(bin_dir)
+        .with_context(|| format!("could not create {}", bin_dir.display()))?;
+    let staged = bin_dir.join(&bin.name);
+    let partial = bin_dir.join(format!(".{}.partial", bin.name));
+    std::fs::copy(executable, &partial).with_context(|| {
+        format!(
+            "could not copy {} to {}",
+            executable.display(),
+            partial.display()
+        )
+    })?;
+    std::fs::rename(&partial, &staged)
+        .with_context(|| format!("could not move {} into place", staged.display()))?;
+    let data = std::fs::read(&staged)?;
+    Ok(StagedBinary {
+        name: bin.name.clone(),
+        package: bin.package.clone(),
+        size_bytes: data.len() as u64,
+        build_id: build_id(&data)
+            .with_context(|| format!("could not read {} as an executable", staged.display()))?,
+        path: staged,
+        pgo,
+    })
+}
+
+/// The GNU build id of an ELF executable, as lowercase hex.
+pub fn build_id(data: &[u8]) -> Result<Option<String>> {
+    use object::Object;
+    let file = object::File::parse(data)?;
+    Ok(file
+        .build_id()?
+        .map(|id| id.iter().map(|byte| format!("{byte:02x}")).collect()))
+}
+
+/// Writes through a temporary file and a rename, so a reader never sees half a file.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path.parent().context("path has no parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, contents)
+        .with_context(|| format!("could not write {}", partial.display()))?;
+    std::fs::rename(&partial, path)
+        .with_context(|| format!("could not move {} into place", path.display()))
+}

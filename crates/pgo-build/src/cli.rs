@@ -1,0 +1,113 @@
+//! Command-line flags, as clap sees them. Nothing here does work: `app` turns these low-level
+//! flags into the objects the stages use.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pgo-build",
+    version,
+    about = "Profile-guided optimized (PGO) release builds of a cargo workspace",
+    long_about = "Builds every binary of a cargo workspace three times - plain (baseline), \
+                  instrumented, optimized with the profiles its training workloads produced - \
+                  and refuses to produce a binary that PGO would make worse."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags shared by every command. They follow cargo's spelling and meaning.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Path to the workspace's Cargo.toml (default: found from the current directory, as cargo does)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Path to the configuration file (default: pgo-build.toml at the workspace root)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Only the binaries of this package (repeatable)
+    #[arg(short = 'p', long = "package", global = true, value_name = "PKG")]
+    pub packages: Vec<String>,
+    /// Only this binary (repeatable)
+    #[arg(long = "bin", global = true, value_name = "NAME")]
+    pub bins: Vec<String>,
+    /// Features to activate, passed to cargo as given (overrides [build] features)
+    #[arg(short = 'F', long, global = true, value_name = "FEATURES")]
+    pub features: Vec<String>,
+    /// Cargo profile to build with (default: [build] profile, else release)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Number of parallel cargo jobs
+    #[arg(short = 'j', long, global = true, value_name = "N")]
+    pub jobs: Option<u32>,
+    /// Print every external command with its full command line and environment changes
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Print only errors, warnings and the final table
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check the toolchain: rustc, its LLVM version and a matching llvm-profdata
+    Doctor,
+    /// The plain release build of the selected binaries (the baseline)
+    Build,
+    /// The PGO-instrumented build
+    Instrument,
+    /// Run training workloads against the instrumented binaries
+    Train(TrainArgs),
+    /// Validate and merge the profiles, then build the optimized binaries with them
+    Optimize(OptimizeArgs),
+    /// doctor, build, instrument, train and optimize, then print the stage table
+    Run(RunArgs),
+    /// Remove everything under target/pgo-build/
+    Clean,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Workloads to run (default: every workload with role = "train")
+    #[arg(value_name = "WORKLOAD")]
+    pub workloads: Vec<String>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct OptimizeArgs {
+    /// Build BIN without PGO (a plain release build) when training produced no profile for it,
+    /// instead of refusing (repeatable)
+    #[arg(long = "allow-missing-profile", value_name = "BIN")]
+    pub allow_missing_profile: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub optimize: OptimizeArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_are_accepted_after_the_command() {
+        let cli = Cli::try_parse_from(["pgo-build", "build", "-p", "a", "--bin", "b", "-j", "3"])
+            .unwrap();
+        assert_eq!(cli.global.packages, ["a"]);
+        assert_eq!(cli.global.bins, ["b"]);
+        assert_eq!(cli.global.jobs, Some(3));
+    }
+}

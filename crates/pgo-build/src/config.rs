@@ -1,0 +1,325 @@
+//! `pgo-build.toml`: what to build and the workloads that train and measure it.
+//!
+//! Every error names the file and line (toml's own errors carry the span; our semantic checks
+//! use `Spanned` values), so a typo never silently turns into a default.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+#[derive(Debug, Default)]
+pub struct Config {
+    /// The file it came from; `None` when there is no config file.
+    pub path: Option<PathBuf>,
+    pub build: BuildSection,
+    pub workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildSection {
+    /// Binary targets to build (default: every binary target of every workspace member).
+    pub bins: Option<Vec<String>>,
+    /// Cargo profile (default: release).
+    pub profile: Option<String>,
+    /// Features passed to cargo.
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Train,
+    Holdout,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WorkloadCommand {
+    /// Run with `sh -c`.
+    Shell(String),
+    /// Run directly; `${PGO_BUILD_…}` in the words is expanded.
+    Argv(Vec<String>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: Spanned<String>,
+    pub role: Role,
+    pub command: WorkloadCommand,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Relative to the workspace root.
+    pub cwd: Option<PathBuf>,
+    #[serde(default = "default_timeout", deserialize_with = "deserialize_duration")]
+    pub timeout: Duration,
+    #[serde(default)]
+    pub allow_failure: bool,
+}
+
+impl Workload {
+    pub fn name(&self) -> &str {
+        self.name.get_ref()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    build: BuildSection,
+    #[serde(default, rename = "workload")]
+    workloads: Vec<Workload>,
+}
+
+impl Config {
+    /// Loads `explicit` (which must exist) or `<workspace root>/pgo-build.toml` (optional).
+    pub fn load(explicit: Option<&Path>, workspace_root: &Path) -> Result<Config> {
+        let path = match explicit {
+            Some(path) => {
+                if !path.is_file() {
+                    bail!(
+                        "the configuration file {} given with --config does not exist",
+                        path.display()
+                    );
+                }
+                path.to_owned()
+            }
+            None => {
+                let path = workspace_root.join(CONFIG_FILE_NAME);
+                if !path.is_file() {
+                    return Ok(Config::default());
+                }
+                path
+            }
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("could not read {}", path.display()))?;
+        Config::parse(&text, &path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let file: ConfigFile = toml::from_str(text).map_err(|err| {
+            let line = err
+                .span()
+                .map(|span| format!(", line {}", line_of(text, span.start)))
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "invalid configuration in {}{line}: {}",
+                path.display(),
+                err.message()
+            )
+        })?;
+        let config = Config {
+            path: Some(path.to_owned()),
+            build: file.build,
+            workloads: file.workloads,
+        };
+        config.validate(text)?;
+        Ok(config)
+    }
+
+    fn validate(&self, text: &str) -> Result<()> {
+        let path = self.display_path();
+        let mut seen = BTreeMap::new();
+        for workload in &self.workloads {
+            let line = line_of(text, workload.name.span().start);
+            let name = workload.name();
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                || name.starts_with('.')
+            {
+                bail!(
+                    "invalid configuration in {path}, line {line}: workload name {name:?} must \
+                     use only letters, digits, '-', '_' and '.' (it names a directory)"
+                );
+            }
+            if let Some(first) = seen.insert(name.to_owned(), line) {
+                bail!(
+                    "invalid configuration in {path}, line {line}: workload {name:?} is already \
+                     defined at line {first}"
+                );
+            }
+            let empty = match &workload.command {
+                WorkloadCommand::Shell(line) => line.trim().is_empty(),
+                WorkloadCommand::Argv(words) => words.is_empty(),
+            };
+            if empty {
+                bail!(
+                    "invalid configuration in {path}, line {line}: workload {name:?} has an \
+                     empty `command`"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The file name for messages, or where the file would be.
+    pub fn display_path(&self) -> String {
+        match &self.path {
+            Some(path) => path.display().to_string(),
+            None => CONFIG_FILE_NAME.to_owned(),
+        }
+    }
+
+    pub fn workloads_with_role(&self, role: Role) -> impl Iterator<Item = &Workload> {
+        self.workloads.iter().filter(move |w| w.role == role)
+    }
+
+    pub fn workload(&self, name: &str) -> Option<&Workload> {
+        self.workloads.iter().find(|w| w.name() == name)
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+fn default_timeout() -> Duration {
+    DEFAULT_TIMEOUT
+}
+
+/// A timeout: whole seconds (`90`) or a number with a unit (`"90s"`, `"30m"`, `"2h"`).
+fn deserialize_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Seconds(u64),
+        Text(String),
+    }
+    match Repr::deserialize(deserializer)? {
+        Repr::Seconds(secs) => Ok(Duration::from_secs(secs)),
+        Repr::Text(text) => parse_duration(&text).map_err(serde::de::Error::custom),
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| {
+        format!("invalid duration {text:?}: expected e.g. 90, \"90s\", \"30m\", \"2h\"")
+    })?;
+    let scale = match unit.trim() {
+        "" | "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        other => {
+            return Err(format!(
+                "invalid duration {text:?}: unknown unit {other:?} (use s, m or h)"
+            ));
+        }
+    };
+    Ok(Duration::from_secs(number * scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("/ws/pgo-build.toml"))
+    }
+
+    #[test]
+    fn full_config_parses() {
+        let config = parse(
+            r#"
+[build]
+bins = ["a", "b"]
+profile = "dist"
+features = ["fast"]
+
+[[workload]]
+name = "small"
+role = "train"
+command = "$PGO_BUILD_BIN_A --small"
+env = { SEED = "1" }
+timeout = "2m"
+
+[[workload]]
+name = "big"
+role = "holdout"
+command = ["${PGO_BUILD_BIN_A}", "--big"]
+cwd = "data"
+allow_failure = true
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.build.bins.as_deref().unwrap(), ["a", "b"]);
+        assert_eq!(config.build.profile.as_deref(), Some("dist"));
+        assert_eq!(config.workloads.len(), 2);
+        assert_eq!(config.workloads[0].timeout, Duration::from_secs(120));
+        assert_eq!(config.workloads[1].timeout, DEFAULT_TIMEOUT);
+        assert!(matches!(
+            config.workloads[1].command,
+            WorkloadCommand::Argv(_)
+        ));
+        assert_eq!(config.workloads_with_role(Role::Holdout).count(), 1);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let err = parse("[build]\nprofile = \"release\"\nbinz = [\"a\"]\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("/ws/pgo-build.toml, line 3"), "{text}");
+        assert!(text.contains("binz"), "{text}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_line() {
+        let err = parse(
+            "[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\ntimeout = true\n",
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("line 5"), "{err:#}");
+    }
+
+    #[test]
+    fn bad_role_and_bad_duration_are_errors() {
+        let err = parse("[[workload]]\nname = \"a\"\nrole = \"training\"\ncommand = \"x\"\n")
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("line 3"), "{err:#}");
+        let err = parse("[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\ntimeout = \"5 weeks\"\n")
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("unknown unit"), "{err:#}");
+    }
+
+    #[test]
+    fn duplicate_and_invalid_workload_names_are_errors() {
+        let text = "[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\n\n[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"y\"\n";
+        let err = parse(text).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("line 7: workload \"a\" is already defined at line 2"),
+            "{err:#}"
+        );
+        let err = parse("[[workload]]\nname = \"../x\"\nrole = \"train\"\ncommand = \"x\"\n")
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("line 2"), "{err:#}");
+        let err =
+            parse("[[workload]]\nname = \"x\"\nrole = \"train\"\ncommand = []\n").unwrap_err();
+        assert!(format!("{err:#}").contains("empty `command`"), "{err:#}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("3m").unwrap(), Duration::from_secs(180));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("m").is_err());
+    }
+}

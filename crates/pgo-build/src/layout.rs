@@ -1,0 +1,88 @@
+//! Where everything lives under `<target dir>/pgo-build/`. These paths are public interface:
+//! workloads, CI scripts and people find binaries and reports there.
+//!
+//! ```text
+//! target/pgo-build/
+//!   <stage>/bin/            staged binaries (real files), stage = baseline|instrumented|optimized
+//!   <stage>/cargo-target/   that stage's own cargo target dir, so stages never clobber each other
+//!   <stage>/stage.json      what the stage built, with which flags (read by later stages)
+//!   profiles/raw/<workload>/<build id>_<pool>.profraw
+//!   profiles/merged-<content hash>.profdata
+//!   logs/<workload>.log     workload output
+//!   report.json
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// A build stage whose binaries get staged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Baseline,
+    Instrumented,
+    Optimized,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Baseline => "baseline",
+            Stage::Instrumented => "instrumented",
+            Stage::Optimized => "optimized",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    pub fn new(cargo_target_dir: &Path) -> Layout {
+        Layout {
+            root: cargo_target_dir.join("pgo-build"),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn stage_dir(&self, stage: Stage) -> PathBuf {
+        self.root.join(stage.name())
+    }
+
+    pub fn bin_dir(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("bin")
+    }
+
+    pub fn cargo_target_dir(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("cargo-target")
+    }
+
+    pub fn stage_manifest(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("stage.json")
+    }
+
+    pub fn profiles_dir(&self) -> PathBuf {
+        self.root.join("profiles")
+    }
+
+    pub fn raw_profiles_dir(&self) -> PathBuf {
+        self.profiles_dir().join("raw")
+    }
+
+    /// Where profiles of instrumented binaries run by hand (outside `train`) go: the directory
+    /// embedded with `-Cprofile-generate`. `train` overrides it with `LLVM_PROFILE_FILE`.
+    pub fn manual_profiles_dir(&self) -> PathBuf {
+        self.profiles_dir().join("manual")
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+
+    pub fn report(&self) -> PathBuf {
+        self.root.join("report.json")
+    }
+}

@@ -1,0 +1,24 @@
+//! `pgo-build`: profile-guided optimized release builds of a cargo workspace.
+//!
+//! `main` only turns the outcome of [`app::run`] into an exit code; everything else lives in
+//! the modules listed in ARCHITECTURE.md.
+
+mod app;
+mod cargo_build;
+mod cli;
+mod command;
+mod config;
+mod layout;
+mod pgo_diagnostics;
+mod printer;
+mod profiles;
+mod report;
+mod rustflags;
+mod stages;
+mod toolchain;
+mod training;
+mod workspace;
+
+fn main() -> std::process::ExitCode {
+    app::main()
+}

@@ -1,0 +1,300 @@
+//! Raw profiles: finding them, checking every file before it is merged, attributing each to
+//! the binary that wrote it, and merging them into one content-addressed `.profdata`.
+//!
+//! Invariants: a 0-byte file (left by a process killed before its exit handlers ran), a file
+//! llvm-profdata rejects, and a file from a binary this stage did not build are never merged
+//! silently: each is listed with the reason. `llvm-profdata merge` would skip 0-byte inputs and
+//! exit 0, which is exactly the silent degradation this module exists to prevent.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::cargo_build::StageManifest;
+use crate::command::Cmd;
+use crate::printer::Printer;
+use crate::toolchain::LlvmTool;
+
+/// The `LLVM_PROFILE_FILE` pattern inside a workload's raw directory: `%b` (the binary's build
+/// id) attributes every file to the binary that wrote it, `%m` merges all processes of one
+/// binary online into one pool file.
+pub const RAW_PATTERN: &str = "%b_%m.profraw";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RawProfile {
+    pub path: PathBuf,
+    pub workload: String,
+    pub size_bytes: u64,
+    /// The binary whose build id is in the file name, if it is one of the stage's.
+    pub binary: Option<String>,
+    /// Why it is excluded from the merge; `None` for a valid file.
+    pub rejected: Option<String>,
+}
+
+/// Every `*.profraw` under `raw/<workload>/`, attributed to binaries by build id.
+pub fn collect(raw_dir: &Path, instrumented: &StageManifest) -> Result<Vec<RawProfile>> {
+    let by_build_id: BTreeMap<&str, &str> = instrumented
+        .binaries
+        .iter()
+        .filter_map(|b| Some((b.build_id.as_deref()?, b.name.as_str())))
+        .collect();
+    let mut profiles = Vec::new();
+    if !raw_dir.is_dir() {
+        return Ok(profiles);
+    }
+    for workload_dir in sorted_entries(raw_dir)? {
+        if !workload_dir.is_dir() {
+            continue;
+        }
+        let workload = file_name(&workload_dir);
+        for path in sorted_entries(&workload_dir)? {
+            if path.extension().is_none_or(|ext| ext != "profraw") {
+                continue;
+            }
+            let size_bytes = std::fs::metadata(&path)?.len();
+            let name = file_name(&path);
+            let build_id = name.split('_').next().unwrap_or_default();
+            let binary = by_build_id.get(build_id).map(|b| b.to_string());
+            let rejected = if binary.is_none() {
+                Some(format!(
+                    "written by a binary that is not one of the current instrumented binaries \
+                     (build id {build_id}): a stale file from an older instrumented build, or \
+                     another program run with this LLVM_PROFILE_FILE; re-run `pgo-build train`"
+                ))
+            } else if size_bytes == 0 {
+                Some(
+                    "0 bytes: no process of this binary exited through its exit handlers (killed \
+                     by a signal, abort, or _exit), so none wrote its counters"
+                        .to_owned(),
+                )
+            } else {
+                None
+            };
+            profiles.push(RawProfile {
+                path,
+                workload: workload.clone(),
+                size_bytes,
+                binary,
+                rejected,
+            });
+        }
+    }
+    Ok(profiles)
+}
+
+/// Asks llvm-profdata to read every not-yet-rejected file, in parallel; files it cannot read
+/// (truncated, corrupt, another LLVM's format) are rejected with its message.
+pub fn check_readable(profiles: &mut [RawProfile], profdata: &LlvmTool, printer: &Printer) {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let chunk = profiles.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        for group in profiles.chunks_mut(chunk) {
+            scope.spawn(move || {
+                for profile in group.iter_mut().filter(|p| p.rejected.is_none()) {
+                    let output = Cmd::new(&profdata.path)
+                        .arg("show")
+                        .arg(&profile.path)
+                        .output(printer);
+                    profile.rejected = match output {
+                        Ok(output) if output.status.success() => None,
+                        Ok(output) => Some(format!(
+                            "llvm-profdata cannot read it: {}",
+                            String::from_utf8_lossy(&output.stderr).trim()
+                        )),
+                        Err(err) => Some(format!("could not run llvm-profdata: {err:#}")),
+                    };
+                }
+            });
+        }
+    });
+}
+
+/// Per-binary figures after training.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct BinaryProfiles {
+    pub files: usize,
+    pub valid_files: usize,
+    pub bytes: u64,
+    /// 0-byte files: every process of the binary died without writing (by signal, usually).
+    pub empty_files: usize,
+}
+
+pub fn per_binary<'a>(
+    profiles: &[RawProfile],
+    binaries: impl Iterator<Item = &'a str>,
+) -> BTreeMap<String, BinaryProfiles> {
+    let mut table: BTreeMap<String, BinaryProfiles> = binaries
+        .map(|b| (b.to_owned(), BinaryProfiles::default()))
+        .collect();
+    for profile in profiles {
+        let Some(entry) = profile.binary.as_ref().and_then(|b| table.get_mut(b)) else {
+            continue;
+        };
+        entry.files += 1;
+        entry.bytes += profile.size_bytes;
+        entry.empty_files += usize::from(profile.size_bytes == 0);
+        entry.valid_files += usize::from(profile.rejected.is_none());
+    }
+    table
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MergedProfile {
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    pub total_functions: u64,
+}
+
+/// Merges `inputs` into `profiles_dir/merged-<content hash>.profdata`. An existing file with the
+/// same content is left untouched: rewriting it would make cargo rebuild everything, and the
+/// hash in the name is what makes cargo rebuild when the content does change.
+pub fn merge(
+    inputs: &[&Path],
+    profiles_dir: &Path,
+    profdata: &LlvmTool,
+    printer: &Printer,
+) -> Result<MergedProfile> {
+    std::fs::create_dir_all(profiles_dir)?;
+    let list = profiles_dir.join("merge-inputs.txt");
+    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    std::fs::write(&list, names.join("\n") + "\n")?;
+    let partial = profiles_dir.join("merged.profdata.partial");
+    // No --sparse: it drops zero-count functions, and with them the "cold" marking.
+    Cmd::new(&profdata.path)
+        .args(["merge", "-o"])
+        .arg(&partial)
+        .arg(format!("--input-files={}", list.display()))
+        .stdout_checked(printer)
+        .context("llvm-profdata could not merge the profiles")?;
+    let data = std::fs::read(&partial)?;
+    let hash: String = Sha256::digest(&data)
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let path = profiles_dir.join(format!("merged-{hash}.profdata"));
+    if path.is_file() {
+        std::fs::remove_file(&partial)?;
+    } else {
+        std::fs::rename(&partial, &path)?;
+    }
+    for stale in sorted_entries(profiles_dir)? {
+        let name = file_name(&stale);
+        if name.starts_with("merged-") && name.ends_with(".profdata") && stale != path {
+            std::fs::remove_file(&stale)?;
+        }
+    }
+    let total_functions = total_functions(&path, profdata, printer)?;
+    Ok(MergedProfile {
+        path,
+        size_bytes: data.len() as u64,
+        total_functions,
+    })
+}
+
+/// "Total functions" from `llvm-profdata show`.
+pub fn total_functions(profile: &Path, profdata: &LlvmTool, printer: &Printer) -> Result<u64> {
+    let text = Cmd::new(&profdata.path)
+        .arg("show")
+        .arg(profile)
+        .stdout_checked(printer)?;
+    let Some(count) = text
+        .lines()
+        .find_map(|line| line.strip_prefix("Total functions:"))
+        .and_then(|n| n.trim().parse().ok())
+    else {
+        bail!(
+            "`llvm-profdata show {}` printed no function count:\n{text}",
+            profile.display()
+        );
+    };
+    Ok(count)
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut entries = std::fs::read_dir(dir)
+        .with_context(|| format!("could not list {}", dir.display()))?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    entries.sort();
+    Ok(entries)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cargo_build::{BuildSettings, StagedBinary};
+
+    fn manifest() -> StageManifest {
+        let bin = |name: &str, id: &str| StagedBinary {
+            name: name.into(),
+            package: "p".into(),
+            path: PathBuf::from("/bin").join(name),
+            size_bytes: 1,
+            build_id: Some(id.into()),
+            pgo: false,
+        };
+        StageManifest {
+            stage: "instrumented".into(),
+            settings: BuildSettings {
+                profile: "release".into(),
+                features: vec![],
+                host: "h".into(),
+                rustc: "r".into(),
+                common_rustflags: vec![],
+                profile_settings: String::new(),
+            },
+            stage_rustflags: vec![],
+            binaries: vec![
+                bin("server", "aaaa"),
+                bin("worker", "bbbb"),
+                bin("idle", "cccc"),
+            ],
+        }
+    }
+
+    #[test]
+    fn files_are_attributed_and_bad_ones_rejected_with_reasons() {
+        let dir = tempfile::tempdir().unwrap();
+        let raw = dir.path().join("raw/w1");
+        std::fs::create_dir_all(&raw).unwrap();
+        std::fs::write(raw.join("aaaa_123_0.profraw"), b"data").unwrap();
+        std::fs::write(raw.join("bbbb_456_0.profraw"), b"").unwrap();
+        std::fs::write(raw.join("dddd_789_0.profraw"), b"data").unwrap();
+        std::fs::write(raw.join("notes.txt"), b"ignored").unwrap();
+        let profiles = collect(&dir.path().join("raw"), &manifest()).unwrap();
+        assert_eq!(profiles.len(), 3);
+        assert_eq!(profiles[0].binary.as_deref(), Some("server"));
+        assert!(profiles[0].rejected.is_none());
+        assert!(
+            profiles[1]
+                .rejected
+                .as_deref()
+                .unwrap()
+                .starts_with("0 bytes")
+        );
+        assert!(
+            profiles[2]
+                .rejected
+                .as_deref()
+                .unwrap()
+                .contains("build id dddd")
+        );
+
+        let table = per_binary(&profiles, ["server", "worker", "idle"].into_iter());
+        assert_eq!(table["server"].valid_files, 1);
+        assert_eq!(table["worker"].empty_files, 1);
+        assert_eq!(table["worker"].valid_files, 0);
+        assert_eq!(table["idle"].files, 0);
+    }
+}

@@ -1,0 +1,300 @@
+//! The user's own rustflags, found exactly where cargo finds them.
+//!
+//! pgo-build must add profile flags without losing the user's: cargo takes the first of
+//! `CARGO_ENCODED_RUSTFLAGS`, `RUSTFLAGS`, every matching `target.<triple>` / `target.<cfg>`
+//! rustflags, `build.rustflags`. Setting `RUSTFLAGS` for our flags would silently drop flags
+//! that live in `.cargo/config.toml` (a known bug of other PGO drivers), so we resolve the
+//! user's flags ourselves and pass user + ours through `CARGO_ENCODED_RUSTFLAGS`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::cargo_platform::{Cfg, Platform};
+
+/// The flags cargo would have passed to rustc for target crates, and where they came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserFlags {
+    pub flags: Vec<String>,
+    pub source: String,
+}
+
+/// What the resolution reads; separated from the process so tests can supply it.
+pub struct Sources<'a> {
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// Cargo config files, lowest precedence first (home, then from `/` down to the cwd).
+    pub config_files: Vec<PathBuf>,
+    pub host: &'a str,
+    pub host_cfg: &'a [Cfg],
+}
+
+impl UserFlags {
+    pub fn resolve(sources: &Sources) -> Result<UserFlags> {
+        let env = sources.env;
+        let flags = if let Some(encoded) = env("CARGO_ENCODED_RUSTFLAGS") {
+            let flags = if encoded.is_empty() {
+                Vec::new()
+            } else {
+                encoded.split('\u{1f}').map(str::to_owned).collect()
+            };
+            UserFlags {
+                flags,
+                source: "CARGO_ENCODED_RUSTFLAGS".into(),
+            }
+        } else if let Some(plain) = env("RUSTFLAGS") {
+            UserFlags {
+                flags: plain.split_whitespace().map(str::to_owned).collect(),
+                source: "RUSTFLAGS".into(),
+            }
+        } else {
+            from_config(sources)?
+        };
+        flags.check_no_profile_flags()?;
+        Ok(flags)
+    }
+
+    fn check_no_profile_flags(&self) -> Result<()> {
+        let mut previous = "";
+        for flag in &self.flags {
+            let joined = format!("{previous}{flag}");
+            if ["profile-generate", "profile-use", "profile-sample-use"]
+                .iter()
+                .any(|name| joined.contains(name))
+            {
+                bail!(
+                    "the rustflags from {} already contain a profile flag ({flag}); pgo-build adds \
+                     -Cprofile-generate and -Cprofile-use itself, per stage. Remove it from {}.",
+                    self.source,
+                    self.source
+                );
+            }
+            previous = if flag == "-C" { "-C" } else { "" };
+        }
+        Ok(())
+    }
+}
+
+fn from_config(sources: &Sources) -> Result<UserFlags> {
+    let mut target_flags = Vec::new();
+    let mut target_sources = Vec::new();
+    let mut build_flags = Vec::new();
+    let mut build_sources = Vec::new();
+    for file in &sources.config_files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("could not read cargo config {}", file.display()))?;
+        let value: toml::Table = toml::from_str(&text)
+            .with_context(|| format!("could not parse cargo config {}", file.display()))?;
+        if let Some(targets) = value.get("target").and_then(|t| t.as_table()) {
+            for (key, table) in targets {
+                if !target_key_matches(key, sources)? {
+                    continue;
+                }
+                if let Some(flags) = table.get("rustflags") {
+                    target_flags.extend(flag_list(
+                        flags,
+                        file,
+                        &format!("target.{key}.rustflags"),
+                    )?);
+                    target_sources.push(format!("target.{key}.rustflags in {}", file.display()));
+                }
+            }
+        }
+        if let Some(flags) = value.get("build").and_then(|b| b.get("rustflags")) {
+            build_flags.extend(flag_list(flags, file, "build.rustflags")?);
+            build_sources.push(format!("build.rustflags in {}", file.display()));
+        }
+    }
+    let triple_var = format!(
+        "CARGO_TARGET_{}_RUSTFLAGS",
+        sources.host.to_uppercase().replace(['-', '.'], "_")
+    );
+    if let Some(flags) = (sources.env)(&triple_var) {
+        target_flags.extend(flags.split_whitespace().map(str::to_owned));
+        target_sources.push(triple_var);
+    }
+    if let Some(flags) = (sources.env)("CARGO_BUILD_RUSTFLAGS") {
+        build_flags.extend(flags.split_whitespace().map(str::to_owned));
+        build_sources.push("CARGO_BUILD_RUSTFLAGS".into());
+    }
+    // As in cargo: any target rustflags win over build.rustflags entirely.
+    Ok(if !target_sources.is_empty() {
+        UserFlags {
+            flags: target_flags,
+            source: target_sources.join(", "),
+        }
+    } else if !build_sources.is_empty() {
+        UserFlags {
+            flags: build_flags,
+            source: build_sources.join(", "),
+        }
+    } else {
+        UserFlags {
+            flags: Vec::new(),
+            source: "no user rustflags".into(),
+        }
+    })
+}
+
+fn target_key_matches(key: &str, sources: &Sources) -> Result<bool> {
+    if key.starts_with("cfg(") {
+        let platform: Platform = key
+            .parse()
+            .with_context(|| format!("could not parse the cargo config key target.{key}"))?;
+        Ok(platform.matches(sources.host, sources.host_cfg))
+    } else {
+        Ok(key == sources.host)
+    }
+}
+
+fn flag_list(value: &toml::Value, file: &Path, key: &str) -> Result<Vec<String>> {
+    match value {
+        toml::Value::String(text) => Ok(text.split_whitespace().map(str::to_owned).collect()),
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                item.as_str().map(str::to_owned).with_context(|| {
+                    format!("{key} in {} must be a list of strings", file.display())
+                })
+            })
+            .collect(),
+        _ => bail!(
+            "{key} in {} must be a string or a list of strings",
+            file.display()
+        ),
+    }
+}
+
+/// Cargo's config files for a build started in `cwd`, lowest precedence first.
+pub fn config_files(cwd: &Path, cargo_home: Option<&Path>) -> Vec<PathBuf> {
+    let in_dir = |dir: &Path| {
+        let dot_cargo = dir.join(".cargo");
+        ["config.toml", "config"]
+            .iter()
+            .map(|name| dot_cargo.join(name))
+            .find(|file| file.is_file())
+    };
+    let mut files: Vec<PathBuf> = cwd.ancestors().filter_map(in_dir).collect();
+    files.reverse();
+    if let Some(home) = cargo_home {
+        let home_file = ["config.toml", "config"]
+            .iter()
+            .map(|name| home.join(name))
+            .find(|file| file.is_file());
+        if let Some(home_file) = home_file
+            && !files.contains(&home_file)
+        {
+            files.insert(0, home_file);
+        }
+    }
+    files
+}
+
+/// The cfg values rustc sets for the host, for `target.'cfg(…)'` keys.
+pub fn host_cfg(cfg_output: &str) -> Vec<Cfg> {
+    cfg_output
+        .lines()
+        .filter_map(|line| line.parse().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    const HOST: &str = "x86_64-unknown-linux-gnu";
+
+    fn resolve(env: &[(&str, &str)], configs: &[&str]) -> Result<UserFlags> {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for (i, text) in configs.iter().enumerate() {
+            let file = dir.path().join(format!("config{i}.toml"));
+            std::fs::write(&file, text).unwrap();
+            files.push(file);
+        }
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let lookup = move |key: &str| env.get(key).cloned();
+        let cfg = host_cfg("target_os=\"linux\"\nunix\ntarget_arch=\"x86_64\"\n");
+        UserFlags::resolve(&Sources {
+            env: &lookup,
+            config_files: files,
+            host: HOST,
+            host_cfg: &cfg,
+        })
+    }
+
+    #[test]
+    fn build_rustflags_from_config_files_are_joined_in_precedence_order() {
+        let flags = resolve(
+            &[],
+            &[
+                "[build]\nrustflags = [\"--cfg\", \"home\"]\n",
+                "[build]\nrustflags = \"--cfg deep\"\n",
+            ],
+        )
+        .unwrap();
+        assert_eq!(flags.flags, ["--cfg", "home", "--cfg", "deep"]);
+    }
+
+    #[test]
+    fn target_rustflags_win_over_build_rustflags() {
+        let flags = resolve(
+            &[],
+            &[&format!(
+                "[build]\nrustflags = [\"-Cbuild\"]\n[target.{HOST}]\nrustflags = [\"-Ctriple\"]\n[target.'cfg(unix)']\nrustflags = [\"-Ccfg\"]\n[target.'cfg(windows)']\nrustflags = [\"-Cwin\"]\n[target.aarch64-unknown-linux-gnu]\nrustflags = [\"-Cother\"]\n"
+            )],
+        )
+        .unwrap();
+        assert_eq!(flags.flags.len(), 2, "{flags:?}");
+        assert!(flags.flags.contains(&"-Ctriple".to_owned()));
+        assert!(flags.flags.contains(&"-Ccfg".to_owned()));
+    }
+
+    #[test]
+    fn environment_wins_over_config_files() {
+        let config = "[build]\nrustflags = [\"-Cconfig\"]\n";
+        let flags = resolve(&[("RUSTFLAGS", "-Cenv  -Cmore")], &[config]).unwrap();
+        assert_eq!(flags.flags, ["-Cenv", "-Cmore"]);
+        let flags = resolve(
+            &[
+                ("RUSTFLAGS", "-Cenv"),
+                ("CARGO_ENCODED_RUSTFLAGS", "-Ca b\u{1f}-Cc"),
+            ],
+            &[config],
+        )
+        .unwrap();
+        assert_eq!(flags.flags, ["-Ca b", "-Cc"]);
+        let flags = resolve(&[("CARGO_BUILD_RUSTFLAGS", "-Cbuildenv")], &[config]).unwrap();
+        assert_eq!(flags.flags, ["-Cconfig", "-Cbuildenv"]);
+    }
+
+    #[test]
+    fn existing_profile_flags_are_refused() {
+        let err = resolve(&[("RUSTFLAGS", "-C profile-use=/x.profdata")], &[]).unwrap_err();
+        assert!(format!("{err}").contains("RUSTFLAGS"), "{err}");
+        assert!(resolve(&[("RUSTFLAGS", "-Cprofile-generate=/x")], &[]).is_err());
+    }
+
+    #[test]
+    fn config_files_are_ordered_home_first_then_outermost() {
+        let root = tempfile::tempdir().unwrap();
+        let inner = root.path().join("a/b");
+        std::fs::create_dir_all(inner.join(".cargo")).unwrap();
+        std::fs::create_dir_all(root.path().join("a/.cargo")).unwrap();
+        std::fs::create_dir_all(root.path().join("home")).unwrap();
+        std::fs::write(inner.join(".cargo/config.toml"), "").unwrap();
+        std::fs::write(root.path().join("a/.cargo/config"), "").unwrap();
+        std::fs::write(root.path().join("home/config.toml"), "").unwrap();
+        let files = config_files(&inner, Some(&root.path().join("home")));
+        assert_eq!(
+            files,
+            [
+                root.path().join("home/config.toml"),
+                root.path().join("a/.cargo/config"),
+                inner.join(".cargo/config.toml"),
+            ]
+        );
+    }
+}

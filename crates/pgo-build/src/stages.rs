@@ -1,0 +1,805 @@
+//! The pipeline's stages - doctor, build, instrument, train, optimize - each a method of
+//! [`Session`] run inside [`Session::stage`], which times it, prints its greppable start and
+//! end lines and records it in the report.
+//!
+//! Invariants kept here:
+//! - instrumented and optimized builds differ only in the profile flags (checked: `optimize`
+//!   refuses when the settings recorded by `instrument` differ from the current ones);
+//! - a binary without profile data is never built with `-Cprofile-use`;
+//! - a profile that rustc cannot use fails the optimize stage instead of yielding a build
+//!   without PGO.
+
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+
+use crate::cargo_build::{self, BuildOutput, BuildRequest, BuildSettings, StageManifest};
+use crate::cli::{GlobalArgs, OptimizeArgs};
+use crate::config::{Config, Role, Workload};
+use crate::layout::{Layout, Stage};
+use crate::pgo_diagnostics::{self, Summary};
+use crate::printer::Printer;
+use crate::profiles::{self, RawProfile};
+use crate::report::{BinaryRecord, RejectedProfile, Report, WorkloadRecord, human_bytes};
+use crate::rustflags::{self, Sources, UserFlags};
+use crate::toolchain::{self, LlvmTool, Rustc};
+use crate::training;
+use crate::workspace::{BinTarget, Selection, Workspace};
+
+/// Added to every stage (so baseline and optimized stay comparable): `%b` in the profile file
+/// pattern needs a build id, which not every linker adds by default.
+const BUILD_ID_FLAG: &str = "-Clink-arg=-Wl,--build-id";
+
+pub struct Session {
+    pub printer: Printer,
+    pub workspace: Workspace,
+    pub config: Config,
+    pub layout: Layout,
+    pub rustc: Rustc,
+    pub bins: Vec<BinTarget>,
+    pub settings: BuildSettings,
+    pub user_flags: UserFlags,
+    pub jobs: Option<u32>,
+    pub report: Report,
+    profdata: OnceCell<LlvmTool>,
+}
+
+impl Session {
+    pub fn new(args: &GlobalArgs, printer: Printer) -> Result<Session> {
+        let workspace = Workspace::load(args.manifest_path.as_deref(), &printer)?;
+        let config = Config::load(args.config.as_deref(), &workspace.root)?;
+        let rustc = Rustc::detect(&workspace.root, &printer)?;
+        let host_cfg = crate::command::Cmd::new(&rustc.program)
+            .args(["--print", "cfg", "--target", &rustc.host])
+            .cwd(&workspace.root)
+            .stdout_checked(&printer)?;
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+        // Cargo reads config files from its working directory up; pgo-build runs cargo in the
+        // workspace root, so that is where they are looked for.
+        let config_files = rustflags::config_files(&workspace.root, cargo_home.as_deref());
+        let user_flags = UserFlags::resolve(&Sources {
+            env: &|key| std::env::var(key).ok(),
+            config_files: config_files.clone(),
+            host: &rustc.host,
+            host_cfg: &rustflags::host_cfg(&host_cfg),
+        })?;
+        let bins = workspace.select(&Selection {
+            packages: &args.packages,
+            cli_bins: &args.bins,
+            config_bins: config.build.bins.as_deref(),
+        })?;
+        let features = if args.features.is_empty() {
+            config.build.features.clone()
+        } else {
+            args.features.clone()
+        };
+        let mut common_rustflags = user_flags.flags.clone();
+        common_rustflags.push(BUILD_ID_FLAG.to_owned());
+        let settings = BuildSettings {
+            profile: args
+                .profile
+                .clone()
+                .or_else(|| config.build.profile.clone())
+                .unwrap_or_else(|| "release".to_owned()),
+            features,
+            host: rustc.host.clone(),
+            rustc: rustc.version_line.clone(),
+            common_rustflags,
+            profile_settings: profile_settings(&workspace.root, &config_files)?,
+        };
+        let layout = Layout::new(&workspace.target_dir);
+        let report = Report::load_or_new(&layout.report(), &workspace.root);
+        Ok(Session {
+            printer,
+            workspace,
+            config,
+            layout,
+            rustc,
+            bins,
+            settings,
+            user_flags,
+            jobs: args.jobs,
+            report,
+            profdata: OnceCell::new(),
+        })
+    }
+
+    /// Runs one stage in a timer section: start and end lines, a record in the report.
+    pub fn stage<T>(
+        &mut self,
+        name: &str,
+        body: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<T> {
+        self.printer.stage_start(name);
+        let started = Instant::now();
+        let result = body(self);
+        let outcome = if result.is_ok() { "ok" } else { "failed" };
+        self.printer.stage_end(name, outcome, started.elapsed());
+        self.report.record_stage(name, outcome, started.elapsed());
+        if let Err(err) = self.report.save(&self.layout.report()) {
+            self.printer
+                .warn(format!("could not write the report: {err:#}"));
+        }
+        result
+    }
+
+    /// The llvm-profdata matching rustc's LLVM, or the error saying how to get one.
+    fn profdata(&self) -> Result<&LlvmTool> {
+        if let Some(tool) = self.profdata.get() {
+            return Ok(tool);
+        }
+        let tool = toolchain::find_llvm_profdata(&self.rustc, &self.printer)
+            .require("llvm-profdata", &self.rustc)?;
+        Ok(self.profdata.get_or_init(|| tool))
+    }
+
+    pub fn doctor(&mut self) -> Result<()> {
+        let printer = self.printer;
+        printer.info(format!(
+            "rustc: {} (host {}, LLVM {})",
+            self.rustc.version_line, self.rustc.host, self.rustc.llvm_version
+        ));
+        printer.info(format!("workspace: {}", self.workspace.root.display()));
+        printer.info(format!(
+            "binaries: {}",
+            self.bins
+                .iter()
+                .map(|b| b.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        printer.info(format!(
+            "user rustflags ({}): {:?}",
+            self.user_flags.source, self.user_flags.flags
+        ));
+        printer.info(format!(
+            "config: {} ({} train, {} holdout workloads)",
+            self.config
+                .path
+                .as_ref()
+                .map_or("none".to_owned(), |p| p.display().to_string()),
+            self.config.workloads_with_role(Role::Train).count(),
+            self.config.workloads_with_role(Role::Holdout).count()
+        ));
+        let search = toolchain::find_llvm_profdata(&self.rustc, &printer);
+        for candidate in &search.considered {
+            printer.detail(format!(
+                "llvm-profdata candidate {}: {}",
+                candidate.path.display(),
+                candidate.outcome
+            ));
+        }
+        let tool = search.require("llvm-profdata", &self.rustc)?;
+        printer.info(format!(
+            "llvm-profdata: {} (LLVM {})",
+            tool.path.display(),
+            tool.version
+        ));
+        self.report.rustc = Some(self.rustc.version_line.clone());
+        self.report.llvm_profdata =
+            Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
+        let _ = self.profdata.set(tool);
+        Ok(())
+    }
+
+    fn build_request<'a>(
+        &'a self,
+        stage: Stage,
+        bins: &'a [BinTarget],
+        stage_rustflags: &'a [String],
+    ) -> BuildRequest<'a> {
+        BuildRequest {
+            stage,
+            bins,
+            settings: &self.settings,
+            stage_rustflags,
+            jobs: self.jobs,
+            workspace_root: &self.workspace.root,
+            layout: &self.layout,
+        }
+    }
+
+    /// Replaces `<stage>/bin/` with the given executables and records them.
+    fn stage_binaries(
+        &mut self,
+        stage: Stage,
+        stage_rustflags: Vec<String>,
+        executables: Vec<(BinTarget, PathBuf, bool)>,
+    ) -> Result<StageManifest> {
+        let bin_dir = self.layout.bin_dir(stage);
+        if bin_dir.exists() {
+            std::fs::remove_dir_all(&bin_dir)
+                .with_context(|| format!("could not clear {}", bin_dir.display()))?;
+        }
+        let mut binaries = Vec::new();
+        for (bin, executable, pgo) in executables {
+            let staged = cargo_build::stage_binary(&bin, &executable, &bin_dir, pgo)?;
+            self.report
+                .binaries
+                .entry(bin.name.clone())
+                .or_default()
+                .insert(
+                    stage.name().to_owned(),
+                    BinaryRecord {
+                        size_bytes: staged.size_bytes,
+                        path: staged.path.clone(),
+                        pgo,
+                    },
+                );
+            self.printer.info(format!(
+                "{} -> {} ({})",
+                bin.name,
+                staged.path.display(),
+                human_bytes(staged.size_bytes)
+            ));
+            binaries.push(staged);
+        }
+        let manifest = StageManifest {
+            stage: stage.name().to_owned(),
+            settings: self.settings.clone(),
+            stage_rustflags,
+            binaries,
+        };
+        manifest.save(&self.layout, stage)?;
+        Ok(manifest)
+    }
+
+    fn build_and_stage(
+        &mut self,
+        stage: Stage,
+        stage_rustflags: Vec<String>,
+    ) -> Result<StageManifest> {
+        let output = cargo_build::build(
+            &self.build_request(stage, &self.bins, &stage_rustflags),
+            &self.printer,
+            &|_| true,
+        )?;
+        let executables = executables_of(&self.bins, output, false);
+        self.stage_binaries(stage, stage_rustflags, executables)
+    }
+
+    /// The baseline: a plain release build with the user's flags.
+    pub fn build_baseline(&mut self) -> Result<()> {
+        self.build_and_stage(Stage::Baseline, Vec::new())?;
+        Ok(())
+    }
+
+    pub fn instrument(&mut self) -> Result<()> {
+        let flags = vec![format!(
+            "-Cprofile-generate={}",
+            self.layout.manual_profiles_dir().display()
+        )];
+        let manifest = self.build_and_stage(Stage::Instrumented, flags)?;
+        for binary in &manifest.binaries {
+            if binary.build_id.is_none() {
+                bail!(
+                    "the instrumented binary {} has no build id, so its profiles cannot be told \
+                     apart from other binaries'. pgo-build passes {BUILD_ID_FLAG}; the linker \
+                     configured for this workspace ignored it. Use a linker that supports \
+                     --build-id (GNU ld, lld, mold).",
+                    binary.path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the train workloads (all, or those named) against the instrumented binaries.
+    pub fn train(&mut self, names: &[String]) -> Result<()> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` first",
+        )?;
+        let workloads = self.training_workloads(names)?;
+        let raw_dir = self.layout.raw_profiles_dir();
+        let bin_dir = self.layout.bin_dir(Stage::Instrumented);
+        for workload in &workloads {
+            let profile_dir = raw_dir.join(workload.name());
+            // Profiles of an earlier run of this workload would be merged twice.
+            if profile_dir.exists() {
+                std::fs::remove_dir_all(&profile_dir)?;
+            }
+            // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then
+            // do not create it themselves.
+            std::fs::create_dir_all(&profile_dir)?;
+            let target = training::Target {
+                stage: Stage::Instrumented,
+                bin_dir: &bin_dir,
+                bin_names: instrumented
+                    .binaries
+                    .iter()
+                    .map(|b| b.name.as_str())
+                    .collect(),
+                workspace_root: &self.workspace.root,
+                extra_env: vec![(
+                    "LLVM_PROFILE_FILE".to_owned(),
+                    profile_dir
+                        .join(profiles::RAW_PATTERN)
+                        .display()
+                        .to_string(),
+                )],
+                log_path: self
+                    .layout
+                    .logs_dir()
+                    .join(format!("train-{}.log", workload.name())),
+            };
+            self.printer
+                .info(format!("workload {} ...", workload.name()));
+            let outcome = target.run(workload, &self.printer)?;
+            self.printer.info(format!(
+                "workload {}: {} in {:.2}s (log: {})",
+                workload.name(),
+                outcome.status,
+                outcome.duration.as_secs_f64(),
+                outcome.log_path.display()
+            ));
+            self.report.training.retain(|w| w.name != workload.name());
+            self.report.training.push(WorkloadRecord {
+                name: workload.name().to_owned(),
+                stage: Stage::Instrumented.name().to_owned(),
+                status: outcome.status.clone(),
+                success: outcome.success,
+                duration_secs: outcome.duration.as_secs_f64(),
+                log: outcome.log_path.clone(),
+                leftovers_stopped: outcome.leftovers_stopped,
+            });
+            if !outcome.success {
+                let tail = training::log_tail(&outcome.log_path, 20);
+                if workload.allow_failure {
+                    self.printer.warn(format!(
+                        "workload `{}` {} (allow_failure = true)",
+                        workload.name(),
+                        outcome.status
+                    ));
+                } else {
+                    bail!(
+                        "training workload `{}` {}. Its output ends with:\n{tail}\nFull log: {}\n\
+                         Fix the workload, or set allow_failure = true for it in {} if failing is expected.",
+                        workload.name(),
+                        outcome.status,
+                        outcome.log_path.display(),
+                        self.config.display_path()
+                    );
+                }
+            }
+        }
+        let profiles = profiles::collect(&raw_dir, &instrumented)?;
+        let table = profiles::per_binary(&profiles, self.bins.iter().map(|b| b.name.as_str()));
+        self.printer.table(accounting_table(&table, false));
+        for (binary, figures) in &table {
+            if figures.files == figures.empty_files {
+                self.printer.warn(no_profile_message(binary, figures));
+            }
+        }
+        self.report.profiles = table
+            .iter()
+            .map(|(name, figures)| {
+                (
+                    name.clone(),
+                    serde_json::to_value(figures).unwrap_or_default(),
+                )
+            })
+            .collect();
+        Ok(())
+    }
+
+    fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
+        if names.is_empty() {
+            let workloads: Vec<Workload> = self
+                .config
+                .workloads_with_role(Role::Train)
+                .cloned()
+                .collect();
+            if workloads.is_empty() {
+                bail!(
+                    "there are no training workloads: add a [[workload]] with role = \"train\" to {}",
+                    self.config.display_path()
+                );
+            }
+            return Ok(workloads);
+        }
+        names
+            .iter()
+            .map(|name| {
+                let workload = self.config.workload(name).with_context(|| {
+                    format!(
+                        "no workload named `{name}` in {}; defined: {}",
+                        self.config.display_path(),
+                        self.config
+                            .workloads
+                            .iter()
+                            .map(Workload::name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
+                if workload.role != Role::Train {
+                    bail!(
+                        "workload `{name}` has role = \"holdout\": training on it would make the \
+                         held-out comparison meaningless. Change its role in {} to train on it.",
+                        self.config.display_path()
+                    );
+                }
+                Ok(workload.clone())
+            })
+            .collect()
+    }
+
+    /// Removes every raw profile, before a full training run.
+    pub fn clear_raw_profiles(&self) -> Result<()> {
+        let raw = self.layout.raw_profiles_dir();
+        if raw.exists() {
+            std::fs::remove_dir_all(&raw)
+                .with_context(|| format!("could not remove {}", raw.display()))?;
+        }
+        Ok(())
+    }
+
+    pub fn optimize(&mut self, args: &OptimizeArgs) -> Result<()> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` and `pgo-build train` first",
+        )?;
+        check_same_settings(&instrumented.settings, &self.settings)?;
+        for bin in &self.bins {
+            if instrumented.binary(&bin.name).is_none() {
+                bail!(
+                    "binary `{}` was not instrumented (the instrumented stage built: {}); run \
+                     `pgo-build instrument` and `pgo-build train` with the same selection",
+                    bin.name,
+                    instrumented
+                        .binaries
+                        .iter()
+                        .map(|b| b.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        for name in &args.allow_missing_profile {
+            if !self.bins.iter().any(|b| &b.name == name) {
+                bail!("--allow-missing-profile {name}: no such selected binary");
+            }
+        }
+        let profdata = self.profdata()?.clone();
+
+        let raw_dir = self.layout.raw_profiles_dir();
+        let mut raw = profiles::collect(&raw_dir, &instrumented)?;
+        if raw.is_empty() {
+            bail!(
+                "there are no raw profiles under {}: run `pgo-build train` (with the training \
+                 workloads in {}) before optimizing",
+                raw_dir.display(),
+                self.config.display_path()
+            );
+        }
+        profiles::check_readable(&mut raw, &profdata, &self.printer);
+        self.report_rejected(&raw);
+        let table = profiles::per_binary(&raw, self.bins.iter().map(|b| b.name.as_str()));
+        self.printer.table(accounting_table(&table, true));
+
+        let (with_data, without_data): (Vec<BinTarget>, Vec<BinTarget>) = self
+            .bins
+            .iter()
+            .cloned()
+            .partition(|bin| table[&bin.name].valid_files > 0);
+        let refused: Vec<&BinTarget> = without_data
+            .iter()
+            .filter(|bin| !args.allow_missing_profile.contains(&bin.name))
+            .collect();
+        if !refused.is_empty() {
+            let lines: Vec<String> = refused
+                .iter()
+                .map(|b| format!("  - {}", no_profile_message(&b.name, &table[&b.name])))
+                .collect();
+            bail!(
+                "refusing to build with PGO: {} binar{} no usable profile data, and a binary \
+                 built with -Cprofile-use but no data for it is treated as all-cold - slower than \
+                 no PGO at all.\n{}\nFix: make a training workload in {} run {} to a normal exit \
+                 (return from main or std::process::exit), or pass --allow-missing-profile BIN to \
+                 ship {} as a plain release build.",
+                refused.len(),
+                if refused.len() == 1 {
+                    "y has"
+                } else {
+                    "ies have"
+                },
+                lines.join("\n"),
+                self.config.display_path(),
+                if refused.len() == 1 { "it" } else { "them" },
+                if refused.len() == 1 { "it" } else { "them" },
+            );
+        }
+        if with_data.is_empty() {
+            bail!("no binary has usable profile data; nothing can be built with PGO");
+        }
+
+        let inputs: Vec<&Path> = raw
+            .iter()
+            .filter(|p| p.rejected.is_none())
+            .map(|p| p.path.as_path())
+            .collect();
+        let merged = profiles::merge(
+            &inputs,
+            &self.layout.profiles_dir(),
+            &profdata,
+            &self.printer,
+        )?;
+        self.printer.info(format!(
+            "merged {} profile files into {} ({}, {} functions)",
+            inputs.len(),
+            merged.path.display(),
+            human_bytes(merged.size_bytes),
+            merged.total_functions
+        ));
+        self.report.merged_profile = serde_json::to_value(&merged).ok();
+        if merged.total_functions == 0 {
+            bail!(
+                "the merged profile {} contains no functions; rustc would build without PGO. \
+                 Check the training workloads' logs under {}.",
+                merged.path.display(),
+                self.layout.logs_dir().display()
+            );
+        }
+
+        let flags = vec![
+            format!("-Cprofile-use={}", merged.path.display()),
+            "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
+        ];
+        let verbose = self.printer.is_verbose();
+        let output = cargo_build::build(
+            &self.build_request(Stage::Optimized, &with_data, &flags),
+            &self.printer,
+            &|d| verbose || pgo_diagnostics::classify(&d.message).is_none(),
+        )?;
+        let summary = Summary::from_diagnostics(&output.diagnostics);
+        self.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
+        if !summary.unusable_profile.is_empty() {
+            bail!(
+                "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
+                 The profile is empty or was written by another LLVM version than rustc's ({}).",
+                merged.path.display(),
+                summary.unusable_profile.join("\n  "),
+                self.rustc.llvm_version
+            );
+        }
+        self.print_diagnostic_summary(&summary);
+
+        let mut executables = executables_of(&with_data, output, true);
+        if !without_data.is_empty() {
+            self.printer.warn(format!(
+                "building {} without PGO (--allow-missing-profile): a plain release build is \
+                 staged in its place",
+                without_data
+                    .iter()
+                    .map(|b| b.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            let plain = cargo_build::build(
+                &self.build_request(Stage::Baseline, &without_data, &[]),
+                &self.printer,
+                &|_| true,
+            )?;
+            executables.extend(executables_of(&without_data, plain, false));
+        }
+        self.stage_binaries(Stage::Optimized, flags, executables)?;
+        Ok(())
+    }
+
+    fn report_rejected(&mut self, raw: &[RawProfile]) {
+        self.report.rejected_profiles.clear();
+        for profile in raw {
+            if let Some(reason) = &profile.rejected {
+                self.printer
+                    .warn(format!("excluded {}: {reason}", profile.path.display()));
+                self.report.rejected_profiles.push(RejectedProfile {
+                    path: profile.path.clone(),
+                    binary: profile.binary.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        }
+    }
+
+    fn print_diagnostic_summary(&self, summary: &Summary) {
+        if summary.per_crate.is_empty() {
+            self.printer
+                .info("rustc reported no functions without profile data");
+            return;
+        }
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Crate",
+            "Functions without data",
+            "Changed since training (hash mismatch)",
+        ]);
+        for (krate, counts) in &summary.per_crate {
+            table.add_row([
+                krate.clone(),
+                counts.missing_functions.to_string(),
+                counts.mismatched_functions.to_string(),
+            ]);
+        }
+        self.printer.table(table);
+        if summary.total_mismatched() > 0 {
+            self.printer.warn(format!(
+                "{} functions changed since the profile was recorded and get no profile data; \
+                 re-run `pgo-build instrument` and `pgo-build train` to refresh it",
+                summary.total_mismatched()
+            ));
+        }
+    }
+
+    /// doctor → build → instrument → train → optimize, then the stage table.
+    pub fn run_all(&mut self, args: &OptimizeArgs) -> Result<()> {
+        self.report = Report::new(&self.workspace.root);
+        let result = self.run_stages(args);
+        self.printer.table(self.report.stage_table());
+        if !self.report.binaries.is_empty() {
+            self.printer.table(self.report.size_table());
+        }
+        if result.is_ok() {
+            self.printer.info(format!(
+                "optimized binaries: {}\nreport: {}",
+                self.layout.bin_dir(Stage::Optimized).display(),
+                self.layout.report().display()
+            ));
+        }
+        result
+    }
+
+    fn run_stages(&mut self, args: &OptimizeArgs) -> Result<()> {
+        self.stage("doctor", |s| s.doctor())?;
+        self.stage("build", |s| s.build_baseline())?;
+        self.stage("instrument", |s| s.instrument())?;
+        self.clear_raw_profiles()?;
+        self.stage("train", |s| s.train(&[]))?;
+        self.stage("optimize", |s| s.optimize(args))
+    }
+}
+
+/// Pairs each binary with the executable cargo reported for it.
+fn executables_of(
+    bins: &[BinTarget],
+    mut output: BuildOutput,
+    pgo: bool,
+) -> Vec<(BinTarget, PathBuf, bool)> {
+    bins.iter()
+        .filter_map(|bin| Some((bin.clone(), output.executables.remove(&bin.name)?, pgo)))
+        .collect()
+}
+
+fn no_profile_message(binary: &str, figures: &profiles::BinaryProfiles) -> String {
+    if figures.files == 0 {
+        format!("`{binary}` wrote no profile: no training workload ran it")
+    } else if figures.empty_files == figures.files {
+        format!(
+            "`{binary}` left only 0-byte profiles ({} file{}): its processes were killed (SIGTERM, \
+             SIGKILL, abort, _exit) before their exit handlers could write the counters",
+            figures.files,
+            if figures.files == 1 { "" } else { "s" }
+        )
+    } else {
+        format!(
+            "`{binary}` has {} profile files, none of them usable (see the excluded files above)",
+            figures.files
+        )
+    }
+}
+
+fn accounting_table(
+    table: &std::collections::BTreeMap<String, profiles::BinaryProfiles>,
+    checked: bool,
+) -> String {
+    let mut out = Table::new();
+    out.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec!["Binary", "Profile files", "Bytes", "0-byte files"];
+    if checked {
+        header.push("Usable files");
+    }
+    out.set_header(header);
+    for (binary, figures) in table {
+        let mut row = vec![
+            binary.clone(),
+            figures.files.to_string(),
+            human_bytes(figures.bytes),
+            figures.empty_files.to_string(),
+        ];
+        if checked {
+            row.push(figures.valid_files.to_string());
+        }
+        out.add_row(row);
+    }
+    out.to_string()
+}
+
+fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
+    if instrumented == now {
+        return Ok(());
+    }
+    let mut differences = Vec::new();
+    let mut compare = |what: &str, then: String, current: String| {
+        if then != current {
+            differences.push(format!("  {what}: instrumented with {then}, now {current}"));
+        }
+    };
+    compare(
+        "cargo profile",
+        instrumented.profile.clone(),
+        now.profile.clone(),
+    );
+    compare(
+        "features",
+        format!("{:?}", instrumented.features),
+        format!("{:?}", now.features),
+    );
+    compare("target", instrumented.host.clone(), now.host.clone());
+    compare("rustc", instrumented.rustc.clone(), now.rustc.clone());
+    compare(
+        "rustflags",
+        format!("{:?}", instrumented.common_rustflags),
+        format!("{:?}", now.common_rustflags),
+    );
+    compare(
+        "profile settings",
+        format!("{:?}", instrumented.profile_settings),
+        format!("{:?}", now.profile_settings),
+    );
+    bail!(
+        "the build settings changed since the instrumented build:\n{}\nProfiles name functions by \
+         crate hash and codegen unit, so an optimized build with other settings would silently \
+         drop most of the profile. Re-run `pgo-build instrument` and `pgo-build train`, or \
+         restore the settings.",
+        differences.join("\n")
+    )
+}
+
+/// The cargo profile settings that affect codegen: `[profile]` of the workspace manifest and of
+/// cargo config files, and `CARGO_PROFILE_*` variables.
+fn profile_settings(workspace_root: &Path, config_files: &[PathBuf]) -> Result<String> {
+    let mut parts = Vec::new();
+    let manifests =
+        std::iter::once(workspace_root.join("Cargo.toml")).chain(config_files.iter().cloned());
+    for file in manifests {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("could not parse {}", file.display()))?;
+        if let Some(profile) = table.get("profile") {
+            parts.push(format!("{}: {profile}", file.display()));
+        }
+    }
+    let mut vars: Vec<String> = std::env::vars()
+        .filter(|(key, _)| key.starts_with("CARGO_PROFILE_"))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    vars.sort();
+    parts.extend(vars);
+    Ok(parts.join("; "))
+}
+
+/// Removes everything under `target/pgo-build/`.
+pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
+    let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
+    let layout = Layout::new(&workspace.target_dir);
+    if layout.root().exists() {
+        std::fs::remove_dir_all(layout.root())
+            .with_context(|| format!("could not remove {}", layout.root().display()))?;
+        printer.info(format!("removed {}", layout.root().display()));
+    } else {
+        printer.info(format!(
+            "nothing to remove: {} does not exist",
+            layout.root().display()
+        ));
+    }
+    Ok(())
+}

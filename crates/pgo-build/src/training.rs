@@ -1,0 +1,321 @@
+//! Running a workload against the binaries of one stage.
+//!
+//! A workload finds the binaries through `PGO_BUILD_BIN_DIR` and `PGO_BUILD_BIN_<NAME>`, so the
+//! same workload runs unchanged against baseline, instrumented and optimized binaries. Each
+//! runs in its own process group, so a timeout stops everything it started and nothing it
+//! started outlives it.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::command::Cmd;
+use crate::config::{Workload, WorkloadCommand};
+use crate::layout::Stage;
+use crate::printer::Printer;
+
+/// Left in the environment by an instrumented parent: children that inherit it skip creating
+/// the profile directory and then fail to write their profile.
+const PROFILE_RT_INIT_ONCE: &str = "__LLVM_PROFILE_RT_INIT_ONCE";
+/// How long leftover processes get between SIGTERM and SIGKILL.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(5);
+
+/// The stage a workload runs against.
+pub struct Target<'a> {
+    pub stage: Stage,
+    pub bin_dir: &'a Path,
+    pub bin_names: Vec<&'a str>,
+    pub workspace_root: &'a Path,
+    /// Extra variables (e.g. `LLVM_PROFILE_FILE` when training).
+    pub extra_env: Vec<(String, String)>,
+    pub log_path: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct Outcome {
+    pub duration: Duration,
+    /// `exit status: 0`, `timed out after 30s`, …
+    pub status: String,
+    pub success: bool,
+    pub log_path: PathBuf,
+    /// Processes still running after the main command ended, which pgo-build stopped.
+    pub leftovers_stopped: bool,
+}
+
+/// `PGO_BUILD_BIN_<NAME>`: the name upper-cased, anything but letters and digits as `_`.
+pub fn bin_env_var(name: &str) -> String {
+    let suffix: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("PGO_BUILD_BIN_{suffix}")
+}
+
+impl Target<'_> {
+    fn variables(&self, workload: &Workload) -> Vec<(String, String)> {
+        let mut vars = vec![
+            (
+                "PGO_BUILD_BIN_DIR".to_owned(),
+                self.bin_dir.display().to_string(),
+            ),
+            ("PGO_BUILD_STAGE".to_owned(), self.stage.name().to_owned()),
+            ("PGO_BUILD_WORKLOAD".to_owned(), workload.name().to_owned()),
+        ];
+        for name in &self.bin_names {
+            vars.push((
+                bin_env_var(name),
+                self.bin_dir.join(name).display().to_string(),
+            ));
+        }
+        vars
+    }
+
+    fn command(&self, workload: &Workload) -> Result<Cmd> {
+        let vars = self.variables(workload);
+        let mut cmd = match &workload.command {
+            WorkloadCommand::Shell(line) => Cmd::new("sh").args(["-c", line]),
+            WorkloadCommand::Argv(words) => {
+                let words: Vec<String> = words.iter().map(|w| expand(w, &vars)).collect();
+                Cmd::new(&words[0]).args(&words[1..])
+            }
+        };
+        let cwd = match &workload.cwd {
+            Some(dir) => self.workspace_root.join(dir),
+            None => self.workspace_root.to_owned(),
+        };
+        if !cwd.is_dir() {
+            bail!(
+                "workload `{}`: its cwd {} does not exist",
+                workload.name(),
+                cwd.display()
+            );
+        }
+        cmd = cmd.cwd(cwd).env_remove(PROFILE_RT_INIT_ONCE);
+        for (key, value) in vars.iter().chain(&self.extra_env) {
+            cmd = cmd.env(key, value);
+        }
+        for (key, value) in &workload.env {
+            cmd = cmd.env(key, value);
+        }
+        Ok(cmd)
+    }
+
+    pub fn run(&self, workload: &Workload, printer: &Printer) -> Result<Outcome> {
+        let cmd = self.command(workload)?;
+        if let Some(dir) = self.log_path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let log = std::fs::File::create(&self.log_path)
+            .with_context(|| format!("could not create {}", self.log_path.display()))?;
+        let mut command = cmd.to_command();
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        printer.detail(format!("$ {}", cmd.display()));
+        let started = Instant::now();
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "workload `{}`: could not start `{}`",
+                    workload.name(),
+                    cmd.display()
+                )
+            })?;
+        let group = child.id() as libc::pid_t;
+        let (status, success) = loop {
+            if let Some(status) = child.try_wait()? {
+                break (status.to_string(), status.success());
+            }
+            if started.elapsed() >= workload.timeout {
+                signal_group(group, libc::SIGKILL);
+                child.wait()?;
+                break (
+                    format!(
+                        "timed out after {}s and was killed",
+                        workload.timeout.as_secs()
+                    ),
+                    false,
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let duration = started.elapsed();
+        let leftovers_stopped = stop_leftovers(group);
+        if leftovers_stopped {
+            printer.warn(format!(
+                "workload `{}` left processes running after its command ended; pgo-build \
+                 stopped them (SIGTERM, then SIGKILL after {}s). Processes stopped this way \
+                 write no profile: make the workload wait for its children.",
+                workload.name(),
+                LEFTOVER_GRACE.as_secs()
+            ));
+        }
+        Ok(Outcome {
+            duration,
+            status,
+            success,
+            log_path: self.log_path.clone(),
+            leftovers_stopped,
+        })
+    }
+}
+
+fn signal_group(group: libc::pid_t, signal: libc::c_int) -> bool {
+    // SAFETY: kill(2) with a negative pid signals the process group; no memory is involved.
+    unsafe { libc::kill(-group, signal) == 0 }
+}
+
+/// Stops what remains of the workload's process group; true when anything was left.
+fn stop_leftovers(group: libc::pid_t) -> bool {
+    if !signal_group(group, 0) {
+        return false;
+    }
+    signal_group(group, libc::SIGTERM);
+    let deadline = Instant::now() + LEFTOVER_GRACE;
+    while Instant::now() < deadline {
+        if !signal_group(group, 0) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_group(group, libc::SIGKILL);
+    true
+}
+
+/// Expands `${VAR}` and `$VAR` for the given variables (argv workloads have no shell).
+fn expand(word: &str, vars: &[(String, String)]) -> String {
+    let mut out = word.to_owned();
+    // Longest names first, so `$PGO_BUILD_BIN_A` does not eat the start of `$PGO_BUILD_BIN_AB`.
+    let mut sorted: Vec<&(String, String)> = vars.iter().collect();
+    sorted.sort_by_key(|(key, _)| std::cmp::Reverse(key.len()));
+    for (key, value) in sorted {
+        out = out
+            .replace(&format!("${{{key}}}"), value)
+            .replace(&format!("${key}"), value);
+    }
+    out
+}
+
+/// The last `lines` lines of a log file, for error messages.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bin_variables_are_upper_case_identifiers() {
+        assert_eq!(bin_env_var("my-server"), "PGO_BUILD_BIN_MY_SERVER");
+        assert_eq!(bin_env_var("x2.y"), "PGO_BUILD_BIN_X2_Y");
+    }
+
+    #[test]
+    fn expansion_prefers_the_longest_name() {
+        let vars = vec![
+            ("PGO_BUILD_BIN_A".to_owned(), "/a".to_owned()),
+            ("PGO_BUILD_BIN_AB".to_owned(), "/ab".to_owned()),
+        ];
+        assert_eq!(expand("$PGO_BUILD_BIN_AB", &vars), "/ab");
+        assert_eq!(expand("${PGO_BUILD_BIN_A}/x", &vars), "/a/x");
+    }
+
+    fn workload(command: &str, timeout: Duration) -> Workload {
+        let text = format!(
+            "[[workload]]\nname = \"w\"\nrole = \"train\"\ncommand = {command:?}\ntimeout = {}\n",
+            timeout.as_secs()
+        );
+        crate::config::Config::parse(&text, Path::new("pgo-build.toml"))
+            .unwrap()
+            .workloads
+            .remove(0)
+    }
+
+    fn target(dir: &Path) -> Target<'_> {
+        Target {
+            stage: Stage::Baseline,
+            bin_dir: dir,
+            bin_names: vec!["app"],
+            workspace_root: dir,
+            extra_env: vec![("EXTRA".into(), "1".into())],
+            log_path: dir.join("log.txt"),
+        }
+    }
+
+    #[test]
+    fn workload_sees_the_stage_variables_and_its_output_is_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let printer = Printer::new(crate::printer::Verbosity::Quiet);
+        let outcome = target(dir.path())
+            .run(
+                &workload(
+                    "echo $PGO_BUILD_BIN_APP $PGO_BUILD_STAGE $EXTRA",
+                    Duration::from_secs(60),
+                ),
+                &printer,
+            )
+            .unwrap();
+        assert!(outcome.success, "{}", outcome.status);
+        let log = std::fs::read_to_string(&outcome.log_path).unwrap();
+        assert_eq!(
+            log.trim(),
+            format!("{}/app baseline 1", dir.path().display())
+        );
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let printer = Printer::new(crate::printer::Verbosity::Quiet);
+        let outcome = target(dir.path())
+            .run(
+                &workload("sleep 30 & sleep 30", Duration::from_secs(1)),
+                &printer,
+            )
+            .unwrap();
+        assert!(!outcome.success);
+        assert!(outcome.status.contains("timed out"), "{}", outcome.status);
+        assert!(outcome.duration < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn leftover_children_are_stopped_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let printer = Printer::new(crate::printer::Verbosity::Quiet);
+        let marker = dir.path().join("pid");
+        let outcome = target(dir.path())
+            .run(
+                &workload(
+                    &format!("sleep 60 & echo $! > {}", marker.display()),
+                    Duration::from_secs(60),
+                ),
+                &printer,
+            )
+            .unwrap();
+        assert!(outcome.success);
+        assert!(outcome.leftovers_stopped);
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: signal 0 only checks for existence.
+        assert!(
+            unsafe { libc::kill(pid, 0) } != 0,
+            "the leftover sleep is still running"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! The cargo workspace being optimized: its root, target directory and binary targets, read
+//! from `cargo metadata`, and the selection of binaries a run builds.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{Metadata, TargetKind};
+
+use crate::command::Cmd;
+use crate::printer::Printer;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinTarget {
+    pub name: String,
+    pub package: String,
+}
+
+#[derive(Debug)]
+pub struct Workspace {
+    pub root: PathBuf,
+    pub target_dir: PathBuf,
+    /// Every binary target of every workspace member.
+    pub binaries: Vec<BinTarget>,
+}
+
+/// Which binaries to build: `-p`, `--bin` and `[build] bins` in one place.
+#[derive(Debug, Default)]
+pub struct Selection<'a> {
+    pub packages: &'a [String],
+    /// `--bin` flags; when empty, `[build] bins` from the config applies.
+    pub cli_bins: &'a [String],
+    pub config_bins: Option<&'a [String]>,
+}
+
+/// The cargo program cargo itself would re-run (`$CARGO` when run by cargo).
+pub fn cargo_program() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+impl Workspace {
+    pub fn load(manifest_path: Option<&Path>, printer: &Printer) -> Result<Workspace> {
+        let mut cmd =
+            Cmd::new(cargo_program()).args(["metadata", "--no-deps", "--format-version", "1"]);
+        if let Some(path) = manifest_path {
+            cmd = cmd.arg("--manifest-path").arg(path);
+        }
+        let json = cmd
+            .stdout_checked(printer)
+            .context("could not read the workspace with `cargo metadata`")?;
+        let metadata = cargo_metadata::MetadataCommand::parse(json)
+            .context("could not parse `cargo metadata` output")?;
+        Ok(Workspace::from_metadata(&metadata))
+    }
+
+    fn from_metadata(metadata: &Metadata) -> Workspace {
+        let binaries = metadata
+            .workspace_packages()
+            .iter()
+            .flat_map(|package| {
+                package
+                    .targets
+                    .iter()
+                    .filter(|target| target.kind.contains(&TargetKind::Bin))
+                    .map(|target| BinTarget {
+                        name: target.name.clone(),
+                        package: package.name.to_string(),
+                    })
+            })
+            .collect();
+        Workspace {
+            root: metadata.workspace_root.clone().into_std_path_buf(),
+            target_dir: metadata.target_directory.clone().into_std_path_buf(),
+            binaries,
+        }
+    }
+
+    pub fn select(&self, selection: &Selection) -> Result<Vec<BinTarget>> {
+        for package in selection.packages {
+            if !self.binaries.iter().any(|bin| &bin.package == package) {
+                bail!(
+                    "package `{package}` (-p) is not a workspace member with binary targets; \
+                     packages with binaries: {}",
+                    self.list(|bin| bin.package.clone())
+                );
+            }
+        }
+        let mut selected: Vec<BinTarget> = self
+            .binaries
+            .iter()
+            .filter(|bin| {
+                selection.packages.is_empty() || selection.packages.contains(&bin.package)
+            })
+            .cloned()
+            .collect();
+        let (names, origin) = if !selection.cli_bins.is_empty() {
+            (Some(selection.cli_bins), "--bin")
+        } else {
+            (selection.config_bins, "[build] bins")
+        };
+        if let Some(names) = names {
+            for name in names {
+                if !selected.iter().any(|bin| &bin.name == name) {
+                    bail!(
+                        "binary `{name}` ({origin}) is not a binary target of the selected \
+                         packages; available: {}",
+                        self.list(|bin| bin.name.clone())
+                    );
+                }
+            }
+            selected.retain(|bin| names.contains(&bin.name));
+        }
+        if selected.is_empty() {
+            bail!(
+                "the workspace at {} has no binary targets to build",
+                self.root.display()
+            );
+        }
+        for (i, bin) in selected.iter().enumerate() {
+            if let Some(other) = selected[..i].iter().find(|other| other.name == bin.name) {
+                bail!(
+                    "binary `{}` is defined by both `{}` and `{}`; staged binaries share one \
+                     bin/ directory, so select one with -p",
+                    bin.name,
+                    other.package,
+                    bin.package
+                );
+            }
+        }
+        Ok(selected)
+    }
+
+    fn list(&self, key: impl Fn(&BinTarget) -> String) -> String {
+        let mut names: Vec<String> = self.binaries.iter().map(key).collect();
+        names.sort();
+        names.dedup();
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace() -> Workspace {
+        let bin = |name: &str, package: &str| BinTarget {
+            name: name.into(),
+            package: package.into(),
+        };
+        Workspace {
+            root: "/ws".into(),
+            target_dir: "/ws/target".into(),
+            binaries: vec![
+                bin("server", "srv"),
+                bin("worker", "srv"),
+                bin("cli", "tools"),
+            ],
+        }
+    }
+
+    fn names(bins: Vec<BinTarget>) -> Vec<String> {
+        bins.into_iter().map(|b| b.name).collect()
+    }
+
+    #[test]
+    fn default_selects_every_binary() {
+        let all = workspace().select(&Selection::default()).unwrap();
+        assert_eq!(names(all), ["server", "worker", "cli"]);
+    }
+
+    #[test]
+    fn packages_and_bins_filter_and_cli_overrides_config() {
+        let ws = workspace();
+        let packages = ["srv".to_owned()];
+        let picked = ws
+            .select(&Selection {
+                packages: &packages,
+                ..Selection::default()
+            })
+            .unwrap();
+        assert_eq!(names(picked), ["server", "worker"]);
+        let config = ["cli".to_owned()];
+        let cli = ["worker".to_owned()];
+        let picked = ws
+            .select(&Selection {
+                packages: &[],
+                cli_bins: &cli,
+                config_bins: Some(&config),
+            })
+            .unwrap();
+        assert_eq!(names(picked), ["worker"]);
+    }
+
+    #[test]
+    fn unknown_names_are_errors_listing_what_exists() {
+        let ws = workspace();
+        let bins = ["nope".to_owned()];
+        let err = ws
+            .select(&Selection {
+                config_bins: Some(&bins),
+                ..Selection::default()
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("[build] bins"), "{err}");
+        assert!(err.to_string().contains("cli, server, worker"), "{err}");
+        let packages = ["nope".to_owned()];
+        assert!(
+            ws.select(&Selection {
+                packages: &packages,
+                ..Selection::default()
+            })
+            .is_err()
+        );
+    }
+}
