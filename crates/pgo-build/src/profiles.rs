@@ -18,10 +18,15 @@ use crate::command::Cmd;
 use crate::printer::Printer;
 use crate::toolchain::LlvmTool;
 
-/// The `LLVM_PROFILE_FILE` pattern inside a workload's raw directory: `%b` (the binary's build
-/// id) attributes every file to the binary that wrote it, `%m` merges all processes of one
-/// binary online into one pool file.
-pub const RAW_PATTERN: &str = "%b_%m.profraw";
+/// The `LLVM_PROFILE_FILE` pattern inside a workload's raw directory. `%b` (the binary's build
+/// id) attributes every file to the binary that wrote it; `%p` gives each process its own file,
+/// which the runtime truncates at start-up, so a process killed before its exit handlers ran
+/// leaves a 0-byte file and every process is accounted for. Online merging (`%m`) would keep
+/// the file count down, but a killed process then leaves no trace at all (checked with LLVM 22):
+/// "killed" could not be told from "never ran". A pid reused by the same binary within one
+/// workload overwrites the earlier file: that takes more processes than `pid_max` (32768 on
+/// these machines) within one workload.
+pub const RAW_PATTERN: &str = "%b_%p.profraw";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RawProfile {
@@ -112,7 +117,7 @@ pub fn check_readable(profiles: &mut [RawProfile], profdata: &LlvmTool, printer:
     });
 }
 
-/// Per-binary figures after training.
+/// Per-binary figures after training. One file is one process (see [`RAW_PATTERN`]).
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct BinaryProfiles {
     pub files: usize,

@@ -682,10 +682,10 @@ fn no_profile_message(binary: &str, figures: &profiles::BinaryProfiles) -> Strin
         format!("`{binary}` wrote no profile: no training workload ran it")
     } else if figures.empty_files == figures.files {
         format!(
-            "`{binary}` left only 0-byte profiles ({} file{}): its processes were killed (SIGTERM, \
-             SIGKILL, abort, _exit) before their exit handlers could write the counters",
+            "`{binary}` left only 0-byte profiles ({} process{}): killed (SIGTERM, SIGKILL, \
+             abort, _exit) before their exit handlers could write the counters",
             figures.files,
-            if figures.files == 1 { "" } else { "s" }
+            if figures.files == 1 { "" } else { "es" }
         )
     } else {
         format!(
@@ -701,9 +701,14 @@ fn accounting_table(
 ) -> String {
     let mut out = Table::new();
     out.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec!["Binary", "Profile files", "Bytes", "0-byte files"];
+    let mut header = vec![
+        "Binary",
+        "Processes",
+        "Profile bytes",
+        "Died without writing (0-byte)",
+    ];
     if checked {
-        header.push("Usable files");
+        header.push("Usable profiles");
     }
     out.set_header(header);
     for (binary, figures) in table {

@@ -1,0 +1,412 @@
+//! End-to-end tests: the real `pgo-build` binary against a copy of a fixture workspace, with
+//! real cargo builds, real instrumented binaries and the real llvm-profdata.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh copy of a fixture workspace and a way to run pgo-build on it.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+/// One pgo-build invocation's result, with assertions that print everything on failure.
+struct Run {
+    output: Output,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(name),
+            dir.path(),
+        );
+        Fixture { dir }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, relative: &str, contents: &str) -> &Fixture {
+        let path = self.root().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+        self
+    }
+
+    /// `pgo-build.toml` with one train workload per command.
+    fn config(&self, train_commands: &[&str]) -> &Fixture {
+        let mut text = String::new();
+        for (i, command) in train_commands.iter().enumerate() {
+            text += &format!(
+                "[[workload]]\nname = \"t{i}\"\nrole = \"train\"\ncommand = {command:?}\ntimeout = 120\n\n"
+            );
+        }
+        self.write("pgo-build.toml", &text)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pgo-build"));
+        command
+            .arg("--manifest-path")
+            .arg(self.root().join("Cargo.toml"))
+            .args(args)
+            .current_dir(self.root())
+            // The test process's own flags must not leak into the fixture's builds.
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("CARGO_BUILD_RUSTFLAGS")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("PGO_BUILD_LLVM_PROFDATA");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.run_with(self.command(args))
+    }
+
+    fn run_with(&self, mut command: Command) -> Run {
+        Run {
+            output: command.output().unwrap(),
+        }
+    }
+
+    fn stage_bin(&self, stage: &str, name: &str) -> PathBuf {
+        self.root()
+            .join("target/pgo-build")
+            .join(stage)
+            .join("bin")
+            .join(name)
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let text =
+            std::fs::read_to_string(self.root().join("target/pgo-build/report.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn raw_profile_dir(&self, workload: &str) -> PathBuf {
+        self.root()
+            .join("target/pgo-build/profiles/raw")
+            .join(workload)
+    }
+}
+
+impl Run {
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "status: {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.output.status,
+            self.stdout(),
+            self.stderr()
+        )
+    }
+
+    fn success(&self) -> &Run {
+        assert!(
+            self.output.status.success(),
+            "expected success\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    fn failure(&self) -> &Run {
+        assert!(
+            !self.output.status.success(),
+            "expected failure\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    fn stderr_contains(&self, text: &str) -> &Run {
+        assert!(
+            self.stderr().contains(text),
+            "stderr lacks {text:?}\n{}",
+            self.describe()
+        );
+        self
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            if entry.file_name() != "target" {
+                copy_dir(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn run_binary(path: &Path, args: &[&str]) -> String {
+    let output = Command::new(path).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{} {args:?} failed: {output:?}",
+        path.display()
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn full_pipeline_produces_optimized_binaries_that_run() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 20000",
+        "\"$PGO_BUILD_BIN_DIR/helper\"",
+    ]);
+    let run = fixture.run(&["run"]);
+    run.success()
+        .stderr_contains("pgo-build stage instrument start")
+        .stderr_contains("pgo-build stage optimize ok");
+    assert!(
+        run.stdout().contains("│ optimize"),
+        "no stage table\n{}",
+        run.describe()
+    );
+
+    for name in ["app", "helper"] {
+        let optimized = fixture.stage_bin("optimized", name);
+        let metadata = std::fs::symlink_metadata(&optimized).unwrap();
+        assert!(
+            metadata.file_type().is_file(),
+            "{} is not a real file",
+            optimized.display()
+        );
+        let args: &[&str] = if name == "app" {
+            &["work", "5000"]
+        } else {
+            &[]
+        };
+        assert_eq!(
+            run_binary(&optimized, args),
+            run_binary(&fixture.stage_bin("baseline", name), args),
+            "optimized and baseline {name} disagree"
+        );
+    }
+    // The profile really was used: it is named by content hash and rustc got it.
+    let report = fixture.report();
+    let merged = report["merged_profile"]["path"].as_str().unwrap();
+    assert!(
+        merged.contains("/profiles/merged-") && merged.ends_with(".profdata"),
+        "{merged}"
+    );
+    assert!(
+        report["merged_profile"]["total_functions"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let stages: Vec<&str> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        ["doctor", "build", "instrument", "train", "optimize"]
+    );
+    for stage in ["baseline", "instrumented", "optimized"] {
+        assert!(
+            report["binaries"]["app"][stage]["size_bytes"]
+                .as_u64()
+                .unwrap()
+                > 0,
+            "{stage}"
+        );
+    }
+    assert_eq!(report["binaries"]["app"]["optimized"]["pgo"], true);
+}
+
+#[test]
+fn user_rustflags_from_cargo_config_survive_into_every_stage() {
+    let fixture = Fixture::new("twobins");
+    fixture
+        .config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"])
+        .write(
+            ".cargo/config.toml",
+            "[build]\nrustflags = [\"--cfg\", \"fixture_flag\"]\n",
+        );
+    fixture.run(&["run"]).success();
+    for stage in ["baseline", "instrumented", "optimized"] {
+        assert_eq!(
+            run_binary(&fixture.stage_bin(stage, "app"), &["flag"]),
+            "flag=on\n",
+            "{stage}"
+        );
+    }
+}
+
+#[test]
+fn binary_no_workload_runs_is_named_and_refused() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    fixture
+        .run(&["run"])
+        .failure()
+        .stderr_contains("warning: `helper` wrote no profile: no training workload ran it")
+        .stderr_contains("refusing to build with PGO")
+        .stderr_contains("--allow-missing-profile");
+    assert!(!fixture.stage_bin("optimized", "helper").exists());
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+
+    // Opting out builds helper without PGO, and says so in the report.
+    fixture
+        .run(&["optimize", "--allow-missing-profile", "helper"])
+        .success();
+    let report = fixture.report();
+    assert_eq!(report["binaries"]["helper"]["optimized"]["pgo"], false);
+    assert_eq!(report["binaries"]["app"]["optimized"]["pgo"], true);
+    assert_eq!(
+        run_binary(&fixture.stage_bin("optimized", "helper"), &[]),
+        "helper 23331668\n"
+    );
+}
+
+#[test]
+fn only_zero_byte_profiles_are_refused() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        "[build]\nbins = [\"app\"]\n\n[[workload]]\nname = \"dies\"\nrole = \"train\"\n\
+         command = \"$PGO_BUILD_BIN_APP abort\"\nallow_failure = true\n",
+    );
+    let run = fixture.run(&["run"]);
+    run.failure()
+        .stderr_contains("left only 0-byte profiles")
+        .stderr_contains("refusing to build with PGO");
+    let files: Vec<_> = std::fs::read_dir(fixture.raw_profile_dir("dies"))
+        .unwrap()
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "the aborted process leaves exactly one file"
+    );
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn corrupt_and_stale_profiles_are_excluded_with_reasons() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let dir = fixture.raw_profile_dir("t0");
+    let real = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let build_id = real
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split('_')
+        .next()
+        .unwrap()
+        .to_owned();
+    // A truncated copy of a real profile, and a file from a binary that no longer exists.
+    let bytes = std::fs::read(&real).unwrap();
+    std::fs::write(
+        dir.join(format!("{build_id}_1.profraw")),
+        &bytes[..bytes.len() / 3],
+    )
+    .unwrap();
+    std::fs::write(dir.join("0123abcd_1.profraw"), &bytes).unwrap();
+    fixture
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("llvm-profdata cannot read it")
+        .stderr_contains("not one of the current instrumented binaries (build id 0123abcd)");
+    assert_eq!(
+        fixture.report()["rejected_profiles"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn changed_rustflags_after_instrument_are_refused() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let mut optimize = fixture.command(&["optimize"]);
+    optimize.env("RUSTFLAGS", "-Ccodegen-units=1");
+    fixture
+        .run_with(optimize)
+        .failure()
+        .stderr_contains("the build settings changed since the instrumented build")
+        .stderr_contains("-Ccodegen-units=1");
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn mismatched_llvm_profdata_is_refused_with_the_fix() {
+    let old = Path::new("/usr/bin/llvm-profdata");
+    assert!(
+        old.exists(),
+        "this test uses the machine's LLVM 14 llvm-profdata at {}",
+        old.display()
+    );
+    let fixture = Fixture::new("twobins");
+    let mut doctor = fixture.command(&["doctor"]);
+    doctor.env("PGO_BUILD_LLVM_PROFDATA", old);
+    fixture
+        .run_with(doctor)
+        .failure()
+        .stderr_contains("LLVM 14")
+        .stderr_contains("does not match rustc's LLVM 22")
+        .stderr_contains("apt-get install llvm-22")
+        .stderr_contains("rustup component add llvm-tools");
+}
+
+#[test]
+fn bad_config_is_an_error_naming_the_line() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"t\"\nrole = \"train\"\ncomand = \"true\"\n",
+    );
+    fixture
+        .run(&["build"])
+        .failure()
+        .stderr_contains("pgo-build.toml, line 4")
+        .stderr_contains("comand");
+}
+
+#[test]
+fn failing_workload_fails_training_with_its_output() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["echo about to fail; exit 7"]);
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("training workload `t0` exit status: 7")
+        .stderr_contains("about to fail");
+}
