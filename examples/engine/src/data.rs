@@ -14,7 +14,7 @@ impl Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -22,7 +22,7 @@ impl Rng {
     }
 
     pub fn below(&mut self, n: u64) -> i64 {
-        (self.next() % n) as i64
+        (self.next_u64() % n) as i64
     }
 }
 
