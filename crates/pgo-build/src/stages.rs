@@ -648,10 +648,11 @@ impl Session {
         }
         if result.is_ok() {
             self.printer.info(format!(
-                "optimized binaries: {}\nreport: {}",
-                self.layout.bin_dir(Stage::Optimized).display(),
-                self.layout.report().display()
+                "optimized binaries: {}",
+                self.layout.bin_dir(Stage::Optimized).display()
             ));
+            self.printer
+                .info(format!("report: {}", self.layout.report().display()));
         }
         result
     }

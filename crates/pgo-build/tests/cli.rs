@@ -410,3 +410,84 @@ fn failing_workload_fails_training_with_its_output() {
         .stderr_contains("training workload `t0` exit status: 7")
         .stderr_contains("about to fail");
 }
+
+#[test]
+fn functions_changed_since_training_are_summarised_per_crate() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    let changed = source.replace(
+        "steps += 1;",
+        "steps += 1;\n        if steps == 1_000_000 { println!(\"long\"); }",
+    );
+    assert_ne!(source, changed);
+    std::fs::write(&main, changed).unwrap();
+    let run = fixture.run(&["optimize"]);
+    run.success()
+        .stderr_contains("changed since the profile was recorded");
+    assert!(
+        run.stdout()
+            .contains("Changed since training (hash mismatch)"),
+        "{}",
+        run.describe()
+    );
+    let diagnostics = &fixture.report()["optimize_diagnostics"]["per_crate"]["app"];
+    assert!(
+        diagnostics["mismatched_functions"].as_u64().unwrap() >= 1,
+        "{diagnostics}"
+    );
+}
+
+/// An llvm-profdata that passes everything to the real one, except that `merge` writes an
+/// empty profile, and with LIE_ABOUT_FUNCTIONS `show` claims functions anyway: faults the real
+/// tool cannot be made to produce, to reach the last two guards before a build without PGO.
+fn empty_merging_profdata(dir: &Path) -> PathBuf {
+    let script = dir.join("llvm-profdata");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+real=llvm-profdata-22
+if [ "$1" = merge ] && [ "$2" = -o ]; then
+    empty=$(mktemp); "$real" merge -o "$3" "$empty"; status=$?; rm -f "$empty"; exit $status
+fi
+if [ "$1" = show ] && [ -n "$LIE_ABOUT_FUNCTIONS" ]; then
+    echo "Total functions: 5"; exit 0
+fi
+exec "$real" "$@"
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script
+}
+
+#[test]
+fn a_profile_rustc_cannot_use_fails_instead_of_building_without_pgo() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let tools = tempfile::tempdir().unwrap();
+    let fake = empty_merging_profdata(tools.path());
+
+    let mut optimize = fixture.command(&["optimize"]);
+    optimize.env("PGO_BUILD_LLVM_PROFDATA", &fake);
+    fixture
+        .run_with(optimize)
+        .failure()
+        .stderr_contains("contains no functions");
+
+    let mut optimize = fixture.command(&["optimize"]);
+    optimize
+        .env("PGO_BUILD_LLVM_PROFDATA", &fake)
+        .env("LIE_ABOUT_FUNCTIONS", "1");
+    fixture
+        .run_with(optimize)
+        .failure()
+        .stderr_contains("rustc could not use the profile")
+        .stderr_contains("Not an IR level instrumentation profile");
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
