@@ -65,7 +65,9 @@ pub enum Command {
     Train(TrainArgs),
     /// Validate and merge the profiles, then build the optimized binaries with them
     Optimize(OptimizeArgs),
-    /// doctor, build, instrument, train and optimize, then print the stage table
+    /// Paired, interleaved A/B rounds of staged variants on the holdout and train workloads
+    Compare(CompareArgs),
+    /// doctor, build, instrument, train, optimize and compare, then print the stage table
     Run(RunArgs),
     /// Remove everything under target/pgo-build/
     Clean,
@@ -90,6 +92,53 @@ pub struct OptimizeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub optimize: OptimizeArgs,
+    /// Skip the closing baseline/optimized comparison on the holdout workloads
+    #[arg(long)]
+    pub no_compare: bool,
+    /// Rounds of the closing comparison (default: [compare] rounds, else 10)
+    #[arg(long, value_name = "N")]
+    pub compare_rounds: Option<usize>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct CompareArgs {
+    /// Staged variants to compare, the first being the reference (default: baseline and the
+    /// newest of the others)
+    #[arg(value_name = "VARIANT")]
+    pub variants: Vec<String>,
+    /// Counted rounds per workload, after one warm-up round (default: [compare] rounds, else 10)
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
+    /// Only these workloads (repeatable; default: every holdout and train workload)
+    #[arg(long = "workload", value_name = "NAME")]
+    pub workloads: Vec<String>,
+    /// What decides the verdict: wall-clock time or the process tree's user+system CPU time
+    #[arg(long, value_enum, default_value_t = Metric::Wall)]
+    pub metric: Metric,
+    /// Seed of the bootstrap resampling
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Exit non-zero when a holdout workload's verdict is "slower"
+    #[arg(long)]
+    pub fail_if_slower: bool,
+}
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    #[default]
+    Wall,
+    Cpu,
 }
 
 #[cfg(test)]

@@ -19,7 +19,15 @@ pub struct Config {
     /// The file it came from; `None` when there is no config file.
     pub path: Option<PathBuf>,
     pub build: BuildSection,
+    pub compare: CompareSection,
     pub workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareSection {
+    /// Counted rounds per workload (default 10).
+    pub rounds: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -77,6 +85,8 @@ impl Workload {
 struct ConfigFile {
     #[serde(default)]
     build: BuildSection,
+    #[serde(default)]
+    compare: CompareSection,
     #[serde(default, rename = "workload")]
     workloads: Vec<Workload>,
 }
@@ -122,6 +132,7 @@ impl Config {
         let config = Config {
             path: Some(path.to_owned()),
             build: file.build,
+            compare: file.compare,
             workloads: file.workloads,
         };
         config.validate(text)?;
@@ -243,6 +254,9 @@ bins = ["a", "b"]
 profile = "dist"
 features = ["fast"]
 
+[compare]
+rounds = 12
+
 [[workload]]
 name = "small"
 role = "train"
@@ -261,6 +275,7 @@ allow_failure = true
         .unwrap();
         assert_eq!(config.build.bins.as_deref().unwrap(), ["a", "b"]);
         assert_eq!(config.build.profile.as_deref(), Some("dist"));
+        assert_eq!(config.compare.rounds, Some(12));
         assert_eq!(config.workloads.len(), 2);
         assert_eq!(config.workloads[0].timeout, Duration::from_secs(120));
         assert_eq!(config.workloads[1].timeout, DEFAULT_TIMEOUT);

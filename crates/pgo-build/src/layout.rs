@@ -23,6 +23,15 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// Stages whose binaries can be compared, in pipeline order (newest last).
+    pub const VARIANTS: [Stage; 2] = [Stage::Baseline, Stage::Optimized];
+
+    pub fn from_variant(name: &str) -> Option<Stage> {
+        Stage::VARIANTS
+            .into_iter()
+            .find(|stage| stage.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Stage::Baseline => "baseline",

@@ -33,6 +33,8 @@ pub struct Report {
     pub merged_profile: Option<serde_json::Value>,
     /// Per-crate functions without data or with mismatched data in the optimized build.
     pub optimize_diagnostics: Option<serde_json::Value>,
+    /// The last A/B comparison, with every round.
+    pub compare: Option<crate::compare::CompareResult>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

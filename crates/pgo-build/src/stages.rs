@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::cargo_build::{self, BuildOutput, BuildRequest, BuildSettings, StageManifest};
-use crate::cli::{GlobalArgs, OptimizeArgs};
+use crate::cli::{CompareArgs, GlobalArgs, OptimizeArgs, RunArgs};
 use crate::config::{Config, Role, Workload};
 use crate::layout::{Layout, Stage};
 use crate::pgo_diagnostics::{self, Summary};
@@ -638,8 +638,8 @@ impl Session {
         }
     }
 
-    /// doctor → build → instrument → train → optimize, then the stage table.
-    pub fn run_all(&mut self, args: &OptimizeArgs) -> Result<()> {
+    /// doctor → build → instrument → train → optimize → compare, then the stage table.
+    pub fn run_all(&mut self, args: &RunArgs) -> Result<()> {
         self.report = Report::new(&self.workspace.root);
         let result = self.run_stages(args);
         self.printer.table(self.report.stage_table());
@@ -657,13 +657,40 @@ impl Session {
         result
     }
 
-    fn run_stages(&mut self, args: &OptimizeArgs) -> Result<()> {
+    fn run_stages(&mut self, args: &RunArgs) -> Result<()> {
         self.stage("doctor", |s| s.doctor())?;
         self.stage("build", |s| s.build_baseline())?;
         self.stage("instrument", |s| s.instrument())?;
         self.clear_raw_profiles()?;
         self.stage("train", |s| s.train(&[]))?;
-        self.stage("optimize", |s| s.optimize(args))
+        self.stage("optimize", |s| s.optimize(&args.optimize))?;
+        if args.no_compare {
+            return Ok(());
+        }
+        let holdout: Vec<String> = self
+            .config
+            .workloads_with_role(Role::Holdout)
+            .map(|w| w.name().to_owned())
+            .collect();
+        if holdout.is_empty() {
+            self.printer.warn(format!(
+                "no holdout workloads in {}: the speedup is not measured. Add a [[workload]] with \
+                 role = \"holdout\" on inputs training never sees.",
+                self.config.display_path()
+            ));
+            return Ok(());
+        }
+        let compare = CompareArgs {
+            variants: vec![
+                Stage::Baseline.name().to_owned(),
+                Stage::Optimized.name().to_owned(),
+            ],
+            rounds: args.compare_rounds,
+            workloads: holdout,
+            seed: 1,
+            ..CompareArgs::default()
+        };
+        self.stage("compare", |s| s.compare(&compare).map(drop))
     }
 }
 

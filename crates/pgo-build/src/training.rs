@@ -39,6 +39,9 @@ pub struct Outcome {
     /// `exit status: 0`, `timed out after 30s`, …
     pub status: String,
     pub success: bool,
+    /// User + system CPU time of the workload's process tree: the command and every descendant
+    /// that was waited for (as `wait4` accounts it).
+    pub cpu: Duration,
     pub log_path: PathBuf,
     /// Processes still running after the main command ended, which pgo-build stopped.
     pub leftovers_stopped: bool,
@@ -119,7 +122,7 @@ impl Target<'_> {
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         printer.detail(format!("$ {}", cmd.display()));
         let started = Instant::now();
-        let mut child = command
+        let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -132,22 +135,23 @@ impl Target<'_> {
                 )
             })?;
         let group = child.id() as libc::pid_t;
-        let (status, success) = loop {
-            if let Some(status) = child.try_wait()? {
-                break (status.to_string(), status.success());
+        let (status, success, cpu) = loop {
+            if let Some((status, cpu)) = reap(group, false)? {
+                break (status.to_string(), status.success(), cpu);
             }
             if started.elapsed() >= workload.timeout {
                 signal_group(group, libc::SIGKILL);
-                child.wait()?;
+                let (_, cpu) = reap(group, true)?.expect("a blocking wait returns the status");
                 break (
                     format!(
                         "timed out after {}s and was killed",
                         workload.timeout.as_secs()
                     ),
                     false,
+                    cpu,
                 );
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(5));
         };
         let duration = started.elapsed();
         let leftovers_stopped = stop_leftovers(group);
@@ -164,10 +168,40 @@ impl Target<'_> {
             duration,
             status,
             success,
+            cpu,
             log_path: self.log_path.clone(),
             leftovers_stopped,
         })
     }
+}
+
+/// Waits for `pid` with `wait4`, which also returns the CPU time of it and its waited-for
+/// descendants. `None` while it is still running (only when not blocking).
+fn reap(pid: libc::pid_t, block: bool) -> Result<Option<(std::process::ExitStatus, Duration)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 only writes to the two out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: `status` and `usage` are valid for writes for the duration of the call.
+        let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if reaped == pid {
+            let cpu = timeval(usage.ru_utime) + timeval(usage.ru_stime);
+            return Ok(Some((std::process::ExitStatus::from_raw(status), cpu)));
+        }
+        if reaped == 0 {
+            return Ok(None);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("waiting for a workload failed");
+        }
+    }
+}
+
+fn timeval(tv: libc::timeval) -> Duration {
+    Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64)
 }
 
 fn signal_group(group: libc::pid_t, signal: libc::c_int) -> bool {
@@ -269,10 +303,34 @@ mod tests {
             )
             .unwrap();
         assert!(outcome.success, "{}", outcome.status);
+        assert!(outcome.cpu < outcome.duration + Duration::from_secs(1));
         let log = std::fs::read_to_string(&outcome.log_path).unwrap();
         assert_eq!(
             log.trim(),
             format!("{}/app baseline 1", dir.path().display())
+        );
+    }
+
+    #[test]
+    fn cpu_time_includes_waited_for_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let printer = Printer::new(crate::printer::Verbosity::Quiet);
+        // Two busy children, waited for by the shell.
+        let busy = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done";
+        let outcome = target(dir.path())
+            .run(
+                &workload(
+                    &format!("({busy}) & ({busy}) & wait"),
+                    Duration::from_secs(60),
+                ),
+                &printer,
+            )
+            .unwrap();
+        assert!(outcome.success, "{}", outcome.status);
+        assert!(
+            outcome.cpu > Duration::from_millis(50),
+            "cpu {:?}",
+            outcome.cpu
         );
     }
 

@@ -491,3 +491,90 @@ fn a_profile_rustc_cannot_use_fails_instead_of_building_without_pgo() {
         .stderr_contains("Not an IR level instrumentation profile");
     assert!(!fixture.stage_bin("optimized", "app").exists());
 }
+
+/// A fixture with both variants staged: `compare` runs `holdout_command` against them.
+fn compared_fixture(holdout_command: &str) -> Fixture {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        &format!(
+            "[[workload]]\nname = \"train\"\nrole = \"train\"\ncommand = \"$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER\"\n\n\
+             [[workload]]\nname = \"holdout\"\nrole = \"holdout\"\ncommand = {holdout_command:?}\n"
+        ),
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    fixture
+}
+
+#[test]
+fn compare_reports_a_slower_variant_as_slower() {
+    // The optimized variant does extra work on purpose.
+    let fixture = compared_fixture(
+        "$PGO_BUILD_BIN_APP work 100; if [ \"$PGO_BUILD_STAGE\" = optimized ]; then sleep 0.25; fi; sleep 0.02",
+    );
+    let run = fixture.run(&[
+        "compare",
+        "--workload",
+        "holdout",
+        "--rounds",
+        "6",
+        "--fail-if-slower",
+    ]);
+    run.failure()
+        .stderr_contains("--fail-if-slower: optimized is");
+    let report = fixture.report();
+    let holdout = &report["compare"]["workloads"][0];
+    assert_eq!(holdout["workload"], "holdout");
+    let summary = &holdout["candidates"]["optimized"]["wall"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    assert_eq!(summary["wins"], 0);
+    assert_eq!(summary["pairs"], 6);
+    // Every counted run is recorded, and the order alternates between rounds.
+    let runs = holdout["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 12);
+    assert_eq!(
+        runs[0]["variant"], "optimized",
+        "round 1 runs the reversed order"
+    );
+    assert_eq!(
+        runs[2]["variant"], "baseline",
+        "round 2 runs the reference first"
+    );
+    assert!(run.stdout().contains("slower"), "{}", run.describe());
+}
+
+#[test]
+fn compare_does_not_call_equivalent_builds_faster() {
+    // The binaries' work is negligible next to the sleep: both variants take the same time.
+    let fixture = compared_fixture("$PGO_BUILD_BIN_APP work 10; sleep 0.1");
+    fixture
+        .run(&[
+            "compare",
+            "--workload",
+            "holdout",
+            "--rounds",
+            "8",
+            "--fail-if-slower",
+        ])
+        .success();
+    let verdict =
+        fixture.report()["compare"]["workloads"][0]["candidates"]["optimized"]["wall"]["verdict"]
+            .clone();
+    assert_ne!(verdict, "faster");
+    assert_ne!(verdict, "slower");
+}
+
+#[test]
+fn compare_refuses_variants_that_were_not_built() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.run(&["build"]).success();
+    fixture
+        .run(&["compare", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("the optimized stage has not been built");
+    fixture
+        .run(&["compare", "baseline", "bolted"])
+        .failure()
+        .stderr_contains("unknown variant `bolted`");
+}

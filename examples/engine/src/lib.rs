@@ -8,6 +8,7 @@
 //! `if(cond, a, b)` and `x between lo and hi`.
 
 pub mod bytecode;
+pub mod closure;
 pub mod data;
 pub mod parse;
 
@@ -18,7 +19,8 @@ pub use parse::{Aggregate, Query, parse_query};
 /// Compiles and runs a query over a table; returns the aggregate.
 pub fn run_query(text: &str, table: &Table) -> Result<i64, String> {
     let query = parse_query(text)?;
-    let filter = query.filter.as_ref().map(compile);
+    // Filters run as closure trees, values as bytecode: two evaluator shapes real engines use.
+    let filter = query.filter.as_ref().map(closure::compile_closure);
     let value = query.value.as_ref().map(compile);
     let mut stack = Vec::with_capacity(64);
     let mut count: i64 = 0;
@@ -29,7 +31,7 @@ pub fn run_query(text: &str, table: &Table) -> Result<i64, String> {
     };
     for row in table.rows() {
         if let Some(filter) = &filter
-            && filter.eval(row, &mut stack) == 0
+            && filter(row) == 0
         {
             continue;
         }
