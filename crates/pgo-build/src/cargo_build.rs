@@ -18,6 +18,16 @@ use crate::layout::{Layout, Stage};
 use crate::printer::Printer;
 use crate::workspace::{BinTarget, cargo_program};
 
+/// Extra flags of a continuous-mode instrumented build: counters addressed through a bias so
+/// they can live in the mmapped file (without it the file stays empty), no value profiling
+/// (llvm-profdata rejects such files as truncated otherwise), and counters updated in memory
+/// on every increment (else a process killed inside a loop loses that loop's counts).
+pub const CONTINUOUS_FLAGS: [&str; 3] = [
+    "-Cllvm-args=-runtime-counter-relocation",
+    "-Cllvm-args=-disable-vp",
+    "-Cllvm-args=-do-counter-promotion=false",
+];
+
 /// Everything that decides how cargo builds, apart from the stage's profile flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildSettings {
@@ -225,6 +235,13 @@ impl StageManifest {
     pub fn save(&self, layout: &Layout, stage: Stage) -> Result<()> {
         let path = layout.stage_manifest(stage);
         write_atomically(&path, serde_json::to_string_pretty(self)?.as_bytes())
+    }
+
+    /// Whether an instrumented stage was built in continuous mode.
+    pub fn continuous(&self) -> bool {
+        self.stage_rustflags
+            .iter()
+            .any(|flag| flag == CONTINUOUS_FLAGS[0])
     }
 
     pub fn binary(&self, name: &str) -> Option<&StagedBinary> {

@@ -51,6 +51,14 @@ pub struct GlobalArgs {
     /// Print only errors, warnings and the final table
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Turn every warning (a binary without profile, excluded profiles, stopped processes,
+    /// functions changed since training) into a failure
+    #[arg(long, global = true)]
+    pub strict: bool,
+    /// Instrument in continuous mode, so processes killed by any signal keep their counts
+    /// (same as [pgo] continuous = true)
+    #[arg(long, global = true)]
+    pub continuous: bool,
 }
 
 #[derive(Debug, Subcommand)]

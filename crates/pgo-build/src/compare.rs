@@ -326,6 +326,14 @@ impl Session {
             )),
         };
         let outcome = target.run(workload, &self.printer)?;
+        if !outcome.stopped.is_empty() {
+            self.printer.warn(format!(
+                "workload `{}` against the {} binaries: pgo-build had to stop {}",
+                workload.name(),
+                stage.name(),
+                training::describe_stopped(&outcome.stopped)
+            ));
+        }
         if !outcome.success && !workload.allow_failure {
             bail!(
                 "workload `{}` {} against the {} binaries, so its time means nothing. Its output ends with:\n{}\nFull log: {}",

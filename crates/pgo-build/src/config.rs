@@ -13,14 +13,38 @@ use toml::Spanned;
 
 pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
 pub struct Config {
     /// The file it came from; `None` when there is no config file.
     pub path: Option<PathBuf>,
     pub build: BuildSection,
+    pub pgo: PgoSection,
     pub compare: CompareSection,
     pub workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PgoSection {
+    /// Continuous mode: counters live in the mmapped profile, so processes killed by any signal
+    /// still contribute (costs value profiling, so no indirect-call promotion).
+    #[serde(default)]
+    pub continuous: bool,
+    /// What to do with corrupt or unreadable raw profiles.
+    #[serde(default)]
+    pub on_corrupt: OnCorrupt,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnCorrupt {
+    /// Exclude them from the merge, with a loud warning listing each.
+    #[default]
+    Drop,
+    /// Fail the stage.
+    Fail,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,6 +96,12 @@ pub struct Workload {
     pub timeout: Duration,
     #[serde(default)]
     pub allow_failure: bool,
+    /// Between SIGTERM and SIGKILL when pgo-build stops the workload's processes.
+    #[serde(
+        default = "default_grace_period",
+        deserialize_with = "deserialize_duration"
+    )]
+    pub grace_period: Duration,
 }
 
 impl Workload {
@@ -85,6 +115,8 @@ impl Workload {
 struct ConfigFile {
     #[serde(default)]
     build: BuildSection,
+    #[serde(default)]
+    pgo: PgoSection,
     #[serde(default)]
     compare: CompareSection,
     #[serde(default, rename = "workload")]
@@ -132,6 +164,7 @@ impl Config {
         let config = Config {
             path: Some(path.to_owned()),
             build: file.build,
+            pgo: file.pgo,
             compare: file.compare,
             workloads: file.workloads,
         };
@@ -201,6 +234,10 @@ fn default_timeout() -> Duration {
     DEFAULT_TIMEOUT
 }
 
+fn default_grace_period() -> Duration {
+    DEFAULT_GRACE_PERIOD
+}
+
 /// A timeout: whole seconds (`90`) or a number with a unit (`"90s"`, `"30m"`, `"2h"`).
 fn deserialize_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     #[derive(Deserialize)]
@@ -257,6 +294,10 @@ features = ["fast"]
 [compare]
 rounds = 12
 
+[pgo]
+continuous = true
+on_corrupt = "fail"
+
 [[workload]]
 name = "small"
 role = "train"
@@ -276,6 +317,8 @@ allow_failure = true
         assert_eq!(config.build.bins.as_deref().unwrap(), ["a", "b"]);
         assert_eq!(config.build.profile.as_deref(), Some("dist"));
         assert_eq!(config.compare.rounds, Some(12));
+        assert!(config.pgo.continuous);
+        assert_eq!(config.pgo.on_corrupt, OnCorrupt::Fail);
         assert_eq!(config.workloads.len(), 2);
         assert_eq!(config.workloads[0].timeout, Duration::from_secs(120));
         assert_eq!(config.workloads[1].timeout, DEFAULT_TIMEOUT);

@@ -27,6 +27,21 @@ use crate::toolchain::LlvmTool;
 /// workload overwrites the earlier file: that takes more processes than `pid_max` (32768 on
 /// these machines) within one workload.
 pub const RAW_PATTERN: &str = "%b_%p.profraw";
+/// In continuous mode (`%c`) the counters live in the mmapped file itself, so a process killed
+/// by any signal still leaves them.
+pub const CONTINUOUS_RAW_PATTERN: &str = "%b_%p%c.profraw";
+
+/// Magic of a 64-bit LLVM raw profile (`\xfflprofr\x81`, little-endian u64 at offset 0); the
+/// format version is the u64 at offset 8.
+const RAW_MAGIC_64: u64 = 0xff6c_7072_6f66_7281;
+
+pub fn raw_pattern(continuous: bool) -> &'static str {
+    if continuous {
+        CONTINUOUS_RAW_PATTERN
+    } else {
+        RAW_PATTERN
+    }
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RawProfile {
@@ -35,6 +50,8 @@ pub struct RawProfile {
     pub size_bytes: u64,
     /// The binary whose build id is in the file name, if it is one of the stage's.
     pub binary: Option<String>,
+    /// The raw format version in the header, when the file starts with LLVM's raw magic.
+    pub raw_version: Option<u64>,
     /// Why it is excluded from the merge; `None` for a valid file.
     pub rejected: Option<String>,
 }
@@ -79,6 +96,7 @@ pub fn collect(raw_dir: &Path, instrumented: &StageManifest) -> Result<Vec<RawPr
                 None
             };
             profiles.push(RawProfile {
+                raw_version: read_raw_version(&path),
                 path,
                 workload: workload.clone(),
                 size_bytes,
@@ -90,9 +108,20 @@ pub fn collect(raw_dir: &Path, instrumented: &StageManifest) -> Result<Vec<RawPr
     Ok(profiles)
 }
 
+fn read_raw_version(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    let magic = u64::from_le_bytes(header[..8].try_into().ok()?);
+    (magic == RAW_MAGIC_64).then(|| u64::from_le_bytes(header[8..].try_into().expect("8 bytes")))
+}
+
 /// Asks llvm-profdata to read every not-yet-rejected file, in parallel; files it cannot read
 /// (truncated, corrupt, another LLVM's format) are rejected with its message.
-pub fn check_readable(profiles: &mut [RawProfile], profdata: &LlvmTool, printer: &Printer) {
+fn check_readable(profiles: &mut [RawProfile], profdata: &LlvmTool, printer: &Printer) {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let chunk = profiles.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -117,17 +146,153 @@ pub fn check_readable(profiles: &mut [RawProfile], profdata: &LlvmTool, printer:
     });
 }
 
+/// Replaces the reason of files whose raw format version differs from the one our own
+/// instrumented binaries wrote: they come from another LLVM, and the fix is not "re-train".
+fn explain_other_llvm(profiles: &mut [RawProfile], llvm_major: u32) {
+    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+    for profile in profiles
+        .iter()
+        .filter(|p| p.rejected.is_none() && p.binary.is_some())
+    {
+        if let Some(version) = profile.raw_version {
+            *counts.entry(version).or_default() += 1;
+        }
+    }
+    let Some((&expected, _)) = counts.iter().max_by_key(|(_, n)| **n) else {
+        return;
+    };
+    for profile in profiles.iter_mut() {
+        if let Some(version) = profile.raw_version
+            && version != expected
+        {
+            profile.rejected = Some(format!(
+                "written by another LLVM than rustc's (raw profile format version {version}; the \
+                 instrumented binaries of rustc's LLVM {llvm_major} write version {expected}). \
+                 Usually C/C++ code compiled by the `cc` crate or a build system with a compiler \
+                 that picked up profile flags (e.g. CFLAGS=-fprofile-generate): build that code \
+                 without profile flags, or with clang {llvm_major}"
+            ));
+        }
+    }
+}
+
 /// Per-binary figures after training. One file is one process (see [`RAW_PATTERN`]).
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct BinaryProfiles {
+    /// Processes that started (each truncates its own file at start-up).
     pub files: usize,
+    /// Processes whose profile is usable.
     pub valid_files: usize,
     pub bytes: u64,
-    /// 0-byte files: every process of the binary died without writing (by signal, usually).
+    /// Processes that died without writing (by signal, abort or `_exit`): 0-byte files.
     pub empty_files: usize,
+    /// Functions with non-zero counts in this binary's merged profile.
+    pub covered_functions: Option<u64>,
+    /// Instrumented functions in this binary's profile.
+    pub instrumented_functions: Option<u64>,
 }
 
-pub fn per_binary<'a>(
+impl BinaryProfiles {
+    pub fn coverage_text(&self) -> String {
+        match (self.covered_functions, self.instrumented_functions) {
+            (Some(covered), Some(total)) if total > 0 => {
+                format!(
+                    "{covered}/{total} ({:.0}%)",
+                    100.0 * covered as f64 / total as f64
+                )
+            }
+            _ => "-".to_owned(),
+        }
+    }
+}
+
+/// Everything known about the raw profiles of the last training.
+pub struct Accounting {
+    pub profiles: Vec<RawProfile>,
+    pub per_binary: BTreeMap<String, BinaryProfiles>,
+}
+
+impl Accounting {
+    pub fn valid_inputs(&self) -> Vec<&Path> {
+        self.profiles
+            .iter()
+            .filter(|p| p.rejected.is_none())
+            .map(|p| p.path.as_path())
+            .collect()
+    }
+
+    pub fn rejected(&self) -> impl Iterator<Item = &RawProfile> {
+        self.profiles.iter().filter(|p| p.rejected.is_some())
+    }
+}
+
+/// Collects, attributes and checks every raw profile, and measures each binary's coverage.
+pub fn account(
+    raw_dir: &Path,
+    instrumented: &StageManifest,
+    binaries: &[&str],
+    profdata: &LlvmTool,
+    llvm_major: u32,
+    scratch_dir: &Path,
+    printer: &Printer,
+) -> Result<Accounting> {
+    let mut profiles = collect(raw_dir, instrumented)?;
+    check_readable(&mut profiles, profdata, printer);
+    explain_other_llvm(&mut profiles, llvm_major);
+    let mut per_binary = per_binary(&profiles, binaries.iter().copied());
+    for (binary, figures) in per_binary.iter_mut() {
+        let inputs: Vec<&Path> = profiles
+            .iter()
+            .filter(|p| p.rejected.is_none() && p.binary.as_deref() == Some(binary))
+            .map(|p| p.path.as_path())
+            .collect();
+        if inputs.is_empty() {
+            continue;
+        }
+        let (covered, total) = coverage(&inputs, profdata, scratch_dir, printer)
+            .with_context(|| format!("could not measure the profile coverage of `{binary}`"))?;
+        figures.covered_functions = Some(covered);
+        figures.instrumented_functions = Some(total);
+    }
+    Ok(Accounting {
+        profiles,
+        per_binary,
+    })
+}
+
+/// (functions with non-zero counts, all functions) of the merge of `inputs`.
+fn coverage(
+    inputs: &[&Path],
+    profdata: &LlvmTool,
+    scratch_dir: &Path,
+    printer: &Printer,
+) -> Result<(u64, u64)> {
+    std::fs::create_dir_all(scratch_dir)?;
+    let merged = scratch_dir.join("coverage.profdata");
+    Cmd::new(&profdata.path)
+        .args(["merge", "-o"])
+        .arg(&merged)
+        .args(inputs)
+        .stdout_checked(printer)?;
+    let text = Cmd::new(&profdata.path)
+        .args(["show", "--list-below-cutoff", "--value-cutoff=1"])
+        .arg(&merged)
+        .stdout_checked(printer)?;
+    let count = |prefix: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .and_then(|rest| rest.trim().parse::<u64>().ok())
+    };
+    let (Some(cold), Some(run)) = (
+        count("Number of functions with maximum count (< 1):"),
+        count("Number of functions with maximum count (>= 1):"),
+    ) else {
+        bail!("unexpected `llvm-profdata show --list-below-cutoff` output:\n{text}");
+    };
+    Ok((run, cold + run))
+}
+
+fn per_binary<'a>(
     profiles: &[RawProfile],
     binaries: impl Iterator<Item = &'a str>,
 ) -> BTreeMap<String, BinaryProfiles> {
@@ -240,6 +405,58 @@ mod tests {
     use super::*;
     use crate::cargo_build::{BuildSettings, StagedBinary};
 
+    fn raw_header(version: u64) -> Vec<u8> {
+        let mut bytes = RAW_MAGIC_64.to_le_bytes().to_vec();
+        bytes.extend(version.to_le_bytes());
+        bytes.extend([0u8; 64]);
+        bytes
+    }
+
+    #[test]
+    fn files_of_another_llvm_are_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let raw = dir.path().join("raw/w");
+        std::fs::create_dir_all(&raw).unwrap();
+        std::fs::write(raw.join("aaaa_1.profraw"), raw_header(10)).unwrap();
+        std::fs::write(raw.join("bbbb_2.profraw"), raw_header(10)).unwrap();
+        // A C program built with an older clang, writing into the same directory.
+        std::fs::write(raw.join("%b_3.profraw"), raw_header(8)).unwrap();
+        let mut profiles = collect(&dir.path().join("raw"), &manifest()).unwrap();
+        assert_eq!(
+            profiles
+                .iter()
+                .filter_map(|p| p.raw_version)
+                .collect::<Vec<_>>(),
+            [8, 10, 10]
+        );
+        explain_other_llvm(&mut profiles, 22);
+        let other = profiles.iter().find(|p| p.raw_version == Some(8)).unwrap();
+        let reason = other.rejected.as_deref().unwrap();
+        assert!(reason.contains("another LLVM"), "{reason}");
+        assert!(
+            reason.contains("version 8") && reason.contains("write version 10"),
+            "{reason}"
+        );
+        assert!(
+            profiles
+                .iter()
+                .filter(|p| p.raw_version == Some(10))
+                .all(|p| p.rejected.is_none())
+        );
+    }
+
+    #[test]
+    fn raw_version_is_read_only_from_raw_profiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.profraw");
+        std::fs::write(&file, raw_header(10)).unwrap();
+        assert_eq!(read_raw_version(&file), Some(10));
+        std::fs::write(&file, b"garbage that is long enough").unwrap();
+        assert_eq!(read_raw_version(&file), None);
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(read_raw_version(&file), None);
+    }
+
     fn manifest() -> StageManifest {
         let bin = |name: &str, id: &str| StagedBinary {
             name: name.into(),
@@ -297,6 +514,7 @@ mod tests {
         );
 
         let table = per_binary(&profiles, ["server", "worker", "idle"].into_iter());
+        assert_eq!(table["server"].coverage_text(), "-");
         assert_eq!(table["server"].valid_files, 1);
         assert_eq!(table["worker"].empty_files, 1);
         assert_eq!(table["worker"].valid_files, 0);

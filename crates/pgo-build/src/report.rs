@@ -60,8 +60,8 @@ pub struct WorkloadRecord {
     pub success: bool,
     pub duration_secs: f64,
     pub log: PathBuf,
-    /// Processes still running when the workload's command ended, stopped by pgo-build.
-    pub leftovers_stopped: bool,
+    /// Processes pgo-build had to stop (timeout, or left running), and with which signal.
+    pub stopped: Vec<crate::training::StoppedProcess>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

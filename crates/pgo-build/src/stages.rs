@@ -10,19 +10,22 @@
 //!   without PGO.
 
 use std::cell::OnceCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use crate::cargo_build::{self, BuildOutput, BuildRequest, BuildSettings, StageManifest};
+use crate::cargo_build::{
+    self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, StageManifest,
+};
 use crate::cli::{CompareArgs, GlobalArgs, OptimizeArgs, RunArgs};
-use crate::config::{Config, Role, Workload};
+use crate::config::{Config, OnCorrupt, Role, Workload};
 use crate::layout::{Layout, Stage};
 use crate::pgo_diagnostics::{self, Summary};
 use crate::printer::Printer;
-use crate::profiles::{self, RawProfile};
+use crate::profiles::{self, Accounting};
 use crate::report::{BinaryRecord, RejectedProfile, Report, WorkloadRecord, human_bytes};
 use crate::rustflags::{self, Sources, UserFlags};
 use crate::toolchain::{self, LlvmTool, Rustc};
@@ -43,6 +46,10 @@ pub struct Session {
     pub settings: BuildSettings,
     pub user_flags: UserFlags,
     pub jobs: Option<u32>,
+    /// `--strict`: every warning fails the stage.
+    pub strict: bool,
+    /// Instrument in continuous mode (`--continuous` or `[pgo] continuous`).
+    pub continuous: bool,
     pub report: Report,
     profdata: OnceCell<LlvmTool>,
 }
@@ -94,6 +101,7 @@ impl Session {
         };
         let layout = Layout::new(&workspace.target_dir);
         let report = Report::load_or_new(&layout.report(), &workspace.root);
+        let continuous = args.continuous || config.pgo.continuous;
         Ok(Session {
             printer,
             workspace,
@@ -104,6 +112,8 @@ impl Session {
             settings,
             user_flags,
             jobs: args.jobs,
+            strict: args.strict,
+            continuous,
             report,
             profdata: OnceCell::new(),
         })
@@ -136,6 +146,80 @@ impl Session {
         let tool = toolchain::find_llvm_profdata(&self.rustc, &self.printer)
             .require("llvm-profdata", &self.rustc)?;
         Ok(self.profdata.get_or_init(|| tool))
+    }
+
+    /// A warning, or with `--strict` an error.
+    fn caution(&self, message: String) -> Result<()> {
+        if self.strict {
+            bail!("{message}\n(--strict turns this warning into an error)");
+        }
+        self.printer.warn(message);
+        Ok(())
+    }
+
+    /// Every raw profile of the last training, checked and attributed, with coverage.
+    fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
+        let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
+        profiles::account(
+            &self.layout.raw_profiles_dir(),
+            instrumented,
+            &binaries,
+            self.profdata()?,
+            self.rustc.llvm_major,
+            &self.layout.profiles_dir().join("scratch"),
+            &self.printer,
+        )
+    }
+
+    /// Records the accounting in the report; corrupt or foreign files are a warning, or an
+    /// error with `[pgo] on_corrupt = "fail"` or `--strict`. (0-byte files are not corrupt:
+    /// they are processes that died, reported per binary.)
+    fn report_accounting(&mut self, accounting: &Accounting) -> Result<()> {
+        self.report.profiles = accounting
+            .per_binary
+            .iter()
+            .map(|(name, figures)| {
+                (
+                    name.clone(),
+                    serde_json::to_value(figures).unwrap_or_default(),
+                )
+            })
+            .collect();
+        self.report.rejected_profiles = accounting
+            .rejected()
+            .map(|profile| RejectedProfile {
+                path: profile.path.clone(),
+                binary: profile.binary.clone(),
+                reason: profile.rejected.clone().unwrap_or_default(),
+            })
+            .collect();
+        let excluded: Vec<String> = accounting
+            .rejected()
+            .filter(|profile| profile.size_bytes > 0)
+            .map(|profile| {
+                format!(
+                    "  {}: {}",
+                    profile.path.display(),
+                    profile.rejected.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        if excluded.is_empty() {
+            return Ok(());
+        }
+        let message = format!(
+            "{} raw profile{} excluded from the merge:\n{}",
+            excluded.len(),
+            if excluded.len() == 1 { " is" } else { "s are" },
+            excluded.join("\n")
+        );
+        if self.config.pgo.on_corrupt == OnCorrupt::Fail {
+            bail!(
+                "{message}\n([pgo] on_corrupt = \"fail\" in {})",
+                self.config.display_path()
+            );
+        }
+        self.caution(message)
     }
 
     pub fn doctor(&mut self) -> Result<()> {
@@ -270,10 +354,18 @@ impl Session {
     }
 
     pub fn instrument(&mut self) -> Result<()> {
-        let flags = vec![format!(
-            "-Cprofile-generate={}",
-            self.layout.manual_profiles_dir().display()
-        )];
+        let mut flags = vec![
+            format!(
+                "-Cprofile-generate={}",
+                self.layout.manual_profiles_dir().display()
+            ),
+            // Lets pgo-build-rt (and the product) compile signal handling into this build only.
+            "--cfg".to_owned(),
+            "pgo_build_instrument".to_owned(),
+        ];
+        if self.continuous {
+            flags.extend(CONTINUOUS_FLAGS.map(str::to_owned));
+        }
         let manifest = self.build_and_stage(Stage::Instrumented, flags)?;
         for binary in &manifest.binaries {
             if binary.build_id.is_none() {
@@ -320,7 +412,7 @@ impl Session {
                 extra_env: vec![(
                     "LLVM_PROFILE_FILE".to_owned(),
                     profile_dir
-                        .join(profiles::RAW_PATTERN)
+                        .join(profiles::raw_pattern(instrumented.continuous()))
                         .display()
                         .to_string(),
                 )],
@@ -347,8 +439,18 @@ impl Session {
                 success: outcome.success,
                 duration_secs: outcome.duration.as_secs_f64(),
                 log: outcome.log_path.clone(),
-                leftovers_stopped: outcome.leftovers_stopped,
+                stopped: outcome.stopped.clone(),
             });
+            if !outcome.stopped.is_empty() {
+                self.caution(format!(
+                    "pgo-build had to stop processes of workload `{}`: {}. A process stopped by a \
+                     signal writes no profile unless it calls pgo_build_rt::install() (SIGTERM, \
+                     SIGINT) or training runs in continuous mode (any signal). Make the workload \
+                     stop its own children, and see the per-binary table below.",
+                    workload.name(),
+                    training::describe_stopped(&outcome.stopped)
+                ))?;
+            }
             if !outcome.success {
                 let tail = training::log_tail(&outcome.log_path, 20);
                 if workload.allow_failure {
@@ -369,23 +471,17 @@ impl Session {
                 }
             }
         }
-        let profiles = profiles::collect(&raw_dir, &instrumented)?;
-        let table = profiles::per_binary(&profiles, self.bins.iter().map(|b| b.name.as_str()));
-        self.printer.table(accounting_table(&table, false));
-        for (binary, figures) in &table {
-            if figures.files == figures.empty_files {
-                self.printer.warn(no_profile_message(binary, figures));
+        let accounting = self.account(&instrumented)?;
+        self.printer.table(accounting_table(&accounting.per_binary));
+        self.report_accounting(&accounting)?;
+        for (binary, figures) in &accounting.per_binary {
+            if figures.valid_files == 0 {
+                self.caution(format!(
+                    "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
+                    no_profile_message(binary, figures)
+                ))?;
             }
         }
-        self.report.profiles = table
-            .iter()
-            .map(|(name, figures)| {
-                (
-                    name.clone(),
-                    serde_json::to_value(figures).unwrap_or_default(),
-                )
-            })
-            .collect();
         Ok(())
     }
 
@@ -469,21 +565,18 @@ impl Session {
             }
         }
         let profdata = self.profdata()?.clone();
-
-        let raw_dir = self.layout.raw_profiles_dir();
-        let mut raw = profiles::collect(&raw_dir, &instrumented)?;
-        if raw.is_empty() {
+        let accounting = self.account(&instrumented)?;
+        if accounting.profiles.is_empty() {
             bail!(
                 "there are no raw profiles under {}: run `pgo-build train` (with the training \
                  workloads in {}) before optimizing",
-                raw_dir.display(),
+                self.layout.raw_profiles_dir().display(),
                 self.config.display_path()
             );
         }
-        profiles::check_readable(&mut raw, &profdata, &self.printer);
-        self.report_rejected(&raw);
-        let table = profiles::per_binary(&raw, self.bins.iter().map(|b| b.name.as_str()));
-        self.printer.table(accounting_table(&table, true));
+        self.printer.table(accounting_table(&accounting.per_binary));
+        self.report_accounting(&accounting)?;
+        let table = &accounting.per_binary;
 
         let (with_data, without_data): (Vec<BinTarget>, Vec<BinTarget>) = self
             .bins
@@ -521,11 +614,7 @@ impl Session {
             bail!("no binary has usable profile data; nothing can be built with PGO");
         }
 
-        let inputs: Vec<&Path> = raw
-            .iter()
-            .filter(|p| p.rejected.is_none())
-            .map(|p| p.path.as_path())
-            .collect();
+        let inputs = accounting.valid_inputs();
         let merged = profiles::merge(
             &inputs,
             &self.layout.profiles_dir(),
@@ -571,6 +660,13 @@ impl Session {
             );
         }
         self.print_diagnostic_summary(&summary);
+        if summary.total_mismatched() > 0 {
+            self.caution(format!(
+                "{} functions changed since the profile was recorded and get no profile data; \
+                 re-run `pgo-build instrument` and `pgo-build train` to refresh it",
+                summary.total_mismatched()
+            ))?;
+        }
 
         let mut executables = executables_of(&with_data, output, true);
         if !without_data.is_empty() {
@@ -594,21 +690,6 @@ impl Session {
         Ok(())
     }
 
-    fn report_rejected(&mut self, raw: &[RawProfile]) {
-        self.report.rejected_profiles.clear();
-        for profile in raw {
-            if let Some(reason) = &profile.rejected {
-                self.printer
-                    .warn(format!("excluded {}: {reason}", profile.path.display()));
-                self.report.rejected_profiles.push(RejectedProfile {
-                    path: profile.path.clone(),
-                    binary: profile.binary.clone(),
-                    reason: reason.clone(),
-                });
-            }
-        }
-    }
-
     fn print_diagnostic_summary(&self, summary: &Summary) {
         if summary.per_crate.is_empty() {
             self.printer
@@ -629,13 +710,6 @@ impl Session {
             ]);
         }
         self.printer.table(table);
-        if summary.total_mismatched() > 0 {
-            self.printer.warn(format!(
-                "{} functions changed since the profile was recorded and get no profile data; \
-                 re-run `pgo-build instrument` and `pgo-build train` to refresh it",
-                summary.total_mismatched()
-            ));
-        }
     }
 
     /// doctor → build → instrument → train → optimize → compare, then the stage table.
@@ -723,33 +797,25 @@ fn no_profile_message(binary: &str, figures: &profiles::BinaryProfiles) -> Strin
     }
 }
 
-fn accounting_table(
-    table: &std::collections::BTreeMap<String, profiles::BinaryProfiles>,
-    checked: bool,
-) -> String {
+fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> String {
     let mut out = Table::new();
-    out.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec![
+    out.load_preset(UTF8_FULL_CONDENSED).set_header([
         "Binary",
         "Processes",
-        "Profile bytes",
+        "Wrote a profile",
         "Died without writing (0-byte)",
-    ];
-    if checked {
-        header.push("Usable profiles");
-    }
-    out.set_header(header);
+        "Profile bytes",
+        "Functions run / instrumented",
+    ]);
     for (binary, figures) in table {
-        let mut row = vec![
+        out.add_row([
             binary.clone(),
             figures.files.to_string(),
-            human_bytes(figures.bytes),
+            figures.valid_files.to_string(),
             figures.empty_files.to_string(),
-        ];
-        if checked {
-            row.push(figures.valid_files.to_string());
-        }
-        out.add_row(row);
+            human_bytes(figures.bytes),
+            figures.coverage_text(),
+        ]);
     }
     out.to_string()
 }

@@ -19,8 +19,6 @@ use crate::printer::Printer;
 /// Left in the environment by an instrumented parent: children that inherit it skip creating
 /// the profile directory and then fail to write their profile.
 const PROFILE_RT_INIT_ONCE: &str = "__LLVM_PROFILE_RT_INIT_ONCE";
-/// How long leftover processes get between SIGTERM and SIGKILL.
-const LEFTOVER_GRACE: Duration = Duration::from_secs(5);
 
 /// The stage a workload runs against.
 pub struct Target<'a> {
@@ -43,8 +41,17 @@ pub struct Outcome {
     /// that was waited for (as `wait4` accounts it).
     pub cpu: Duration,
     pub log_path: PathBuf,
-    /// Processes still running after the main command ended, which pgo-build stopped.
-    pub leftovers_stopped: bool,
+    /// Processes pgo-build had to stop: on timeout, or left running after the command ended.
+    pub stopped: Vec<StoppedProcess>,
+}
+
+/// A process of the workload that pgo-build stopped, and the signal that stopped it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoppedProcess {
+    pub pid: i32,
+    pub name: String,
+    /// SIGTERM when it ended within the grace period, else SIGKILL.
+    pub signal: String,
 }
 
 /// `PGO_BUILD_BIN_<NAME>`: the name upper-cased, anything but letters and digits as `_`.
@@ -135,18 +142,17 @@ impl Target<'_> {
                 )
             })?;
         let group = child.id() as libc::pid_t;
+        let mut stopped = Vec::new();
         let (status, success, cpu) = loop {
             if let Some((status, cpu)) = reap(group, false)? {
                 break (status.to_string(), status.success(), cpu);
             }
             if started.elapsed() >= workload.timeout {
-                signal_group(group, libc::SIGKILL);
+                // Stopped the way production stops things: SIGTERM first, SIGKILL after the grace.
+                stopped = stop_group(group, workload.grace_period);
                 let (_, cpu) = reap(group, true)?.expect("a blocking wait returns the status");
                 break (
-                    format!(
-                        "timed out after {}s and was killed",
-                        workload.timeout.as_secs()
-                    ),
+                    format!("timed out after {}s", workload.timeout.as_secs()),
                     false,
                     cpu,
                 );
@@ -154,23 +160,15 @@ impl Target<'_> {
             std::thread::sleep(Duration::from_millis(5));
         };
         let duration = started.elapsed();
-        let leftovers_stopped = stop_leftovers(group);
-        if leftovers_stopped {
-            printer.warn(format!(
-                "workload `{}` left processes running after its command ended; pgo-build \
-                 stopped them (SIGTERM, then SIGKILL after {}s). Processes stopped this way \
-                 write no profile: make the workload wait for its children.",
-                workload.name(),
-                LEFTOVER_GRACE.as_secs()
-            ));
-        }
+        let leftovers = stop_group(group, workload.grace_period);
+        stopped.extend(leftovers);
         Ok(Outcome {
             duration,
             status,
             success,
             cpu,
             log_path: self.log_path.clone(),
-            leftovers_stopped,
+            stopped,
         })
     }
 }
@@ -209,21 +207,73 @@ fn signal_group(group: libc::pid_t, signal: libc::c_int) -> bool {
     unsafe { libc::kill(-group, signal) == 0 }
 }
 
-/// Stops what remains of the workload's process group; true when anything was left.
-fn stop_leftovers(group: libc::pid_t) -> bool {
-    if !signal_group(group, 0) {
-        return false;
+/// Stops every live process of the group: SIGTERM, then SIGKILL for those still alive after
+/// `grace`. A process that has exited but not been reaped (a zombie) counts as stopped.
+/// Returns what was stopped and how.
+fn stop_group(group: libc::pid_t, grace: Duration) -> Vec<StoppedProcess> {
+    let members = live_group_members(group);
+    if members.is_empty() {
+        return Vec::new();
     }
     signal_group(group, libc::SIGTERM);
-    let deadline = Instant::now() + LEFTOVER_GRACE;
-    while Instant::now() < deadline {
-        if !signal_group(group, 0) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let deadline = Instant::now() + grace;
+    let alive = |pid: i32| live_group_members(group).iter().any(|(p, _)| *p == pid);
+    while Instant::now() < deadline && members.iter().any(|(pid, _)| alive(*pid)) {
+        std::thread::sleep(Duration::from_millis(10));
     }
-    signal_group(group, libc::SIGKILL);
-    true
+    let mut stopped = Vec::new();
+    let still_alive: Vec<i32> = members
+        .iter()
+        .map(|(pid, _)| *pid)
+        .filter(|pid| alive(*pid))
+        .collect();
+    if !still_alive.is_empty() {
+        signal_group(group, libc::SIGKILL);
+    }
+    for (pid, name) in members {
+        let killed = still_alive.contains(&pid);
+        stopped.push(StoppedProcess {
+            pid,
+            name,
+            signal: if killed { "SIGKILL" } else { "SIGTERM" }.to_owned(),
+        });
+    }
+    stopped
+}
+
+/// Processes of the group that have not exited (zombies excluded), from /proc.
+fn live_group_members(group: libc::pid_t) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut members = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may contain spaces and parentheses.
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let name = stat[stat.find('(').map_or(0, |i| i + 1)..close].to_owned();
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse() == Ok(group) {
+            members.push((pid, name));
+        }
+    }
+    members.sort();
+    members
+}
+
+pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {
+    stopped
+        .iter()
+        .map(|p| format!("{} (pid {}, {})", p.name, p.pid, p.signal))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Expands `${VAR}` and `$VAR` for the given variables (argv workloads have no shell).
@@ -350,6 +400,23 @@ mod tests {
     }
 
     #[test]
+    fn processes_ignoring_sigterm_are_killed_after_the_grace_period() {
+        let dir = tempfile::tempdir().unwrap();
+        let printer = Printer::new(crate::printer::Verbosity::Quiet);
+        let mut stubborn = workload("trap '' TERM; sleep 30 & wait", Duration::from_secs(1));
+        stubborn.grace_period = Duration::from_millis(300);
+        let outcome = target(dir.path()).run(&stubborn, &printer).unwrap();
+        assert!(!outcome.success);
+        assert!(outcome.status.contains("timed out"), "{}", outcome.status);
+        let shell = outcome
+            .stopped
+            .iter()
+            .find(|p| p.name == "sh")
+            .expect("the shell was stopped");
+        assert_eq!(shell.signal, "SIGKILL", "{:?}", outcome.stopped);
+    }
+
+    #[test]
     fn leftover_children_are_stopped_and_reported() {
         let dir = tempfile::tempdir().unwrap();
         let printer = Printer::new(crate::printer::Verbosity::Quiet);
@@ -364,16 +431,23 @@ mod tests {
             )
             .unwrap();
         assert!(outcome.success);
-        assert!(outcome.leftovers_stopped);
+        assert_eq!(outcome.stopped.len(), 1, "{:?}", outcome.stopped);
+        assert_eq!(outcome.stopped[0].name, "sleep");
+        assert_eq!(outcome.stopped[0].signal, "SIGTERM");
         let pid: i32 = std::fs::read_to_string(&marker)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        // SAFETY: signal 0 only checks for existence.
-        assert!(
-            unsafe { libc::kill(pid, 0) } != 0,
-            "the leftover sleep is still running"
-        );
+        // Gone, or exited and waiting to be reaped by init (a zombie).
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let running = !state.is_empty()
+            && !state
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z');
+        assert!(!running, "the leftover sleep is still running: {state:?}");
     }
 }

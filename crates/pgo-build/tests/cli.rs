@@ -441,21 +441,22 @@ fn functions_changed_since_training_are_summarised_per_crate() {
     );
 }
 
-/// An llvm-profdata that passes everything to the real one, except that `merge` writes an
-/// empty profile, and with LIE_ABOUT_FUNCTIONS `show` claims functions anyway: faults the real
-/// tool cannot be made to produce, to reach the last two guards before a build without PGO.
+/// An llvm-profdata that passes everything to the real one, except that the final merge
+/// writes an empty profile, and with LIE_ABOUT_FUNCTIONS `show` of the merged profile claims
+/// functions anyway: faults the real tool cannot be made to produce, to reach the last two
+/// guards before a build without PGO.
 fn empty_merging_profdata(dir: &Path) -> PathBuf {
     let script = dir.join("llvm-profdata");
     std::fs::write(
         &script,
         r#"#!/bin/sh
 real=llvm-profdata-22
-if [ "$1" = merge ] && [ "$2" = -o ]; then
-    empty=$(mktemp); "$real" merge -o "$3" "$empty"; status=$?; rm -f "$empty"; exit $status
-fi
-if [ "$1" = show ] && [ -n "$LIE_ABOUT_FUNCTIONS" ]; then
-    echo "Total functions: 5"; exit 0
-fi
+case "$1 $2 $3" in
+"merge -o "*merged.profdata.partial)
+    empty=$(mktemp); "$real" merge -o "$3" "$empty"; status=$?; rm -f "$empty"; exit $status ;;
+"show "*/merged-*)
+    if [ -n "$LIE_ABOUT_FUNCTIONS" ]; then echo "Total functions: 5"; exit 0; fi ;;
+esac
 exec "$real" "$@"
 "#,
     )

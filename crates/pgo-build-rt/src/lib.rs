@@ -1,0 +1,219 @@
+//! Lets programs that are stopped by signals still write their PGO profile.
+//!
+//! An instrumented program writes its profile from an exit handler, so a process stopped by
+//! SIGTERM's or SIGINT's default action (the way orchestrators stop servers and their workers)
+//! leaves an empty profile, and its binary would be optimized from nothing. Call [`install`]
+//! first thing in `main`:
+//!
+//! ```
+//! pgo_build_rt::install();
+//! ```
+//!
+//! In pgo-build's instrumented build (`--cfg pgo_build_instrument`) it installs SIGTERM and
+//! SIGINT handlers that write the profile and then let the signal terminate the process as it
+//! would have. In every other build it does nothing and costs nothing. Signals that already have
+//! a handler (a program with its own graceful shutdown) are left alone.
+//!
+//! Long-running servers can call [`flush`] to write the profile so far, e.g. from an admin
+//! endpoint, so a later SIGKILL loses only what came after.
+//!
+//! The cfg is evaluated here, never in the caller: code behind a cfg changes the control-flow
+//! hash of the function containing it, which would then get no profile data in the optimized
+//! build. The functions below are `#[inline(never)]` for the same reason.
+
+/// Whether this is an instrumented build (pgo-build's `--cfg pgo_build_instrument`).
+pub const INSTRUMENTED: bool = cfg!(pgo_build_instrument);
+
+/// Installs the SIGTERM/SIGINT handlers in instrumented builds; does nothing otherwise.
+/// Calling it again does nothing.
+#[inline(never)]
+pub fn install() {
+    #[cfg(pgo_build_instrument)]
+    instrumented::install();
+}
+
+/// Writes the profile collected so far (instrumented builds; `Ok` otherwise).
+///
+/// With a profile file pattern that merges (`%m`), the counters are reset after writing, or
+/// the next write would count everything twice. With a per-process file (`%p`, pgo-build's
+/// default) the next write replaces this one, so the counters must keep running. In continuous
+/// mode (`%c`) the counters already live in the file and nothing needs doing.
+#[inline(never)]
+pub fn flush() -> std::io::Result<()> {
+    #[cfg(pgo_build_instrument)]
+    return instrumented::flush();
+    #[cfg(not(pgo_build_instrument))]
+    Ok(())
+}
+
+/// What a flush must do for a given `LLVM_PROFILE_FILE` pattern (`None`: the pattern compiled
+/// in with `-Cprofile-generate`, `default_%m.profraw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushAction {
+    Nothing,
+    Write,
+    WriteAndReset,
+}
+
+pub fn flush_action(pattern: Option<&str>) -> FlushAction {
+    let pattern = pattern.unwrap_or("default_%m.profraw");
+    let specifiers: Vec<char> = pattern
+        .split('%')
+        .skip(1)
+        .filter_map(|rest| rest.chars().find(|c| !c.is_ascii_digit()))
+        .collect();
+    if specifiers.contains(&'c') {
+        FlushAction::Nothing
+    } else if specifiers.contains(&'m') {
+        FlushAction::WriteAndReset
+    } else {
+        FlushAction::Write
+    }
+}
+
+#[cfg(pgo_build_instrument)]
+mod instrumented {
+    use std::ffi::c_int;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+    use super::{FlushAction, flush_action};
+
+    // Provided by LLVM's profiler runtime, which rustc links into instrumented binaries only:
+    // declaring them in any other build would fail to link.
+    unsafe extern "C" {
+        fn __llvm_profile_write_file() -> c_int;
+        fn __llvm_profile_reset_counters();
+    }
+
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+    pub fn flush() -> std::io::Result<()> {
+        let pattern = std::env::var("LLVM_PROFILE_FILE").ok();
+        let action = flush_action(pattern.as_deref());
+        if action == FlushAction::Nothing {
+            return Ok(());
+        }
+        // SAFETY: runtime functions without preconditions.
+        if unsafe { __llvm_profile_write_file() } != 0 {
+            return Err(std::io::Error::other(
+                "the profiler runtime could not write the profile",
+            ));
+        }
+        if action == FlushAction::WriteAndReset {
+            // SAFETY: as above.
+            unsafe { __llvm_profile_reset_counters() };
+        }
+        Ok(())
+    }
+
+    pub fn install() {
+        if INSTALLED.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut fds = [0 as c_int; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            eprintln!(
+                "pgo-build-rt: could not create a pipe; profiles of signalled processes will be lost"
+            );
+            return;
+        }
+        SIGNAL_PIPE.store(fds[1], Ordering::SeqCst);
+        let reader = fds[0];
+        // The handler only writes the signal number to the pipe (async-signal-safe); this
+        // thread does the real work outside signal context.
+        let spawned = std::thread::Builder::new()
+            .name("pgo-build-rt".into())
+            .spawn(move || wait_for_signal(reader));
+        if spawned.is_err() {
+            eprintln!(
+                "pgo-build-rt: could not start its thread; profiles of signalled processes will be lost"
+            );
+            return;
+        }
+        for signal in [libc::SIGTERM, libc::SIGINT] {
+            // SAFETY: sigaction with valid pointers; an all-zero sigaction is a valid value.
+            unsafe {
+                let mut current: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(signal, std::ptr::null(), &mut current);
+                if current.sa_sigaction != libc::SIG_DFL {
+                    continue; // The program handles it itself.
+                }
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_signal as extern "C" fn(c_int) as libc::sighandler_t;
+                action.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(signal, &action, std::ptr::null_mut());
+            }
+        }
+    }
+
+    extern "C" fn on_signal(signal: c_int) {
+        let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
+        let bytes = signal.to_ne_bytes();
+        // SAFETY: write(2) is async-signal-safe; `bytes` outlives the call.
+        unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    }
+
+    fn wait_for_signal(reader: c_int) {
+        let mut bytes = [0u8; 4];
+        loop {
+            // SAFETY: reading into a 4-byte buffer we own.
+            let read = unsafe { libc::read(reader, bytes.as_mut_ptr().cast(), bytes.len()) };
+            if read == 4 {
+                break;
+            }
+            if read < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            return;
+        }
+        let signal = c_int::from_ne_bytes(bytes);
+        // The whole profile so far; the process ends right after, so no reset is needed.
+        // SAFETY: runtime function without preconditions.
+        unsafe { __llvm_profile_write_file() };
+        // Terminate the way the signal would have: default action, signal sent again.
+        // SAFETY: plain libc calls on this process.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+        }
+        // Only reached if the signal is blocked everywhere; exit as a shell reports it.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        // SAFETY: ends the process without running exit handlers (the profile is written).
+        unsafe { libc::_exit(128 + signal) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flush_action_follows_the_pattern() {
+        assert_eq!(
+            flush_action(None),
+            FlushAction::WriteAndReset,
+            "rustc's default pattern merges"
+        );
+        assert_eq!(flush_action(Some("/p/%b_%p.profraw")), FlushAction::Write);
+        assert_eq!(
+            flush_action(Some("/p/%b_%4m.profraw")),
+            FlushAction::WriteAndReset
+        );
+        assert_eq!(
+            flush_action(Some("/p/%b_%p%c.profraw")),
+            FlushAction::Nothing
+        );
+        assert_eq!(flush_action(Some("/p/plain.profraw")), FlushAction::Write);
+    }
+
+    #[test]
+    fn does_nothing_outside_instrumented_builds() {
+        const { assert!(!INSTRUMENTED) };
+        install();
+        flush().unwrap();
+    }
+}
