@@ -16,6 +16,7 @@ mod profiles;
 mod report;
 mod rustflags;
 mod stages;
+mod start_marker;
 mod stats;
 mod toolchain;
 mod training;

@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::cargo_build::StageManifest;
 use crate::command::Cmd;
 use crate::printer::Printer;
+use crate::start_marker;
 use crate::toolchain::LlvmTool;
 
 /// The `LLVM_PROFILE_FILE` pattern inside a workload's raw directory. `%b` (the binary's build
@@ -179,12 +180,16 @@ fn explain_other_llvm(profiles: &mut [RawProfile], llvm_major: u32) {
 /// Per-binary figures after training. One file is one process (see [`RAW_PATTERN`]).
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct BinaryProfiles {
-    /// Processes that started (each truncates its own file at start-up).
+    /// Processes that started: recorded starts, or profile files where more.
+    pub processes: usize,
+    /// Processes that ended without writing a profile: stopped by a signal, `abort`, `_exit`.
+    pub died: usize,
+    /// Profile files (one per process that got as far as creating one).
     pub files: usize,
-    /// Processes whose profile is usable.
+    /// Files whose profile is usable.
     pub valid_files: usize,
     pub bytes: u64,
-    /// Processes that died without writing (by signal, abort or `_exit`): 0-byte files.
+    /// 0-byte files: processes that were stopped after the runtime created their file.
     pub empty_files: usize,
     /// Functions with non-zero counts in this binary's merged profile.
     pub covered_functions: Option<u64>,
@@ -239,7 +244,13 @@ pub fn account(
     let mut profiles = collect(raw_dir, instrumented)?;
     check_readable(&mut profiles, profdata, printer);
     explain_other_llvm(&mut profiles, llvm_major);
-    let mut per_binary = per_binary(&profiles, binaries.iter().copied());
+    let mut starts = BTreeMap::new();
+    for (executable, count) in start_marker::starts_by_executable(raw_dir) {
+        if let Some(binary) = instrumented.binaries.iter().find(|b| b.path == executable) {
+            *starts.entry(binary.name.clone()).or_default() += count;
+        }
+    }
+    let mut per_binary = per_binary(&profiles, &starts, binaries.iter().copied());
     for (binary, figures) in per_binary.iter_mut() {
         let inputs: Vec<&Path> = profiles
             .iter()
@@ -292,8 +303,10 @@ fn coverage(
     Ok((run, cold + run))
 }
 
+/// `starts`: recorded process starts per binary (see `start_marker`).
 fn per_binary<'a>(
     profiles: &[RawProfile],
+    starts: &BTreeMap<String, usize>,
     binaries: impl Iterator<Item = &'a str>,
 ) -> BTreeMap<String, BinaryProfiles> {
     let mut table: BTreeMap<String, BinaryProfiles> = binaries
@@ -307,6 +320,10 @@ fn per_binary<'a>(
         entry.bytes += profile.size_bytes;
         entry.empty_files += usize::from(profile.size_bytes == 0);
         entry.valid_files += usize::from(profile.rejected.is_none());
+    }
+    for (binary, figures) in table.iter_mut() {
+        figures.processes = figures.files.max(starts.get(binary).copied().unwrap_or(0));
+        figures.died = figures.processes - (figures.files - figures.empty_files);
     }
     table
 }
@@ -513,11 +530,16 @@ mod tests {
                 .contains("build id dddd")
         );
 
-        let table = per_binary(&profiles, ["server", "worker", "idle"].into_iter());
+        let starts = BTreeMap::from([("worker".to_owned(), 3), ("idle".to_owned(), 0)]);
+        let table = per_binary(&profiles, &starts, ["server", "worker", "idle"].into_iter());
         assert_eq!(table["server"].coverage_text(), "-");
         assert_eq!(table["server"].valid_files, 1);
         assert_eq!(table["worker"].empty_files, 1);
         assert_eq!(table["worker"].valid_files, 0);
         assert_eq!(table["idle"].files, 0);
+        assert_eq!(table["idle"].processes, 0);
+        // Three recorded starts, one 0-byte file, no profile: all three died.
+        assert_eq!((table["worker"].processes, table["worker"].died), (3, 3));
+        assert_eq!((table["server"].processes, table["server"].died), (1, 0));
     }
 }

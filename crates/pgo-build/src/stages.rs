@@ -28,6 +28,7 @@ use crate::printer::Printer;
 use crate::profiles::{self, Accounting};
 use crate::report::{BinaryRecord, RejectedProfile, Report, WorkloadRecord, human_bytes};
 use crate::rustflags::{self, Sources, UserFlags};
+use crate::start_marker;
 use crate::toolchain::{self, LlvmTool, Rustc};
 use crate::training;
 use crate::workspace::{BinTarget, Selection, Workspace};
@@ -366,6 +367,9 @@ impl Session {
         if self.continuous {
             flags.extend(CONTINUOUS_FLAGS.map(str::to_owned));
         }
+        let marker =
+            start_marker::object(&self.layout.stage_dir(Stage::Instrumented), &self.printer)?;
+        flags.push(format!("-Clink-arg={}", marker.display()));
         let manifest = self.build_and_stage(Stage::Instrumented, flags)?;
         for binary in &manifest.binaries {
             if binary.build_id.is_none() {
@@ -409,13 +413,19 @@ impl Session {
                     .map(|b| b.name.as_str())
                     .collect(),
                 workspace_root: &self.workspace.root,
-                extra_env: vec![(
-                    "LLVM_PROFILE_FILE".to_owned(),
-                    profile_dir
-                        .join(profiles::raw_pattern(instrumented.continuous()))
-                        .display()
-                        .to_string(),
-                )],
+                extra_env: vec![
+                    (
+                        "LLVM_PROFILE_FILE".to_owned(),
+                        profile_dir
+                            .join(profiles::raw_pattern(instrumented.continuous()))
+                            .display()
+                            .to_string(),
+                    ),
+                    (
+                        start_marker::START_DIR_ENV.to_owned(),
+                        profile_dir.display().to_string(),
+                    ),
+                ],
                 log_path: self
                     .layout
                     .logs_dir()
@@ -780,14 +790,16 @@ fn executables_of(
 }
 
 fn no_profile_message(binary: &str, figures: &profiles::BinaryProfiles) -> String {
-    if figures.files == 0 {
+    if figures.processes == 0 {
         format!("`{binary}` wrote no profile: no training workload ran it")
-    } else if figures.empty_files == figures.files {
+    } else if figures.died == figures.processes {
         format!(
-            "`{binary}` left only 0-byte profiles ({} process{}): killed (SIGTERM, SIGKILL, \
-             abort, _exit) before their exit handlers could write the counters",
-            figures.files,
-            if figures.files == 1 { "" } else { "es" }
+            "`{binary}`: all {} process{} ended without writing a profile: stopped by a signal \
+             (SIGTERM, SIGKILL) or by abort/_exit before their exit handlers ran. Call \
+             pgo_build_rt::install() first thing in its main (SIGTERM, SIGINT), or train in \
+             continuous mode (--continuous: any signal)",
+            figures.processes,
+            if figures.processes == 1 { "" } else { "es" }
         )
     } else {
         format!(
@@ -803,16 +815,16 @@ fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> Strin
         "Binary",
         "Processes",
         "Wrote a profile",
-        "Died without writing (0-byte)",
+        "Ended without writing",
         "Profile bytes",
         "Functions run / instrumented",
     ]);
     for (binary, figures) in table {
         out.add_row([
             binary.clone(),
-            figures.files.to_string(),
+            figures.processes.to_string(),
             figures.valid_files.to_string(),
-            figures.empty_files.to_string(),
+            figures.died.to_string(),
             human_bytes(figures.bytes),
             figures.coverage_text(),
         ]);

@@ -141,6 +141,7 @@ impl Run {
     }
 }
 
+/// Copies a fixture, pointing `@PGO_BUILD_RT@` in manifests at this repository's runtime crate.
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
@@ -150,6 +151,14 @@ fn copy_dir(from: &Path, to: &Path) {
             if entry.file_name() != "target" {
                 copy_dir(&entry.path(), &target);
             }
+        } else if entry.file_name() == "Cargo.toml" {
+            let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pgo-build-rt");
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            std::fs::write(
+                &target,
+                text.replace("@PGO_BUILD_RT@", runtime.to_str().unwrap()),
+            )
+            .unwrap();
         } else {
             std::fs::copy(entry.path(), &target).unwrap();
         }
@@ -292,15 +301,27 @@ fn only_zero_byte_profiles_are_refused() {
     );
     let run = fixture.run(&["run"]);
     run.failure()
-        .stderr_contains("left only 0-byte profiles")
+        .stderr_contains("`app`: all 1 process ended without writing a profile")
         .stderr_contains("refusing to build with PGO");
-    let files: Vec<_> = std::fs::read_dir(fixture.raw_profile_dir("dies"))
+    let names: Vec<String> = std::fs::read_dir(fixture.raw_profile_dir("dies"))
         .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
+    // The aborted process left its recorded start and an empty profile.
     assert_eq!(
-        files.len(),
+        names.iter().filter(|n| n.ends_with(".start")).count(),
         1,
-        "the aborted process leaves exactly one file"
+        "{names:?}"
+    );
+    let profile = names
+        .iter()
+        .find(|n| n.ends_with(".profraw"))
+        .expect("a profile file");
+    assert_eq!(
+        std::fs::metadata(fixture.raw_profile_dir("dies").join(profile))
+            .unwrap()
+            .len(),
+        0
     );
     assert!(!fixture.stage_bin("optimized", "app").exists());
 }
@@ -314,10 +335,9 @@ fn corrupt_and_stale_profiles_are_excluded_with_reasons() {
     let dir = fixture.raw_profile_dir("t0");
     let real = std::fs::read_dir(&dir)
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "profraw"))
+        .unwrap();
     let build_id = real
         .file_name()
         .unwrap()
@@ -578,4 +598,111 @@ fn compare_refuses_variants_that_were_not_built() {
         .run(&["compare", "baseline", "bolted"])
         .failure()
         .stderr_contains("unknown variant `bolted`");
+}
+
+/// The per-binary accounting `train` recorded for `binary`.
+fn profile_figures(fixture: &Fixture, binary: &str) -> serde_json::Value {
+    fixture.report()["profiles"][binary].clone()
+}
+
+#[test]
+fn workers_stopped_by_sigterm_without_help_are_named_and_refused() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER TERM 2"]);
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains("`replica`: all 2 processes ended without writing a profile")
+        .stderr_contains("refusing to build with PGO");
+    // Children of an instrumented process leave no file at all when killed: only the recorded
+    // starts show that they ran.
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["processes"], 2, "{replica}");
+    assert_eq!(replica["died"], 2, "{replica}");
+    assert_eq!(replica["valid_files"], 0);
+    assert_eq!(profile_figures(&fixture, "server")["valid_files"], 1);
+}
+
+#[test]
+fn pgo_build_rt_writes_the_profile_of_workers_stopped_by_sigterm() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER TERM 2"]);
+    fixture
+        .run(&["run", "--no-compare", "--features", "rt"])
+        .success();
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 2, "{replica}");
+    assert!(
+        replica["covered_functions"].as_u64().unwrap() > 0,
+        "{replica}"
+    );
+    // The worker still dies by SIGTERM, as without the runtime crate.
+    let log =
+        std::fs::read_to_string(fixture.root().join("target/pgo-build/logs/train-t0.log")).unwrap();
+    assert!(log.contains("signal: 15 (SIGTERM)"), "{log}");
+    assert!(fixture.stage_bin("optimized", "replica").exists());
+}
+
+#[test]
+fn pgo_build_rt_flush_keeps_counts_of_workers_killed_later() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER KILL 1 flush"]);
+    fixture
+        .run(&["run", "--no-compare", "--features", "rt"])
+        .success();
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 1, "{replica}");
+}
+
+#[test]
+fn continuous_mode_keeps_counts_of_workers_killed_by_sigkill() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER KILL 2"]);
+    fixture
+        .run(&["run", "--no-compare", "--continuous"])
+        .success();
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 2, "{replica}");
+    assert!(
+        replica["covered_functions"].as_u64().unwrap() > 0,
+        "{replica}"
+    );
+    let flags = std::fs::read_to_string(
+        fixture
+            .root()
+            .join("target/pgo-build/instrumented/stage.json"),
+    )
+    .unwrap();
+    assert!(flags.contains("-runtime-counter-relocation"), "{flags}");
+
+    // The same training without continuous mode loses both replicas.
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains("`replica`: all 2 processes ended without writing a profile");
+}
+
+#[test]
+fn processes_a_workload_leaves_behind_are_stopped_and_reported() {
+    let fixture = Fixture::new("signals");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"leaves-one\"\nrole = \"train\"\ncommand = \"$PGO_BUILD_BIN_SERVER orphan\"\ngrace_period = \"2s\"\n",
+    );
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    fixture
+        .run(&["train", "--features", "rt"])
+        .success()
+        .stderr_contains("pgo-build had to stop processes of workload `leaves-one`: replica (pid");
+    let stopped = fixture.report()["training"][0]["stopped"].clone();
+    assert_eq!(stopped.as_array().unwrap().len(), 1, "{stopped}");
+    assert_eq!(stopped[0]["name"], "replica");
+    assert_eq!(stopped[0]["signal"], "SIGTERM");
+    // Stopped with SIGTERM, the replica wrote its profile through pgo-build-rt.
+    assert_eq!(profile_figures(&fixture, "replica")["valid_files"], 1);
+    // --strict turns the warning into a failure.
+    fixture
+        .run(&["train", "--features", "rt", "--strict"])
+        .failure()
+        .stderr_contains("--strict turns this warning into an error");
 }

@@ -1,5 +1,6 @@
 //! The front end: checks every query, starts worker processes (the `worker` binary beside its
-//! own executable), hands each a share of the queries and prints the answers in order.
+//! own executable), hands each a share of the queries, prints the answers in order and stops
+//! the workers with SIGTERM, the way orchestrators stop replicas.
 //!
 //! `coordinator --queries FILE [--workers N] [--rows N] [--seed S] [--repeat R]`
 
@@ -116,17 +117,26 @@ fn run_worker(
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start worker {}: {e}", bin.display()))?;
-    {
-        let mut stdin = child.stdin.take().expect("piped");
-        writeln!(stdin, "TABLE {seed} {rows}").map_err(|e| e.to_string())?;
-        for (id, query) in &share {
-            writeln!(stdin, "QUERY {id} {query}").map_err(|e| e.to_string())?;
-        }
-        // Closing stdin tells the worker to finish and exit.
+    // Kept open: a replica serves until it is told to stop.
+    let mut stdin = child.stdin.take().expect("piped");
+    writeln!(stdin, "TABLE {seed} {rows}").map_err(|e| e.to_string())?;
+    for (id, query) in &share {
+        writeln!(stdin, "QUERY {id} {query}").map_err(|e| e.to_string())?;
     }
+    stdin.flush().map_err(|e| e.to_string())?;
     let mut answers = Vec::new();
-    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
-        let line = line.map_err(|e| e.to_string())?;
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    while answers.len() < share.len() {
+        let line = match lines.next() {
+            Some(line) => line.map_err(|e| e.to_string())?,
+            None => {
+                return Err(format!(
+                    "worker stopped after {} of {} answers",
+                    answers.len(),
+                    share.len()
+                ));
+            }
+        };
         let mut words = line.split(' ');
         match (words.next(), words.next(), words.next()) {
             (Some("RESULT"), Some(id), Some(value)) => answers.push((
@@ -136,8 +146,14 @@ fn run_worker(
             _ => return Err(format!("worker answered {line:?}")),
         }
     }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let status = child.wait().map_err(|e| e.to_string())?;
-    if !status.success() {
+    if status.success()
+        || std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGTERM)
+    {
+        drop(stdin);
+    } else {
         return Err(format!("worker exited with {status}"));
     }
     if answers.len() != share.len() {

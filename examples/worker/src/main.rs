@@ -1,5 +1,8 @@
-//! A replica: reads a table description and queries on stdin, answers on stdout, and exits
-//! when its input ends.
+//! A replica: reads a table description and queries on stdin and answers on stdout, until it
+//! is stopped with SIGTERM (as orchestrators stop replicas) or its input ends.
+//!
+//! `pgo_build_rt::install()` is what lets the instrumented build still write its profile when
+//! SIGTERM stops it; without it this binary would be optimized from nothing.
 //!
 //! Protocol, one command a line: `TABLE <seed> <rows>`, then `QUERY <id> <text>`; answers are
 //! `RESULT <id> <value>` or `ERROR <id> <message>`.
@@ -9,6 +12,7 @@ use std::io::{BufRead, BufWriter, Write};
 use engine::{Table, run_query};
 
 fn main() {
+    pgo_build_rt::install();
     let stdin = std::io::stdin();
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut table = None;
