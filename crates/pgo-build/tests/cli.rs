@@ -367,6 +367,18 @@ fn corrupt_and_stale_profiles_are_excluded_with_reasons() {
             .len(),
         2
     );
+
+    // With on_corrupt = "fail" the same files fail the stage.
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture.write(
+        "pgo-build.toml",
+        &format!("[pgo]\non_corrupt = \"fail\"\n\n{config}"),
+    );
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("2 raw profiles are excluded from the merge")
+        .stderr_contains("on_corrupt = \"fail\"");
 }
 
 #[test]
@@ -454,6 +466,11 @@ fn functions_changed_since_training_are_summarised_per_crate() {
         "{}",
         run.describe()
     );
+    fixture
+        .run(&["optimize", "--strict"])
+        .failure()
+        .stderr_contains("--strict turns this warning into an error");
+    fixture.run(&["optimize"]).success();
     let diagnostics = &fixture.report()["optimize_diagnostics"]["per_crate"]["app"];
     assert!(
         diagnostics["mismatched_functions"].as_u64().unwrap() >= 1,
