@@ -11,8 +11,12 @@
 //!
 //! In pgo-build's instrumented build (`--cfg pgo_build_instrument`) it installs SIGTERM and
 //! SIGINT handlers that write the profile and then let the signal terminate the process as it
-//! would have. In every other build it does nothing and costs nothing. Signals that already have
-//! a handler (a program with its own graceful shutdown) are left alone.
+//! would have. In every other build it does nothing and costs nothing, with one exception:
+//! builds that BOLT will post-process (`--cfg pgo_build_bolt_input`, set by pgo-build only when
+//! BOLT is enabled) read one environment variable at `install()`. When pgo-build's BOLT training
+//! sets it, SIGTERM/SIGINT end the process with `exit(128 + signal)`, which runs the exit path
+//! where BOLT's instrumentation writes its profile. Signals that already have a handler (a
+//! program with its own graceful shutdown) are left alone.
 //!
 //! Long-running servers can call [`flush`] to write the profile so far, e.g. from an admin
 //! endpoint, so a later SIGKILL loses only what came after.
@@ -24,12 +28,19 @@
 /// Whether this is an instrumented build (pgo-build's `--cfg pgo_build_instrument`).
 pub const INSTRUMENTED: bool = cfg!(pgo_build_instrument);
 
-/// Installs the SIGTERM/SIGINT handlers in instrumented builds; does nothing otherwise.
-/// Calling it again does nothing.
+/// Set by pgo-build while training BOLT-instrumented binaries.
+pub const BOLT_TRAINING_ENV: &str = "PGO_BUILD_BOLT_TRAINING";
+
+/// Installs the SIGTERM/SIGINT handlers in instrumented builds (and in BOLT training); does
+/// nothing otherwise. Calling it again does nothing.
 #[inline(never)]
 pub fn install() {
     #[cfg(pgo_build_instrument)]
-    instrumented::install();
+    signal_thread::install(instrumented::write_and_reraise);
+    #[cfg(all(pgo_build_bolt_input, not(pgo_build_instrument)))]
+    if std::env::var_os(BOLT_TRAINING_ENV).is_some() {
+        signal_thread::install(bolt_training::exit_normally);
+    }
 }
 
 /// Writes the profile collected so far (instrumented builds; `Ok` otherwise).
@@ -74,7 +85,6 @@ pub fn flush_action(pattern: Option<&str>) -> FlushAction {
 #[cfg(pgo_build_instrument)]
 mod instrumented {
     use std::ffi::c_int;
-    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
     use super::{FlushAction, flush_action};
 
@@ -84,9 +94,6 @@ mod instrumented {
         fn __llvm_profile_write_file() -> c_int;
         fn __llvm_profile_reset_counters();
     }
-
-    static INSTALLED: AtomicBool = AtomicBool::new(false);
-    static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
     pub fn flush() -> std::io::Result<()> {
         let pattern = std::env::var("LLVM_PROFILE_FILE").ok();
@@ -107,7 +114,38 @@ mod instrumented {
         Ok(())
     }
 
-    pub fn install() {
+    /// Writes the whole profile so far, then terminates the way the signal would have.
+    pub fn write_and_reraise(signal: c_int) {
+        // The process ends right after, so no reset is needed.
+        // SAFETY: runtime function without preconditions.
+        unsafe { __llvm_profile_write_file() };
+        super::signal_thread::reraise(signal);
+    }
+}
+
+#[cfg(all(pgo_build_bolt_input, not(pgo_build_instrument)))]
+mod bolt_training {
+    use std::ffi::c_int;
+
+    /// BOLT's instrumentation writes its profile from the exit path, which a signal's default
+    /// action skips: exit the way a shell reports a signal death instead.
+    pub fn exit_normally(signal: c_int) {
+        // SAFETY: exit(3) runs the exit handlers and ends the process.
+        unsafe { libc::exit(128 + signal) };
+    }
+}
+
+/// SIGTERM/SIGINT handling shared by both builds: the handler only writes the signal number to
+/// a pipe (async-signal-safe); a thread reads it and does the real work outside signal context.
+#[cfg(any(pgo_build_instrument, pgo_build_bolt_input))]
+mod signal_thread {
+    use std::ffi::c_int;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+    pub fn install(action: fn(c_int)) {
         if INSTALLED.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -121,11 +159,14 @@ mod instrumented {
         }
         SIGNAL_PIPE.store(fds[1], Ordering::SeqCst);
         let reader = fds[0];
-        // The handler only writes the signal number to the pipe (async-signal-safe); this
-        // thread does the real work outside signal context.
         let spawned = std::thread::Builder::new()
             .name("pgo-build-rt".into())
-            .spawn(move || wait_for_signal(reader));
+            .spawn(move || {
+                if let Some(signal) = wait_for_signal(reader) {
+                    action(signal);
+                    reraise(signal);
+                }
+            });
         if spawned.is_err() {
             eprintln!(
                 "pgo-build-rt: could not start its thread; profiles of signalled processes will be lost"
@@ -140,11 +181,11 @@ mod instrumented {
                 if current.sa_sigaction != libc::SIG_DFL {
                     continue; // The program handles it itself.
                 }
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_signal as extern "C" fn(c_int) as libc::sighandler_t;
-                action.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(signal, &action, std::ptr::null_mut());
+                let mut handler: libc::sigaction = std::mem::zeroed();
+                handler.sa_sigaction = on_signal as extern "C" fn(c_int) as libc::sighandler_t;
+                handler.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut handler.sa_mask);
+                libc::sigaction(signal, &handler, std::ptr::null_mut());
             }
         }
     }
@@ -156,25 +197,24 @@ mod instrumented {
         unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
     }
 
-    fn wait_for_signal(reader: c_int) {
+    fn wait_for_signal(reader: c_int) -> Option<c_int> {
         let mut bytes = [0u8; 4];
         loop {
             // SAFETY: reading into a 4-byte buffer we own.
             let read = unsafe { libc::read(reader, bytes.as_mut_ptr().cast(), bytes.len()) };
             if read == 4 {
-                break;
+                return Some(c_int::from_ne_bytes(bytes));
             }
             if read < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
             {
                 continue;
             }
-            return;
+            return None;
         }
-        let signal = c_int::from_ne_bytes(bytes);
-        // The whole profile so far; the process ends right after, so no reset is needed.
-        // SAFETY: runtime function without preconditions.
-        unsafe { __llvm_profile_write_file() };
-        // Terminate the way the signal would have: default action, signal sent again.
+    }
+
+    /// Terminates the process with the signal's default action.
+    pub fn reraise(signal: c_int) {
         // SAFETY: plain libc calls on this process.
         unsafe {
             libc::signal(signal, libc::SIG_DFL);
@@ -182,7 +222,7 @@ mod instrumented {
         }
         // Only reached if the signal is blocked everywhere; exit as a shell reports it.
         std::thread::sleep(std::time::Duration::from_secs(1));
-        // SAFETY: ends the process without running exit handlers (the profile is written).
+        // SAFETY: ends the process without running exit handlers (the work is done).
         unsafe { libc::_exit(128 + signal) };
     }
 }

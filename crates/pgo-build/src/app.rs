@@ -39,6 +39,7 @@ fn run(cli: Cli, printer: Printer) -> Result<()> {
         Command::Instrument => session.stage("instrument", |s| s.instrument()),
         Command::Train(args) => session.stage("train", |s| s.train(&args.workloads)),
         Command::Optimize(args) => session.stage("optimize", |s| s.optimize(args)),
+        Command::Bolt(args) => session.stage("bolt", |s| s.bolt(args)),
         Command::Compare(args) => session.stage("compare", |s| s.compare(args).map(drop)),
         Command::Run(args) => session.run_all(args),
         Command::Clean => unreachable!("handled above"),

@@ -216,6 +216,18 @@ pub struct StagedBinary {
     pub build_id: Option<String>,
     /// Built with `-Cprofile-use` (optimized stage only).
     pub pgo: bool,
+    /// Post-processed by BOLT with a profile (bolt stage only).
+    #[serde(default)]
+    pub bolted: bool,
+}
+
+/// What to stage: the binary, the file to copy, and how it was made.
+#[derive(Debug, Clone)]
+pub struct StageInput {
+    pub bin: BinTarget,
+    pub source: PathBuf,
+    pub pgo: bool,
+    pub bolted: bool,
 }
 
 impl StageManifest {
@@ -251,12 +263,8 @@ impl StageManifest {
 
 /// Copies `executable` into `bin_dir` as a real file (never a symlink: programs that find
 /// siblings through `current_exe()` would otherwise run another stage's binaries).
-pub fn stage_binary(
-    bin: &BinTarget,
-    executable: &Path,
-    bin_dir: &Path,
-    pgo: bool,
-) -> Result<StagedBinary> {
+pub fn stage_binary(input: &StageInput, bin_dir: &Path) -> Result<StagedBinary> {
+    let (bin, executable) = (&input.bin, &input.source);
     std::fs::create_dir_all(bin_dir)
         .with_context(|| format!("could not create {}", bin_dir.display()))?;
     let staged = bin_dir.join(&bin.name);
@@ -278,7 +286,8 @@ pub fn stage_binary(
         build_id: build_id(&data)
             .with_context(|| format!("could not read {} as an executable", staged.display()))?,
         path: staged,
-        pgo,
+        pgo: input.pgo,
+        bolted: input.bolted,
     })
 }
 

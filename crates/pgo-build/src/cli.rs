@@ -73,6 +73,8 @@ pub enum Command {
     Train(TrainArgs),
     /// Validate and merge the profiles, then build the optimized binaries with them
     Optimize(OptimizeArgs),
+    /// Post-link optimization with BOLT of the optimized (or baseline) binaries
+    Bolt(BoltArgs),
     /// Paired, interleaved A/B rounds of staged variants on the holdout and train workloads
     Compare(CompareArgs),
     /// doctor, build, instrument, train, optimize and compare, then print the stage table
@@ -106,6 +108,13 @@ pub struct RunArgs {
     /// Rounds of the closing comparison (default: [compare] rounds, else 10)
     #[arg(long, value_name = "N")]
     pub compare_rounds: Option<usize>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct BoltArgs {
+    /// BOLT the baseline binaries instead of the PGO-optimized ones
+    #[arg(long)]
+    pub without_pgo: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -187,6 +187,9 @@ impl Session {
             .map(|stage| {
                 let hint = match stage {
                     Stage::Baseline => "run `pgo-build build` first",
+                    Stage::Bolt => {
+                        "run `pgo-build bolt` (or `run` with [bolt] enabled = true) first"
+                    }
                     _ => "run `pgo-build run` (or instrument, train, optimize) first",
                 };
                 Ok((stage, StageManifest::load(&self.layout, stage, hint)?))

@@ -21,6 +21,7 @@ pub struct Config {
     pub path: Option<PathBuf>,
     pub build: BuildSection,
     pub pgo: PgoSection,
+    pub bolt: BoltSection,
     pub compare: CompareSection,
     pub workloads: Vec<Workload>,
 }
@@ -35,6 +36,30 @@ pub struct PgoSection {
     /// What to do with corrupt or unreadable raw profiles.
     #[serde(default)]
     pub on_corrupt: OnCorrupt,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoltSection {
+    /// Run BOLT after optimize in `run`; links the baseline and optimized builds with
+    /// relocations (`-Wl,--emit-relocs`), which BOLT needs.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Replaces pgo-build's default optimization flags.
+    pub args: Option<Vec<String>>,
+    /// Added to the (default or given) flags.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Only optimize these functions (BOLT's `-funcs`, e.g. `["^_R.*"]` for Rust's own code):
+    /// BOLT cannot rebuild some jump tables of C/C++ libraries linked into Rust programs.
+    #[serde(default)]
+    pub funcs: Vec<String>,
+    /// Update debug info (`-update-debug-sections`): can take an hour on large binaries.
+    #[serde(default)]
+    pub keep_debug_info: bool,
+    /// Align hot code to 2 MiB pages: pads small binaries to several MiB.
+    #[serde(default)]
+    pub huge_pages: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -118,6 +143,8 @@ struct ConfigFile {
     #[serde(default)]
     pgo: PgoSection,
     #[serde(default)]
+    bolt: BoltSection,
+    #[serde(default)]
     compare: CompareSection,
     #[serde(default, rename = "workload")]
     workloads: Vec<Workload>,
@@ -165,6 +192,7 @@ impl Config {
             path: Some(path.to_owned()),
             build: file.build,
             pgo: file.pgo,
+            bolt: file.bolt,
             compare: file.compare,
             workloads: file.workloads,
         };
@@ -298,6 +326,11 @@ rounds = 12
 continuous = true
 on_corrupt = "fail"
 
+[bolt]
+enabled = true
+funcs = ["^_R.*"]
+extra_args = ["-v=1"]
+
 [[workload]]
 name = "small"
 role = "train"
@@ -319,6 +352,8 @@ allow_failure = true
         assert_eq!(config.compare.rounds, Some(12));
         assert!(config.pgo.continuous);
         assert_eq!(config.pgo.on_corrupt, OnCorrupt::Fail);
+        assert!(config.bolt.enabled && !config.bolt.huge_pages && config.bolt.args.is_none());
+        assert_eq!(config.bolt.funcs, ["^_R.*"]);
         assert_eq!(config.workloads.len(), 2);
         assert_eq!(config.workloads[0].timeout, Duration::from_secs(120));
         assert_eq!(config.workloads[1].timeout, DEFAULT_TIMEOUT);

@@ -4,10 +4,12 @@
 //! ```text
 //! target/pgo-build/
 //!   <stage>/bin/            staged binaries (real files), stage = baseline|instrumented|optimized
+//!                           |bolt-instrumented|bolt
 //!   <stage>/cargo-target/   that stage's own cargo target dir, so stages never clobber each other
 //!   <stage>/stage.json      what the stage built, with which flags (read by later stages)
 //!   profiles/raw/<workload>/<build id>_<pool>.profraw
 //!   profiles/merged-<content hash>.profdata
+//!   profiles/bolt/raw/<binary>/prof.<pid>.fdata, profiles/bolt/<binary>.fdata
 //!   logs/<workload>.log     workload output
 //!   report.json
 //! ```
@@ -20,11 +22,13 @@ pub enum Stage {
     Baseline,
     Instrumented,
     Optimized,
+    BoltInstrumented,
+    Bolt,
 }
 
 impl Stage {
     /// Stages whose binaries can be compared, in pipeline order (newest last).
-    pub const VARIANTS: [Stage; 2] = [Stage::Baseline, Stage::Optimized];
+    pub const VARIANTS: [Stage; 3] = [Stage::Baseline, Stage::Optimized, Stage::Bolt];
 
     pub fn from_variant(name: &str) -> Option<Stage> {
         Stage::VARIANTS
@@ -37,6 +41,8 @@ impl Stage {
             Stage::Baseline => "baseline",
             Stage::Instrumented => "instrumented",
             Stage::Optimized => "optimized",
+            Stage::BoltInstrumented => "bolt-instrumented",
+            Stage::Bolt => "bolt",
         }
     }
 }
@@ -85,6 +91,16 @@ impl Layout {
     /// embedded with `-Cprofile-generate`. `train` overrides it with `LLVM_PROFILE_FILE`.
     pub fn manual_profiles_dir(&self) -> PathBuf {
         self.profiles_dir().join("manual")
+    }
+
+    /// Where llvm-bolt puts a stage's outputs before they are staged.
+    pub fn work_dir(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("work")
+    }
+
+    /// BOLT profiles: `raw/<binary>/prof.<pid>.fdata`, merged into `<binary>.fdata`.
+    pub fn bolt_profiles_dir(&self) -> PathBuf {
+        self.profiles_dir().join("bolt")
     }
 
     pub fn logs_dir(&self) -> PathBuf {

@@ -4,6 +4,7 @@
 //! the modules listed in ARCHITECTURE.md.
 
 mod app;
+mod bolt;
 mod cargo_build;
 mod cli;
 mod command;

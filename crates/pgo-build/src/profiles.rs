@@ -482,6 +482,7 @@ mod tests {
             size_bytes: 1,
             build_id: Some(id.into()),
             pgo: false,
+            bolted: false,
         };
         StageManifest {
             stage: "instrumented".into(),

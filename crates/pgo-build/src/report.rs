@@ -33,6 +33,9 @@ pub struct Report {
     pub merged_profile: Option<serde_json::Value>,
     /// Per-crate functions without data or with mismatched data in the optimized build.
     pub optimize_diagnostics: Option<serde_json::Value>,
+    /// Per binary: what BOLT did (or why it did not).
+    #[serde(default)]
+    pub bolt: BTreeMap<String, crate::bolt::BoltRecord>,
     /// The last A/B comparison, with every round.
     pub compare: Option<crate::compare::CompareResult>,
 }
@@ -50,6 +53,8 @@ pub struct BinaryRecord {
     pub size_bytes: u64,
     pub path: PathBuf,
     pub pgo: bool,
+    #[serde(default)]
+    pub bolted: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -136,7 +141,7 @@ impl Report {
 
     /// Binary sizes per stage.
     pub fn size_table(&self) -> String {
-        let stages = ["baseline", "instrumented", "optimized"];
+        let stages = ["baseline", "instrumented", "optimized", "bolt"];
         let mut table = Table::new();
         table.load_preset(UTF8_FULL_CONDENSED);
         table.set_header(std::iter::once("Binary").chain(stages));
@@ -146,6 +151,9 @@ impl Report {
                 let text = match per_stage.get(stage) {
                     Some(record) if stage == "optimized" && !record.pgo => {
                         format!("{} (no PGO)", human_bytes(record.size_bytes))
+                    }
+                    Some(record) if stage == "bolt" && !record.bolted => {
+                        format!("{} (not BOLTed)", human_bytes(record.size_bytes))
                     }
                     Some(record) => human_bytes(record.size_bytes),
                     None => "-".to_owned(),

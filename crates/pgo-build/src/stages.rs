@@ -18,9 +18,9 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::cargo_build::{
-    self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, StageManifest,
+    self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, StageInput, StageManifest,
 };
-use crate::cli::{CompareArgs, GlobalArgs, OptimizeArgs, RunArgs};
+use crate::cli::{BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, RunArgs};
 use crate::config::{Config, OnCorrupt, Role, Workload};
 use crate::layout::{Layout, Stage};
 use crate::pgo_diagnostics::{self, Summary};
@@ -36,6 +36,12 @@ use crate::workspace::{BinTarget, Selection, Workspace};
 /// Added to every stage (so baseline and optimized stay comparable): `%b` in the profile file
 /// pattern needs a build id, which not every linker adds by default.
 const BUILD_ID_FLAG: &str = "-Clink-arg=-Wl,--build-id";
+/// Added to the builds BOLT post-processes (see [`Session::plain_flags`]).
+pub const BOLT_INPUT_FLAGS: [&str; 3] = [
+    "-Clink-arg=-Wl,--emit-relocs",
+    "--cfg",
+    "pgo_build_bolt_input",
+];
 
 pub struct Session {
     pub printer: Printer,
@@ -144,13 +150,13 @@ impl Session {
         if let Some(tool) = self.profdata.get() {
             return Ok(tool);
         }
-        let tool = toolchain::find_llvm_profdata(&self.rustc, &self.printer)
-            .require("llvm-profdata", &self.rustc)?;
+        let tool = toolchain::find_llvm_tool(toolchain::LLVM_PROFDATA, &self.rustc, &self.printer)
+            .require(&self.rustc)?;
         Ok(self.profdata.get_or_init(|| tool))
     }
 
     /// A warning, or with `--strict` an error.
-    fn caution(&self, message: String) -> Result<()> {
+    pub(crate) fn caution(&self, message: String) -> Result<()> {
         if self.strict {
             bail!("{message}\n(--strict turns this warning into an error)");
         }
@@ -251,7 +257,7 @@ impl Session {
             self.config.workloads_with_role(Role::Train).count(),
             self.config.workloads_with_role(Role::Holdout).count()
         ));
-        let search = toolchain::find_llvm_profdata(&self.rustc, &printer);
+        let search = toolchain::find_llvm_tool(toolchain::LLVM_PROFDATA, &self.rustc, &printer);
         for candidate in &search.considered {
             printer.detail(format!(
                 "llvm-profdata candidate {}: {}",
@@ -259,7 +265,27 @@ impl Session {
                 candidate.outcome
             ));
         }
-        let tool = search.require("llvm-profdata", &self.rustc)?;
+        for spec in [toolchain::LLVM_BOLT, toolchain::MERGE_FDATA] {
+            let found = toolchain::find_llvm_tool(spec, &self.rustc, &printer);
+            match (&found.tool, self.config.bolt.enabled) {
+                (Some(tool), _) => printer.info(format!(
+                    "{}: {} (LLVM {})",
+                    spec.name,
+                    tool.path.display(),
+                    tool.version
+                )),
+                (None, true) => {
+                    found
+                        .require(&self.rustc)
+                        .context("[bolt] enabled = true needs it")?;
+                }
+                (None, false) => printer.info(format!(
+                    "{}: not found (only needed for BOLT: `apt-get install {}-{}`)",
+                    spec.name, spec.apt_package, self.rustc.llvm_major
+                )),
+            }
+        }
+        let tool = search.require(&self.rustc)?;
         printer.info(format!(
             "llvm-profdata: {} (LLVM {})",
             tool.path.display(),
@@ -290,11 +316,11 @@ impl Session {
     }
 
     /// Replaces `<stage>/bin/` with the given executables and records them.
-    fn stage_binaries(
+    pub(crate) fn stage_binaries(
         &mut self,
         stage: Stage,
         stage_rustflags: Vec<String>,
-        executables: Vec<(BinTarget, PathBuf, bool)>,
+        executables: Vec<StageInput>,
     ) -> Result<StageManifest> {
         let bin_dir = self.layout.bin_dir(stage);
         if bin_dir.exists() {
@@ -302,8 +328,9 @@ impl Session {
                 .with_context(|| format!("could not clear {}", bin_dir.display()))?;
         }
         let mut binaries = Vec::new();
-        for (bin, executable, pgo) in executables {
-            let staged = cargo_build::stage_binary(&bin, &executable, &bin_dir, pgo)?;
+        for input in executables {
+            let bin = &input.bin;
+            let staged = cargo_build::stage_binary(&input, &bin_dir)?;
             self.report
                 .binaries
                 .entry(bin.name.clone())
@@ -313,7 +340,8 @@ impl Session {
                     BinaryRecord {
                         size_bytes: staged.size_bytes,
                         path: staged.path.clone(),
-                        pgo,
+                        pgo: staged.pgo,
+                        bolted: staged.bolted,
                     },
                 );
             self.printer.info(format!(
@@ -348,9 +376,48 @@ impl Session {
         self.stage_binaries(stage, stage_rustflags, executables)
     }
 
+    /// Flags of builds without profile flags beyond the user's: with BOLT enabled, links keep
+    /// relocations (BOLT needs them) and pgo-build-rt learns that BOLT may post-process it.
+    /// Link arguments and that cfg leave the profiled code's control flow untouched.
+    fn plain_flags(&self) -> Vec<String> {
+        if self.config.bolt.enabled {
+            BOLT_INPUT_FLAGS.map(str::to_owned).to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// With BOLT enabled, refuses a cargo profile that strips symbols before any build: the
+    /// linker rejects `--strip-all` with `--emit-relocs`, and BOLT needs the symbols anyway.
+    fn check_bolt_compatible_profile(&self) -> Result<()> {
+        if !self.config.bolt.enabled {
+            return Ok(());
+        }
+        let config_files = rustflags::config_files(&self.workspace.root, None);
+        if let Some((strip, origin)) =
+            strip_setting(&self.workspace.root, &config_files, &self.settings.profile)?
+            && strip != "none"
+            && strip != "false"
+            && strip != "debuginfo"
+        {
+            bail!(
+                "[bolt] enabled = true in {}, but the `{}` profile strips symbols (strip = {strip} \
+                 in {origin}): BOLT needs the symbol table, and linking with relocations \
+                 (-Wl,--emit-relocs) cannot be combined with stripping. Remove `strip` (or use \
+                 strip = \"debuginfo\") for the profile, and strip the BOLTed binaries afterwards \
+                 if needed.",
+                self.config.display_path(),
+                self.settings.profile
+            );
+        }
+        Ok(())
+    }
+
     /// The baseline: a plain release build with the user's flags.
     pub fn build_baseline(&mut self) -> Result<()> {
-        self.build_and_stage(Stage::Baseline, Vec::new())?;
+        self.check_bolt_compatible_profile()?;
+        let flags = self.plain_flags();
+        self.build_and_stage(Stage::Baseline, flags)?;
         Ok(())
     }
 
@@ -394,42 +461,70 @@ impl Session {
         )?;
         let workloads = self.training_workloads(names)?;
         let raw_dir = self.layout.raw_profiles_dir();
-        let bin_dir = self.layout.bin_dir(Stage::Instrumented);
-        for workload in &workloads {
-            let profile_dir = raw_dir.join(workload.name());
-            // Profiles of an earlier run of this workload would be merged twice.
-            if profile_dir.exists() {
-                std::fs::remove_dir_all(&profile_dir)?;
-            }
-            // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then
-            // do not create it themselves.
-            std::fs::create_dir_all(&profile_dir)?;
-            let target = training::Target {
-                stage: Stage::Instrumented,
-                bin_dir: &bin_dir,
-                bin_names: instrumented
-                    .binaries
-                    .iter()
-                    .map(|b| b.name.as_str())
-                    .collect(),
-                workspace_root: &self.workspace.root,
-                extra_env: vec![
+        let pattern = profiles::raw_pattern(instrumented.continuous());
+        self.run_training(
+            Stage::Instrumented,
+            &instrumented,
+            &workloads,
+            "train",
+            &|workload| {
+                let profile_dir = raw_dir.join(workload.name());
+                // Profiles of an earlier run of this workload would be merged twice.
+                if profile_dir.exists() {
+                    std::fs::remove_dir_all(&profile_dir)?;
+                }
+                // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then
+                // do not create it themselves.
+                std::fs::create_dir_all(&profile_dir)?;
+                Ok(vec![
                     (
                         "LLVM_PROFILE_FILE".to_owned(),
-                        profile_dir
-                            .join(profiles::raw_pattern(instrumented.continuous()))
-                            .display()
-                            .to_string(),
+                        profile_dir.join(pattern).display().to_string(),
                     ),
                     (
                         start_marker::START_DIR_ENV.to_owned(),
                         profile_dir.display().to_string(),
                     ),
-                ],
+                ])
+            },
+        )?;
+        let accounting = self.account(&instrumented)?;
+        self.printer.table(accounting_table(&accounting.per_binary));
+        self.report_accounting(&accounting)?;
+        for (binary, figures) in &accounting.per_binary {
+            if figures.valid_files == 0 {
+                self.caution(format!(
+                    "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
+                    no_profile_message(binary, figures)
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs training workloads against a stage's binaries, one after the other. `prepare`
+    /// readies a workload's profile directory and returns the variables that point the
+    /// binaries at it. A failing workload fails the stage unless `allow_failure` is set.
+    pub(crate) fn run_training(
+        &mut self,
+        stage: Stage,
+        manifest: &StageManifest,
+        workloads: &[Workload],
+        log_prefix: &str,
+        prepare: &dyn Fn(&Workload) -> Result<training::EnvVars>,
+    ) -> Result<()> {
+        let bin_dir = self.layout.bin_dir(stage);
+        for workload in workloads {
+            let target = training::Target {
+                stage,
+                bin_dir: &bin_dir,
+                bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
+                workspace_root: &self.workspace.root,
+                extra_env: prepare(workload)?,
                 log_path: self
                     .layout
                     .logs_dir()
-                    .join(format!("train-{}.log", workload.name())),
+                    .join(format!("{log_prefix}-{}.log", workload.name())),
             };
             self.printer
                 .info(format!("workload {} ...", workload.name()));
@@ -441,10 +536,12 @@ impl Session {
                 outcome.duration.as_secs_f64(),
                 outcome.log_path.display()
             ));
-            self.report.training.retain(|w| w.name != workload.name());
+            self.report
+                .training
+                .retain(|w| !(w.name == workload.name() && w.stage == stage.name()));
             self.report.training.push(WorkloadRecord {
                 name: workload.name().to_owned(),
-                stage: Stage::Instrumented.name().to_owned(),
+                stage: stage.name().to_owned(),
                 status: outcome.status.clone(),
                 success: outcome.success,
                 duration_secs: outcome.duration.as_secs_f64(),
@@ -471,31 +568,22 @@ impl Session {
                     ));
                 } else {
                     bail!(
-                        "training workload `{}` {}. Its output ends with:\n{tail}\nFull log: {}\n\
-                         Fix the workload, or set allow_failure = true for it in {} if failing is expected.",
+                        "training workload `{}` {} against the {} binaries. Its output ends \
+                         with:\n{tail}\nFull log: {}\nFix the workload, or set allow_failure = \
+                         true for it in {} if failing is expected.",
                         workload.name(),
                         outcome.status,
+                        stage.name(),
                         outcome.log_path.display(),
                         self.config.display_path()
                     );
                 }
             }
         }
-        let accounting = self.account(&instrumented)?;
-        self.printer.table(accounting_table(&accounting.per_binary));
-        self.report_accounting(&accounting)?;
-        for (binary, figures) in &accounting.per_binary {
-            if figures.valid_files == 0 {
-                self.caution(format!(
-                    "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
-                    no_profile_message(binary, figures)
-                ))?;
-            }
-        }
         Ok(())
     }
 
-    fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
+    pub(crate) fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
         if names.is_empty() {
             let workloads: Vec<Workload> = self
                 .config
@@ -648,10 +736,12 @@ impl Session {
             );
         }
 
-        let flags = vec![
+        self.check_bolt_compatible_profile()?;
+        let mut flags = vec![
             format!("-Cprofile-use={}", merged.path.display()),
             "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
         ];
+        flags.extend(self.plain_flags());
         let verbose = self.printer.is_verbose();
         let output = cargo_build::build(
             &self.build_request(Stage::Optimized, &with_data, &flags),
@@ -689,8 +779,9 @@ impl Session {
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
+            let plain_flags = self.plain_flags();
             let plain = cargo_build::build(
-                &self.build_request(Stage::Baseline, &without_data, &[]),
+                &self.build_request(Stage::Baseline, &without_data, &plain_flags),
                 &self.printer,
                 &|_| true,
             )?;
@@ -748,6 +839,9 @@ impl Session {
         self.clear_raw_profiles()?;
         self.stage("train", |s| s.train(&[]))?;
         self.stage("optimize", |s| s.optimize(&args.optimize))?;
+        if self.config.bolt.enabled {
+            self.stage("bolt", |s| s.bolt(&BoltArgs::default()))?;
+        }
         if args.no_compare {
             return Ok(());
         }
@@ -765,10 +859,11 @@ impl Session {
             return Ok(());
         }
         let compare = CompareArgs {
-            variants: vec![
-                Stage::Baseline.name().to_owned(),
-                Stage::Optimized.name().to_owned(),
-            ],
+            variants: std::iter::once(Stage::Baseline)
+                .chain(std::iter::once(Stage::Optimized))
+                .chain(self.config.bolt.enabled.then_some(Stage::Bolt))
+                .map(|stage| stage.name().to_owned())
+                .collect(),
             rounds: args.compare_rounds,
             workloads: holdout,
             seed: 1,
@@ -779,13 +874,16 @@ impl Session {
 }
 
 /// Pairs each binary with the executable cargo reported for it.
-fn executables_of(
-    bins: &[BinTarget],
-    mut output: BuildOutput,
-    pgo: bool,
-) -> Vec<(BinTarget, PathBuf, bool)> {
+fn executables_of(bins: &[BinTarget], mut output: BuildOutput, pgo: bool) -> Vec<StageInput> {
     bins.iter()
-        .filter_map(|bin| Some((bin.clone(), output.executables.remove(&bin.name)?, pgo)))
+        .filter_map(|bin| {
+            Some(StageInput {
+                bin: bin.clone(),
+                source: output.executables.remove(&bin.name)?,
+                pgo,
+                bolted: false,
+            })
+        })
         .collect()
 }
 
@@ -896,6 +994,47 @@ fn profile_settings(workspace_root: &Path, config_files: &[PathBuf]) -> Result<S
     vars.sort();
     parts.extend(vars);
     Ok(parts.join("; "))
+}
+
+/// The `strip` setting of cargo profile `profile` and where it comes from:
+/// `CARGO_PROFILE_<NAME>_STRIP`, else `[profile.<name>]` of cargo config files (deepest
+/// first) and of the workspace manifest. Custom profiles inheriting `strip` are not followed.
+fn strip_setting(
+    workspace_root: &Path,
+    config_files: &[PathBuf],
+    profile: &str,
+) -> Result<Option<(String, String)>> {
+    let var = format!(
+        "CARGO_PROFILE_{}_STRIP",
+        profile.to_uppercase().replace('-', "_")
+    );
+    if let Ok(value) = std::env::var(&var) {
+        return Ok(Some((value, var)));
+    }
+    let files = config_files
+        .iter()
+        .rev()
+        .cloned()
+        .chain(std::iter::once(workspace_root.join("Cargo.toml")));
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("could not parse {}", file.display()))?;
+        if let Some(strip) = table
+            .get("profile")
+            .and_then(|p| p.get(profile))
+            .and_then(|p| p.get("strip"))
+        {
+            let value = strip
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| strip.to_string());
+            return Ok(Some((value, file.display().to_string())));
+        }
+    }
+    Ok(None)
 }
 
 /// Removes everything under `target/pgo-build/`.

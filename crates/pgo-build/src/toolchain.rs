@@ -10,7 +10,44 @@ use anyhow::{Context, Result, bail};
 use crate::command::Cmd;
 use crate::printer::Printer;
 
-pub const PROFDATA_ENV: &str = "PGO_BUILD_LLVM_PROFDATA";
+/// An LLVM tool pgo-build uses, and how to find and install it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    /// Names the tool explicitly; when set, nothing else is tried.
+    pub env_var: &'static str,
+    /// Arguments that make it print "LLVM version X.Y.Z" (`--version` alone fails for
+    /// llvm-profdata 14).
+    pub version_args: &'static [&'static str],
+    /// The Debian package, without the `-<major>` suffix.
+    pub apt_package: &'static str,
+    /// Whether rustup's llvm-tools component ships it.
+    pub in_rustup_llvm_tools: bool,
+}
+
+pub const LLVM_PROFDATA: ToolSpec = ToolSpec {
+    name: "llvm-profdata",
+    env_var: "PGO_BUILD_LLVM_PROFDATA",
+    version_args: &["merge", "--version"],
+    apt_package: "llvm",
+    in_rustup_llvm_tools: true,
+};
+
+pub const LLVM_BOLT: ToolSpec = ToolSpec {
+    name: "llvm-bolt",
+    env_var: "PGO_BUILD_LLVM_BOLT",
+    version_args: &["--version"],
+    apt_package: "bolt",
+    in_rustup_llvm_tools: false,
+};
+
+pub const MERGE_FDATA: ToolSpec = ToolSpec {
+    name: "merge-fdata",
+    env_var: "PGO_BUILD_MERGE_FDATA",
+    version_args: &["--version"],
+    apt_package: "bolt",
+    in_rustup_llvm_tools: false,
+};
 
 #[derive(Debug, Clone)]
 pub struct Rustc {
@@ -83,24 +120,23 @@ pub struct Search {
     pub considered: Vec<Candidate>,
     /// Set when the user named the tool with an environment variable.
     pub from_env: Option<&'static str>,
+    pub spec: ToolSpec,
 }
 
-/// Finds `llvm-profdata` matching rustc's LLVM major, in the order: `$PGO_BUILD_LLVM_PROFDATA`
-/// (exclusively, when set), rustup's llvm-tools, `llvm-profdata-<major>` on PATH,
-/// `/usr/lib/llvm-<major>/bin`, a plain `llvm-profdata` on PATH.
-pub fn find_llvm_profdata(rustc: &Rustc, printer: &Printer) -> Search {
-    find_llvm_tool("llvm-profdata", PROFDATA_ENV, rustc, printer)
-}
-
-fn find_llvm_tool(name: &str, env_var: &'static str, rustc: &Rustc, printer: &Printer) -> Search {
+/// Finds a tool matching rustc's LLVM major, in the order: its environment variable
+/// (exclusively, when set), rustup's llvm-tools, `<name>-<major>` on PATH,
+/// `/usr/lib/llvm-<major>/bin`, a plain `<name>` on PATH.
+pub fn find_llvm_tool(spec: ToolSpec, rustc: &Rustc, printer: &Printer) -> Search {
+    let name = spec.name;
     let major = rustc.llvm_major;
-    if let Some(explicit) = std::env::var_os(env_var) {
+    if let Some(explicit) = std::env::var_os(spec.env_var) {
         let path = PathBuf::from(explicit);
-        let (tool, candidate) = probe(&path, major, printer);
+        let (tool, candidate) = probe(&path, spec.version_args, major, printer);
         return Search {
             tool,
             considered: vec![candidate],
-            from_env: Some(env_var),
+            from_env: Some(spec.env_var),
+            spec,
         };
     }
     let mut places = vec![
@@ -124,13 +160,14 @@ fn find_llvm_tool(name: &str, env_var: &'static str, rustc: &Rustc, printer: &Pr
             });
             continue;
         }
-        let (tool, candidate) = probe(&path, major, printer);
+        let (tool, candidate) = probe(&path, spec.version_args, major, printer);
         considered.push(candidate);
         if tool.is_some() {
             return Search {
                 tool,
                 considered,
                 from_env: None,
+                spec,
             };
         }
     }
@@ -138,12 +175,17 @@ fn find_llvm_tool(name: &str, env_var: &'static str, rustc: &Rustc, printer: &Pr
         tool: None,
         considered,
         from_env: None,
+        spec,
     }
 }
 
-fn probe(path: &Path, major: u32, printer: &Printer) -> (Option<LlvmTool>, Candidate) {
-    // `merge --version` works on every LLVM release; a bare `--version` fails on LLVM 14.
-    let output = Cmd::new(path).args(["merge", "--version"]).output(printer);
+fn probe(
+    path: &Path,
+    version_args: &[&str],
+    major: u32,
+    printer: &Printer,
+) -> (Option<LlvmTool>, Candidate) {
+    let output = Cmd::new(path).args(version_args).output(printer);
     let candidate = |outcome: String| Candidate {
         path: path.to_owned(),
         outcome,
@@ -194,10 +236,11 @@ fn probe(path: &Path, major: u32, printer: &Printer) -> (Option<LlvmTool>, Candi
 
 impl Search {
     /// The tool, or an error listing every place looked at and how to install a matching one.
-    pub fn require(self, name: &str, rustc: &Rustc) -> Result<LlvmTool> {
+    pub fn require(self, rustc: &Rustc) -> Result<LlvmTool> {
         if let Some(tool) = self.tool {
             return Ok(tool);
         }
+        let name = self.spec.name;
         let major = rustc.llvm_major;
         let mut message = format!(
             "no {name} for LLVM {major} was found; rustc ({}) uses LLVM {}, and profiles can \
@@ -216,16 +259,18 @@ impl Search {
                 candidate.outcome
             ));
         }
+        let rustup = if self.spec.in_rustup_llvm_tools {
+            "`rustup component add llvm-tools` (rustup toolchains), or "
+        } else {
+            ""
+        };
+        let env = match self.from_env {
+            Some(var) => format!("fix or unset {var}"),
+            None => format!("set {} to an LLVM {major} {name}", self.spec.env_var),
+        };
         message.push_str(&format!(
-            "Fix: `rustup component add llvm-tools` (rustup toolchains), or `apt-get install \
-             llvm-{major}` (Debian/Ubuntu), or set {} to an LLVM {major} {name}.",
-            if self.from_env.is_some() {
-                "or unset "
-            } else {
-                ""
-            }
-            .to_owned()
-                + self.from_env.unwrap_or(PROFDATA_ENV)
+            "Fix: {rustup}`apt-get install {}-{major}` (Debian/Ubuntu), or {env}.",
+            self.spec.apt_package
         ));
         bail!(message)
     }
@@ -278,7 +323,7 @@ mod tests {
         std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let printer = Printer::new(crate::printer::Verbosity::Quiet);
-        let (found, candidate) = probe(&tool, 22, &printer);
+        let (found, candidate) = probe(&tool, &["merge", "--version"], 22, &printer);
         assert!(found.is_none());
         assert!(
             candidate.outcome.contains("LLVM 14.0.6"),
@@ -288,9 +333,10 @@ mod tests {
         let search = Search {
             tool: None,
             considered: vec![candidate],
-            from_env: Some(PROFDATA_ENV),
+            from_env: Some(LLVM_PROFDATA.env_var),
+            spec: LLVM_PROFDATA,
         };
-        let err = format!("{:#}", search.require("llvm-profdata", &rustc).unwrap_err());
+        let err = format!("{:#}", search.require(&rustc).unwrap_err());
         assert!(err.contains("apt-get install llvm-22"), "{err}");
         assert!(err.contains("rustup component add llvm-tools"), "{err}");
     }

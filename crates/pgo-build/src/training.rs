@@ -20,6 +20,9 @@ use crate::printer::Printer;
 /// the profile directory and then fail to write their profile.
 const PROFILE_RT_INIT_ONCE: &str = "__LLVM_PROFILE_RT_INIT_ONCE";
 
+/// Environment variables as (name, value) pairs.
+pub type EnvVars = Vec<(String, String)>;
+
 /// The stage a workload runs against.
 pub struct Target<'a> {
     pub stage: Stage,
@@ -27,7 +30,7 @@ pub struct Target<'a> {
     pub bin_names: Vec<&'a str>,
     pub workspace_root: &'a Path,
     /// Extra variables (e.g. `LLVM_PROFILE_FILE` when training).
-    pub extra_env: Vec<(String, String)>,
+    pub extra_env: EnvVars,
     pub log_path: PathBuf,
 }
 

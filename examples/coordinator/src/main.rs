@@ -149,11 +149,12 @@ fn run_worker(
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let status = child.wait().map_err(|e| e.to_string())?;
-    if status.success()
-        || std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGTERM)
-    {
-        drop(stdin);
-    } else {
+    drop(stdin);
+    // Stopped as asked: by the signal, or by an exit that reports it (128 + signal), as
+    // pgo-build-rt does while BOLT trains.
+    let stopped = std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGTERM)
+        || status.code() == Some(128 + libc::SIGTERM);
+    if !status.success() && !stopped {
         return Err(format!("worker exited with {status}"));
     }
     if answers.len() != share.len() {
