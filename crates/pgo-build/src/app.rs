@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ProfileCommand};
 use crate::printer::{Printer, Verbosity};
 use crate::stages::{self, Session};
 
@@ -40,6 +40,13 @@ fn run(cli: Cli, printer: Printer) -> Result<()> {
         Command::Train(args) => session.stage("train", |s| s.train(&args.workloads)),
         Command::Optimize(args) => session.stage("optimize", |s| s.optimize(args)),
         Command::Bolt(args) => session.stage("bolt", |s| s.bolt(args)),
+        Command::Profile(args) => match &args.command {
+            ProfileCommand::Show(show) => session.profile_show(show),
+            ProfileCommand::Overlap(overlap) => {
+                session.stage("overlap", |s| s.profile_overlap(overlap))
+            }
+        },
+        Command::Export(args) => session.stage("export", |s| s.export(args)),
         Command::Compare(args) => session.stage("compare", |s| s.compare(args).map(drop)),
         Command::Run(args) => session.run_all(args),
         Command::Clean => unreachable!("handled above"),

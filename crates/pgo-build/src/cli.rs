@@ -75,6 +75,11 @@ pub enum Command {
     Optimize(OptimizeArgs),
     /// Post-link optimization with BOLT of the optimized (or baseline) binaries
     Bolt(BoltArgs),
+    /// What the training profile covers, and how well it represents the holdout workloads
+    Profile(ProfileArgs),
+    /// Write the merged training profile and its metadata, to commit and use with
+    /// [pgo] profile instead of training in every build
+    Export(ExportArgs),
     /// Paired, interleaved A/B rounds of staged variants on the holdout and train workloads
     Compare(CompareArgs),
     /// doctor, build, instrument, train, optimize and compare, then print the stage table
@@ -108,6 +113,47 @@ pub struct RunArgs {
     /// Rounds of the closing comparison (default: [compare] rounds, else 10)
     #[arg(long, value_name = "N")]
     pub compare_rounds: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    #[command(subcommand)]
+    pub command: ProfileCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// The hottest functions, each crate's share of the counts, coverage per binary
+    Show(ShowArgs),
+    /// Run the holdout workloads instrumented and compare their profile with training's
+    Overlap(OverlapArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// How many hot functions to list
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Only this binary's profile
+    #[arg(long, value_name = "NAME")]
+    pub binary: Option<String>,
+    /// Print JSON instead of tables
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct OverlapArgs {
+    /// How many functions training misses to list per binary
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Where to write the profile; the metadata goes beside it with a .json extension
+    #[arg(short, long, value_name = "PATH")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -36,6 +36,25 @@ pub struct PgoSection {
     /// What to do with corrupt or unreadable raw profiles.
     #[serde(default)]
     pub on_corrupt: OnCorrupt,
+    /// A committed profile (from `pgo-build export`, relative to the workspace root): `optimize`
+    /// and `run` use it instead of instrumenting and training.
+    pub profile: Option<PathBuf>,
+    /// Share of functions whose profile no longer matches (or is missing) above which a
+    /// committed profile is refused as stale (default 0.2).
+    pub max_stale: Option<f64>,
+    /// Edge-profile overlap of training and holdout below which `profile overlap` warns
+    /// (default 0.5).
+    pub min_overlap: Option<f64>,
+}
+
+impl PgoSection {
+    pub fn max_stale(&self) -> f64 {
+        self.max_stale.unwrap_or(0.2)
+    }
+
+    pub fn min_overlap(&self) -> f64 {
+        self.min_overlap.unwrap_or(0.5)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

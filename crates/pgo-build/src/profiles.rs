@@ -35,6 +35,10 @@ pub const CONTINUOUS_RAW_PATTERN: &str = "%b_%p%c.profraw";
 /// Magic of a 64-bit LLVM raw profile (`\xfflprofr\x81`, little-endian u64 at offset 0); the
 /// format version is the u64 at offset 8.
 const RAW_MAGIC_64: u64 = 0xff6c_7072_6f66_7281;
+/// Magic of an indexed profile (`.profdata`), as the little-endian u64 at offset 0.
+const INDEXED_MAGIC: u64 = 0x8169_666f_7270_6cff;
+/// The top byte of the version word holds variant flags (IR-level, context-sensitive, …).
+const VERSION_MASK: u64 = 0x00ff_ffff_ffff_ffff;
 
 pub fn raw_pattern(continuous: bool) -> &'static str {
     if continuous {
@@ -117,7 +121,40 @@ fn read_raw_version(path: &Path) -> Option<u64> {
         .read_exact(&mut header)
         .ok()?;
     let magic = u64::from_le_bytes(header[..8].try_into().ok()?);
-    (magic == RAW_MAGIC_64).then(|| u64::from_le_bytes(header[8..].try_into().expect("8 bytes")))
+    (magic == RAW_MAGIC_64)
+        .then(|| u64::from_le_bytes(header[8..].try_into().expect("8 bytes")) & VERSION_MASK)
+}
+
+/// The format version of an indexed profile, `None` when the file is not one.
+pub fn indexed_version(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    let magic = u64::from_le_bytes(header[..8].try_into().ok()?);
+    (magic == INDEXED_MAGIC)
+        .then(|| u64::from_le_bytes(header[8..].try_into().expect("8 bytes")) & VERSION_MASK)
+}
+
+/// The indexed format version the given llvm-profdata writes (from merging an empty profile).
+pub fn written_indexed_version(
+    profdata: &LlvmTool,
+    scratch_dir: &Path,
+    printer: &Printer,
+) -> Result<u64> {
+    std::fs::create_dir_all(scratch_dir)?;
+    let text = scratch_dir.join("empty.proftext");
+    std::fs::write(&text, "# IR level Instrumentation Flag\n:ir\n")?;
+    let output = scratch_dir.join("empty.profdata");
+    Cmd::new(&profdata.path)
+        .args(["merge", "-o"])
+        .arg(&output)
+        .arg(&text)
+        .stdout_checked(printer)?;
+    indexed_version(&output)
+        .context("llvm-profdata wrote a profile pgo-build cannot read the version of")
 }
 
 /// Asks llvm-profdata to read every not-yet-rejected file, in parallel; files it cannot read
@@ -357,16 +394,27 @@ pub fn merge(
         .stdout_checked(printer)
         .context("llvm-profdata could not merge the profiles")?;
     let data = std::fs::read(&partial)?;
-    let hash: String = Sha256::digest(&data)
-        .iter()
-        .take(8)
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    let path = profiles_dir.join(format!("merged-{hash}.profdata"));
+    let path = install_content_addressed(&partial, &data, profiles_dir)?;
+    let total_functions = total_functions(&path, profdata, printer)?;
+    Ok(MergedProfile {
+        path,
+        size_bytes: data.len() as u64,
+        total_functions,
+    })
+}
+
+/// Moves `partial` (whose content is `data`) to `profiles_dir/merged-<content hash>.profdata`,
+/// leaving an existing file of the same content untouched, and removes other merged files.
+pub fn install_content_addressed(
+    partial: &Path,
+    data: &[u8],
+    profiles_dir: &Path,
+) -> Result<PathBuf> {
+    let path = profiles_dir.join(format!("merged-{}.profdata", content_hash(data)));
     if path.is_file() {
-        std::fs::remove_file(&partial)?;
+        std::fs::remove_file(partial)?;
     } else {
-        std::fs::rename(&partial, &path)?;
+        std::fs::rename(partial, &path)?;
     }
     for stale in sorted_entries(profiles_dir)? {
         let name = file_name(&stale);
@@ -374,12 +422,16 @@ pub fn merge(
             std::fs::remove_file(&stale)?;
         }
     }
-    let total_functions = total_functions(&path, profdata, printer)?;
-    Ok(MergedProfile {
-        path,
-        size_bytes: data.len() as u64,
-        total_functions,
-    })
+    Ok(path)
+}
+
+/// 16 hex digits of SHA-256.
+pub fn content_hash(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// "Total functions" from `llvm-profdata show`.
@@ -424,7 +476,8 @@ mod tests {
 
     fn raw_header(version: u64) -> Vec<u8> {
         let mut bytes = RAW_MAGIC_64.to_le_bytes().to_vec();
-        bytes.extend(version.to_le_bytes());
+        // With the IR-level flag in the top byte, as rustc's runtime writes it.
+        bytes.extend((version | 1 << 56).to_le_bytes());
         bytes.extend([0u8; 64]);
         bytes
     }

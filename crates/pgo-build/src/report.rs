@@ -36,6 +36,12 @@ pub struct Report {
     /// Per binary: what BOLT did (or why it did not).
     #[serde(default)]
     pub bolt: BTreeMap<String, crate::bolt::BoltRecord>,
+    /// Per binary: how well the training profile represents the holdout workloads.
+    #[serde(default)]
+    pub overlap: BTreeMap<String, serde_json::Value>,
+    /// Staleness of a committed profile against the current sources.
+    #[serde(default)]
+    pub staleness: Option<serde_json::Value>,
     /// The last A/B comparison, with every round.
     pub compare: Option<crate::compare::CompareResult>,
 }

@@ -10,7 +10,7 @@
 //!   without PGO.
 
 use std::cell::OnceCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -22,9 +22,11 @@ use crate::cargo_build::{
 };
 use crate::cli::{BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, RunArgs};
 use crate::config::{Config, OnCorrupt, Role, Workload};
+use crate::insight;
 use crate::layout::{Layout, Stage};
 use crate::pgo_diagnostics::{self, Summary};
 use crate::printer::Printer;
+use crate::profile_commands;
 use crate::profiles::{self, Accounting};
 use crate::report::{BinaryRecord, RejectedProfile, Report, WorkloadRecord, human_bytes};
 use crate::rustflags::{self, Sources, UserFlags};
@@ -146,7 +148,7 @@ impl Session {
     }
 
     /// The llvm-profdata matching rustc's LLVM, or the error saying how to get one.
-    fn profdata(&self) -> Result<&LlvmTool> {
+    pub(crate) fn profdata(&self) -> Result<&LlvmTool> {
         if let Some(tool) = self.profdata.get() {
             return Ok(tool);
         }
@@ -165,10 +167,19 @@ impl Session {
     }
 
     /// Every raw profile of the last training, checked and attributed, with coverage.
-    fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
+    pub(crate) fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
+        self.account_in(&self.layout.raw_profiles_dir(), instrumented)
+    }
+
+    /// The same for the raw profiles under `raw_dir`.
+    pub(crate) fn account_in(
+        &self,
+        raw_dir: &Path,
+        instrumented: &StageManifest,
+    ) -> Result<Accounting> {
         let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
         profiles::account(
-            &self.layout.raw_profiles_dir(),
+            raw_dir,
             instrumented,
             &binaries,
             self.profdata()?,
@@ -461,32 +472,13 @@ impl Session {
         )?;
         let workloads = self.training_workloads(names)?;
         let raw_dir = self.layout.raw_profiles_dir();
-        let pattern = profiles::raw_pattern(instrumented.continuous());
+        let continuous = instrumented.continuous();
         self.run_training(
             Stage::Instrumented,
             &instrumented,
             &workloads,
             "train",
-            &|workload| {
-                let profile_dir = raw_dir.join(workload.name());
-                // Profiles of an earlier run of this workload would be merged twice.
-                if profile_dir.exists() {
-                    std::fs::remove_dir_all(&profile_dir)?;
-                }
-                // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then
-                // do not create it themselves.
-                std::fs::create_dir_all(&profile_dir)?;
-                Ok(vec![
-                    (
-                        "LLVM_PROFILE_FILE".to_owned(),
-                        profile_dir.join(pattern).display().to_string(),
-                    ),
-                    (
-                        start_marker::START_DIR_ENV.to_owned(),
-                        profile_dir.display().to_string(),
-                    ),
-                ])
-            },
+            &|workload| instrumented_profile_env(&raw_dir, continuous, workload),
         )?;
         let accounting = self.account(&instrumented)?;
         self.printer.table(accounting_table(&accounting.per_binary));
@@ -636,109 +628,60 @@ impl Session {
     }
 
     pub fn optimize(&mut self, args: &OptimizeArgs) -> Result<()> {
-        let instrumented = StageManifest::load(
-            &self.layout,
-            Stage::Instrumented,
-            "run `pgo-build instrument` and `pgo-build train` first",
-        )?;
-        check_same_settings(&instrumented.settings, &self.settings)?;
-        for bin in &self.bins {
-            if instrumented.binary(&bin.name).is_none() {
-                bail!(
-                    "binary `{}` was not instrumented (the instrumented stage built: {}); run \
-                     `pgo-build instrument` and `pgo-build train` with the same selection",
-                    bin.name,
-                    instrumented
-                        .binaries
-                        .iter()
-                        .map(|b| b.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
         for name in &args.allow_missing_profile {
             if !self.bins.iter().any(|b| &b.name == name) {
                 bail!("--allow-missing-profile {name}: no such selected binary");
             }
         }
-        let profdata = self.profdata()?.clone();
-        let accounting = self.account(&instrumented)?;
-        if accounting.profiles.is_empty() {
-            bail!(
-                "there are no raw profiles under {}: run `pgo-build train` (with the training \
-                 workloads in {}) before optimizing",
-                self.layout.raw_profiles_dir().display(),
-                self.config.display_path()
-            );
-        }
-        self.printer.table(accounting_table(&accounting.per_binary));
-        self.report_accounting(&accounting)?;
-        let table = &accounting.per_binary;
-
-        let (with_data, without_data): (Vec<BinTarget>, Vec<BinTarget>) = self
-            .bins
+        let inputs = match self.config.pgo.profile.clone() {
+            Some(relative) => self.committed_profile_inputs(&relative)?,
+            None => self.trained_profile_inputs()?,
+        };
+        let refused: Vec<&String> = inputs
+            .missing
             .iter()
-            .cloned()
-            .partition(|bin| table[&bin.name].valid_files > 0);
-        let refused: Vec<&BinTarget> = without_data
-            .iter()
-            .filter(|bin| !args.allow_missing_profile.contains(&bin.name))
+            .filter(|(bin, _)| !args.allow_missing_profile.contains(&bin.name))
+            .map(|(_, reason)| reason)
             .collect();
         if !refused.is_empty() {
-            let lines: Vec<String> = refused
-                .iter()
-                .map(|b| format!("  - {}", no_profile_message(&b.name, &table[&b.name])))
-                .collect();
             bail!(
                 "refusing to build with PGO: {} binar{} no usable profile data, and a binary \
                  built with -Cprofile-use but no data for it is treated as all-cold - slower than \
-                 no PGO at all.\n{}\nFix: make a training workload in {} run {} to a normal exit \
-                 (return from main or std::process::exit), or pass --allow-missing-profile BIN to \
-                 ship {} as a plain release build.",
+                 no PGO at all.\n  - {}\nFix: make a training workload in {} run {} to a normal \
+                 exit (return from main or std::process::exit), or pass --allow-missing-profile \
+                 BIN to ship {} as a plain release build.",
                 refused.len(),
                 if refused.len() == 1 {
                     "y has"
                 } else {
                     "ies have"
                 },
-                lines.join("\n"),
+                refused
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n  - "),
                 self.config.display_path(),
                 if refused.len() == 1 { "it" } else { "them" },
                 if refused.len() == 1 { "it" } else { "them" },
             );
         }
+        let without_data: Vec<BinTarget> =
+            inputs.missing.iter().map(|(bin, _)| bin.clone()).collect();
+        let with_data: Vec<BinTarget> = self
+            .bins
+            .iter()
+            .filter(|b| !without_data.contains(b))
+            .cloned()
+            .collect();
         if with_data.is_empty() {
             bail!("no binary has usable profile data; nothing can be built with PGO");
         }
-
-        let inputs = accounting.valid_inputs();
-        let merged = profiles::merge(
-            &inputs,
-            &self.layout.profiles_dir(),
-            &profdata,
-            &self.printer,
-        )?;
-        self.printer.info(format!(
-            "merged {} profile files into {} ({}, {} functions)",
-            inputs.len(),
-            merged.path.display(),
-            human_bytes(merged.size_bytes),
-            merged.total_functions
-        ));
-        self.report.merged_profile = serde_json::to_value(&merged).ok();
-        if merged.total_functions == 0 {
-            bail!(
-                "the merged profile {} contains no functions; rustc would build without PGO. \
-                 Check the training workloads' logs under {}.",
-                merged.path.display(),
-                self.layout.logs_dir().display()
-            );
-        }
+        let profile = inputs.path;
 
         self.check_bolt_compatible_profile()?;
         let mut flags = vec![
-            format!("-Cprofile-use={}", merged.path.display()),
+            format!("-Cprofile-use={}", profile.display()),
             "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
         ];
         flags.extend(self.plain_flags());
@@ -754,18 +697,20 @@ impl Session {
             bail!(
                 "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
                  The profile is empty or was written by another LLVM version than rustc's ({}).",
-                merged.path.display(),
+                profile.display(),
                 summary.unusable_profile.join("\n  "),
                 self.rustc.llvm_version
             );
         }
         self.print_diagnostic_summary(&summary);
-        if summary.total_mismatched() > 0 {
-            self.caution(format!(
+        match &inputs.committed_functions {
+            Some(functions) => self.check_staleness(functions, &output.diagnostics)?,
+            None if summary.total_mismatched() > 0 => self.caution(format!(
                 "{} functions changed since the profile was recorded and get no profile data; \
                  re-run `pgo-build instrument` and `pgo-build train` to refresh it",
                 summary.total_mismatched()
-            ))?;
+            ))?,
+            None => {}
         }
 
         let mut executables = executables_of(&with_data, output, true);
@@ -789,6 +734,180 @@ impl Session {
         }
         self.stage_binaries(Stage::Optimized, flags, executables)?;
         Ok(())
+    }
+
+    /// The profile of the last training: checked, merged under its content hash.
+    fn trained_profile_inputs(&mut self) -> Result<ProfileInputs> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` and `pgo-build train` first (or commit a profile: \
+             `pgo-build export` and [pgo] profile)",
+        )?;
+        check_same_settings(&instrumented.settings, &self.settings)?;
+        for bin in &self.bins {
+            if instrumented.binary(&bin.name).is_none() {
+                bail!(
+                    "binary `{}` was not instrumented (the instrumented stage built: {}); run \
+                     `pgo-build instrument` and `pgo-build train` with the same selection",
+                    bin.name,
+                    instrumented
+                        .binaries
+                        .iter()
+                        .map(|b| b.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        let accounting = self.account(&instrumented)?;
+        if accounting.profiles.is_empty() {
+            bail!(
+                "there are no raw profiles under {}: run `pgo-build train` (with the training \
+                 workloads in {}) before optimizing",
+                self.layout.raw_profiles_dir().display(),
+                self.config.display_path()
+            );
+        }
+        self.printer.table(accounting_table(&accounting.per_binary));
+        self.report_accounting(&accounting)?;
+        let missing = self
+            .bins
+            .iter()
+            .filter(|bin| accounting.per_binary[&bin.name].valid_files == 0)
+            .map(|bin| {
+                (
+                    bin.clone(),
+                    no_profile_message(&bin.name, &accounting.per_binary[&bin.name]),
+                )
+            })
+            .collect();
+        let inputs = accounting.valid_inputs();
+        if inputs.is_empty() {
+            return Ok(ProfileInputs {
+                path: PathBuf::new(),
+                missing,
+                committed_functions: None,
+            });
+        }
+        let merged = profiles::merge(
+            &inputs,
+            &self.layout.profiles_dir(),
+            self.profdata()?,
+            &self.printer,
+        )?;
+        self.printer.info(format!(
+            "merged {} profile files into {} ({}, {} functions)",
+            inputs.len(),
+            merged.path.display(),
+            human_bytes(merged.size_bytes),
+            merged.total_functions
+        ));
+        self.report.merged_profile = serde_json::to_value(&merged).ok();
+        if merged.total_functions == 0 {
+            bail!(
+                "the merged profile {} contains no functions; rustc would build without PGO. \
+                 Check the training workloads' logs under {}.",
+                merged.path.display(),
+                self.layout.logs_dir().display()
+            );
+        }
+        Ok(ProfileInputs {
+            path: merged.path,
+            missing,
+            committed_functions: None,
+        })
+    }
+
+    /// A committed profile (`[pgo] profile`), checked; binaries whose crate has no counts in
+    /// it are the ones without data.
+    fn committed_profile_inputs(&mut self, relative: &Path) -> Result<ProfileInputs> {
+        let path = self.committed_profile(relative)?;
+        let functions = insight::functions(&path, self.profdata()?, &self.printer)?;
+        if functions.is_empty() {
+            bail!(
+                "the committed profile {} contains no functions",
+                self.workspace.root.join(relative).display()
+            );
+        }
+        self.printer.info(format!(
+            "using the committed profile {} ({} functions)",
+            relative.display(),
+            functions.len()
+        ));
+        let ran: BTreeSet<&str> = functions
+            .iter()
+            .filter(|f| f.total > 0)
+            .map(|f| f.krate.as_str())
+            .collect();
+        let missing = self
+            .bins
+            .iter()
+            .filter(|bin| !ran.contains(bin.name.replace('-', "_").as_str()))
+            .map(|bin| {
+                let reason = format!(
+                    "`{}`: the committed profile has no counts for its crate (the training that \
+                     produced it did not run it)",
+                    bin.name
+                );
+                (bin.clone(), reason)
+            })
+            .collect();
+        Ok(ProfileInputs {
+            path,
+            missing,
+            committed_functions: Some(functions),
+        })
+    }
+
+    /// Fails above `[pgo] max_stale`, warns below it.
+    fn check_staleness(
+        &mut self,
+        functions: &[insight::FunctionCounts],
+        diagnostics: &[cargo_build::Diagnostic],
+    ) -> Result<()> {
+        let staleness = profile_commands::staleness(functions, diagnostics);
+        self.report.staleness = serde_json::to_value(&staleness).ok();
+        self.printer.info(format!(
+            "committed profile: {} of {} functions stale ({:.1}%)",
+            staleness.stale_functions,
+            staleness.profile_functions,
+            staleness.share * 100.0
+        ));
+        if staleness.stale_functions == 0 {
+            return Ok(());
+        }
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Crate",
+            "Stale functions",
+            "Functions in profile",
+        ]);
+        for (krate, (stale, total)) in &staleness.per_crate {
+            table.add_row([krate.clone(), stale.to_string(), total.to_string()]);
+        }
+        self.printer.table(table);
+        let changed = if staleness.changed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " Changed since the profile was recorded: {}.",
+                staleness.changed.join(", ")
+            )
+        };
+        let max = self.config.pgo.max_stale();
+        if staleness.share > max {
+            bail!(
+                "the committed profile is stale: {:.1}% of its functions no longer match the code \
+                 or have no data, above [pgo] max_stale = {max}.{changed} Re-train: run `pgo-build \
+                 run` without [pgo] profile, then `pgo-build export` over the committed file.",
+                staleness.share * 100.0
+            );
+        }
+        self.caution(format!(
+            "{:.1}% of the committed profile's functions are stale.{changed} Re-train soon.",
+            staleness.share * 100.0
+        ))
     }
 
     fn print_diagnostic_summary(&self, summary: &Summary) {
@@ -835,9 +954,11 @@ impl Session {
     fn run_stages(&mut self, args: &RunArgs) -> Result<()> {
         self.stage("doctor", |s| s.doctor())?;
         self.stage("build", |s| s.build_baseline())?;
-        self.stage("instrument", |s| s.instrument())?;
-        self.clear_raw_profiles()?;
-        self.stage("train", |s| s.train(&[]))?;
+        if self.config.pgo.profile.is_none() {
+            self.stage("instrument", |s| s.instrument())?;
+            self.clear_raw_profiles()?;
+            self.stage("train", |s| s.train(&[]))?;
+        }
         self.stage("optimize", |s| s.optimize(&args.optimize))?;
         if self.config.bolt.enabled {
             self.stage("bolt", |s| s.bolt(&BoltArgs::default()))?;
@@ -871,6 +992,44 @@ impl Session {
         };
         self.stage("compare", |s| s.compare(&compare).map(drop))
     }
+}
+
+/// Where `optimize` gets its profile from, and which binaries have no data in it.
+struct ProfileInputs {
+    path: PathBuf,
+    missing: Vec<(BinTarget, String)>,
+    /// The committed profile's functions, for the staleness check after building.
+    committed_functions: Option<Vec<insight::FunctionCounts>>,
+}
+
+/// Readies `raw_dir/<workload>/` for a run against the instrumented binaries and returns the
+/// variables pointing them at it.
+pub(crate) fn instrumented_profile_env(
+    raw_dir: &Path,
+    continuous: bool,
+    workload: &Workload,
+) -> Result<training::EnvVars> {
+    let profile_dir = raw_dir.join(workload.name());
+    // Profiles of an earlier run of this workload would be merged twice.
+    if profile_dir.exists() {
+        std::fs::remove_dir_all(&profile_dir)?;
+    }
+    // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then do not
+    // create it themselves.
+    std::fs::create_dir_all(&profile_dir)?;
+    Ok(vec![
+        (
+            "LLVM_PROFILE_FILE".to_owned(),
+            profile_dir
+                .join(profiles::raw_pattern(continuous))
+                .display()
+                .to_string(),
+        ),
+        (
+            start_marker::START_DIR_ENV.to_owned(),
+            profile_dir.display().to_string(),
+        ),
+    ])
 }
 
 /// Pairs each binary with the executable cargo reported for it.

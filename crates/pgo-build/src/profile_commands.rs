@@ -1,0 +1,567 @@
+//! Profile insight and committed profiles: `profile show`, `profile overlap`, `export`, and the
+//! checks `optimize` runs on a committed profile (`[pgo] profile`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::{Deserialize, Serialize};
+
+use crate::cargo_build::{Diagnostic, StageManifest, write_atomically};
+use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
+use crate::command::Cmd;
+use crate::config::Role;
+use crate::insight::{self, FunctionCounts};
+use crate::layout::Stage;
+use crate::pgo_diagnostics::{self, Kind};
+use crate::profiles::{self, Accounting};
+use crate::stages::{Session, instrumented_profile_env};
+
+/// The metadata `export` writes beside a profile (`<name>.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProfileMetadata {
+    pub pgo_build_version: String,
+    pub rustc: String,
+    pub llvm_version: String,
+    pub llvm_major: u32,
+    pub target: String,
+    pub cargo_profile: String,
+    /// The rustflags the profile's instrumented build used (user flags + pgo-build's common ones).
+    pub rustflags: Vec<String>,
+    pub workloads: Vec<String>,
+    /// `git rev-parse HEAD`, with `-dirty` when the tree had changes.
+    pub source_revision: Option<String>,
+    pub content_hash: String,
+    pub functions: usize,
+}
+
+pub fn metadata_path(profile: &Path) -> PathBuf {
+    profile.with_extension("json")
+}
+
+/// Staleness of a committed profile, from the optimized build's diagnostics.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Staleness {
+    pub profile_functions: usize,
+    pub stale_functions: usize,
+    pub share: f64,
+    /// Crate → (stale functions, functions of that crate in the profile).
+    pub per_crate: BTreeMap<String, (usize, usize)>,
+    /// Demangled names of functions whose profile no longer matches their code.
+    pub changed: Vec<String>,
+}
+
+impl Session {
+    pub fn profile_show(&mut self, args: &ShowArgs) -> Result<()> {
+        if let Some(binary) = &args.binary
+            && !self.bins.iter().any(|b| &b.name == binary)
+        {
+            bail!("--binary {binary}: not a selected binary");
+        }
+        let (profile, accounting) = self.inspected_profile(args.binary.as_deref())?;
+        let profdata = self.profdata()?.clone();
+        let functions = insight::functions(&profile, &profdata, &self.printer)?;
+        let total: u64 = functions.iter().map(|f| f.total).sum();
+        let hot = insight::hottest(&functions, args.top);
+        let shares = insight::crate_shares(&functions);
+        if args.json {
+            let coverage: BTreeMap<&String, serde_json::Value> = accounting
+                .iter()
+                .flat_map(|a| a.per_binary.iter())
+                .map(|(name, f)| {
+                    (name, serde_json::json!({"covered": f.covered_functions, "instrumented": f.instrumented_functions}))
+                })
+                .collect();
+            let value = serde_json::json!({
+                "profile": profile,
+                "total_count": total,
+                "functions": functions.len(),
+                "hottest": hot.iter().map(|f| serde_json::json!({
+                    "name": f.name, "crate": f.krate, "count": f.total,
+                    "share": f.total as f64 / total.max(1) as f64,
+                })).collect::<Vec<_>>(),
+                "crates": shares.iter().map(|(krate, share)| serde_json::json!({"crate": krate, "share": share})).collect::<Vec<_>>(),
+                "coverage": coverage,
+            });
+            self.printer.table(serde_json::to_string_pretty(&value)?);
+            return Ok(());
+        }
+        let mut table = Table::new();
+        table
+            .load_preset(UTF8_FULL_CONDENSED)
+            .set_header(["#", "Function", "Crate", "Count", "Share"]);
+        for (rank, function) in hot.iter().enumerate() {
+            table.add_row([
+                (rank + 1).to_string(),
+                shorten(&function.name, 90),
+                function.krate.clone(),
+                function.total.to_string(),
+                format!(
+                    "{:.1}%",
+                    100.0 * function.total as f64 / total.max(1) as f64
+                ),
+            ]);
+        }
+        self.printer.table(table);
+        let mut crates = Table::new();
+        crates
+            .load_preset(UTF8_FULL_CONDENSED)
+            .set_header(["Crate", "Share of all counts"]);
+        for (krate, share) in &shares {
+            crates.add_row([krate.clone(), format!("{:.1}%", share * 100.0)]);
+        }
+        self.printer.table(crates);
+        if let Some(accounting) = &accounting {
+            let mut coverage = Table::new();
+            coverage
+                .load_preset(UTF8_FULL_CONDENSED)
+                .set_header(["Binary", "Functions run / instrumented"]);
+            for (binary, figures) in &accounting.per_binary {
+                if args.binary.as_ref().is_none_or(|b| b == binary) {
+                    coverage.add_row([binary.clone(), figures.coverage_text()]);
+                }
+            }
+            self.printer.table(coverage);
+        }
+        Ok(())
+    }
+
+    /// The profile `profile show` looks at: the committed one when configured, else a merge of
+    /// the last training's usable files (of one binary, or all).
+    fn inspected_profile(&self, binary: Option<&str>) -> Result<(PathBuf, Option<Accounting>)> {
+        if binary.is_none()
+            && let Some(committed) = &self.config.pgo.profile
+        {
+            return Ok((self.workspace.root.join(committed), None));
+        }
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` and `pgo-build train` first",
+        )?;
+        let accounting = self.account(&instrumented)?;
+        let inputs: Vec<&Path> = accounting
+            .profiles
+            .iter()
+            .filter(|p| {
+                p.rejected.is_none() && binary.is_none_or(|b| p.binary.as_deref() == Some(b))
+            })
+            .map(|p| p.path.as_path())
+            .collect();
+        if inputs.is_empty() {
+            bail!(
+                "there is no usable training profile{}: run `pgo-build train` first",
+                binary.map(|b| format!(" of `{b}`")).unwrap_or_default()
+            );
+        }
+        let merged = self
+            .layout
+            .profiles_dir()
+            .join("scratch")
+            .join(format!("show-{}.profdata", binary.unwrap_or("all")));
+        self.merge_into(&inputs, &merged)?;
+        Ok((merged, Some(accounting)))
+    }
+
+    fn merge_into(&self, inputs: &[&Path], output: &Path) -> Result<()> {
+        if let Some(dir) = output.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        Cmd::new(&self.profdata()?.path)
+            .args(["merge", "-o"])
+            .arg(output)
+            .args(inputs)
+            .stdout_checked(&self.printer)
+            .map(drop)
+    }
+
+    /// Runs the holdout workloads against the instrumented binaries into a profile of their
+    /// own and reports, per binary, how well training's profile represents it.
+    pub fn profile_overlap(&mut self, args: &OverlapArgs) -> Result<()> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` and `pgo-build train` first",
+        )?;
+        let holdout: Vec<_> = self
+            .config
+            .workloads_with_role(Role::Holdout)
+            .cloned()
+            .collect();
+        if holdout.is_empty() {
+            bail!(
+                "there are no holdout workloads in {} to compare training with",
+                self.config.display_path()
+            );
+        }
+        let holdout_raw = self.layout.profiles_dir().join("holdout-raw");
+        let continuous = instrumented.continuous();
+        self.run_training(
+            Stage::Instrumented,
+            &instrumented,
+            &holdout,
+            "holdout",
+            &|workload| instrumented_profile_env(&holdout_raw, continuous, workload),
+        )?;
+        let train = self.account(&instrumented)?;
+        let test = self.account_in(&holdout_raw, &instrumented)?;
+        let profdata = self.profdata()?.clone();
+        let scratch = self.layout.profiles_dir().join("scratch");
+        let threshold = self.config.pgo.min_overlap();
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Binary",
+            "Edge profile overlap",
+            "Hot in holdout, cold or absent in training",
+        ]);
+        self.report.overlap.clear();
+        let mut warnings = Vec::new();
+        for bin in self.bins.clone() {
+            let inputs = |accounting: &Accounting| -> Vec<PathBuf> {
+                accounting
+                    .profiles
+                    .iter()
+                    .filter(|p| {
+                        p.rejected.is_none() && p.binary.as_deref() == Some(bin.name.as_str())
+                    })
+                    .map(|p| p.path.clone())
+                    .collect()
+            };
+            let (train_inputs, test_inputs) = (inputs(&train), inputs(&test));
+            if train_inputs.is_empty() || test_inputs.is_empty() {
+                let missing = if train_inputs.is_empty() {
+                    "training"
+                } else {
+                    "holdout"
+                };
+                table.add_row([
+                    bin.name.clone(),
+                    format!("- (no {missing} profile)"),
+                    String::new(),
+                ]);
+                continue;
+            }
+            // Overlap is only meaningful between profiles of the same instrumented binary.
+            let base = scratch.join(format!("overlap-{}-train.profdata", bin.name));
+            let probe = scratch.join(format!("overlap-{}-holdout.profdata", bin.name));
+            self.merge_into(
+                &train_inputs
+                    .iter()
+                    .map(PathBuf::as_path)
+                    .collect::<Vec<_>>(),
+                &base,
+            )?;
+            self.merge_into(
+                &test_inputs.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+                &probe,
+            )?;
+            let text = Cmd::new(&profdata.path)
+                .arg("overlap")
+                .arg(&base)
+                .arg(&probe)
+                .stdout_checked(&self.printer)?;
+            let overlap = parse_edge_overlap(&text).with_context(|| {
+                format!("`llvm-profdata overlap` printed no edge overlap:\n{text}")
+            })?;
+            let missed = insight::missed_by(
+                &insight::functions(&base, &profdata, &self.printer)?,
+                &insight::functions(&probe, &profdata, &self.printer)?,
+                args.top,
+            );
+            let listed: Vec<String> = missed
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{} ({:.1}% of holdout)",
+                        shorten(&m.name, 70),
+                        m.test_share * 100.0
+                    )
+                })
+                .collect();
+            table.add_row([
+                bin.name.clone(),
+                format!("{:.1}%", overlap * 100.0),
+                listed
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ]);
+            if overlap < threshold {
+                warnings.push(format!(
+                    "training represents holdout poorly for `{}`: edge-profile overlap {:.1}% is below \
+                     {:.0}% ([pgo] min_overlap). Functions training misses: {}",
+                    bin.name,
+                    overlap * 100.0,
+                    threshold * 100.0,
+                    if listed.is_empty() { "none stand out".to_owned() } else { listed.join(", ") }
+                ));
+            }
+            self.report.overlap.insert(
+                bin.name.clone(),
+                serde_json::json!({"edge_overlap": overlap, "missed_by_training": missed}),
+            );
+        }
+        self.printer.table(table);
+        for warning in warnings {
+            self.caution(warning)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the merged training profile and its metadata.
+    pub fn export(&mut self, args: &ExportArgs) -> Result<()> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` and `pgo-build train` first",
+        )?;
+        let accounting = self.account(&instrumented)?;
+        for (binary, figures) in &accounting.per_binary {
+            if figures.valid_files == 0 {
+                self.caution(format!(
+                    "`{binary}` has no profile data; the exported profile does not cover it"
+                ))?;
+            }
+        }
+        let inputs = accounting.valid_inputs();
+        if inputs.is_empty() {
+            bail!("there is no usable training profile to export: run `pgo-build train` first");
+        }
+        let output = if args.output.is_absolute() {
+            args.output.clone()
+        } else {
+            std::env::current_dir()?.join(&args.output)
+        };
+        let partial = output.with_extension("profdata.partial");
+        self.merge_into(&inputs, &partial)?;
+        let data = std::fs::read(&partial)?;
+        std::fs::rename(&partial, &output)
+            .with_context(|| format!("could not write {}", output.display()))?;
+        let functions = insight::functions(&output, self.profdata()?, &self.printer)?.len();
+        let metadata = ProfileMetadata {
+            pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
+            rustc: self.rustc.version_line.clone(),
+            llvm_version: self.rustc.llvm_version.clone(),
+            llvm_major: self.rustc.llvm_major,
+            target: self.rustc.host.clone(),
+            cargo_profile: instrumented.settings.profile.clone(),
+            rustflags: instrumented.settings.common_rustflags.clone(),
+            workloads: self
+                .report
+                .training
+                .iter()
+                .filter(|w| w.stage == Stage::Instrumented.name() && w.success)
+                .map(|w| w.name.clone())
+                .collect(),
+            source_revision: self.source_revision(),
+            content_hash: profiles::content_hash(&data),
+            functions,
+        };
+        let metadata_file = metadata_path(&output);
+        write_atomically(
+            &metadata_file,
+            serde_json::to_string_pretty(&metadata)?.as_bytes(),
+        )?;
+        self.printer.info(format!(
+            "exported {} ({} functions) and {}; commit both and set [pgo] profile = \"{}\" in {}",
+            output.display(),
+            functions,
+            metadata_file.display(),
+            output
+                .strip_prefix(&self.workspace.root)
+                .unwrap_or(&output)
+                .display(),
+            self.config.display_path()
+        ));
+        Ok(())
+    }
+
+    fn source_revision(&self) -> Option<String> {
+        let git = |args: &[&str]| {
+            Cmd::new("git")
+                .args(args)
+                .cwd(&self.workspace.root)
+                .stdout_checked(&self.printer)
+                .ok()
+        };
+        let head = git(&["rev-parse", "HEAD"])?.trim().to_owned();
+        let dirty = git(&["status", "--porcelain"]).is_some_and(|s| !s.trim().is_empty());
+        Some(if dirty { format!("{head}-dirty") } else { head })
+    }
+
+    /// Checks a committed profile against this toolchain and target and returns its
+    /// content-addressed copy under `profiles/` (so cargo rebuilds when its content changes).
+    pub(crate) fn committed_profile(&self, relative: &Path) -> Result<PathBuf> {
+        let path = self.workspace.root.join(relative);
+        let fix = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile removed) and `pgo-build export`";
+        if !path.is_file() {
+            bail!(
+                "[pgo] profile = {:?} in {}: {} does not exist",
+                relative,
+                self.config.display_path(),
+                path.display()
+            );
+        }
+        let metadata_file = metadata_path(&path);
+        if let Ok(text) = std::fs::read_to_string(&metadata_file) {
+            let metadata: ProfileMetadata = serde_json::from_str(&text).with_context(|| {
+                format!("{} is not valid profile metadata", metadata_file.display())
+            })?;
+            if metadata.llvm_major != self.rustc.llvm_major {
+                bail!(
+                    "the committed profile {} was made with LLVM {} ({}), but rustc uses LLVM {}: its \
+                     function hashes and format may not match. Fix: {fix}.",
+                    path.display(),
+                    metadata.llvm_version,
+                    metadata.rustc,
+                    self.rustc.llvm_version
+                );
+            }
+            if metadata.target != self.rustc.host {
+                bail!(
+                    "the committed profile {} was made for {}, this build is for {}. Fix: {fix}.",
+                    path.display(),
+                    metadata.target,
+                    self.rustc.host
+                );
+            }
+        } else {
+            self.printer.warn(format!(
+                "{} has no metadata ({}); only its format version is checked",
+                path.display(),
+                metadata_file.display()
+            ));
+        }
+        let profdata = self.profdata()?;
+        let scratch = self.layout.profiles_dir().join("scratch");
+        let expected = profiles::written_indexed_version(profdata, &scratch, &self.printer)?;
+        match profiles::indexed_version(&path) {
+            Some(version) if version == expected => {}
+            Some(version) => bail!(
+                "the committed profile {} was made by another LLVM than rustc's (indexed format \
+                 version {version}; LLVM {}'s llvm-profdata writes version {expected}). Fix: {fix}.",
+                path.display(),
+                self.rustc.llvm_major
+            ),
+            None => bail!(
+                "{} is not an indexed profile (.profdata from `llvm-profdata merge` or `pgo-build export`)",
+                path.display()
+            ),
+        }
+        let data = std::fs::read(&path)?;
+        let dir = self.layout.profiles_dir();
+        std::fs::create_dir_all(&dir)?;
+        let partial = dir.join("committed.profdata.partial");
+        std::fs::write(&partial, &data)?;
+        profiles::install_content_addressed(&partial, &data, &dir)
+    }
+}
+
+pub(crate) fn staleness(functions: &[FunctionCounts], diagnostics: &[Diagnostic]) -> Staleness {
+    let mut per_crate: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for function in functions {
+        per_crate.entry(function.krate.clone()).or_default().1 += 1;
+    }
+    let mut stale = BTreeSet::new();
+    let mut changed = BTreeSet::new();
+    for diagnostic in diagnostics {
+        let kind = pgo_diagnostics::classify(&diagnostic.message);
+        if !matches!(kind, Some(Kind::HashMismatch | Kind::MissingFunction)) {
+            continue;
+        }
+        let Some(symbol) = diagnostic
+            .message
+            .split_whitespace()
+            .find(|w| w.starts_with("_ZN") || w.starts_with("_R"))
+        else {
+            continue;
+        };
+        let (name, krate) = insight::demangle(symbol);
+        if stale.insert(symbol.to_owned()) {
+            per_crate.entry(krate).or_default().0 += 1;
+        }
+        if kind == Some(Kind::HashMismatch) {
+            changed.insert(name);
+        }
+    }
+    let profile_functions = functions.len();
+    Staleness {
+        profile_functions,
+        stale_functions: stale.len(),
+        share: stale.len() as f64 / profile_functions.max(1) as f64,
+        per_crate: per_crate
+            .into_iter()
+            .filter(|(_, (stale, _))| *stale > 0)
+            .collect(),
+        changed: changed.into_iter().collect(),
+    }
+}
+
+/// "Edge profile overlap: 88.077%" → 0.88077.
+fn parse_edge_overlap(text: &str) -> Option<f64> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Edge profile overlap:"))?;
+    let value = line.split(':').nth(1)?.trim().trim_end_matches('%');
+    Some(value.parse::<f64>().ok()? / 100.0)
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max - 1).collect();
+    format!("{kept}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edge_overlap_is_parsed() {
+        let text =
+            "Program level:\n  # of functions overlap: 219\n  Edge profile overlap: 88.077%\n";
+        assert!((parse_edge_overlap(text).unwrap() - 0.88077).abs() < 1e-9);
+        assert_eq!(parse_edge_overlap("nothing"), None);
+    }
+
+    #[test]
+    fn staleness_counts_changed_and_missing_functions_per_crate() {
+        let functions = insight::parse_text_profile(
+            "_ZN3app1f17h0123456789abcdefE\n# Func Hash:\n1\n# Num Counters:\n1\n# Counter Values:\n5\n\n\
+             _ZN3app1g17h0123456789abcdefE\n# Func Hash:\n2\n# Num Counters:\n1\n# Counter Values:\n5\n\n\
+             _ZN3lib1h17h0123456789abcdefE\n# Func Hash:\n3\n# Num Counters:\n1\n# Counter Values:\n5\n",
+        );
+        let diagnostic = |message: &str| Diagnostic {
+            target: "app".into(),
+            level: "warning".into(),
+            message: message.into(),
+            rendered: String::new(),
+        };
+        let diagnostics = [
+            diagnostic(
+                "app.x-cgu.0: function control flow change detected (hash mismatch) _ZN3app1f17h0123456789abcdefE Hash = 9",
+            ),
+            diagnostic(
+                "app.x-cgu.0: no profile data available for function _ZN3app3new17h0123456789abcdefE Hash = 9",
+            ),
+            diagnostic("unused variable"),
+        ];
+        let result = staleness(&functions, &diagnostics);
+        assert_eq!(result.profile_functions, 3);
+        assert_eq!(result.stale_functions, 2);
+        assert!((result.share - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(result.per_crate["app"], (2, 2));
+        assert_eq!(result.changed, ["app::f"]);
+    }
+
+    #[test]
+    fn long_names_are_shortened() {
+        assert_eq!(shorten("abcdef", 4), "abc…");
+        assert_eq!(shorten("abc", 4), "abc");
+    }
+}
