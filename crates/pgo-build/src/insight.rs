@@ -91,7 +91,7 @@ pub fn demangle(key: &str) -> (String, String) {
         .trim_start_matches('&')
         .trim_start_matches("mut ");
     let krate = path
-        .split(|c: char| c == ':' || c == '<' || c == ' ')
+        .split([':', '<', ' '])
         .next()
         .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_alphanumeric() || c == '_'))
         .unwrap_or("?")
