@@ -212,6 +212,10 @@ pub struct StagedBinary {
     pub name: String,
     pub package: String,
     pub path: PathBuf,
+    /// The file it was copied from (for cargo stages, the executable whose `.d` dep-info
+    /// lists its sources).
+    #[serde(default)]
+    pub source: PathBuf,
     pub size_bytes: u64,
     pub build_id: Option<String>,
     /// Built with `-Cprofile-use` (optimized stage only).
@@ -256,6 +260,13 @@ impl StageManifest {
             .any(|flag| flag == CONTINUOUS_FLAGS[0])
     }
 
+    /// Whether every staged binary is still there, as recorded.
+    pub fn intact(&self) -> bool {
+        self.binaries.iter().all(|b| {
+            std::fs::metadata(&b.path).is_ok_and(|m| m.is_file() && m.len() == b.size_bytes)
+        })
+    }
+
     pub fn binary(&self, name: &str) -> Option<&StagedBinary> {
         self.binaries.iter().find(|b| b.name == name)
     }
@@ -286,6 +297,7 @@ pub fn stage_binary(input: &StageInput, bin_dir: &Path) -> Result<StagedBinary> 
         build_id: build_id(&data)
             .with_context(|| format!("could not read {} as an executable", staged.display()))?,
         path: staged,
+        source: input.source.clone(),
         pgo: input.pgo,
         bolted: input.bolted,
     })

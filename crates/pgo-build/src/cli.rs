@@ -107,6 +107,12 @@ pub struct OptimizeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub optimize: OptimizeArgs,
+    /// Run every stage, even those whose inputs have not changed since they last completed
+    #[arg(long)]
+    pub force: bool,
+    /// Run this stage and every later one, even if their inputs have not changed
+    #[arg(long, value_enum, value_name = "STAGE")]
+    pub from: Option<PipelineStage>,
     /// Skip the closing baseline/optimized comparison on the holdout workloads
     #[arg(long)]
     pub no_compare: bool,
@@ -161,6 +167,30 @@ pub struct BoltArgs {
     /// BOLT the baseline binaries instead of the PGO-optimized ones
     #[arg(long)]
     pub without_pgo: bool,
+}
+
+/// The stages of `run` that can be reused when their inputs are unchanged, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum PipelineStage {
+    Build,
+    Instrument,
+    Train,
+    Optimize,
+    Bolt,
+    Compare,
+}
+
+impl PipelineStage {
+    pub fn name(self) -> &'static str {
+        match self {
+            PipelineStage::Build => "build",
+            PipelineStage::Instrument => "instrument",
+            PipelineStage::Train => "train",
+            PipelineStage::Optimize => "optimize",
+            PipelineStage::Bolt => "bolt",
+            PipelineStage::Compare => "compare",
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -12,6 +12,8 @@
 //!   profiles/bolt/raw/<binary>/prof.<pid>.fdata, profiles/bolt/<binary>.fdata
 //!   logs/<workload>.log     workload output
 //!   report.json
+//!   state.json              fingerprints of completed stages (see state.rs)
+//!   .lock                   held by the pgo-build working here
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -105,6 +107,11 @@ impl Layout {
 
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
+    }
+
+    /// Fingerprints of completed stages.
+    pub fn state(&self) -> PathBuf {
+        self.root.join("state.json")
     }
 
     pub fn report(&self) -> PathBuf {

@@ -20,6 +20,7 @@ mod report;
 mod rustflags;
 mod stages;
 mod start_marker;
+mod state;
 mod stats;
 mod toolchain;
 mod training;

@@ -532,6 +532,7 @@ mod tests {
             name: name.into(),
             package: "p".into(),
             path: PathBuf::from("/bin").join(name),
+            source: PathBuf::new(),
             size_bytes: 1,
             build_id: Some(id.into()),
             pgo: false,

@@ -20,7 +20,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use crate::cargo_build::{
     self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, StageInput, StageManifest,
 };
-use crate::cli::{BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, RunArgs};
+use crate::cli::{BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, PipelineStage, RunArgs};
 use crate::config::{Config, OnCorrupt, Role, Workload};
 use crate::insight;
 use crate::layout::{Layout, Stage};
@@ -31,6 +31,7 @@ use crate::profiles::{self, Accounting};
 use crate::report::{BinaryRecord, RejectedProfile, Report, WorkloadRecord, human_bytes};
 use crate::rustflags::{self, Sources, UserFlags};
 use crate::start_marker;
+use crate::state::{self, Fingerprint, RunLock, State};
 use crate::toolchain::{self, LlvmTool, Rustc};
 use crate::training;
 use crate::workspace::{BinTarget, Selection, Workspace};
@@ -60,7 +61,11 @@ pub struct Session {
     /// Instrument in continuous mode (`--continuous` or `[pgo] continuous`).
     pub continuous: bool,
     pub report: Report,
+    /// Fingerprints of completed stages.
+    state: State,
     profdata: OnceCell<LlvmTool>,
+    /// Held until the session ends.
+    _lock: RunLock,
 }
 
 impl Session {
@@ -109,7 +114,9 @@ impl Session {
             profile_settings: profile_settings(&workspace.root, &config_files)?,
         };
         let layout = Layout::new(&workspace.target_dir);
+        let lock = RunLock::acquire(&layout)?;
         let report = Report::load_or_new(&layout.report(), &workspace.root);
+        let state = State::load(&layout);
         let continuous = args.continuous || config.pgo.continuous;
         Ok(Session {
             printer,
@@ -124,7 +131,9 @@ impl Session {
             strict: args.strict,
             continuous,
             report,
+            state,
             profdata: OnceCell::new(),
+            _lock: lock,
         })
     }
 
@@ -134,6 +143,9 @@ impl Session {
         name: &str,
         body: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<T> {
+        // The stage's outputs are about to change: its record of completion no longer holds
+        // (`run` records it again once the stage completes).
+        self.forget_stage(name)?;
         self.printer.stage_start(name);
         let started = Instant::now();
         let result = body(self);
@@ -934,7 +946,8 @@ impl Session {
 
     /// doctor → build → instrument → train → optimize → compare, then the stage table.
     pub fn run_all(&mut self, args: &RunArgs) -> Result<()> {
-        self.report = Report::new(&self.workspace.root);
+        // Sections of stages that turn out to be cached stay; the stage records start afresh.
+        self.report.stages.clear();
         let result = self.run_stages(args);
         self.printer.table(self.report.stage_table());
         if !self.report.binaries.is_empty() {
@@ -953,25 +966,29 @@ impl Session {
 
     fn run_stages(&mut self, args: &RunArgs) -> Result<()> {
         self.stage("doctor", |s| s.doctor())?;
-        self.stage("build", |s| s.build_baseline())?;
+        self.cached_stage(PipelineStage::Build, args, |s| s.build_baseline())?;
         if self.config.pgo.profile.is_none() {
-            self.stage("instrument", |s| s.instrument())?;
-            self.clear_raw_profiles()?;
-            self.stage("train", |s| s.train(&[]))?;
+            self.cached_stage(PipelineStage::Instrument, args, |s| s.instrument())?;
+            self.cached_stage(PipelineStage::Train, args, |s| {
+                s.clear_raw_profiles()?;
+                s.train(&[])
+            })?;
         }
-        self.stage("optimize", |s| s.optimize(&args.optimize))?;
+        self.cached_stage(PipelineStage::Optimize, args, |s| {
+            s.optimize(&args.optimize)
+        })?;
         if self.config.bolt.enabled {
-            self.stage("bolt", |s| s.bolt(&BoltArgs::default()))?;
+            self.cached_stage(PipelineStage::Bolt, args, |s| s.bolt(&BoltArgs::default()))?;
         }
         if args.no_compare {
             return Ok(());
         }
-        let holdout: Vec<String> = self
+        if self
             .config
             .workloads_with_role(Role::Holdout)
-            .map(|w| w.name().to_owned())
-            .collect();
-        if holdout.is_empty() {
+            .next()
+            .is_none()
+        {
             self.printer.warn(format!(
                 "no holdout workloads in {}: the speedup is not measured. Add a [[workload]] with \
                  role = \"holdout\" on inputs training never sees.",
@@ -979,19 +996,170 @@ impl Session {
             ));
             return Ok(());
         }
-        let compare = CompareArgs {
-            variants: std::iter::once(Stage::Baseline)
-                .chain(std::iter::once(Stage::Optimized))
-                .chain(self.config.bolt.enabled.then_some(Stage::Bolt))
-                .map(|stage| stage.name().to_owned())
-                .collect(),
-            rounds: args.compare_rounds,
-            workloads: holdout,
-            seed: 1,
-            ..CompareArgs::default()
-        };
-        self.stage("compare", |s| s.compare(&compare).map(drop))
+        let compare = run_compare_args(self, args);
+        self.cached_stage(PipelineStage::Compare, args, |s| {
+            s.compare(&compare).map(drop)
+        })
     }
+
+    /// Runs a stage of `run`, or reuses its last result when its inputs have not changed since
+    /// it completed and its outputs are intact (shown as "cached").
+    fn cached_stage(
+        &mut self,
+        stage: PipelineStage,
+        args: &RunArgs,
+        body: impl FnOnce(&mut Session) -> Result<()>,
+    ) -> Result<()> {
+        let name = stage.name();
+        let started = Instant::now();
+        let forced = args.force || args.from.is_some_and(|from| stage >= from);
+        if !forced
+            && let Some(fingerprint) = self.fingerprint(stage, args)?
+            && self.state.stages.get(name) == Some(&fingerprint)
+            && self.outputs_intact(stage)
+        {
+            self.printer.stage_end(name, "cached", started.elapsed());
+            self.report.record_stage(name, "cached", started.elapsed());
+            return self.report.save(&self.layout.report());
+        }
+        self.stage(name, body)?;
+        if let Some(fingerprint) = self.fingerprint(stage, args)? {
+            self.state.stages.insert(name.to_owned(), fingerprint);
+            self.state.save(&self.layout)?;
+        }
+        Ok(())
+    }
+
+    /// Drops a stage's record (its outputs are about to change).
+    pub fn forget_stage(&mut self, name: &str) -> Result<()> {
+        if self.state.stages.remove(name).is_some() {
+            self.state.save(&self.layout)?;
+        }
+        Ok(())
+    }
+
+    fn outputs_intact(&self, stage: PipelineStage) -> bool {
+        let manifest_intact =
+            |stage: Stage| StageManifest::load(&self.layout, stage, "").is_ok_and(|m| m.intact());
+        match stage {
+            PipelineStage::Build => manifest_intact(Stage::Baseline),
+            PipelineStage::Instrument => manifest_intact(Stage::Instrumented),
+            PipelineStage::Train => self
+                .config
+                .workloads_with_role(Role::Train)
+                .all(|w| self.layout.raw_profiles_dir().join(w.name()).is_dir()),
+            PipelineStage::Optimize => manifest_intact(Stage::Optimized),
+            PipelineStage::Bolt => manifest_intact(Stage::Bolt),
+            PipelineStage::Compare => self.report.compare.is_some(),
+        }
+    }
+
+    /// The fingerprint of a stage's inputs as they are now; `None` when they cannot be known
+    /// yet (a build that never ran has no dep-info).
+    fn fingerprint(&self, stage: PipelineStage, args: &RunArgs) -> Result<Option<String>> {
+        let mut print = Fingerprint::new(stage.name());
+        print.text("pgo-build", env!("CARGO_PKG_VERSION"));
+        let stage_json = |print: &mut Fingerprint, stage: Stage| -> bool {
+            let text = std::fs::read_to_string(self.layout.stage_manifest(stage));
+            print.text(stage.name(), text.as_deref().unwrap_or("missing"));
+            text.is_ok()
+        };
+        let workloads = |print: &mut Fingerprint, role: Role| {
+            for workload in self.config.workloads_with_role(role) {
+                print.text("workload", &workload_fingerprint(workload));
+            }
+        };
+        match stage {
+            PipelineStage::Build | PipelineStage::Instrument | PipelineStage::Optimize => {
+                print.text("settings", &serde_json::to_string(&self.settings)?);
+                print.text("bins", &format!("{:?}", self.bins));
+                print.text("plain flags", &self.plain_flags().join(" "));
+                print.text("continuous", &self.continuous.to_string());
+                for manifest in &self.workspace.manifests {
+                    print.file(manifest);
+                }
+                print.file(&self.workspace.root.join("Cargo.lock"));
+                let built = match stage {
+                    PipelineStage::Build => Stage::Baseline,
+                    PipelineStage::Instrument => Stage::Instrumented,
+                    _ => Stage::Optimized,
+                };
+                let Ok(manifest) = StageManifest::load(&self.layout, built, "") else {
+                    return Ok(None);
+                };
+                for binary in &manifest.binaries {
+                    let Some(sources) = state::dep_info_sources(&binary.source) else {
+                        return Ok(None);
+                    };
+                    for source in sources {
+                        print.file(&source);
+                    }
+                }
+                if stage == PipelineStage::Optimize {
+                    print.text(
+                        "allow missing",
+                        &args.optimize.allow_missing_profile.join(","),
+                    );
+                    match &self.config.pgo.profile {
+                        Some(profile) => print.file(&self.workspace.root.join(profile)),
+                        None => print.tree(&self.layout.raw_profiles_dir()),
+                    };
+                }
+            }
+            PipelineStage::Train => {
+                stage_json(&mut print, Stage::Instrumented);
+                workloads(&mut print, Role::Train);
+            }
+            PipelineStage::Bolt => {
+                stage_json(&mut print, Stage::Optimized);
+                print.text("bolt", &format!("{:?}", self.config.bolt));
+                workloads(&mut print, Role::Train);
+            }
+            PipelineStage::Compare => {
+                for stage in Stage::VARIANTS {
+                    stage_json(&mut print, stage);
+                }
+                let compare = run_compare_args(self, args);
+                print.text("compare", &format!("{:?}", compare));
+                workloads(&mut print, Role::Holdout);
+            }
+        }
+        Ok(Some(print.finish()))
+    }
+}
+
+/// The comparison `run` ends with: every staged variant on the holdout workloads.
+fn run_compare_args(session: &Session, args: &RunArgs) -> CompareArgs {
+    CompareArgs {
+        variants: std::iter::once(Stage::Baseline)
+            .chain(std::iter::once(Stage::Optimized))
+            .chain(session.config.bolt.enabled.then_some(Stage::Bolt))
+            .map(|stage| stage.name().to_owned())
+            .collect(),
+        rounds: args.compare_rounds,
+        workloads: session
+            .config
+            .workloads_with_role(Role::Holdout)
+            .map(|w| w.name().to_owned())
+            .collect(),
+        seed: 1,
+        ..CompareArgs::default()
+    }
+}
+
+/// What of a workload decides its profile or timing.
+fn workload_fingerprint(workload: &Workload) -> String {
+    format!(
+        "{} {:?} {:?} {:?} {:?} {:?} {} {:?}",
+        workload.name(),
+        workload.role,
+        workload.command,
+        workload.env,
+        workload.cwd,
+        workload.timeout,
+        workload.allow_failure,
+        workload.grace_period
+    )
 }
 
 /// Where `optimize` gets its profile from, and which binaries have no data in it.
@@ -1200,6 +1368,8 @@ fn strip_setting(
 pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
     let layout = Layout::new(&workspace.target_dir);
+    // Refused while another run works there; held while the directory goes away.
+    let _lock = RunLock::acquire(&layout)?;
     if layout.root().exists() {
         std::fs::remove_dir_all(layout.root())
             .with_context(|| format!("could not remove {}", layout.root().display()))?;

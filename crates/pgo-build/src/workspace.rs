@@ -20,6 +20,8 @@ pub struct BinTarget {
 pub struct Workspace {
     pub root: PathBuf,
     pub target_dir: PathBuf,
+    /// Cargo.toml of the workspace and of every member.
+    pub manifests: Vec<PathBuf>,
     /// Every binary target of every workspace member.
     pub binaries: Vec<BinTarget>,
 }
@@ -68,9 +70,19 @@ impl Workspace {
                     })
             })
             .collect();
+        let root = metadata.workspace_root.clone().into_std_path_buf();
+        let mut manifests: Vec<PathBuf> = metadata
+            .workspace_packages()
+            .iter()
+            .map(|package| package.manifest_path.clone().into_std_path_buf())
+            .collect();
+        manifests.push(root.join("Cargo.toml"));
+        manifests.sort();
+        manifests.dedup();
         Workspace {
-            root: metadata.workspace_root.clone().into_std_path_buf(),
+            root,
             target_dir: metadata.target_directory.clone().into_std_path_buf(),
+            manifests,
             binaries,
         }
     }
@@ -150,6 +162,7 @@ mod tests {
         Workspace {
             root: "/ws".into(),
             target_dir: "/ws/target".into(),
+            manifests: vec![],
             binaries: vec![
                 bin("server", "srv"),
                 bin("worker", "srv"),

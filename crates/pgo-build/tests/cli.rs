@@ -1021,3 +1021,117 @@ fn a_profile_made_by_another_llvm_is_refused_with_the_fix() {
         .stderr_contains("was made by another LLVM than rustc's (indexed format version 7")
         .stderr_contains("Fix: re-create it with this toolchain");
 }
+
+/// Stage name → result ("ok", "cached", "failed") of the last `run`, from the report.
+fn stage_results(fixture: &Fixture) -> Vec<(String, String)> {
+    fixture.report()["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["result"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn result_of(results: &[(String, String)], stage: &str) -> String {
+    results
+        .iter()
+        .find(|(name, _)| name == stage)
+        .map(|(_, r)| r.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_second_run_with_nothing_changed_reuses_every_stage() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 3000",
+    );
+    fixture.run(&["run", "--compare-rounds", "2"]).success();
+    fixture
+        .run(&["run", "--compare-rounds", "2"])
+        .success()
+        .stderr_contains("pgo-build stage build cached");
+    let results = stage_results(&fixture);
+    for stage in ["build", "instrument", "train", "optimize", "compare"] {
+        assert_eq!(result_of(&results, stage), "cached", "{stage}: {results:?}");
+    }
+    assert!(
+        fixture.report()["compare"].is_object(),
+        "cached stages keep their report sections"
+    );
+
+    // Another number of rounds is another comparison; the builds stay cached.
+    fixture.run(&["run", "--compare-rounds", "3"]).success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "compare"), "ok");
+    assert_eq!(result_of(&results, "optimize"), "cached");
+
+    // --from re-runs from the given stage on.
+    fixture
+        .run(&["run", "--compare-rounds", "3", "--from", "optimize"])
+        .success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "train"), "cached");
+    assert_eq!(result_of(&results, "optimize"), "ok");
+    assert_eq!(result_of(&results, "compare"), "ok");
+
+    // A changed source file rebuilds, and everything after it runs again.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, source.replace("usage: app", "usage (changed): app")).unwrap();
+    fixture.run(&["run", "--compare-rounds", "3"]).success();
+    let results = stage_results(&fixture);
+    for stage in ["build", "instrument", "train", "optimize"] {
+        assert_eq!(result_of(&results, stage), "ok", "{stage}: {results:?}");
+    }
+}
+
+#[test]
+fn a_run_interrupted_during_training_resumes_at_training() {
+    let fixture = Fixture::new("twobins");
+    // The first time, the workload kills pgo-build itself (its parent) in the middle of training.
+    fixture.config(&[
+        "if [ -e interrupted-once ]; then $PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER; \
+         else touch interrupted-once; kill -TERM $PPID; fi",
+    ]);
+    let first = fixture.run(&["run", "--no-compare"]);
+    assert!(!first.output.status.success(), "{}", first.describe());
+    fixture.run(&["run", "--no-compare"]).success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "build"), "cached", "{results:?}");
+    assert_eq!(result_of(&results, "instrument"), "cached", "{results:?}");
+    assert_eq!(result_of(&results, "train"), "ok", "{results:?}");
+    assert_eq!(result_of(&results, "optimize"), "ok", "{results:?}");
+}
+
+#[test]
+fn a_concurrent_run_is_refused_while_the_first_holds_the_lock() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&[
+        "touch training-started; sleep 3; $PGO_BUILD_BIN_APP work 100 && $PGO_BUILD_BIN_HELPER",
+    ]);
+    fixture.run(&["instrument"]).success();
+    let mut first = fixture
+        .command(&["train"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = fixture.root().join("training-started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    fixture
+        .run(&["build"])
+        .failure()
+        .stderr_contains("another pgo-build is working in")
+        .stderr_contains(&format!("pid {}", first.id()));
+    assert!(first.wait().unwrap().success());
+    fixture.run(&["build"]).success();
+}
