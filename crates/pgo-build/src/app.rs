@@ -29,8 +29,10 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli, printer: Printer) -> Result<()> {
-    if let Command::Clean = cli.command {
-        return stages::clean(&cli.global, &printer);
+    match &cli.command {
+        Command::Clean => return stages::clean(&cli.global, &printer),
+        Command::Report(args) => return stages::show_report(&cli.global, args, &printer),
+        _ => {}
     }
     let mut session = Session::new(&cli.global, printer)?;
     match &cli.command {
@@ -49,6 +51,6 @@ fn run(cli: Cli, printer: Printer) -> Result<()> {
         Command::Export(args) => session.stage("export", |s| s.export(args)),
         Command::Compare(args) => session.stage("compare", |s| s.compare(args).map(drop)),
         Command::Run(args) => session.run_all(args),
-        Command::Clean => unreachable!("handled above"),
+        Command::Clean | Command::Report(_) => unreachable!("handled above"),
     }
 }

@@ -133,6 +133,8 @@ pub fn build(
         tail
     });
 
+    let bar = printer.spinner(format!("cargo build ({} stage)", request.stage.name()));
+    let mut units = 0usize;
     let wanted: BTreeMap<&str, &BinTarget> =
         request.bins.iter().map(|b| (b.name.as_str(), b)).collect();
     let mut executables = BTreeMap::new();
@@ -141,6 +143,12 @@ pub fn build(
     for message in Message::parse_stream(stdout) {
         match message.context("could not read cargo's JSON output")? {
             Message::CompilerArtifact(artifact) => {
+                units += 1;
+                bar.set_message(format!(
+                    "cargo build ({} stage): {units} units done, last {}",
+                    request.stage.name(),
+                    artifact.target.name
+                ));
                 if let Some(executable) = artifact.executable
                     && wanted.contains_key(artifact.target.name.as_str())
                 {
@@ -156,15 +164,16 @@ pub fn build(
                     rendered: message.message.rendered.clone().unwrap_or_default(),
                 };
                 if diagnostic.level.starts_with("error") {
-                    eprint!("{}", diagnostic.rendered);
+                    bar.suspend(|| eprint!("{}", diagnostic.rendered));
                 } else if show_diagnostic(&diagnostic) {
-                    printer.passthrough(&diagnostic.rendered);
+                    bar.suspend(|| printer.passthrough(&diagnostic.rendered));
                 }
                 diagnostics.push(diagnostic);
             }
             _ => {}
         }
     }
+    bar.finish_and_clear();
     let status = child.wait().context("could not wait for cargo")?;
     let stderr_tail = stderr_thread.join().unwrap_or_default();
     if !status.success() {

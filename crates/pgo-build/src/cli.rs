@@ -84,6 +84,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// doctor, build, instrument, train, optimize and compare, then print the stage table
     Run(RunArgs),
+    /// Show the last run's report: tables, or --json, --markdown, --html FILE
+    Report(ReportArgs),
     /// Remove everything under target/pgo-build/
     Clean,
 }
@@ -119,6 +121,19 @@ pub struct RunArgs {
     /// Rounds of the closing comparison (default: [compare] rounds, else 10)
     #[arg(long, value_name = "N")]
     pub compare_rounds: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Write a self-contained HTML page with charts to FILE
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print report.json
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+    /// Print a Markdown summary
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 #[derive(Debug, Args)]

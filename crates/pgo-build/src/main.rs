@@ -16,6 +16,7 @@ mod pgo_diagnostics;
 mod printer;
 mod profile_commands;
 mod profiles;
+mod render;
 mod report;
 mod rustflags;
 mod stages;

@@ -73,6 +73,22 @@ impl Printer {
         let _ = writeln!(out, "{text}");
     }
 
+    /// A spinner with elapsed time for a long step. Drawn only at normal verbosity and only
+    /// when stderr is a terminal (indicatif hides it otherwise): nothing animated in CI logs.
+    pub fn spinner(&self, message: impl Into<String>) -> indicatif::ProgressBar {
+        if self.verbosity != Verbosity::Normal {
+            return indicatif::ProgressBar::hidden();
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) = indicatif::ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")
+        {
+            bar.set_style(style);
+        }
+        bar.set_message(message.into());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+
     pub fn error(&self, error: &anyhow::Error) {
         eprintln!("error: {error:#}");
     }

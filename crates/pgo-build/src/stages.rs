@@ -20,7 +20,9 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use crate::cargo_build::{
     self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, StageInput, StageManifest,
 };
-use crate::cli::{BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, PipelineStage, RunArgs};
+use crate::cli::{
+    BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, PipelineStage, ReportArgs, RunArgs,
+};
 use crate::config::{Config, OnCorrupt, Role, Workload};
 use crate::insight;
 use crate::layout::{Layout, Stage};
@@ -28,6 +30,7 @@ use crate::pgo_diagnostics::{self, Summary};
 use crate::printer::Printer;
 use crate::profile_commands;
 use crate::profiles::{self, Accounting};
+use crate::render;
 use crate::report::{BinaryRecord, RejectedProfile, Report, WorkloadRecord, human_bytes};
 use crate::rustflags::{self, Sources, UserFlags};
 use crate::start_marker;
@@ -949,6 +952,22 @@ impl Session {
         // Sections of stages that turn out to be cached stay; the stage records start afresh.
         self.report.stages.clear();
         let result = self.run_stages(args);
+        // CI: GitHub Actions shows this file on the run's page.
+        if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+            let appended = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&summary)
+                .and_then(|mut file| {
+                    std::io::Write::write_all(&mut file, render::markdown(&self.report).as_bytes())
+                });
+            if let Err(err) = appended {
+                self.printer.warn(format!(
+                    "could not append to GITHUB_STEP_SUMMARY ({}): {err}",
+                    PathBuf::from(summary).display()
+                ));
+            }
+        }
         self.printer.table(self.report.stage_table());
         if !self.report.binaries.is_empty() {
             self.printer.table(self.report.size_table());
@@ -1362,6 +1381,40 @@ fn strip_setting(
         }
     }
     Ok(None)
+}
+
+/// `pgo-build report`: renders the last run's report.json; needs no toolchain and no lock.
+pub fn show_report(args: &GlobalArgs, report_args: &ReportArgs, printer: &Printer) -> Result<()> {
+    let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
+    let layout = Layout::new(&workspace.target_dir);
+    let text = std::fs::read_to_string(layout.report()).with_context(|| {
+        format!(
+            "there is no report at {}: run `pgo-build run` first",
+            layout.report().display()
+        )
+    })?;
+    let report: Report = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a report of this pgo-build version",
+            layout.report().display()
+        )
+    })?;
+    if let Some(file) = &report_args.html {
+        cargo_build::write_atomically(file, render::html(&report).as_bytes())?;
+        printer.info(format!("wrote {}", file.display()));
+    }
+    if report_args.json {
+        printer.table(text.trim_end());
+    } else if report_args.markdown {
+        printer.table(render::markdown(&report));
+    } else if report_args.html.is_none() {
+        printer.table(report.stage_table());
+        printer.table(report.size_table());
+        if let Some(compare) = &report.compare {
+            printer.table(crate::compare::compare_table(compare));
+        }
+    }
+    Ok(())
 }
 
 /// Removes everything under `target/pgo-build/`.

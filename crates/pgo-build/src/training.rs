@@ -145,6 +145,11 @@ impl Target<'_> {
                 )
             })?;
         let group = child.id() as libc::pid_t;
+        let bar = printer.spinner(format!(
+            "workload {} ({} binaries)",
+            workload.name(),
+            self.stage.name()
+        ));
         let mut stopped = Vec::new();
         let (status, success, cpu) = loop {
             if let Some((status, cpu)) = reap(group, false)? {
@@ -162,6 +167,7 @@ impl Target<'_> {
             }
             std::thread::sleep(Duration::from_millis(5));
         };
+        bar.finish_and_clear();
         let duration = started.elapsed();
         let leftovers = stop_group(group, workload.grace_period);
         stopped.extend(leftovers);

@@ -191,6 +191,12 @@ fn full_pipeline_produces_optimized_binaries_that_run() {
         "no stage table\n{}",
         run.describe()
     );
+    // Not a terminal: nothing animated.
+    assert!(
+        !run.stderr().contains('\r') && !run.stderr().contains("\x1b["),
+        "{}",
+        run.describe()
+    );
 
     for name in ["app", "helper"] {
         let optimized = fixture.stage_bin("optimized", name);
@@ -1134,4 +1140,148 @@ fn a_concurrent_run_is_refused_while_the_first_holds_the_lock() {
         .stderr_contains(&format!("pid {}", first.id()));
     assert!(first.wait().unwrap().success());
     fixture.run(&["build"]).success();
+}
+
+/// Checks `value` against the subset of JSON Schema that docs/report.schema.json uses: type,
+/// enum, const, required, properties, additionalProperties, items.
+fn check_schema(value: &serde_json::Value, schema: &serde_json::Value, path: &str) {
+    use serde_json::Value;
+    if let Some(kinds) = schema.get("type") {
+        let kinds: Vec<&str> = match kinds {
+            Value::String(kind) => vec![kind.as_str()],
+            Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        let matches = |kind: &str| match kind {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => value.is_u64() || value.is_i64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            _ => false,
+        };
+        assert!(
+            kinds.iter().any(|k| matches(k)),
+            "{path}: {value} is not {kinds:?}"
+        );
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
+        assert!(
+            allowed.contains(value),
+            "{path}: {value} not in {allowed:?}"
+        );
+    }
+    if let Some(constant) = schema.get("const") {
+        assert_eq!(value, constant, "{path}");
+    }
+    if let Value::Object(object) = value {
+        for key in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            assert!(
+                object.contains_key(key.as_str().unwrap()),
+                "{path}: missing {key}"
+            );
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for (key, item) in object {
+            match (
+                properties.and_then(|p| p.get(key)),
+                schema.get("additionalProperties"),
+            ) {
+                (Some(sub), _) => check_schema(item, sub, &format!("{path}.{key}")),
+                (None, Some(Value::Bool(false))) => panic!("{path}: unexpected key {key}"),
+                (None, Some(sub @ Value::Object(_))) => {
+                    check_schema(item, sub, &format!("{path}.{key}"))
+                }
+                _ => {}
+            }
+        }
+    }
+    if let (Value::Array(items), Some(sub)) = (value, schema.get("items")) {
+        for (i, item) in items.iter().enumerate() {
+            check_schema(item, sub, &format!("{path}[{i}]"));
+        }
+    }
+}
+
+#[test]
+fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 3000",
+    );
+    let summary = fixture.root().join("step-summary.md");
+    let mut run = fixture.command(&["run", "--compare-rounds", "2"]);
+    run.env("GITHUB_STEP_SUMMARY", &summary);
+    fixture.run_with(run).success();
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/report.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    check_schema(&fixture.report(), &schema, "report");
+    assert!(
+        std::fs::read_to_string(&summary)
+            .unwrap()
+            .contains("| optimize | ok |")
+    );
+
+    let page = fixture.root().join("report.html");
+    fixture
+        .run(&["report", "--html", page.to_str().unwrap()])
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&html);
+    let mut elements = 0;
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(quick_xml::events::Event::Start(_) | quick_xml::events::Event::Empty(_)) => {
+                elements += 1
+            }
+            Ok(_) => {}
+            Err(err) => panic!(
+                "report.html is not well-formed at {}: {err}",
+                reader.buffer_position()
+            ),
+        }
+    }
+    assert!(elements > 50, "{elements} elements");
+    for text in [
+        "<svg",
+        "instrument",
+        "optimize",
+        "compare",
+        "A/B comparison",
+        "holdout (holdout): optimized vs baseline",
+    ] {
+        assert!(html.contains(text), "report.html lacks {text:?}");
+    }
+    let duration = fixture.report()["stages"][1]["duration_secs"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        html.contains(&format!("{duration:.2}s")),
+        "the build's duration is on the page"
+    );
+
+    let run = fixture.run(&["report", "--markdown"]);
+    run.success();
+    assert!(
+        run.stdout()
+            .contains("| Stage | Result | Duration | Share |"),
+        "{}",
+        run.describe()
+    );
+    let run = fixture.run(&["report", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(json["schema_version"], 1);
 }

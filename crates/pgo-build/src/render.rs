@@ -1,0 +1,378 @@
+//! `pgo-build report`: the last run's `report.json` as Markdown (CI summaries) or as one
+//! self-contained HTML page with SVG charts (readable offline, no scripts). The HTML is
+//! well-formed XHTML so it can be checked by any XML parser.
+
+use std::fmt::Write;
+
+use crate::compare::{CompareResult, WorkloadComparison};
+use crate::report::{Report, human_bytes};
+
+const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
+const COLORS: [&str; 8] = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
+];
+
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::from("## pgo-build\n\n");
+    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum();
+    out += "| Stage | Result | Duration | Share |\n|---|---|---:|---:|\n";
+    for stage in &report.stages {
+        let share = if total > 0.0 {
+            100.0 * stage.duration_secs / total
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2}s | {share:.1}% |",
+            stage.name, stage.result, stage.duration_secs
+        );
+    }
+    let _ = writeln!(out, "| **total** | | **{total:.2}s** | |\n");
+    if !report.binaries.is_empty() {
+        out +=
+            "| Binary | baseline | instrumented | optimized | bolt |\n|---|---:|---:|---:|---:|\n";
+        for (binary, stages) in &report.binaries {
+            let cells: Vec<String> = VARIANT_STAGES
+                .iter()
+                .map(|stage| {
+                    stages
+                        .get(*stage)
+                        .map_or("-".to_owned(), |r| human_bytes(r.size_bytes))
+                })
+                .collect();
+            let _ = writeln!(out, "| {binary} | {} |", cells.join(" | "));
+        }
+        out += "\n";
+    }
+    if let Some(compare) = &report.compare {
+        out += "| Workload | Role | Variant | Median wall change (95% CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|\n";
+        for workload in &compare.workloads {
+            for (candidate, summary) in &workload.candidates {
+                let s = summary.by(compare.metric);
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {candidate} vs {} | {} ({} … {}) | {}/{} | {} |",
+                    workload.workload,
+                    workload.role,
+                    compare.reference,
+                    percent(s.median_ratio),
+                    percent(s.ci_low),
+                    percent(s.ci_high),
+                    s.wins,
+                    s.pairs,
+                    s.verdict.label()
+                );
+            }
+        }
+        out += "\n";
+    }
+    out
+}
+
+pub fn html(report: &Report) -> String {
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>pgo-build report</h1><p class=\"meta\">{}<br/>{}<br/>{}</p>",
+        escape(&report.workspace.display().to_string()),
+        escape(report.rustc.as_deref().unwrap_or("")),
+        escape(report.llvm_profdata.as_deref().unwrap_or(""))
+    );
+    stages_section(report, &mut body);
+    sizes_section(report, &mut body);
+    profiles_section(report, &mut body);
+    bolt_section(report, &mut body);
+    if let Some(compare) = &report.compare {
+        compare_section(compare, &mut body);
+    }
+    format!(
+        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <title>pgo-build report</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
+    )
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}\
+    table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
+    td:first-child,th:first-child{text-align:left}.meta{color:#666;font-size:.9em}svg text{font-size:12px;font-family:sans-serif}\
+    .faster{color:#2a7d2a;font-weight:bold}.slower{color:#b22;font-weight:bold}";
+
+fn stages_section(report: &Report, out: &mut String) {
+    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum();
+    out.push_str("<h2>Stages</h2>");
+    let width = 760.0;
+    let mut svg = String::new();
+    let mut x = 20.0;
+    for (i, stage) in report.stages.iter().enumerate() {
+        let w = if total > 0.0 {
+            width * stage.duration_secs / total
+        } else {
+            0.0
+        };
+        let color = COLORS[i % COLORS.len()];
+        let _ = write!(
+            svg,
+            "<rect x=\"{x:.1}\" y=\"10\" width=\"{w:.1}\" height=\"30\" fill=\"{color}\"><title>{}: {:.2}s</title></rect>",
+            escape(&stage.name),
+            stage.duration_secs
+        );
+        if w > 50.0 {
+            let _ = write!(
+                svg,
+                "<text x=\"{:.1}\" y=\"30\" fill=\"white\">{}</text>",
+                x + 4.0,
+                escape(&stage.name)
+            );
+        }
+        x += w;
+    }
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"50\">{svg}</svg>"
+    );
+    out.push_str("<table><tr><th>Stage</th><th>Result</th><th>Duration</th><th>Share</th></tr>");
+    for (i, stage) in report.stages.iter().enumerate() {
+        let share = if total > 0.0 {
+            100.0 * stage.duration_secs / total
+        } else {
+            0.0
+        };
+        let _ = write!(
+            out,
+            "<tr><td><span style=\"color:{}\">■</span> {}</td><td>{}</td><td>{:.2}s</td><td>{share:.1}%</td></tr>",
+            COLORS[i % COLORS.len()],
+            escape(&stage.name),
+            escape(&stage.result),
+            stage.duration_secs
+        );
+    }
+    let _ = write!(
+        out,
+        "<tr><th>total</th><td></td><th>{total:.2}s</th><td></td></tr></table>"
+    );
+}
+
+fn sizes_section(report: &Report, out: &mut String) {
+    if report.binaries.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Binary sizes</h2>");
+    let max = report
+        .binaries
+        .values()
+        .flat_map(|s| s.values())
+        .map(|r| r.size_bytes)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let mut svg = String::new();
+    let mut y = 10.0;
+    for (binary, stages) in &report.binaries {
+        let _ = write!(
+            svg,
+            "<text x=\"0\" y=\"{:.0}\">{}</text>",
+            y + 12.0,
+            escape(binary)
+        );
+        y += 18.0;
+        for (i, stage) in VARIANT_STAGES.iter().enumerate() {
+            let Some(record) = stages.get(*stage) else {
+                continue;
+            };
+            let w = 560.0 * record.size_bytes as f64 / max;
+            let _ = write!(
+                svg,
+                "<text x=\"10\" y=\"{:.0}\">{stage}</text><rect x=\"110\" y=\"{y:.0}\" width=\"{w:.1}\" height=\"14\" fill=\"{}\"/>\
+                 <text x=\"{:.1}\" y=\"{:.0}\">{}</text>",
+                y + 11.0,
+                COLORS[i],
+                116.0 + w,
+                y + 11.0,
+                human_bytes(record.size_bytes)
+            );
+            y += 18.0;
+        }
+        y += 8.0;
+    }
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"{y:.0}\">{svg}</svg>"
+    );
+}
+
+fn profiles_section(report: &Report, out: &mut String) {
+    if report.profiles.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Training profiles</h2><table><tr><th>Binary</th><th>Processes</th><th>Wrote a profile</th><th>Ended without writing</th><th>Functions run / instrumented</th></tr>");
+    for (binary, figures) in &report.profiles {
+        let field = |name: &str| figures.get(name).map_or("-".to_owned(), |v| v.to_string());
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td></tr>",
+            escape(binary),
+            field("processes"),
+            field("valid_files"),
+            field("died"),
+            field("covered_functions"),
+            field("instrumented_functions")
+        );
+    }
+    out.push_str("</table>");
+    if !report.rejected_profiles.is_empty() {
+        let _ = write!(
+            out,
+            "<p>{} raw profile files were excluded (see report.json).</p>",
+            report.rejected_profiles.len()
+        );
+    }
+}
+
+fn bolt_section(report: &Report, out: &mut String) {
+    if report.bolt.is_empty() {
+        return;
+    }
+    out.push_str("<h2>BOLT</h2><table><tr><th>Binary</th><th>BOLTed</th><th>Time</th><th>Size</th><th>Functions with profile</th><th>Taken branches</th></tr>");
+    for (binary, record) in &report.bolt {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td><td>{}</td></tr>",
+            escape(binary),
+            if record.bolted { "yes" } else { "no" },
+            record
+                .seconds
+                .map_or("-".to_owned(), |s| format!("{s:.2}s")),
+            human_bytes(record.size_before),
+            human_bytes(record.size_after),
+            escape(record.functions_with_profile.as_deref().unwrap_or("-")),
+            escape(record.taken_branches.as_deref().unwrap_or("-"))
+        );
+    }
+    out.push_str("</table>");
+}
+
+fn compare_section(compare: &CompareResult, out: &mut String) {
+    let _ = write!(
+        out,
+        "<h2>A/B comparison</h2><p>{} rounds after a warm-up, order alternating; each dot is one \
+         round's wall-time ratio against {}; the band is the 95% interval of the median (bar).</p>",
+        compare.rounds,
+        escape(&compare.reference)
+    );
+    for workload in &compare.workloads {
+        for (candidate, summary) in &workload.candidates {
+            let s = summary.by(compare.metric);
+            let class = match s.verdict.label() {
+                "faster" => "faster",
+                "slower" => "slower",
+                _ => "",
+            };
+            let _ = write!(
+                out,
+                "<h3>{} ({}): {candidate} vs {}</h3><p>median {} (95% CI {} … {}), wins {}/{}: \
+                 <span class=\"{class}\">{}</span></p>",
+                escape(&workload.workload),
+                escape(&workload.role),
+                escape(&compare.reference),
+                percent(s.median_ratio),
+                percent(s.ci_low),
+                percent(s.ci_high),
+                s.wins,
+                s.pairs,
+                s.verdict.label()
+            );
+            out.push_str(&ratio_plot(
+                workload,
+                candidate,
+                &compare.reference,
+                s.median_ratio,
+                s.ci_low,
+                s.ci_high,
+            ));
+        }
+    }
+}
+
+/// Per-round ratios on an axis around 1.0.
+fn ratio_plot(
+    workload: &WorkloadComparison,
+    candidate: &str,
+    reference: &str,
+    median: f64,
+    low: f64,
+    high: f64,
+) -> String {
+    let ratios: Vec<f64> = workload
+        .runs
+        .iter()
+        .filter(|r| r.variant == candidate)
+        .filter_map(|c| {
+            let r = workload
+                .runs
+                .iter()
+                .find(|r| r.round == c.round && r.variant == reference)?;
+            Some(c.wall_secs / r.wall_secs)
+        })
+        .collect();
+    let lo = ratios.iter().copied().fold(0.8f64, f64::min).min(low) - 0.02;
+    let hi = ratios.iter().copied().fold(1.2f64, f64::max).max(high) + 0.02;
+    let x = |v: f64| 20.0 + 740.0 * (v - lo) / (hi - lo);
+    let mut svg = format!(
+        "<rect x=\"{:.1}\" y=\"10\" width=\"{:.1}\" height=\"40\" fill=\"#cde\"/>\
+         <line x1=\"{:.1}\" y1=\"5\" x2=\"{:.1}\" y2=\"55\" stroke=\"#888\" stroke-dasharray=\"4\"/>\
+         <line x1=\"{:.1}\" y1=\"8\" x2=\"{:.1}\" y2=\"52\" stroke=\"#224\" stroke-width=\"3\"/>",
+        x(low),
+        (x(high) - x(low)).max(1.0),
+        x(1.0),
+        x(1.0),
+        x(median),
+        x(median)
+    );
+    for (i, ratio) in ratios.iter().enumerate() {
+        let _ = write!(
+            svg,
+            "<circle cx=\"{:.1}\" cy=\"{}\" r=\"4\" fill=\"#e15759\"><title>round {}: {:.3}</title></circle>",
+            x(*ratio),
+            20 + (i % 3) * 10,
+            i + 1,
+            ratio
+        );
+    }
+    for tick in [lo + 0.02, 1.0, hi - 0.02] {
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"70\" text-anchor=\"middle\">{tick:.2}</text>",
+            x(tick)
+        );
+    }
+    format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"75\">{svg}</svg>")
+}
+
+fn percent(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(escape("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
+    }
+
+    #[test]
+    fn empty_reports_render() {
+        let report = Report::new(std::path::Path::new("/w<s>"));
+        let page = html(&report);
+        assert!(page.contains("/w&lt;s&gt;"));
+        assert!(markdown(&report).contains("| **total** |"));
+    }
+}
