@@ -51,6 +51,17 @@ pub struct BuildRequest<'a> {
     pub jobs: Option<u32>,
     pub workspace_root: &'a Path,
     pub layout: &'a Layout,
+    /// pgo-build in front of the linker (see linker.rs).
+    pub linker: &'a LinkerSetup,
+    /// Binaries per cargo invocation (`None`: all in one).
+    pub batch_size: Option<usize>,
+}
+
+/// How a build runs its links: the `-C linker` flag and the wrapper's variables.
+#[derive(Debug, Clone)]
+pub struct LinkerSetup {
+    pub flag: String,
+    pub env: Vec<(String, String)>,
 }
 
 /// A diagnostic rustc emitted while compiling one target.
@@ -73,10 +84,12 @@ impl BuildRequest<'_> {
     pub fn rustflags(&self) -> Vec<String> {
         let mut flags = self.settings.common_rustflags.clone();
         flags.extend(self.stage_rustflags.iter().cloned());
+        // Last, so it wins over a user's `-C linker` (which the wrapper then runs).
+        flags.push(self.linker.flag.clone());
         flags
     }
 
-    fn command(&self) -> Cmd {
+    fn command(&self, bins: &[BinTarget]) -> Cmd {
         let mut cmd = Cmd::new(cargo_program())
             .args(["build", "--profile", &self.settings.profile])
             // Always an explicit --target: rustflags then reach only target crates, not build
@@ -88,13 +101,16 @@ impl BuildRequest<'_> {
             .env("CARGO_ENCODED_RUSTFLAGS", self.rustflags().join("\u{1f}"))
             .env_remove("RUSTFLAGS")
             .cwd(self.workspace_root);
-        let mut packages: Vec<&str> = self.bins.iter().map(|b| b.package.as_str()).collect();
+        for (key, value) in &self.linker.env {
+            cmd = cmd.env(key, value);
+        }
+        let mut packages: Vec<&str> = bins.iter().map(|b| b.package.as_str()).collect();
         packages.sort();
         packages.dedup();
         for package in packages {
             cmd = cmd.args(["-p", package]);
         }
-        for bin in self.bins {
+        for bin in bins {
             cmd = cmd.args(["--bin", &bin.name]);
         }
         if !self.settings.features.is_empty() {
@@ -107,17 +123,37 @@ impl BuildRequest<'_> {
     }
 }
 
-/// Runs the build. `show_diagnostic` decides which rustc diagnostics are echoed as they arrive
-/// (errors always are); all of them are returned.
+/// Runs the build: one cargo invocation, or one per batch with `[build] batch_size`.
+/// `show_diagnostic` decides which rustc diagnostics are echoed as they arrive (errors always
+/// are); all of them are returned.
 pub fn build(
     request: &BuildRequest,
     printer: &Printer,
     show_diagnostic: &dyn Fn(&Diagnostic) -> bool,
 ) -> Result<BuildOutput> {
-    let cmd = request.command();
+    let batch = request.batch_size.unwrap_or(request.bins.len()).max(1);
+    let mut output = BuildOutput {
+        executables: BTreeMap::new(),
+        diagnostics: Vec::new(),
+    };
+    for bins in request.bins.chunks(batch) {
+        let part = build_batch(request, bins, printer, show_diagnostic)?;
+        output.executables.extend(part.executables);
+        output.diagnostics.extend(part.diagnostics);
+    }
+    Ok(output)
+}
+
+fn build_batch(
+    request: &BuildRequest,
+    bins: &[BinTarget],
+    printer: &Printer,
+    show_diagnostic: &dyn Fn(&Diagnostic) -> bool,
+) -> Result<BuildOutput> {
+    let cmd = request.command(bins);
     printer.info(format!(
         "cargo build of {} binaries ({} stage)",
-        request.bins.len(),
+        bins.len(),
         request.stage.name()
     ));
     let mut child = cmd.spawn(printer, Stdio::piped(), Stdio::piped())?;
@@ -135,8 +171,7 @@ pub fn build(
 
     let bar = printer.spinner(format!("cargo build ({} stage)", request.stage.name()));
     let mut units = 0usize;
-    let wanted: BTreeMap<&str, &BinTarget> =
-        request.bins.iter().map(|b| (b.name.as_str(), b)).collect();
+    let wanted: BTreeMap<&str, &BinTarget> = bins.iter().map(|b| (b.name.as_str(), b)).collect();
     let mut executables = BTreeMap::new();
     let mut diagnostics = Vec::new();
     let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
@@ -191,7 +226,7 @@ pub fn build(
             tail.join("\n")
         );
     }
-    for bin in request.bins {
+    for bin in bins {
         if !executables.contains_key(&bin.name) {
             bail!(
                 "cargo reported no executable for binary `{}` (package `{}`) in the {} stage",

@@ -108,6 +108,27 @@ pub struct BuildSection {
     /// Features passed to cargo.
     #[serde(default)]
     pub features: Vec<String>,
+    /// Memory the links of one build may use together: "auto" (available memory at the
+    /// start, less a margin; the default) or a size such as "8G".
+    pub memory_budget: Option<String>,
+    /// Links allowed at once: "auto" (from the budget and measured link sizes; the default)
+    /// or a number.
+    pub link_jobs: Option<LinkJobs>,
+    /// Build the binaries in groups of this many per cargo invocation instead of in one.
+    pub batch_size: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum LinkJobs {
+    Count(usize),
+    Auto(AutoKeyword),
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AutoKeyword {
+    Auto,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -337,6 +358,9 @@ mod tests {
 bins = ["a", "b"]
 profile = "dist"
 features = ["fast"]
+memory_budget = "6G"
+link_jobs = 2
+batch_size = 4
 
 [compare]
 rounds = 12
@@ -369,6 +393,8 @@ allow_failure = true
         assert_eq!(config.build.bins.as_deref().unwrap(), ["a", "b"]);
         assert_eq!(config.build.profile.as_deref(), Some("dist"));
         assert_eq!(config.compare.rounds, Some(12));
+        assert!(matches!(config.build.link_jobs, Some(LinkJobs::Count(2))));
+        assert_eq!(config.build.batch_size, Some(4));
         assert!(config.pgo.continuous);
         assert_eq!(config.pgo.on_corrupt, OnCorrupt::Fail);
         assert!(config.bolt.enabled && !config.bolt.huge_pages && config.bolt.args.is_none());

@@ -12,6 +12,8 @@ mod compare;
 mod config;
 mod insight;
 mod layout;
+mod linker;
+mod memory;
 mod pgo_diagnostics;
 mod printer;
 mod profile_commands;
@@ -28,5 +30,9 @@ mod training;
 mod workspace;
 
 fn main() -> std::process::ExitCode {
+    // rustc runs pgo-build as its linker when builds are bounded (see linker.rs).
+    if let Some(code) = linker::run_if_linker() {
+        return std::process::ExitCode::from(code);
+    }
     app::main()
 }

@@ -33,6 +33,9 @@ pub struct Report {
     pub merged_profile: Option<serde_json::Value>,
     /// Per-crate functions without data or with mismatched data in the optimized build.
     pub optimize_diagnostics: Option<serde_json::Value>,
+    /// Stage → the links of its last build: slots, count, peak RSS, time waiting for a slot.
+    #[serde(default)]
+    pub links: BTreeMap<String, crate::linker::LinkSummary>,
     /// Per binary: what BOLT did (or why it did not).
     #[serde(default)]
     pub bolt: BTreeMap<String, crate::bolt::BoltRecord>,
@@ -49,9 +52,12 @@ pub struct Report {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StageRecord {
     pub name: String,
-    /// ok | failed
+    /// ok | failed | cached
     pub result: String,
     pub duration_secs: f64,
+    /// Peak resident memory of pgo-build's whole process tree during the stage.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -106,12 +112,19 @@ impl Report {
         write_atomically(path, text.as_bytes())
     }
 
-    pub fn record_stage(&mut self, name: &str, result: &str, duration: Duration) {
+    pub fn record_stage(
+        &mut self,
+        name: &str,
+        result: &str,
+        duration: Duration,
+        peak_memory_bytes: Option<u64>,
+    ) {
         self.stages.retain(|stage| stage.name != name);
         self.stages.push(StageRecord {
             name: name.to_owned(),
             result: result.to_owned(),
             duration_secs: duration.as_secs_f64(),
+            peak_memory_bytes,
         });
     }
 
@@ -119,9 +132,13 @@ impl Report {
     pub fn stage_table(&self) -> String {
         let total: f64 = self.stages.iter().map(|s| s.duration_secs).sum();
         let mut table = Table::new();
-        table
-            .load_preset(UTF8_FULL_CONDENSED)
-            .set_header(["Stage", "Result", "Duration", "Share"]);
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Stage",
+            "Result",
+            "Duration",
+            "Share",
+            "Peak memory",
+        ]);
         for stage in &self.stages {
             let share = if total > 0.0 {
                 100.0 * stage.duration_secs / total
@@ -134,6 +151,8 @@ impl Report {
                 Cell::new(format!("{:.2}s", stage.duration_secs))
                     .set_alignment(CellAlignment::Right),
                 Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
+                Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
+                    .set_alignment(CellAlignment::Right),
             ]);
         }
         table.add_row([
@@ -141,6 +160,7 @@ impl Report {
             Cell::new(""),
             Cell::new(format!("{total:.2}s")).set_alignment(CellAlignment::Right),
             Cell::new("100.0%").set_alignment(CellAlignment::Right),
+            Cell::new(""),
         ]);
         table.to_string()
     }
@@ -194,9 +214,9 @@ mod tests {
     #[test]
     fn stage_table_shows_shares_and_total() {
         let mut report = Report::new(Path::new("/ws"));
-        report.record_stage("build", "ok", Duration::from_secs(30));
-        report.record_stage("train", "ok", Duration::from_secs(10));
-        report.record_stage("build", "ok", Duration::from_secs(30));
+        report.record_stage("build", "ok", Duration::from_secs(30), None);
+        report.record_stage("train", "ok", Duration::from_secs(10), Some(1 << 20));
+        report.record_stage("build", "ok", Duration::from_secs(30), None);
         let table = report.stage_table();
         assert_eq!(report.stages.len(), 2, "a re-run stage replaces its record");
         assert!(table.contains("75.0%"), "{table}");
@@ -209,7 +229,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         let mut report = Report::new(Path::new("/ws"));
-        report.record_stage("build", "ok", Duration::from_millis(1500));
+        report.record_stage("build", "ok", Duration::from_millis(1500), None);
         report.save(&path).unwrap();
         let loaded = Report::load_or_new(&path, Path::new("/ws"));
         assert_eq!(loaded.stages[0].duration_secs, 1.5);

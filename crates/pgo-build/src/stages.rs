@@ -18,14 +18,17 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::cargo_build::{
-    self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, StageInput, StageManifest,
+    self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, LinkerSetup, StageInput,
+    StageManifest,
 };
 use crate::cli::{
     BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, PipelineStage, ReportArgs, RunArgs,
 };
-use crate::config::{Config, OnCorrupt, Role, Workload};
+use crate::config::{Config, LinkJobs, OnCorrupt, Role, Workload};
 use crate::insight;
 use crate::layout::{Layout, Stage};
+use crate::linker::{self, LinkSummary};
+use crate::memory::PeakSampler;
 use crate::pgo_diagnostics::{self, Summary};
 use crate::printer::Printer;
 use crate::profile_commands;
@@ -42,6 +45,8 @@ use crate::workspace::{BinTarget, Selection, Workspace};
 /// Added to every stage (so baseline and optimized stay comparable): `%b` in the profile file
 /// pattern needs a build id, which not every linker adds by default.
 const BUILD_ID_FLAG: &str = "-Clink-arg=-Wl,--build-id";
+/// Assumed peak memory of one link before any link was measured.
+const DEFAULT_LINK_ESTIMATE: u64 = 2 << 30;
 /// Added to the builds BOLT post-processes (see [`Session::plain_flags`]).
 pub const BOLT_INPUT_FLAGS: [&str; 3] = [
     "-Clink-arg=-Wl,--emit-relocs",
@@ -59,6 +64,8 @@ pub struct Session {
     pub settings: BuildSettings,
     pub user_flags: UserFlags,
     pub jobs: Option<u32>,
+    /// Cargo config files, lowest precedence first.
+    config_files: Vec<PathBuf>,
     /// `--strict`: every warning fails the stage.
     pub strict: bool,
     /// Instrument in continuous mode (`--continuous` or `[pgo] continuous`).
@@ -131,6 +138,7 @@ impl Session {
             settings,
             user_flags,
             jobs: args.jobs,
+            config_files,
             strict: args.strict,
             continuous,
             report,
@@ -151,10 +159,13 @@ impl Session {
         self.forget_stage(name)?;
         self.printer.stage_start(name);
         let started = Instant::now();
+        let memory = PeakSampler::start();
         let result = body(self);
+        let peak = memory.stop();
         let outcome = if result.is_ok() { "ok" } else { "failed" };
         self.printer.stage_end(name, outcome, started.elapsed());
-        self.report.record_stage(name, outcome, started.elapsed());
+        self.report
+            .record_stage(name, outcome, started.elapsed(), Some(peak));
         if let Err(err) = self.report.save(&self.layout.report()) {
             self.printer
                 .warn(format!("could not write the report: {err:#}"));
@@ -324,13 +335,45 @@ impl Session {
         Ok(())
     }
 
-    fn build_request<'a>(
-        &'a self,
+    /// One stage's cargo build of `bins`, with the links bounded (see linker.rs) and their
+    /// figures recorded in the report.
+    fn cargo_build(
+        &mut self,
         stage: Stage,
-        bins: &'a [BinTarget],
-        stage_rustflags: &'a [String],
-    ) -> BuildRequest<'a> {
-        BuildRequest {
+        bins: &[BinTarget],
+        stage_rustflags: &[String],
+        show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
+    ) -> Result<BuildOutput> {
+        let (slots, slots_reason) = self.link_slots()?;
+        let log = self.layout.stage_dir(stage).join("links.jsonl");
+        if log.exists() {
+            std::fs::remove_file(&log)?;
+        }
+        let real =
+            linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.config_files)?;
+        let wrapper = linker::wrapper(&self.layout.root().join("linker"), &real)?;
+        let setup = LinkerSetup {
+            flag: format!("-Clinker={}", wrapper.display()),
+            env: vec![
+                (linker::MODE_ENV.to_owned(), "1".to_owned()),
+                (
+                    linker::REAL_LINKER_ENV.to_owned(),
+                    real.to_string_lossy().into_owned(),
+                ),
+                (linker::SLOTS_ENV.to_owned(), slots.to_string()),
+                // Shared by every stage, so concurrent pgo-build processes share the bound too.
+                (
+                    linker::SLOTS_DIR_ENV.to_owned(),
+                    self.layout.root().join("link-slots").display().to_string(),
+                ),
+                (linker::LOG_ENV.to_owned(), log.display().to_string()),
+            ],
+        };
+        self.printer.detail(format!(
+            "links: {slots} at a time ({slots_reason}); linker {}",
+            real.to_string_lossy()
+        ));
+        let request = BuildRequest {
             stage,
             bins,
             settings: &self.settings,
@@ -338,7 +381,60 @@ impl Session {
             jobs: self.jobs,
             workspace_root: &self.workspace.root,
             layout: &self.layout,
+            linker: &setup,
+            batch_size: self.config.build.batch_size,
+        };
+        let output = cargo_build::build(&request, &self.printer, show_diagnostic)?;
+        let records = linker::read_log(&log);
+        self.report.links.insert(
+            stage.name().to_owned(),
+            LinkSummary::from_records(slots, slots_reason, &records),
+        );
+        Ok(output)
+    }
+
+    /// How many links may run at once: `[build] link_jobs`, or the memory budget divided by
+    /// the largest link measured so far (a conservative guess before the first build).
+    fn link_slots(&self) -> Result<(usize, String)> {
+        let jobs = self
+            .jobs
+            .map(|j| j as usize)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        if let Some(LinkJobs::Count(count)) = self.config.build.link_jobs {
+            return Ok((count.max(1), format!("[build] link_jobs = {count}")));
         }
+        let budget = match self.config.build.memory_budget.as_deref() {
+            None | Some("auto") => {
+                let available = linker::available_memory().unwrap_or(4 << 30);
+                available.saturating_sub((available / 10).max(1 << 30))
+            }
+            Some(text) => linker::parse_size(text).with_context(|| {
+                format!("[build] memory_budget = {text:?} in {}: expected \"auto\" or a size like \"8G\"", self.config.display_path())
+            })?,
+        };
+        let measured = std::fs::read_dir(self.layout.root())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|entry| linker::read_log(&entry.path().join("links.jsonl")))
+            .map(|link| link.max_rss_bytes)
+            .max();
+        let (per_link, basis) = match measured {
+            Some(bytes) if bytes > 0 => (bytes + bytes / 4, "largest link measured so far + 25%"),
+            _ => (
+                DEFAULT_LINK_ESTIMATE,
+                "no link measured yet: conservative guess",
+            ),
+        };
+        let slots = ((budget / per_link.max(1)) as usize).clamp(1, jobs.max(1));
+        Ok((
+            slots,
+            format!(
+                "memory budget {} / {} per link ({basis})",
+                human_bytes(budget),
+                human_bytes(per_link)
+            ),
+        ))
     }
 
     /// Replaces `<stage>/bin/` with the given executables and records them.
@@ -393,11 +489,7 @@ impl Session {
         stage: Stage,
         stage_rustflags: Vec<String>,
     ) -> Result<StageManifest> {
-        let output = cargo_build::build(
-            &self.build_request(stage, &self.bins, &stage_rustflags),
-            &self.printer,
-            &|_| true,
-        )?;
+        let output = self.cargo_build(stage, &self.bins.clone(), &stage_rustflags, &|_| true)?;
         let executables = executables_of(&self.bins, output, false);
         self.stage_binaries(stage, stage_rustflags, executables)
     }
@@ -419,10 +511,11 @@ impl Session {
         if !self.config.bolt.enabled {
             return Ok(());
         }
-        let config_files = rustflags::config_files(&self.workspace.root, None);
-        if let Some((strip, origin)) =
-            strip_setting(&self.workspace.root, &config_files, &self.settings.profile)?
-            && strip != "none"
+        if let Some((strip, origin)) = strip_setting(
+            &self.workspace.root,
+            &self.config_files,
+            &self.settings.profile,
+        )? && strip != "none"
             && strip != "false"
             && strip != "debuginfo"
         {
@@ -701,11 +794,9 @@ impl Session {
         ];
         flags.extend(self.plain_flags());
         let verbose = self.printer.is_verbose();
-        let output = cargo_build::build(
-            &self.build_request(Stage::Optimized, &with_data, &flags),
-            &self.printer,
-            &|d| verbose || pgo_diagnostics::classify(&d.message).is_none(),
-        )?;
+        let output = self.cargo_build(Stage::Optimized, &with_data, &flags, &|d| {
+            verbose || pgo_diagnostics::classify(&d.message).is_none()
+        })?;
         let summary = Summary::from_diagnostics(&output.diagnostics);
         self.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
         if !summary.unusable_profile.is_empty() {
@@ -740,11 +831,8 @@ impl Session {
                     .join(", ")
             ));
             let plain_flags = self.plain_flags();
-            let plain = cargo_build::build(
-                &self.build_request(Stage::Baseline, &without_data, &plain_flags),
-                &self.printer,
-                &|_| true,
-            )?;
+            let plain =
+                self.cargo_build(Stage::Baseline, &without_data, &plain_flags, &|_| true)?;
             executables.extend(executables_of(&without_data, plain, false));
         }
         self.stage_binaries(Stage::Optimized, flags, executables)?;
@@ -1038,7 +1126,8 @@ impl Session {
             && self.outputs_intact(stage)
         {
             self.printer.stage_end(name, "cached", started.elapsed());
-            self.report.record_stage(name, "cached", started.elapsed());
+            self.report
+                .record_stage(name, "cached", started.elapsed(), None);
             return self.report.save(&self.layout.report());
         }
         self.stage(name, body)?;

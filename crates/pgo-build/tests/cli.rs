@@ -1285,3 +1285,161 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
     let json: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
     assert_eq!(json["schema_version"], 1);
 }
+
+fn host_triple() -> String {
+    let output = Command::new("rustc").arg("-vV").output().unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .unwrap()
+        .to_owned()
+}
+
+/// The links the wrapper logged for a stage.
+fn links(fixture: &Fixture, stage: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(
+        fixture
+            .root()
+            .join("target/pgo-build")
+            .join(stage)
+            .join("links.jsonl"),
+    )
+    .unwrap_or_default()
+    .lines()
+    .map(|line| serde_json::from_str(line).unwrap())
+    .collect()
+}
+
+#[test]
+fn with_one_link_job_links_never_overlap() {
+    let fixture = Fixture::new("twobins");
+    fixture.write("pgo-build.toml", "[build]\nlink_jobs = 1\n");
+    fixture.run(&["build", "-j", "2"]).success();
+    let mut spans: Vec<(f64, f64)> = links(&fixture, "baseline")
+        .iter()
+        .map(|l| {
+            (
+                l["start_unix"].as_f64().unwrap(),
+                l["end_unix"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        spans.len(),
+        2,
+        "both binaries were linked through the wrapper"
+    );
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(spans[0].1 <= spans[1].0, "links overlap: {spans:?}");
+    let summary = &fixture.report()["links"]["baseline"];
+    assert_eq!(summary["slots"], 1, "{summary}");
+    assert_eq!(summary["links"], 2);
+    assert!(summary["max_rss_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        fixture.report()["stages"][0]["peak_memory_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn a_user_configured_linker_still_runs_with_rustcs_arguments() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["true"]);
+    fixture.write(
+        "tools/fixture-cc",
+        "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/../linker-calls.txt\"\nexec cc \"$@\"\n",
+    );
+    std::fs::set_permissions(
+        fixture.root().join("tools/fixture-cc"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    fixture.write(
+        ".cargo/config.toml",
+        &format!(
+            "[target.{}]\nlinker = \"tools/fixture-cc\"\n",
+            host_triple()
+        ),
+    );
+    // What rustc passes to that linker without pgo-build.
+    let plain = Command::new("cargo")
+        .args(["build", "--release", "--bin", "app", "--target-dir"])
+        .arg(fixture.root().join("plain-target"))
+        .current_dir(fixture.root())
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let calls = fixture.root().join("linker-calls.txt");
+    let plain_args = std::fs::read_to_string(&calls).unwrap();
+    std::fs::remove_file(&calls).unwrap();
+
+    fixture.run(&["build"]).success();
+    let wrapped_args = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(
+        wrapped_args.lines().count(),
+        2,
+        "one call per binary: {wrapped_args}"
+    );
+    assert_eq!(
+        plain_args.contains("-fuse-ld=lld"),
+        wrapped_args.contains("-fuse-ld=lld"),
+        "rustc passes the same kind of arguments through the wrapper\nplain: {plain_args}\nwrapped: {wrapped_args}"
+    );
+    assert_eq!(links(&fixture, "baseline").len(), 2);
+    assert_eq!(
+        run_binary(&fixture.stage_bin("baseline", "helper"), &[]),
+        "helper 23331668\n"
+    );
+}
+
+#[test]
+fn a_failing_link_fails_the_build_with_the_linkers_message() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "tools/refusing-cc",
+        "#!/bin/sh\necho 'fixture linker refuses to link' >&2\nexit 3\n",
+    );
+    std::fs::set_permissions(
+        fixture.root().join("tools/refusing-cc"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    fixture.write(
+        ".cargo/config.toml",
+        &format!(
+            "[target.{}]\nlinker = \"tools/refusing-cc\"\n",
+            host_triple()
+        ),
+    );
+    fixture
+        .run(&["build"])
+        .failure()
+        .stderr_contains("fixture linker refuses to link");
+    let logged = links(&fixture, "baseline");
+    assert!(
+        !logged.is_empty() && logged.iter().all(|l| l["success"] == false),
+        "{logged:?}"
+    );
+}
+
+#[test]
+fn batch_size_builds_the_binaries_in_groups() {
+    let fixture = Fixture::new("twobins");
+    fixture.write("pgo-build.toml", "[build]\nbatch_size = 1\n");
+    let run = fixture.run(&["build"]);
+    run.success();
+    assert_eq!(
+        run.stderr().matches("cargo build of 1 binaries").count(),
+        2,
+        "{}",
+        run.describe()
+    );
+    assert!(
+        fixture.stage_bin("baseline", "app").exists()
+            && fixture.stage_bin("baseline", "helper").exists()
+    );
+}

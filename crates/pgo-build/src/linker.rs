@@ -1,0 +1,347 @@
+//! Linker mode: pgo-build in front of the real linker, so one cargo build of every binary
+//! stays inside a memory budget (cargo cannot limit concurrent links: rust-lang/cargo#9157).
+//!
+//! Builds pass `-C linker=<wrapper>` and `PGO_BUILD_LINKER_MODE`, where the wrapper is a
+//! symlink to pgo-build named like the real linker: rustc infers the linker flavor (gcc-style or
+//! raw ld arguments, self-contained lld or not) from that name, so it must see the same name to
+//! pass the same arguments. rustc then runs pgo-build with the linker's arguments; it takes one of N slots (flock'ed files under the
+//! stage directory, so the bound also holds across processes), runs the real linker with the
+//! arguments unchanged and its output passed through, records the link (time waiting for a
+//! slot, duration, the linker's peak RSS from `wait4`) and exits with the linker's status.
+//! Compiles keep running at full parallelism; only links queue.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+pub const MODE_ENV: &str = "PGO_BUILD_LINKER_MODE";
+pub const REAL_LINKER_ENV: &str = "PGO_BUILD_REAL_LINKER";
+pub const SLOTS_ENV: &str = "PGO_BUILD_LINK_SLOTS";
+pub const SLOTS_DIR_ENV: &str = "PGO_BUILD_LINK_SLOTS_DIR";
+pub const LOG_ENV: &str = "PGO_BUILD_LINK_LOG";
+
+/// One link, as the wrapper logged it (one JSON line in the stage's `links.jsonl`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinkRecord {
+    pub output: String,
+    pub start_unix: f64,
+    pub end_unix: f64,
+    pub wait_secs: f64,
+    /// Peak RSS of the linker and the processes it waited for.
+    pub max_rss_bytes: u64,
+    pub success: bool,
+}
+
+/// When rustc started pgo-build as its linker: links and returns the exit code.
+pub fn run_if_linker() -> Option<u8> {
+    std::env::var_os(MODE_ENV)?;
+    Some(match link() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("pgo-build (linker mode): {err:#}");
+            1
+        }
+    })
+}
+
+fn link() -> Result<u8> {
+    let real = std::env::var_os(REAL_LINKER_ENV).unwrap_or_else(|| "cc".into());
+    let slots: usize = std::env::var(SLOTS_ENV)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let slots_dir = PathBuf::from(
+        std::env::var_os(SLOTS_DIR_ENV).context("PGO_BUILD_LINK_SLOTS_DIR is not set")?,
+    );
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let waiting = Instant::now();
+    let _slot = acquire_slot(&slots_dir, slots)?;
+    let wait_secs = waiting.elapsed().as_secs_f64();
+    let start_unix = unix_now();
+    let child = Command::new(&real)
+        .args(&args)
+        .env_remove(MODE_ENV)
+        .spawn()
+        .with_context(|| format!("could not start the linker `{}`", real.to_string_lossy()))?;
+    let (code, max_rss_bytes) = wait_with_peak_rss(child.id() as libc::pid_t)?;
+    let record = LinkRecord {
+        output: output_of(&args),
+        start_unix,
+        end_unix: unix_now(),
+        wait_secs,
+        max_rss_bytes,
+        success: code == 0,
+    };
+    if let Some(log) = std::env::var_os(LOG_ENV) {
+        // One short line with O_APPEND: concurrent links do not interleave.
+        let line = serde_json::to_string(&record)? + "\n";
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?
+            .write_all(line.as_bytes())?;
+    }
+    Ok(code)
+}
+
+/// Holds one of `slots` lock files until dropped.
+fn acquire_slot(dir: &Path, slots: usize) -> Result<File> {
+    std::fs::create_dir_all(dir)?;
+    loop {
+        for slot in 0..slots {
+            let path = dir.join(format!("slot-{slot}.lock"));
+            let file = File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)?;
+            // SAFETY: flock(2) on a descriptor we own; released when the file is closed.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(file);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Exit code (128 + signal when killed) and peak RSS in bytes, via wait4.
+fn wait_with_peak_rss(pid: libc::pid_t) -> Result<(u8, u64)> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 writes only to the two out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers for the duration of the call.
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if reaped == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("waiting for the linker failed");
+        }
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    // ru_maxrss is in KiB on Linux.
+    Ok((code as u8, usage.ru_maxrss.max(0) as u64 * 1024))
+}
+
+fn output_of(args: &[OsString]) -> String {
+    args.iter()
+        .position(|a| a == "-o")
+        .and_then(|i| args.get(i + 1))
+        .map(|o| {
+            Path::new(o)
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The links a stage's build logged.
+pub fn read_log(path: &Path) -> Vec<LinkRecord> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// Link figures of one build, for the report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LinkSummary {
+    pub slots: usize,
+    /// How the number of slots was chosen.
+    pub slots_reason: String,
+    pub links: usize,
+    pub max_rss_bytes: u64,
+    pub wait_secs: f64,
+}
+
+impl LinkSummary {
+    pub fn from_records(slots: usize, slots_reason: String, records: &[LinkRecord]) -> LinkSummary {
+        LinkSummary {
+            slots,
+            slots_reason,
+            links: records.len(),
+            max_rss_bytes: records.iter().map(|r| r.max_rss_bytes).max().unwrap_or(0),
+            wait_secs: records.iter().map(|r| r.wait_secs).sum(),
+        }
+    }
+}
+
+/// The linker rustc would run for `host` without pgo-build: the user's rustflags `-C linker`,
+/// else `CARGO_TARGET_<TRIPLE>_LINKER`, else `target.<triple>.linker` of cargo config files
+/// (deepest first), else `cc`.
+pub fn real_linker(
+    user_rustflags: &[String],
+    host: &str,
+    config_files: &[PathBuf],
+) -> Result<OsString> {
+    let mut previous = "";
+    let mut from_flags = None;
+    for flag in user_rustflags {
+        let value = flag.strip_prefix("-Clinker=").or_else(|| {
+            (previous == "-C")
+                .then(|| flag.strip_prefix("linker="))
+                .flatten()
+        });
+        if let Some(value) = value {
+            from_flags = Some(value.to_owned());
+        }
+        previous = flag;
+    }
+    if let Some(linker) = from_flags {
+        return Ok(linker.into());
+    }
+    let var = format!(
+        "CARGO_TARGET_{}_LINKER",
+        host.to_uppercase().replace(['-', '.'], "_")
+    );
+    if let Some(linker) = std::env::var_os(&var) {
+        return Ok(linker);
+    }
+    for file in config_files.iter().rev() {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("could not parse {}", file.display()))?;
+        if let Some(linker) = table
+            .get("target")
+            .and_then(|t| t.get(host))
+            .and_then(|t| t.get("linker"))
+            .and_then(|l| l.as_str())
+        {
+            // Relative paths in config files are relative to the directory holding `.cargo/`.
+            let path = Path::new(linker);
+            if path.components().count() > 1 && path.is_relative() {
+                let base = file
+                    .parent()
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new("."));
+                return Ok(base.join(path).into_os_string());
+            }
+            return Ok(linker.into());
+        }
+    }
+    Ok("cc".into())
+}
+
+/// `dir/<file name of real>`, a symlink to this executable (created or updated).
+pub fn wrapper(dir: &Path, real: &OsString) -> Result<PathBuf> {
+    let executable =
+        std::env::current_exe().context("could not find pgo-build's own executable")?;
+    let name = Path::new(real)
+        .file_name()
+        .map_or_else(|| "cc".into(), |n| n.to_owned());
+    let wrapper = dir.join(name);
+    if std::fs::read_link(&wrapper).ok().as_deref() != Some(executable.as_path()) {
+        std::fs::create_dir_all(dir)?;
+        let partial = dir.join(".wrapper.partial");
+        let _ = std::fs::remove_file(&partial);
+        std::os::unix::fs::symlink(&executable, &partial)
+            .and_then(|()| std::fs::rename(&partial, &wrapper))
+            .with_context(|| {
+                format!("could not create the linker wrapper {}", wrapper.display())
+            })?;
+    }
+    Ok(wrapper)
+}
+
+/// "auto" or a size like "8G", "512M", "16GiB", "1000000000".
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match unit
+        .trim()
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some((number * scale) as u64)
+}
+
+/// MemAvailable from /proc/meminfo.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("8G"), Some(8 << 30));
+        assert_eq!(parse_size("512MiB"), Some(512 << 20));
+        assert_eq!(parse_size("1.5g"), Some(3 << 29));
+        assert_eq!(parse_size("1000"), Some(1000));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("5 parsecs"), None);
+    }
+
+    #[test]
+    fn the_users_linker_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join(".cargo/config.toml");
+        std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+        std::fs::write(
+            &config,
+            "[target.x86_64-unknown-linux-gnu]\nlinker = \"tools/my-ld\"\n",
+        )
+        .unwrap();
+        let host = "x86_64-unknown-linux-gnu";
+        let files = vec![config];
+        assert_eq!(
+            real_linker(&[], host, &files).unwrap(),
+            dir.path().join("tools/my-ld").into_os_string()
+        );
+        let flags = vec!["-C".to_owned(), "linker=clang".to_owned()];
+        assert_eq!(real_linker(&flags, host, &files).unwrap(), "clang");
+        assert_eq!(real_linker(&[], host, &[]).unwrap(), "cc");
+    }
+
+    #[test]
+    fn output_names_are_found() {
+        let args: Vec<OsString> = ["a.o", "-o", "/t/release/deps/app-123"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(output_of(&args), "app-123");
+        assert_eq!(output_of(&[]), "?");
+    }
+}
