@@ -38,15 +38,26 @@ impl PeakSampler {
     }
 }
 
-/// Resident memory of `root` and all its descendants.
-pub fn tree_rss(root: i32) -> u64 {
+/// One line of /proc/<pid>/stat, the fields pgo-build uses.
+#[derive(Debug, Clone)]
+pub struct Process {
+    pub pid: i32,
+    pub name: String,
+    /// R, S, Z, …
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub rss_bytes: u64,
+}
+
+/// Every process /proc shows (those that vanish while it is read are skipped).
+pub fn processes() -> Vec<Process> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Vec::new();
     };
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    let mut rss: HashMap<i32, u64> = HashMap::new();
+    let mut processes = Vec::new();
     for entry in entries.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
@@ -54,25 +65,50 @@ pub fn tree_rss(root: i32) -> u64 {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        let Some(close) = stat.rfind(')') else {
+        // `pid (comm) state ppid pgrp …`: comm may contain spaces and parentheses, and rss is
+        // the 22nd field after the state.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
             continue;
         };
-        // After `pid (comm)`: state ppid … with rss the 22nd field after the state.
         let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let (Some(ppid), Some(pages)) = (
-            fields.get(1).and_then(|f| f.parse().ok()),
-            fields.get(21).and_then(|f| f.parse::<u64>().ok()),
+        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<i64>().ok());
+        let (Some(state), Some(ppid), Some(pgrp), Some(pages)) = (
+            fields.first().and_then(|f| f.chars().next()),
+            number(1),
+            number(2),
+            number(21),
         ) else {
             continue;
         };
-        children.entry(ppid).or_default().push(pid);
-        rss.insert(pid, pages * page);
+        processes.push(Process {
+            pid,
+            name: stat[open + 1..close].to_owned(),
+            state,
+            ppid: ppid as i32,
+            pgrp: pgrp as i32,
+            rss_bytes: pages.max(0) as u64 * page,
+        });
     }
-    let mut total = 0;
+    processes
+}
+
+/// Resident memory of `root` and all its descendants.
+pub fn tree_rss(root: i32) -> u64 {
+    let processes = processes();
+    let mut children: HashMap<i32, Vec<&Process>> = HashMap::new();
+    for process in &processes {
+        children.entry(process.ppid).or_default().push(process);
+    }
+    let mut total = processes
+        .iter()
+        .find(|p| p.pid == root)
+        .map_or(0, |p| p.rss_bytes);
     let mut stack = vec![root];
     while let Some(pid) = stack.pop() {
-        total += rss.get(&pid).copied().unwrap_or(0);
-        stack.extend(children.get(&pid).into_iter().flatten());
+        for child in children.get(&pid).into_iter().flatten() {
+            total += child.rss_bytes;
+            stack.push(child.pid);
+        }
     }
     total
 }

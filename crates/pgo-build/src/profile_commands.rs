@@ -53,6 +53,17 @@ pub struct Staleness {
 }
 
 impl Session {
+    /// The instrumented stage and the accounting of its last training.
+    fn last_training(&self) -> Result<(StageManifest, Accounting)> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` and `pgo-build train` first",
+        )?;
+        let accounting = self.account(&instrumented)?;
+        Ok((instrumented, accounting))
+    }
+
     pub fn profile_show(&mut self, args: &ShowArgs) -> Result<()> {
         if let Some(binary) = &args.binary
             && !self.bins.iter().any(|b| &b.name == binary)
@@ -135,12 +146,7 @@ impl Session {
         {
             return Ok((self.workspace.root.join(committed), None));
         }
-        let instrumented = StageManifest::load(
-            &self.layout,
-            Stage::Instrumented,
-            "run `pgo-build instrument` and `pgo-build train` first",
-        )?;
-        let accounting = self.account(&instrumented)?;
+        let (_, accounting) = self.last_training()?;
         let inputs: Vec<&Path> = accounting
             .profiles
             .iter()
@@ -313,12 +319,7 @@ impl Session {
 
     /// Writes the merged training profile and its metadata.
     pub fn export(&mut self, args: &ExportArgs) -> Result<()> {
-        let instrumented = StageManifest::load(
-            &self.layout,
-            Stage::Instrumented,
-            "run `pgo-build instrument` and `pgo-build train` first",
-        )?;
-        let accounting = self.account(&instrumented)?;
+        let (instrumented, accounting) = self.last_training()?;
         for (binary, figures) in &accounting.per_binary {
             if figures.valid_files == 0 {
                 self.caution(format!(

@@ -114,28 +114,25 @@ pub fn collect(raw_dir: &Path, instrumented: &StageManifest) -> Result<Vec<RawPr
 }
 
 fn read_raw_version(path: &Path) -> Option<u64> {
-    use std::io::Read;
-    let mut header = [0u8; 16];
-    std::fs::File::open(path)
-        .ok()?
-        .read_exact(&mut header)
-        .ok()?;
-    let magic = u64::from_le_bytes(header[..8].try_into().ok()?);
-    (magic == RAW_MAGIC_64)
-        .then(|| u64::from_le_bytes(header[8..].try_into().expect("8 bytes")) & VERSION_MASK)
+    header_version(path, RAW_MAGIC_64)
 }
 
 /// The format version of an indexed profile, `None` when the file is not one.
 pub fn indexed_version(path: &Path) -> Option<u64> {
+    header_version(path, INDEXED_MAGIC)
+}
+
+/// The version word (flags masked off) of a profile file starting with `magic`.
+fn header_version(path: &Path, magic: u64) -> Option<u64> {
     use std::io::Read;
     let mut header = [0u8; 16];
     std::fs::File::open(path)
         .ok()?
         .read_exact(&mut header)
         .ok()?;
-    let magic = u64::from_le_bytes(header[..8].try_into().ok()?);
-    (magic == INDEXED_MAGIC)
-        .then(|| u64::from_le_bytes(header[8..].try_into().expect("8 bytes")) & VERSION_MASK)
+    let found = u64::from_le_bytes(header[..8].try_into().ok()?);
+    let version = u64::from_le_bytes(header[8..].try_into().ok()?);
+    (found == magic).then_some(version & VERSION_MASK)
 }
 
 /// The indexed format version the given llvm-profdata writes (from merging an empty profile).

@@ -250,29 +250,13 @@ fn stop_group(group: libc::pid_t, grace: Duration) -> Vec<StoppedProcess> {
     stopped
 }
 
-/// Processes of the group that have not exited (zombies excluded), from /proc.
+/// Processes of the group that have not exited (zombies excluded).
 fn live_group_members(group: libc::pid_t) -> Vec<(i32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut members = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp …`; comm may contain spaces and parentheses.
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let name = stat[stat.find('(').map_or(0, |i| i + 1)..close].to_owned();
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse() == Ok(group) {
-            members.push((pid, name));
-        }
-    }
+    let mut members: Vec<(i32, String)> = crate::memory::processes()
+        .into_iter()
+        .filter(|p| p.pgrp == group && p.state != 'Z')
+        .map(|p| (p.pid, p.name))
+        .collect();
     members.sort();
     members
 }

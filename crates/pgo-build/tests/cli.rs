@@ -37,6 +37,16 @@ impl Fixture {
         self
     }
 
+    fn write_executable(&self, relative: &str, contents: &str) -> &Fixture {
+        self.write(relative, contents);
+        std::fs::set_permissions(
+            self.root().join(relative),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        self
+    }
+
     /// `pgo-build.toml` with one train workload per command.
     fn config(&self, train_commands: &[&str]) -> &Fixture {
         let mut text = String::new();
@@ -1347,15 +1357,10 @@ fn with_one_link_job_links_never_overlap() {
 fn a_user_configured_linker_still_runs_with_rustcs_arguments() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["true"]);
-    fixture.write(
+    fixture.write_executable(
         "tools/fixture-cc",
         "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/../linker-calls.txt\"\nexec cc \"$@\"\n",
     );
-    std::fs::set_permissions(
-        fixture.root().join("tools/fixture-cc"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
     fixture.write(
         ".cargo/config.toml",
         &format!(
@@ -1399,15 +1404,10 @@ fn a_user_configured_linker_still_runs_with_rustcs_arguments() {
 #[test]
 fn a_failing_link_fails_the_build_with_the_linkers_message() {
     let fixture = Fixture::new("twobins");
-    fixture.write(
+    fixture.write_executable(
         "tools/refusing-cc",
         "#!/bin/sh\necho 'fixture linker refuses to link' >&2\nexit 3\n",
     );
-    std::fs::set_permissions(
-        fixture.root().join("tools/refusing-cc"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
     fixture.write(
         ".cargo/config.toml",
         &format!(
