@@ -354,7 +354,15 @@ impl Session {
                 .report
                 .training
                 .iter()
-                .filter(|w| w.stage == Stage::Instrumented.name() && w.success)
+                // Holdout runs of `profile overlap` are recorded too, but did not train.
+                .filter(|w| {
+                    w.stage == Stage::Instrumented.name()
+                        && w.success
+                        && self
+                            .config
+                            .workload(&w.name)
+                            .is_some_and(|c| c.role == Role::Train)
+                })
                 .map(|w| w.name.clone())
                 .collect(),
             source_revision: self.source_revision(),

@@ -1,6 +1,8 @@
-//! The pipeline's stages - doctor, build, instrument, train, optimize - each a method of
-//! [`Session`] run inside [`Session::stage`], which times it, prints its greppable start and
-//! end lines and records it in the report.
+//! The pipeline's stages - doctor, build, instrument, train, optimize (bolt and compare live in
+//! their own modules) - each a method of [`Session`] run inside [`Session::stage`], which times
+//! it, samples its peak memory, prints its greppable start and end lines and records it in the
+//! report; and `run`, which reuses the stages whose inputs have not changed
+//! ([`Session::cached_stage`]).
 //!
 //! Invariants kept here:
 //! - instrumented and optimized builds differ only in the profile flags (checked: `optimize`
