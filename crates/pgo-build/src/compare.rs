@@ -62,6 +62,18 @@ pub struct CandidateSummary {
     pub candidate_median_wall_secs: f64,
 }
 
+impl WorkloadComparison {
+    /// Candidates in the order they were given (the map is sorted by name).
+    pub fn in_order<'a>(
+        &'a self,
+        candidates: &'a [String],
+    ) -> impl Iterator<Item = (&'a String, &'a CandidateSummary)> {
+        candidates
+            .iter()
+            .filter_map(|name| Some((name, self.candidates.get(name)?)))
+    }
+}
+
 impl CandidateSummary {
     pub fn by(&self, metric: Metric) -> &PairedSummary {
         match metric {
@@ -369,7 +381,7 @@ pub fn compare_table(result: &CompareResult) -> String {
     ]);
     let right = |text: String| Cell::new(text).set_alignment(CellAlignment::Right);
     for comparison in &result.workloads {
-        for (candidate, summary) in &comparison.candidates {
+        for (candidate, summary) in comparison.in_order(&result.candidates) {
             let chosen = summary.by(result.metric);
             table.add_row([
                 Cell::new(&comparison.workload),

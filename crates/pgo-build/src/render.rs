@@ -48,7 +48,7 @@ pub fn markdown(report: &Report) -> String {
     if let Some(compare) = &report.compare {
         out += "| Workload | Role | Variant | Median wall change (95% CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|\n";
         for workload in &compare.workloads {
-            for (candidate, summary) in &workload.candidates {
+            for (candidate, summary) in workload.in_order(&compare.candidates) {
                 let s = summary.by(compare.metric);
                 let _ = writeln!(
                     out,
@@ -260,7 +260,7 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
         escape(&compare.reference)
     );
     for workload in &compare.workloads {
-        for (candidate, summary) in &workload.candidates {
+        for (candidate, summary) in workload.in_order(&compare.candidates) {
             let s = summary.by(compare.metric);
             let class = match s.verdict.label() {
                 "faster" => "faster",
