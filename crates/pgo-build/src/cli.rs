@@ -220,7 +220,9 @@ pub struct CompareArgs {
     /// Only these workloads (repeatable; default: every holdout and train workload)
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
-    /// What decides the verdict: wall-clock time or the process tree's user+system CPU time
+    /// What decides the verdict: wall-clock time, the process tree's user+system CPU time, or
+    /// instructions (perf stat where it can count them, else valgrind's callgrind: noise-free
+    /// but ~50x slower; wall and CPU times are then inflated by the counting tool)
     #[arg(long, value_enum, default_value_t = Metric::Wall)]
     pub metric: Metric,
     /// Seed of the bootstrap resampling
@@ -247,6 +249,7 @@ pub enum Metric {
     #[default]
     Wall,
     Cpu,
+    Instructions,
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +27,9 @@ pub const DEFAULT_ROUNDS: usize = 10;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareResult {
     pub metric: Metric,
+    /// With `--metric instructions`: the tool that counted them.
+    #[serde(default)]
+    pub counter: Option<String>,
     pub rounds: usize,
     pub seed: u64,
     pub reference: String,
@@ -52,12 +55,17 @@ pub struct RunSample {
     pub variant: String,
     pub wall_secs: f64,
     pub cpu_secs: f64,
+    /// Instructions of the whole process tree (`--metric instructions`).
+    #[serde(default)]
+    pub instructions: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CandidateSummary {
     pub wall: PairedSummary,
     pub cpu: PairedSummary,
+    #[serde(default)]
+    pub instructions: Option<PairedSummary>,
     pub reference_median_wall_secs: f64,
     pub candidate_median_wall_secs: f64,
 }
@@ -76,9 +84,10 @@ impl WorkloadComparison {
 
 impl CandidateSummary {
     pub fn by(&self, metric: Metric) -> &PairedSummary {
-        match metric {
-            Metric::Wall => &self.wall,
-            Metric::Cpu => &self.cpu,
+        match (metric, &self.instructions) {
+            (Metric::Instructions, Some(instructions)) => instructions,
+            (Metric::Cpu, _) => &self.cpu,
+            _ => &self.wall,
         }
     }
 }
@@ -95,6 +104,14 @@ impl Session {
         if rounds == 0 {
             bail!("--rounds must be at least 1");
         }
+        let counter = match args.metric {
+            Metric::Instructions => Some(Counter::detect(&self.printer)?),
+            _ => None,
+        };
+        if let Some(counter) = &counter {
+            self.printer
+                .info(format!("counting instructions with {}", counter.describe()));
+        }
         let names: Vec<&str> = variants.iter().map(|(stage, _)| stage.name()).collect();
         self.printer.info(format!(
             "comparing {} over {} workloads: 1 warm-up + {rounds} rounds each, order alternating (ABBA), bootstrap seed {}",
@@ -104,7 +121,13 @@ impl Session {
         ));
         let mut comparisons = Vec::new();
         for workload in &workloads {
-            comparisons.push(self.compare_workload(workload, &variants, rounds, args.seed)?);
+            comparisons.push(self.compare_workload(
+                workload,
+                &variants,
+                rounds,
+                args.seed,
+                counter.as_ref(),
+            )?);
         }
         let reference = names[0].to_owned();
         let candidates: Vec<String> = names[1..].iter().map(|n| n.to_string()).collect();
@@ -126,6 +149,7 @@ impl Session {
         }
         let result = CompareResult {
             metric: args.metric,
+            counter: counter.as_ref().map(Counter::describe),
             rounds,
             seed: args.seed,
             reference,
@@ -245,6 +269,7 @@ impl Session {
         variants: &[(Stage, StageManifest)],
         rounds: usize,
         seed: u64,
+        counter: Option<&Counter>,
     ) -> Result<WorkloadComparison> {
         let mut runs = Vec::new();
         // Round 0 is the warm-up (page cache, CPU frequency); it is not counted.
@@ -254,7 +279,8 @@ impl Session {
                 order.reverse();
             }
             for (stage, manifest) in order {
-                let (wall, cpu) = self.time_workload(workload, *stage, manifest)?;
+                let (wall, cpu, instructions) =
+                    self.time_workload(workload, *stage, manifest, counter)?;
                 self.printer.detail(format!(
                     "{} round {round}{} {}: {:.3}s wall, {:.3}s cpu",
                     workload.name(),
@@ -269,6 +295,7 @@ impl Session {
                         variant: stage.name().to_owned(),
                         wall_secs: wall.as_secs_f64(),
                         cpu_secs: cpu.as_secs_f64(),
+                        instructions,
                     });
                 }
             }
@@ -301,6 +328,9 @@ impl Session {
                 CandidateSummary {
                     wall: stats::summarize(&ratios(|r| r.wall_secs), seed),
                     cpu: stats::summarize(&ratios(|r| r.cpu_secs), seed),
+                    instructions: counter.map(|_| {
+                        stats::summarize(&ratios(|r| r.instructions.unwrap_or(0) as f64), seed)
+                    }),
                     reference_median_wall_secs: stats::median(&walls(reference)),
                     candidate_median_wall_secs: stats::median(&walls(candidate)),
                 },
@@ -320,20 +350,28 @@ impl Session {
         })
     }
 
-    /// One timed run of a workload against a variant's binaries; a failure is an error.
+    /// One timed run of a workload against a variant's binaries (wall, CPU, and instructions
+    /// when counting); a failure is an error.
     fn time_workload(
         &self,
         workload: &Workload,
         stage: Stage,
         manifest: &StageManifest,
-    ) -> Result<(Duration, Duration)> {
+        counter: Option<&Counter>,
+    ) -> Result<(Duration, Duration, Option<u64>)> {
         let bin_dir = self.layout.bin_dir(stage);
+        let count_dir = self.layout.root().join("counts");
+        if count_dir.exists() {
+            std::fs::remove_dir_all(&count_dir)?;
+        }
+        std::fs::create_dir_all(&count_dir)?;
         let target = training::Target {
             stage,
             bin_dir: &bin_dir,
             bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
             workspace_root: &self.workspace.root,
             extra_env: Vec::new(),
+            wrapper: counter.map(|c| c.wrapper(&count_dir)).unwrap_or_default(),
             log_path: self.layout.logs_dir().join(format!(
                 "compare-{}-{}.log",
                 workload.name(),
@@ -359,8 +397,134 @@ impl Session {
                 outcome.log_path.display()
             );
         }
-        Ok((outcome.duration, outcome.cpu))
+        let instructions = counter
+            .map(|c| c.read(&count_dir))
+            .transpose()
+            .with_context(|| {
+                format!(
+                    "could not read the instruction count of `{}` ({} binaries)",
+                    workload.name(),
+                    stage.name()
+                )
+            })?;
+        Ok((outcome.duration, outcome.cpu, instructions))
     }
+}
+
+/// Counts the instructions of a workload's whole process tree.
+pub enum Counter {
+    /// `perf stat` (children inherit the counter).
+    Perf,
+    /// `valgrind --tool=callgrind --trace-children=yes`: one output file per process.
+    Callgrind,
+}
+
+impl Counter {
+    /// perf when it can count instructions here (on many VMs it reports them as
+    /// `<not supported>`), else callgrind.
+    fn detect(printer: &crate::printer::Printer) -> Result<Counter> {
+        let probe =
+            std::env::temp_dir().join(format!("pgo-build-perf-probe-{}", std::process::id()));
+        let perf_works = crate::command::Cmd::new("perf")
+            .args(["stat", "-x,", "-e", "instructions", "-o"])
+            .arg(&probe)
+            .args(["--", "true"])
+            .output(printer)
+            .is_ok_and(|o| o.status.success())
+            && std::fs::read_to_string(&probe).is_ok_and(|text| perf_count(&text).is_some());
+        let _ = std::fs::remove_file(&probe);
+        if perf_works {
+            return Ok(Counter::Perf);
+        }
+        let valgrind = crate::command::Cmd::new("valgrind")
+            .arg("--version")
+            .output(printer);
+        if valgrind.is_ok_and(|o| o.status.success()) {
+            return Ok(Counter::Callgrind);
+        }
+        bail!(
+            "--metric instructions needs `perf stat` able to count instructions (it cannot on \
+             this machine, or is missing) or valgrind: `apt-get install valgrind`"
+        )
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Counter::Perf => "perf stat -e instructions".to_owned(),
+            Counter::Callgrind => {
+                "valgrind --tool=callgrind --trace-children=yes (perf stat cannot count instructions here)".to_owned()
+            }
+        }
+    }
+
+    fn wrapper(&self, dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+        let words: Vec<String> = match self {
+            Counter::Perf => vec![
+                "perf".into(),
+                "stat".into(),
+                "-x,".into(),
+                "-e".into(),
+                "instructions".into(),
+                "-o".into(),
+                dir.join("perf.txt").display().to_string(),
+                "--".into(),
+            ],
+            Counter::Callgrind => vec![
+                "valgrind".into(),
+                "--tool=callgrind".into(),
+                "--trace-children=yes".into(),
+                format!("--callgrind-out-file={}/callgrind.%p", dir.display()),
+                "-q".into(),
+            ],
+        };
+        words.into_iter().map(Into::into).collect()
+    }
+
+    fn read(&self, dir: &std::path::Path) -> Result<u64> {
+        match self {
+            Counter::Perf => {
+                let text = std::fs::read_to_string(dir.join("perf.txt"))?;
+                perf_count(&text)
+                    .with_context(|| format!("perf stat printed no instruction count:\n{text}"))
+            }
+            Counter::Callgrind => {
+                let mut total = 0;
+                let mut files = 0;
+                for entry in std::fs::read_dir(dir)? {
+                    let text = std::fs::read_to_string(entry?.path())?;
+                    files += 1;
+                    total +=
+                        callgrind_total(&text).context("a callgrind output has no totals line")?;
+                }
+                if files == 0 {
+                    bail!("callgrind wrote no output");
+                }
+                Ok(total)
+            }
+        }
+    }
+}
+
+/// The count from `perf stat -x,` output (`123456,,instructions,…`); `None` for
+/// `<not supported>`.
+fn perf_count(text: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.contains(",instructions"))?
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `totals:` (or `summary:`) of one callgrind output file.
+fn callgrind_total(text: &str) -> Option<u64> {
+    let value = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    value("totals:").or_else(|| value("summary:"))
 }
 
 fn percent(ratio: f64) -> String {
@@ -376,6 +540,7 @@ pub fn compare_table(result: &CompareResult) -> String {
         "Median wall",
         "Wall change (95% CI)",
         "CPU change (95% CI)",
+        "Instructions change (95% CI)",
         "Wins",
         "Verdict",
     ]);
@@ -417,6 +582,7 @@ pub fn compare_table(result: &CompareResult) -> String {
                 match result.metric {
                     Metric::Wall => "wall",
                     Metric::Cpu => "CPU",
+                    Metric::Instructions => "instruction",
                 },
                 format_args!("{mean:.3}"),
                 percent(*mean)
@@ -424,4 +590,27 @@ pub fn compare_table(result: &CompareResult) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_outputs_are_parsed() {
+        assert_eq!(
+            perf_count("# started on …\n\n123456,,instructions,1000,100.00,,\n"),
+            Some(123456)
+        );
+        assert_eq!(
+            perf_count("<not supported>,,instructions,0,100.00,,\n"),
+            None
+        );
+        assert_eq!(
+            callgrind_total("events: Ir\nsummary: 603815923\ntotals: 603815923\n"),
+            Some(603815923)
+        );
+        assert_eq!(callgrind_total("events: Ir\nsummary: 42\n"), Some(42));
+        assert_eq!(callgrind_total("events: Ir\n"), None);
+    }
 }

@@ -46,7 +46,11 @@ pub fn markdown(report: &Report) -> String {
         out += "\n";
     }
     if let Some(compare) = &report.compare {
-        out += "| Workload | Role | Variant | Median wall change (95% CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|\n";
+        let _ = writeln!(
+            out,
+            "| Workload | Role | Variant | Median {:?} change (95% CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|",
+            compare.metric
+        );
         for workload in &compare.workloads {
             for (candidate, summary) in workload.in_order(&compare.candidates) {
                 let s = summary.by(compare.metric);

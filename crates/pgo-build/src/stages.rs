@@ -623,6 +623,7 @@ impl Session {
                 bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
                 workspace_root: &self.workspace.root,
                 extra_env: prepare(workload)?,
+                wrapper: Vec::new(),
                 log_path: self
                     .layout
                     .logs_dir()

@@ -31,6 +31,8 @@ pub struct Target<'a> {
     pub workspace_root: &'a Path,
     /// Extra variables (e.g. `LLVM_PROFILE_FILE` when training).
     pub extra_env: EnvVars,
+    /// A program and arguments the workload runs under (an instruction counter), if any.
+    pub wrapper: Vec<std::ffi::OsString>,
     pub log_path: PathBuf,
 }
 
@@ -93,13 +95,12 @@ impl Target<'_> {
 
     fn command(&self, workload: &Workload) -> Result<Cmd> {
         let vars = self.variables(workload);
-        let mut cmd = match &workload.command {
-            WorkloadCommand::Shell(line) => Cmd::new("sh").args(["-c", line]),
-            WorkloadCommand::Argv(words) => {
-                let words: Vec<String> = words.iter().map(|w| expand(w, &vars)).collect();
-                Cmd::new(&words[0]).args(&words[1..])
-            }
+        let words: Vec<std::ffi::OsString> = match &workload.command {
+            WorkloadCommand::Shell(line) => vec!["sh".into(), "-c".into(), line.into()],
+            WorkloadCommand::Argv(words) => words.iter().map(|w| expand(w, &vars).into()).collect(),
         };
+        let mut words = self.wrapper.iter().chain(&words);
+        let mut cmd = Cmd::new(words.next().expect("commands are never empty")).args(words);
         let cwd = match &workload.cwd {
             Some(dir) => self.workspace_root.join(dir),
             None => self.workspace_root.to_owned(),
@@ -328,6 +329,7 @@ mod tests {
             bin_names: vec!["app"],
             workspace_root: dir,
             extra_env: vec![("EXTRA".into(), "1".into())],
+            wrapper: Vec::new(),
             log_path: dir.join("log.txt"),
         }
     }

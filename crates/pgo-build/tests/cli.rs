@@ -1445,3 +1445,37 @@ fn batch_size_builds_the_binaries_in_groups() {
             && fixture.stage_bin("baseline", "helper").exists()
     );
 }
+
+#[test]
+fn compare_counts_instructions_and_sees_extra_work() {
+    // The optimized variant does ten times the work on purpose.
+    let fixture = compared_fixture(
+        "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 3000; else $PGO_BUILD_BIN_APP work 300; fi",
+    );
+    let run = fixture.run(&[
+        "compare",
+        "--workload",
+        "holdout",
+        "--rounds",
+        "6",
+        "--metric",
+        "instructions",
+    ]);
+    run.success();
+    let compare = fixture.report()["compare"].clone();
+    assert_eq!(compare["metric"], "instructions");
+    let counter = compare["counter"].as_str().unwrap();
+    assert!(
+        counter.contains("callgrind") || counter.contains("perf"),
+        "{counter}"
+    );
+    let runs = compare["workloads"][0]["runs"].as_array().unwrap();
+    assert!(
+        runs.iter()
+            .all(|r| r["instructions"].as_u64().unwrap() > 100_000),
+        "{runs:?}"
+    );
+    let summary = &compare["workloads"][0]["candidates"]["optimized"]["instructions"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    assert!(summary["median_ratio"].as_f64().unwrap() > 2.0, "{summary}");
+}
