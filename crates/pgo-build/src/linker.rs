@@ -19,6 +19,8 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+
+use crate::cargo_config::CargoConfig;
 use serde::{Deserialize, Serialize};
 
 pub const MODE_ENV: &str = "PGO_BUILD_LINKER_MODE";
@@ -195,7 +197,7 @@ impl LinkSummary {
 pub fn real_linker(
     user_rustflags: &[String],
     host: &str,
-    config_files: &[PathBuf],
+    config: &CargoConfig,
 ) -> Result<OsString> {
     let mut previous = "";
     let mut from_flags = None;
@@ -220,31 +222,25 @@ pub fn real_linker(
     if let Some(linker) = std::env::var_os(&var) {
         return Ok(linker);
     }
-    for file in config_files.iter().rev() {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
-        let table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("could not parse {}", file.display()))?;
-        if let Some(linker) = table
-            .get("target")
-            .and_then(|t| t.get(host))
-            .and_then(|t| t.get("linker"))
-            .and_then(|l| l.as_str())
-        {
-            // Relative paths in config files are relative to the directory holding `.cargo/`.
-            let path = Path::new(linker);
-            if path.components().count() > 1 && path.is_relative() {
-                let base = file
-                    .parent()
-                    .and_then(Path::parent)
-                    .unwrap_or(Path::new("."));
-                return Ok(base.join(path).into_os_string());
-            }
-            return Ok(linker.into());
-        }
+    let Some((file, value)) = config.lookup(&["target", host, "linker"]) else {
+        return Ok("cc".into());
+    };
+    let linker = value.as_str().with_context(|| {
+        format!(
+            "target.{host}.linker in {} must be a string",
+            file.display()
+        )
+    })?;
+    // A relative path (not a bare name) is relative to the directory holding `.cargo/`.
+    let path = Path::new(linker);
+    if path.components().count() > 1 && path.is_relative() {
+        let base = file
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        return Ok(base.join(path).into_os_string());
     }
-    Ok("cc".into())
+    Ok(linker.into())
 }
 
 /// `dir/<file name of real>`, a symlink to this executable (created or updated).
@@ -325,14 +321,15 @@ mod tests {
         )
         .unwrap();
         let host = "x86_64-unknown-linux-gnu";
-        let files = vec![config];
+        let config = CargoConfig::from_files(vec![config]).unwrap();
+        let none = CargoConfig::from_files(vec![]).unwrap();
         assert_eq!(
-            real_linker(&[], host, &files).unwrap(),
+            real_linker(&[], host, &config).unwrap(),
             dir.path().join("tools/my-ld").into_os_string()
         );
         let flags = vec!["-C".to_owned(), "linker=clang".to_owned()];
-        assert_eq!(real_linker(&flags, host, &files).unwrap(), "clang");
-        assert_eq!(real_linker(&[], host, &[]).unwrap(), "cc");
+        assert_eq!(real_linker(&flags, host, &config).unwrap(), "clang");
+        assert_eq!(real_linker(&[], host, &none).unwrap(), "cc");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod app;
 mod bolt;
 mod cargo_build;
+mod cargo_config;
 mod cli;
 mod command;
 mod compare;

@@ -6,10 +6,12 @@
 //! that live in `.cargo/config.toml` (a known bug of other PGO drivers), so we resolve the
 //! user's flags ourselves and pass user + ours through `CARGO_ENCODED_RUSTFLAGS`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use cargo_metadata::cargo_platform::{Cfg, Platform};
+
+use crate::cargo_config::CargoConfig;
 
 /// The flags cargo would have passed to rustc for target crates, and where they came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,8 +23,7 @@ pub struct UserFlags {
 /// What the resolution reads; separated from the process so tests can supply it.
 pub struct Sources<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// Cargo config files, lowest precedence first (home, then from `/` down to the cwd).
-    pub config_files: Vec<PathBuf>,
+    pub config: &'a CargoConfig,
     pub host: &'a str,
     pub host_cfg: &'a [Cfg],
 }
@@ -78,11 +79,7 @@ fn from_config(sources: &Sources) -> Result<UserFlags> {
     let mut target_sources = Vec::new();
     let mut build_flags = Vec::new();
     let mut build_sources = Vec::new();
-    for file in &sources.config_files {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("could not read cargo config {}", file.display()))?;
-        let value: toml::Table = toml::from_str(&text)
-            .with_context(|| format!("could not parse cargo config {}", file.display()))?;
+    for (file, value) in sources.config.files() {
         if let Some(targets) = value.get("target").and_then(|t| t.as_table()) {
             for (key, table) in targets {
                 if !target_key_matches(key, sources)? {
@@ -163,31 +160,6 @@ fn flag_list(value: &toml::Value, file: &Path, key: &str) -> Result<Vec<String>>
     }
 }
 
-/// Cargo's config files for a build started in `cwd`, lowest precedence first.
-pub fn config_files(cwd: &Path, cargo_home: Option<&Path>) -> Vec<PathBuf> {
-    let in_dir = |dir: &Path| {
-        let dot_cargo = dir.join(".cargo");
-        ["config.toml", "config"]
-            .iter()
-            .map(|name| dot_cargo.join(name))
-            .find(|file| file.is_file())
-    };
-    let mut files: Vec<PathBuf> = cwd.ancestors().filter_map(in_dir).collect();
-    files.reverse();
-    if let Some(home) = cargo_home {
-        let home_file = ["config.toml", "config"]
-            .iter()
-            .map(|name| home.join(name))
-            .find(|file| file.is_file());
-        if let Some(home_file) = home_file
-            && !files.contains(&home_file)
-        {
-            files.insert(0, home_file);
-        }
-    }
-    files
-}
-
 /// The cfg values rustc sets for the host, for `target.'cfg(…)'` keys.
 pub fn host_cfg(cfg_output: &str) -> Vec<Cfg> {
     cfg_output
@@ -217,9 +189,10 @@ mod tests {
             .collect();
         let lookup = move |key: &str| env.get(key).cloned();
         let cfg = host_cfg("target_os=\"linux\"\nunix\ntarget_arch=\"x86_64\"\n");
+        let config = CargoConfig::from_files(files).unwrap();
         UserFlags::resolve(&Sources {
             env: &lookup,
-            config_files: files,
+            config: &config,
             host: HOST,
             host_cfg: &cfg,
         })
@@ -275,26 +248,5 @@ mod tests {
         let err = resolve(&[("RUSTFLAGS", "-C profile-use=/x.profdata")], &[]).unwrap_err();
         assert!(format!("{err}").contains("RUSTFLAGS"), "{err}");
         assert!(resolve(&[("RUSTFLAGS", "-Cprofile-generate=/x")], &[]).is_err());
-    }
-
-    #[test]
-    fn config_files_are_ordered_home_first_then_outermost() {
-        let root = tempfile::tempdir().unwrap();
-        let inner = root.path().join("a/b");
-        std::fs::create_dir_all(inner.join(".cargo")).unwrap();
-        std::fs::create_dir_all(root.path().join("a/.cargo")).unwrap();
-        std::fs::create_dir_all(root.path().join("home")).unwrap();
-        std::fs::write(inner.join(".cargo/config.toml"), "").unwrap();
-        std::fs::write(root.path().join("a/.cargo/config"), "").unwrap();
-        std::fs::write(root.path().join("home/config.toml"), "").unwrap();
-        let files = config_files(&inner, Some(&root.path().join("home")));
-        assert_eq!(
-            files,
-            [
-                root.path().join("home/config.toml"),
-                root.path().join("a/.cargo/config"),
-                inner.join(".cargo/config.toml"),
-            ]
-        );
     }
 }

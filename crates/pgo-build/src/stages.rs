@@ -23,6 +23,7 @@ use crate::cargo_build::{
     self, BuildOutput, BuildRequest, BuildSettings, CONTINUOUS_FLAGS, LinkerSetup, StageInput,
     StageManifest,
 };
+use crate::cargo_config::CargoConfig;
 use crate::cli::{
     BoltArgs, CompareArgs, GlobalArgs, OptimizeArgs, PipelineStage, ReportArgs, RunArgs,
 };
@@ -66,8 +67,10 @@ pub struct Session {
     pub settings: BuildSettings,
     pub user_flags: UserFlags,
     pub jobs: Option<u32>,
-    /// Cargo config files, lowest precedence first.
-    config_files: Vec<PathBuf>,
+    /// Cargo's config files.
+    cargo_config: CargoConfig,
+    /// `[profile]` of the workspace manifest.
+    manifest_profiles: Option<toml::Value>,
     /// `--strict`: every warning fails the stage.
     pub strict: bool,
     /// Instrument in continuous mode (`--continuous` or `[pgo] continuous`).
@@ -94,10 +97,11 @@ impl Session {
             .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
         // Cargo reads config files from its working directory up; pgo-build runs cargo in the
         // workspace root, so that is where they are looked for.
-        let config_files = rustflags::config_files(&workspace.root, cargo_home.as_deref());
+        let cargo_config = CargoConfig::discover(&workspace.root, cargo_home.as_deref())?;
+        let manifest_profiles = manifest_profiles(&workspace.root)?;
         let user_flags = UserFlags::resolve(&Sources {
             env: &|key| std::env::var(key).ok(),
-            config_files: config_files.clone(),
+            config: &cargo_config,
             host: &rustc.host,
             host_cfg: &rustflags::host_cfg(&host_cfg),
         })?;
@@ -123,7 +127,7 @@ impl Session {
             host: rustc.host.clone(),
             rustc: rustc.version_line.clone(),
             common_rustflags,
-            profile_settings: profile_settings(&workspace.root, &config_files)?,
+            profile_settings: profile_settings(manifest_profiles.as_ref(), &cargo_config),
         };
         let layout = Layout::new(&workspace.target_dir);
         let lock = RunLock::acquire(&layout)?;
@@ -140,7 +144,8 @@ impl Session {
             settings,
             user_flags,
             jobs: args.jobs,
-            config_files,
+            cargo_config,
+            manifest_profiles,
             strict: args.strict,
             continuous,
             report,
@@ -352,7 +357,7 @@ impl Session {
             std::fs::remove_file(&log)?;
         }
         let real =
-            linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.config_files)?;
+            linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.cargo_config)?;
         let wrapper = linker::wrapper(&self.layout.root().join("linker"), &real)?;
         let setup = LinkerSetup {
             flag: format!("-Clinker={}", wrapper.display()),
@@ -514,10 +519,10 @@ impl Session {
             return Ok(());
         }
         if let Some((strip, origin)) = strip_setting(
-            &self.workspace.root,
-            &self.config_files,
+            self.manifest_profiles.as_ref(),
+            &self.cargo_config,
             &self.settings.profile,
-        )? && strip != "none"
+        ) && strip != "none"
             && strip != "false"
             && strip != "debuginfo"
         {
@@ -1409,18 +1414,24 @@ fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Res
     )
 }
 
+/// The `[profile]` table of the workspace manifest, if any.
+fn manifest_profiles(workspace_root: &Path) -> Result<Option<toml::Value>> {
+    let manifest = workspace_root.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("could not read {}", manifest.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("could not parse {}", manifest.display()))?;
+    Ok(table.get("profile").cloned())
+}
+
 /// The cargo profile settings that affect codegen: `[profile]` of the workspace manifest and of
 /// cargo config files, and `CARGO_PROFILE_*` variables.
-fn profile_settings(workspace_root: &Path, config_files: &[PathBuf]) -> Result<String> {
-    let mut parts = Vec::new();
-    let manifests =
-        std::iter::once(workspace_root.join("Cargo.toml")).chain(config_files.iter().cloned());
-    for file in manifests {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("could not parse {}", file.display()))?;
+fn profile_settings(manifest_profiles: Option<&toml::Value>, cargo_config: &CargoConfig) -> String {
+    let mut parts: Vec<String> = manifest_profiles
+        .map(|p| format!("Cargo.toml: {p}"))
+        .into_iter()
+        .collect();
+    for (file, table) in cargo_config.files() {
         if let Some(profile) = table.get("profile") {
             parts.push(format!("{}: {profile}", file.display()));
         }
@@ -1431,48 +1442,36 @@ fn profile_settings(workspace_root: &Path, config_files: &[PathBuf]) -> Result<S
         .collect();
     vars.sort();
     parts.extend(vars);
-    Ok(parts.join("; "))
+    parts.join("; ")
 }
 
 /// The `strip` setting of cargo profile `profile` and where it comes from:
-/// `CARGO_PROFILE_<NAME>_STRIP`, else `[profile.<name>]` of cargo config files (deepest
-/// first) and of the workspace manifest. Custom profiles inheriting `strip` are not followed.
+/// `CARGO_PROFILE_<NAME>_STRIP`, else cargo config files (deepest first), else the workspace
+/// manifest. Custom profiles inheriting `strip` are not followed.
 fn strip_setting(
-    workspace_root: &Path,
-    config_files: &[PathBuf],
+    manifest_profiles: Option<&toml::Value>,
+    cargo_config: &CargoConfig,
     profile: &str,
-) -> Result<Option<(String, String)>> {
+) -> Option<(String, String)> {
     let var = format!(
         "CARGO_PROFILE_{}_STRIP",
         profile.to_uppercase().replace('-', "_")
     );
     if let Ok(value) = std::env::var(&var) {
-        return Ok(Some((value, var)));
+        return Some((value, var));
     }
-    let files = config_files
-        .iter()
-        .rev()
-        .cloned()
-        .chain(std::iter::once(workspace_root.join("Cargo.toml")));
-    for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("could not parse {}", file.display()))?;
-        if let Some(strip) = table
-            .get("profile")
-            .and_then(|p| p.get(profile))
-            .and_then(|p| p.get("strip"))
-        {
-            let value = strip
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| strip.to_string());
-            return Ok(Some((value, file.display().to_string())));
-        }
-    }
-    Ok(None)
+    let (origin, strip) = match cargo_config.lookup(&["profile", profile, "strip"]) {
+        Some((file, strip)) => (file.display().to_string(), strip),
+        None => (
+            "Cargo.toml".to_owned(),
+            manifest_profiles?.get(profile)?.get("strip")?,
+        ),
+    };
+    let value = strip
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| strip.to_string());
+    Some((value, origin))
 }
 
 /// `pgo-build report`: renders the last run's report.json; needs no toolchain and no lock.
