@@ -246,6 +246,7 @@ impl BinaryProfiles {
 }
 
 /// Everything known about the raw profiles of the last training.
+#[derive(Clone)]
 pub struct Accounting {
     pub profiles: Vec<RawProfile>,
     pub per_binary: BTreeMap<String, BinaryProfiles>,

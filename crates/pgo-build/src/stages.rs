@@ -79,6 +79,9 @@ pub struct Session {
     /// Fingerprints of completed stages.
     state: State,
     profdata: OnceCell<LlvmTool>,
+    /// The last accounting, by a fingerprint of the raw profiles it read: `run`'s optimize
+    /// stage reuses train's instead of checking every file again.
+    accounting_cache: std::cell::RefCell<Option<(String, Accounting)>>,
     /// Held until the session ends.
     _lock: RunLock,
 }
@@ -151,6 +154,7 @@ impl Session {
             report,
             state,
             profdata: OnceCell::new(),
+            accounting_cache: Default::default(),
             _lock: lock,
         })
     }
@@ -210,8 +214,18 @@ impl Session {
         raw_dir: &Path,
         instrumented: &StageManifest,
     ) -> Result<Accounting> {
+        let key = Fingerprint::new("accounting")
+            .text("instrumented", &serde_json::to_string(instrumented)?)
+            .text("bins", &format!("{:?}", self.bins))
+            .tree(raw_dir)
+            .finish();
+        if let Some((cached, accounting)) = self.accounting_cache.borrow().as_ref()
+            && *cached == key
+        {
+            return Ok(accounting.clone());
+        }
         let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
-        profiles::account(
+        let accounting = profiles::account(
             raw_dir,
             instrumented,
             &binaries,
@@ -219,7 +233,9 @@ impl Session {
             self.rustc.llvm_major,
             &self.layout.profiles_dir().join("scratch"),
             &self.printer,
-        )
+        )?;
+        *self.accounting_cache.borrow_mut() = Some((key, accounting.clone()));
+        Ok(accounting)
     }
 
     /// Records the accounting in the report; corrupt or foreign files are a warning, or an
