@@ -453,6 +453,17 @@ allow_failure = true
     }
 
     #[test]
+    fn the_readmes_example_configuration_parses() {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("```toml\n[compare]").expect("the README shows a pgo-build.toml") + 8;
+        let end = start + readme[start..].find("```").unwrap();
+        let config = parse(&readme[start..end]).unwrap();
+        assert_eq!(config.workloads.len(), 1);
+        assert!(matches!(config.build.link_jobs, Some(LinkJobs::Auto(_))));
+        assert_eq!(config.build.memory_budget.as_deref(), Some("auto"));
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
