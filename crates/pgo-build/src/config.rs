@@ -455,7 +455,10 @@ allow_failure = true
     #[test]
     fn the_readmes_example_configuration_parses() {
         let readme = include_str!("../../../README.md");
-        let start = readme.find("```toml\n[compare]").expect("the README shows a pgo-build.toml") + 8;
+        let start = readme
+            .find("```toml\n[compare]")
+            .expect("the README shows a pgo-build.toml")
+            + 8;
         let end = start + readme[start..].find("```").unwrap();
         let config = parse(&readme[start..end]).unwrap();
         assert_eq!(config.workloads.len(), 1);
