@@ -361,10 +361,13 @@ impl Session {
     ) -> Result<(Duration, Duration, Option<u64>)> {
         let bin_dir = self.layout.bin_dir(stage);
         let count_dir = self.layout.root().join("counts");
-        if count_dir.exists() {
-            std::fs::remove_dir_all(&count_dir)?;
+        if counter.is_some() {
+            // Each run's counts alone: callgrind writes one file per process.
+            if count_dir.exists() {
+                std::fs::remove_dir_all(&count_dir)?;
+            }
+            std::fs::create_dir_all(&count_dir)?;
         }
-        std::fs::create_dir_all(&count_dir)?;
         let target = training::Target {
             stage,
             bin_dir: &bin_dir,

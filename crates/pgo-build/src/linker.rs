@@ -82,16 +82,27 @@ fn link() -> Result<u8> {
         max_rss_bytes,
         success: code == 0,
     };
-    if let Some(log) = std::env::var_os(LOG_ENV) {
-        // One short line with O_APPEND: concurrent links do not interleave.
-        let line = serde_json::to_string(&record)? + "\n";
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)?
-            .write_all(line.as_bytes())?;
+    // The link's outcome is the linker's: a log that cannot be written is only reported.
+    if let Some(log) = std::env::var_os(LOG_ENV)
+        && let Err(err) = append_record(Path::new(&log), &record)
+    {
+        eprintln!(
+            "pgo-build (linker mode): could not record the link in {}: {err:#}",
+            Path::new(&log).display()
+        );
     }
     Ok(code)
+}
+
+/// One short line with O_APPEND: concurrent links do not interleave.
+fn append_record(log: &Path, record: &LinkRecord) -> Result<()> {
+    let line = serde_json::to_string(record)? + "\n";
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?
+        .write_all(line.as_bytes())?;
+    Ok(())
 }
 
 /// Holds one of `slots` lock files until dropped.
