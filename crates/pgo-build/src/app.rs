@@ -6,8 +6,8 @@ use anyhow::Result;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, ProfileCommand};
+use crate::pipeline::{self, Session};
 use crate::printer::{Printer, Verbosity};
-use crate::stages::{self, Session};
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -30,8 +30,8 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli, printer: Printer) -> Result<()> {
     match &cli.command {
-        Command::Clean => return stages::clean(&cli.global, &printer),
-        Command::Report(args) => return stages::show_report(&cli.global, args, &printer),
+        Command::Clean => return pipeline::clean(&cli.global, &printer),
+        Command::Report(args) => return pipeline::show_report(&cli.global, args, &printer),
         _ => {}
     }
     let mut session = Session::new(&cli.global, printer)?;

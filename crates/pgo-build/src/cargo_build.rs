@@ -18,6 +18,9 @@ use crate::layout::{Layout, Stage};
 use crate::printer::Printer;
 use crate::workspace::{BinTarget, cargo_program};
 
+/// Added to every stage (so baseline and optimized stay comparable): `%b` in the profile file
+/// pattern needs a build id, which not every linker adds by default.
+pub const BUILD_ID_FLAG: &str = "-Clink-arg=-Wl,--build-id";
 /// Extra flags of a continuous-mode instrumented build: counters addressed through a bias so
 /// they can live in the mmapped file (without it the file stays empty), no value profiling
 /// (llvm-profdata rejects such files as truncated otherwise), and counters updated in memory

@@ -72,6 +72,69 @@ fn config_files(cwd: &Path, cargo_home: Option<&Path>) -> Vec<PathBuf> {
     files
 }
 
+/// The `[profile]` table of the workspace manifest, if any.
+pub fn manifest_profiles(workspace_root: &Path) -> Result<Option<toml::Value>> {
+    let manifest = workspace_root.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("could not read {}", manifest.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("could not parse {}", manifest.display()))?;
+    Ok(table.get("profile").cloned())
+}
+
+/// The cargo profile settings that affect codegen: `[profile]` of the workspace manifest and of
+/// cargo config files, and `CARGO_PROFILE_*` variables.
+pub fn profile_settings(
+    manifest_profiles: Option<&toml::Value>,
+    cargo_config: &CargoConfig,
+) -> String {
+    let mut parts: Vec<String> = manifest_profiles
+        .map(|p| format!("Cargo.toml: {p}"))
+        .into_iter()
+        .collect();
+    for (file, table) in cargo_config.files() {
+        if let Some(profile) = table.get("profile") {
+            parts.push(format!("{}: {profile}", file.display()));
+        }
+    }
+    let mut vars: Vec<String> = std::env::vars()
+        .filter(|(key, _)| key.starts_with("CARGO_PROFILE_"))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    vars.sort();
+    parts.extend(vars);
+    parts.join("; ")
+}
+
+/// The `strip` setting of cargo profile `profile` and where it comes from:
+/// `CARGO_PROFILE_<NAME>_STRIP`, else cargo config files (deepest first), else the workspace
+/// manifest. Custom profiles inheriting `strip` are not followed.
+pub fn strip_setting(
+    manifest_profiles: Option<&toml::Value>,
+    cargo_config: &CargoConfig,
+    profile: &str,
+) -> Option<(String, String)> {
+    let var = format!(
+        "CARGO_PROFILE_{}_STRIP",
+        profile.to_uppercase().replace('-', "_")
+    );
+    if let Ok(value) = std::env::var(&var) {
+        return Some((value, var));
+    }
+    let (origin, strip) = match cargo_config.lookup(&["profile", profile, "strip"]) {
+        Some((file, strip)) => (file.display().to_string(), strip),
+        None => (
+            "Cargo.toml".to_owned(),
+            manifest_profiles?.get(profile)?.get("strip")?,
+        ),
+    };
+    let value = strip
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| strip.to_string());
+    Some((value, origin))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,25 +4,22 @@
 //! the modules listed in ARCHITECTURE.md.
 
 mod app;
-mod bolt;
 mod cargo_build;
 mod cargo_config;
 mod cli;
 mod command;
-mod compare;
 mod config;
 mod insight;
 mod layout;
 mod linker;
 mod memory;
 mod pgo_diagnostics;
+mod pipeline;
 mod printer;
-mod profile_commands;
 mod profiles;
 mod render;
 mod report;
 mod rustflags;
-mod stages;
 mod start_marker;
 mod state;
 mod stats;

@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-use crate::compare::{CompareResult, WorkloadComparison};
-use crate::report::{Report, human_bytes};
+use crate::report::tables::percent;
+use crate::report::{CompareResult, Report, WorkloadComparison, human_bytes};
 
 const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
 const COLORS: [&str; 8] = [
@@ -350,10 +350,6 @@ fn ratio_plot(
         );
     }
     format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"75\">{svg}</svg>")
-}
-
-fn percent(ratio: f64) -> String {
-    format!("{:+.1}%", (ratio - 1.0) * 100.0)
 }
 
 fn escape(text: &str) -> String {

@@ -8,6 +8,8 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
+use super::Session;
+use super::train::instrumented_profile_env;
 use crate::cargo_build::{Diagnostic, StageManifest, write_atomically};
 use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
 use crate::command::Cmd;
@@ -16,7 +18,6 @@ use crate::insight::{self, FunctionCounts};
 use crate::layout::Stage;
 use crate::pgo_diagnostics::{self, Kind};
 use crate::profiles::{self, Accounting};
-use crate::stages::{Session, instrumented_profile_env};
 
 /// The metadata `export` writes beside a profile (`<name>.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -17,15 +17,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use serde::{Deserialize, Serialize};
 
+use super::Session;
 use crate::cargo_build::{StageInput, StageManifest, StagedBinary};
 use crate::cli::BoltArgs;
 use crate::command::Cmd;
 use crate::layout::Stage;
-use crate::report::human_bytes;
-use crate::stages::Session;
+use crate::report::BoltRecord;
+use crate::report::tables::bolt_table;
 use crate::toolchain::{self, LlvmTool};
 use crate::workspace::BinTarget;
 
@@ -43,24 +42,6 @@ pub const DEFAULT_ARGS: [&str; 8] = [
 ];
 /// pgo-build-rt's variable for BOLT training (see `pgo_build_rt::BOLT_TRAINING_ENV`).
 const BOLT_TRAINING_ENV: &str = "PGO_BUILD_BOLT_TRAINING";
-
-/// What BOLT did to one binary.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BoltRecord {
-    /// The stage whose binary was the input (optimized or baseline).
-    pub input: String,
-    pub bolted: bool,
-    /// Why it was not BOLTed.
-    pub reason: Option<String>,
-    pub profile_files: usize,
-    pub seconds: Option<f64>,
-    pub size_before: u64,
-    pub size_after: u64,
-    /// "155 of 781 functions"
-    pub functions_with_profile: Option<String>,
-    /// "41691 → 22095 (-47.0%)", from `-dyno-stats`.
-    pub taken_branches: Option<String>,
-}
 
 impl Session {
     pub fn bolt(&mut self, args: &BoltArgs) -> Result<()> {
@@ -396,47 +377,6 @@ fn fresh_dir(dir: &Path) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
     Ok(dir.to_owned())
-}
-
-fn bolt_table(records: &std::collections::BTreeMap<String, BoltRecord>) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
-        "Binary",
-        "Input",
-        "BOLTed",
-        "BOLT time",
-        "Size",
-        "Functions with profile",
-        "Taken branches",
-    ]);
-    for (binary, record) in records {
-        table.add_row([
-            binary.clone(),
-            record.input.clone(),
-            if record.bolted {
-                "yes".to_owned()
-            } else {
-                "no (no profile)".to_owned()
-            },
-            record
-                .seconds
-                .map_or("-".to_owned(), |s| format!("{s:.2}s")),
-            format!(
-                "{} → {}",
-                human_bytes(record.size_before),
-                human_bytes(record.size_after)
-            ),
-            record
-                .functions_with_profile
-                .clone()
-                .unwrap_or_else(|| "-".to_owned()),
-            record
-                .taken_branches
-                .clone()
-                .unwrap_or_else(|| "-".to_owned()),
-        ]);
-    }
-    table.to_string()
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! `target/pgo-build/report.json` and the stage table.
+//! `target/pgo-build/report.json`: the [`Report`], its records (`records`) and their terminal
+//! tables (`tables`). Stages write records; `render` and the tables read them. Nothing in
+//! here imports a stage.
 //!
 //! Each command updates the report of the last run in place (a stage's record replaces the
 //! previous record of that stage); `run` starts a fresh one. The JSON is versioned
@@ -9,10 +11,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
 use crate::cargo_build::write_atomically;
+
+mod records;
+pub mod tables;
+
+pub use records::{
+    BinaryRecord, BoltRecord, CandidateSummary, CompareResult, RejectedProfile, RunSample,
+    StageRecord, WorkloadComparison, WorkloadRecord,
+};
+pub use tables::human_bytes;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -38,7 +48,7 @@ pub struct Report {
     pub links: BTreeMap<String, crate::linker::LinkSummary>,
     /// Per binary: what BOLT did (or why it did not).
     #[serde(default)]
-    pub bolt: BTreeMap<String, crate::bolt::BoltRecord>,
+    pub bolt: BTreeMap<String, BoltRecord>,
     /// Per binary: how well the training profile represents the holdout workloads.
     #[serde(default)]
     pub overlap: BTreeMap<String, serde_json::Value>,
@@ -46,46 +56,7 @@ pub struct Report {
     #[serde(default)]
     pub staleness: Option<serde_json::Value>,
     /// The last A/B comparison, with every round.
-    pub compare: Option<crate::compare::CompareResult>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StageRecord {
-    pub name: String,
-    /// ok | failed | cached
-    pub result: String,
-    pub duration_secs: f64,
-    /// Peak resident memory of pgo-build's whole process tree during the stage.
-    #[serde(default)]
-    pub peak_memory_bytes: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BinaryRecord {
-    pub size_bytes: u64,
-    pub path: PathBuf,
-    pub pgo: bool,
-    #[serde(default)]
-    pub bolted: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkloadRecord {
-    pub name: String,
-    pub stage: String,
-    pub status: String,
-    pub success: bool,
-    pub duration_secs: f64,
-    pub log: PathBuf,
-    /// Processes pgo-build had to stop (timeout, or left running), and with which signal.
-    pub stopped: Vec<crate::training::StoppedProcess>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RejectedProfile {
-    pub path: PathBuf,
-    pub binary: Option<String>,
-    pub reason: String,
+    pub compare: Option<CompareResult>,
 }
 
 impl Report {
@@ -126,84 +97,6 @@ impl Report {
             duration_secs: duration.as_secs_f64(),
             peak_memory_bytes,
         });
-    }
-
-    /// The stage table: duration and share of the total, like rustc's release pipeline prints.
-    pub fn stage_table(&self) -> String {
-        let total: f64 = self.stages.iter().map(|s| s.duration_secs).sum();
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header([
-            "Stage",
-            "Result",
-            "Duration",
-            "Share",
-            "Peak memory",
-        ]);
-        for stage in &self.stages {
-            let share = if total > 0.0 {
-                100.0 * stage.duration_secs / total
-            } else {
-                0.0
-            };
-            table.add_row([
-                Cell::new(&stage.name),
-                Cell::new(&stage.result),
-                Cell::new(format!("{:.2}s", stage.duration_secs))
-                    .set_alignment(CellAlignment::Right),
-                Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
-                Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
-                    .set_alignment(CellAlignment::Right),
-            ]);
-        }
-        table.add_row([
-            Cell::new("total"),
-            Cell::new(""),
-            Cell::new(format!("{total:.2}s")).set_alignment(CellAlignment::Right),
-            Cell::new("100.0%").set_alignment(CellAlignment::Right),
-            Cell::new(""),
-        ]);
-        table.to_string()
-    }
-
-    /// Binary sizes per stage.
-    pub fn size_table(&self) -> String {
-        let stages = ["baseline", "instrumented", "optimized", "bolt"];
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
-        table.set_header(std::iter::once("Binary").chain(stages));
-        for (binary, per_stage) in &self.binaries {
-            let mut row = vec![Cell::new(binary)];
-            for stage in stages {
-                let text = match per_stage.get(stage) {
-                    Some(record) if stage == "optimized" && !record.pgo => {
-                        format!("{} (no PGO)", human_bytes(record.size_bytes))
-                    }
-                    Some(record) if stage == "bolt" && !record.bolted => {
-                        format!("{} (not BOLTed)", human_bytes(record.size_bytes))
-                    }
-                    Some(record) => human_bytes(record.size_bytes),
-                    None => "-".to_owned(),
-                };
-                row.push(Cell::new(text).set_alignment(CellAlignment::Right));
-            }
-            table.add_row(row);
-        }
-        table.to_string()
-    }
-}
-
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
     }
 }
 

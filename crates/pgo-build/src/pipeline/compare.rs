@@ -11,86 +11,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
-use serde::{Deserialize, Serialize};
 
+use super::Session;
 use crate::cargo_build::StageManifest;
 use crate::cli::{CompareArgs, Metric};
 use crate::config::{Role, Workload};
 use crate::layout::Stage;
-use crate::stages::Session;
-use crate::stats::{self, PairedSummary, Verdict};
+use crate::report::tables::compare_table;
+use crate::report::{CandidateSummary, CompareResult, RunSample, WorkloadComparison};
+use crate::stats::{self, Verdict};
 use crate::training;
 
 pub const DEFAULT_ROUNDS: usize = 10;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CompareResult {
-    pub metric: Metric,
-    /// With `--metric instructions`: the tool that counted them.
-    #[serde(default)]
-    pub counter: Option<String>,
-    pub rounds: usize,
-    pub seed: u64,
-    pub reference: String,
-    pub candidates: Vec<String>,
-    pub workloads: Vec<WorkloadComparison>,
-    /// Role → candidate → geometric mean of the per-workload median ratios (of `metric`).
-    pub geometric_mean: BTreeMap<String, BTreeMap<String, f64>>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkloadComparison {
-    pub workload: String,
-    pub role: String,
-    /// Every counted run, in the order they ran.
-    pub runs: Vec<RunSample>,
-    /// Candidate → summaries of candidate/reference ratios.
-    pub candidates: BTreeMap<String, CandidateSummary>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunSample {
-    pub round: usize,
-    pub variant: String,
-    pub wall_secs: f64,
-    pub cpu_secs: f64,
-    /// Instructions of the whole process tree (`--metric instructions`).
-    #[serde(default)]
-    pub instructions: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CandidateSummary {
-    pub wall: PairedSummary,
-    pub cpu: PairedSummary,
-    #[serde(default)]
-    pub instructions: Option<PairedSummary>,
-    pub reference_median_wall_secs: f64,
-    pub candidate_median_wall_secs: f64,
-}
-
-impl WorkloadComparison {
-    /// Candidates in the order they were given (the map is sorted by name).
-    pub fn in_order<'a>(
-        &'a self,
-        candidates: &'a [String],
-    ) -> impl Iterator<Item = (&'a String, &'a CandidateSummary)> {
-        candidates
-            .iter()
-            .filter_map(|name| Some((name, self.candidates.get(name)?)))
-    }
-}
-
-impl CandidateSummary {
-    pub fn by(&self, metric: Metric) -> &PairedSummary {
-        match (metric, &self.instructions) {
-            (Metric::Instructions, Some(instructions)) => instructions,
-            (Metric::Cpu, _) => &self.cpu,
-            _ => &self.wall,
-        }
-    }
-}
 
 impl Session {
     /// Runs the comparison, prints its table and records it in the report.
@@ -528,71 +460,6 @@ fn callgrind_total(text: &str) -> Option<u64> {
             .and_then(|v| v.trim().parse().ok())
     };
     value("totals:").or_else(|| value("summary:"))
-}
-
-fn percent(ratio: f64) -> String {
-    format!("{:+.1}%", (ratio - 1.0) * 100.0)
-}
-
-pub fn compare_table(result: &CompareResult) -> String {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
-        "Workload",
-        "Role",
-        "Variant",
-        "Median wall",
-        "Wall change (95% CI)",
-        "CPU change (95% CI)",
-        "Instructions change (95% CI)",
-        "Wins",
-        "Verdict",
-    ]);
-    let right = |text: String| Cell::new(text).set_alignment(CellAlignment::Right);
-    for comparison in &result.workloads {
-        for (candidate, summary) in comparison.in_order(&result.candidates) {
-            let chosen = summary.by(result.metric);
-            table.add_row([
-                Cell::new(&comparison.workload),
-                Cell::new(&comparison.role),
-                Cell::new(format!("{candidate} vs {}", result.reference)),
-                right(format!(
-                    "{:.3}s → {:.3}s",
-                    summary.reference_median_wall_secs, summary.candidate_median_wall_secs
-                )),
-                right(format!(
-                    "{} ({} … {})",
-                    percent(summary.wall.median_ratio),
-                    percent(summary.wall.ci_low),
-                    percent(summary.wall.ci_high)
-                )),
-                right(format!(
-                    "{} ({} … {})",
-                    percent(summary.cpu.median_ratio),
-                    percent(summary.cpu.ci_low),
-                    percent(summary.cpu.ci_high)
-                )),
-                right(format!("{}/{}", chosen.wins, chosen.pairs)),
-                Cell::new(chosen.verdict.label()),
-            ]);
-        }
-    }
-    let mut text = table.to_string();
-    for (role, per_candidate) in &result.geometric_mean {
-        for (candidate, mean) in per_candidate {
-            text.push_str(&format!(
-                "\n{role}: {candidate} vs {}: geometric mean of median {} ratios {} ({})",
-                result.reference,
-                match result.metric {
-                    Metric::Wall => "wall",
-                    Metric::Cpu => "CPU",
-                    Metric::Instructions => "instruction",
-                },
-                format_args!("{mean:.3}"),
-                percent(*mean)
-            ));
-        }
-    }
-    text
 }
 
 #[cfg(test)]

@@ -1,0 +1,288 @@
+//! The cargo builds of every stage: `build` (baseline), `instrument`, and the build step that
+//! `optimize` uses; the link slots that bound their links; staging the binaries into
+//! `<stage>/bin/` with their `stage.json`.
+//!
+//! Invariant kept here: instrumented and optimized builds differ only in the profile flags.
+//! Both get `settings.common_rustflags`; what a stage adds is its `stage_rustflags`, and
+//! `plain_flags` (BOLT's relocations) touches links only.
+
+use anyhow::{Context, Result, bail};
+
+use super::Session;
+use crate::cargo_build::{
+    self, BUILD_ID_FLAG, BuildOutput, BuildRequest, CONTINUOUS_FLAGS, LinkerSetup, StageInput,
+    StageManifest,
+};
+use crate::cargo_config;
+use crate::config::LinkJobs;
+use crate::layout::Stage;
+use crate::linker::{self, LinkSummary};
+use crate::report::{BinaryRecord, human_bytes};
+use crate::start_marker;
+use crate::workspace::BinTarget;
+
+/// Assumed peak memory of one link before any link was measured.
+const DEFAULT_LINK_ESTIMATE: u64 = 2 << 30;
+
+/// Added to the builds BOLT post-processes (see [`Session::plain_flags`]).
+pub const BOLT_INPUT_FLAGS: [&str; 3] = [
+    "-Clink-arg=-Wl,--emit-relocs",
+    "--cfg",
+    "pgo_build_bolt_input",
+];
+
+impl Session {
+    /// The baseline: a plain release build with the user's flags.
+    pub fn build_baseline(&mut self) -> Result<()> {
+        self.check_bolt_compatible_profile()?;
+        let flags = self.plain_flags();
+        self.build_and_stage(Stage::Baseline, flags)?;
+        Ok(())
+    }
+
+    pub fn instrument(&mut self) -> Result<()> {
+        let mut flags = vec![
+            format!(
+                "-Cprofile-generate={}",
+                self.layout.manual_profiles_dir().display()
+            ),
+            // Lets pgo-build-rt (and the product) compile signal handling into this build only.
+            "--cfg".to_owned(),
+            "pgo_build_instrument".to_owned(),
+        ];
+        if self.continuous {
+            flags.extend(CONTINUOUS_FLAGS.map(str::to_owned));
+        }
+        let marker =
+            start_marker::object(&self.layout.stage_dir(Stage::Instrumented), &self.printer)?;
+        flags.push(format!("-Clink-arg={}", marker.display()));
+        let manifest = self.build_and_stage(Stage::Instrumented, flags)?;
+        for binary in &manifest.binaries {
+            if binary.build_id.is_none() {
+                bail!(
+                    "the instrumented binary {} has no build id, so its profiles cannot be told \
+                     apart from other binaries'. pgo-build passes {BUILD_ID_FLAG}; the linker \
+                     configured for this workspace ignored it. Use a linker that supports \
+                     --build-id (GNU ld, lld, mold).",
+                    binary.path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// One stage's cargo build of `bins`, with the links bounded (see linker.rs) and their
+    /// figures recorded in the report.
+    pub(super) fn cargo_build(
+        &mut self,
+        stage: Stage,
+        bins: &[BinTarget],
+        stage_rustflags: &[String],
+        show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
+    ) -> Result<BuildOutput> {
+        let (slots, slots_reason) = self.link_slots()?;
+        let log = self.layout.stage_dir(stage).join("links.jsonl");
+        if log.exists() {
+            std::fs::remove_file(&log)?;
+        }
+        let real =
+            linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.cargo_config)?;
+        let wrapper = linker::wrapper(&self.layout.root().join("linker"), &real)?;
+        let setup = LinkerSetup {
+            flag: format!("-Clinker={}", wrapper.display()),
+            env: vec![
+                (linker::MODE_ENV.to_owned(), "1".to_owned()),
+                (
+                    linker::REAL_LINKER_ENV.to_owned(),
+                    real.to_string_lossy().into_owned(),
+                ),
+                (linker::SLOTS_ENV.to_owned(), slots.to_string()),
+                // Shared by every stage, so concurrent pgo-build processes share the bound too.
+                (
+                    linker::SLOTS_DIR_ENV.to_owned(),
+                    self.layout.root().join("link-slots").display().to_string(),
+                ),
+                (linker::LOG_ENV.to_owned(), log.display().to_string()),
+            ],
+        };
+        self.printer.detail(format!(
+            "links: {slots} at a time ({slots_reason}); linker {}",
+            real.to_string_lossy()
+        ));
+        let request = BuildRequest {
+            stage,
+            bins,
+            settings: &self.settings,
+            stage_rustflags,
+            jobs: self.jobs,
+            workspace_root: &self.workspace.root,
+            layout: &self.layout,
+            linker: &setup,
+            batch_size: self.config.build.batch_size,
+        };
+        let output = cargo_build::build(&request, &self.printer, show_diagnostic)?;
+        let records = linker::read_log(&log);
+        self.report.links.insert(
+            stage.name().to_owned(),
+            LinkSummary::from_records(slots, slots_reason, &records),
+        );
+        Ok(output)
+    }
+
+    /// How many links may run at once: `[build] link_jobs`, or the memory budget divided by
+    /// the largest link measured so far (a conservative guess before the first build).
+    fn link_slots(&self) -> Result<(usize, String)> {
+        let jobs = self
+            .jobs
+            .map(|j| j as usize)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        if let Some(LinkJobs::Count(count)) = self.config.build.link_jobs {
+            return Ok((count.max(1), format!("[build] link_jobs = {count}")));
+        }
+        let budget = match self.config.build.memory_budget.as_deref() {
+            None | Some("auto") => {
+                let available = linker::available_memory().unwrap_or(4 << 30);
+                available.saturating_sub((available / 10).max(1 << 30))
+            }
+            Some(text) => linker::parse_size(text).with_context(|| {
+                format!("[build] memory_budget = {text:?} in {}: expected \"auto\" or a size like \"8G\"", self.config.display_path())
+            })?,
+        };
+        let measured = std::fs::read_dir(self.layout.root())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|entry| linker::read_log(&entry.path().join("links.jsonl")))
+            .map(|link| link.max_rss_bytes)
+            .max();
+        let (per_link, basis) = match measured {
+            Some(bytes) if bytes > 0 => (bytes + bytes / 4, "largest link measured so far + 25%"),
+            _ => (
+                DEFAULT_LINK_ESTIMATE,
+                "no link measured yet: conservative guess",
+            ),
+        };
+        let slots = ((budget / per_link.max(1)) as usize).clamp(1, jobs.max(1));
+        Ok((
+            slots,
+            format!(
+                "memory budget {} / {} per link ({basis})",
+                human_bytes(budget),
+                human_bytes(per_link)
+            ),
+        ))
+    }
+
+    /// Replaces `<stage>/bin/` with the given executables and records them.
+    pub(crate) fn stage_binaries(
+        &mut self,
+        stage: Stage,
+        stage_rustflags: Vec<String>,
+        executables: Vec<StageInput>,
+    ) -> Result<StageManifest> {
+        let bin_dir = self.layout.bin_dir(stage);
+        if bin_dir.exists() {
+            std::fs::remove_dir_all(&bin_dir)
+                .with_context(|| format!("could not clear {}", bin_dir.display()))?;
+        }
+        let mut binaries = Vec::new();
+        for input in executables {
+            let bin = &input.bin;
+            let staged = cargo_build::stage_binary(&input, &bin_dir)?;
+            self.report
+                .binaries
+                .entry(bin.name.clone())
+                .or_default()
+                .insert(
+                    stage.name().to_owned(),
+                    BinaryRecord {
+                        size_bytes: staged.size_bytes,
+                        path: staged.path.clone(),
+                        pgo: staged.pgo,
+                        bolted: staged.bolted,
+                    },
+                );
+            self.printer.info(format!(
+                "{} -> {} ({})",
+                bin.name,
+                staged.path.display(),
+                human_bytes(staged.size_bytes)
+            ));
+            binaries.push(staged);
+        }
+        let manifest = StageManifest {
+            stage: stage.name().to_owned(),
+            settings: self.settings.clone(),
+            stage_rustflags,
+            binaries,
+        };
+        manifest.save(&self.layout, stage)?;
+        Ok(manifest)
+    }
+
+    fn build_and_stage(
+        &mut self,
+        stage: Stage,
+        stage_rustflags: Vec<String>,
+    ) -> Result<StageManifest> {
+        let output = self.cargo_build(stage, &self.bins.clone(), &stage_rustflags, &|_| true)?;
+        let executables = executables_of(&self.bins, output, false);
+        self.stage_binaries(stage, stage_rustflags, executables)
+    }
+
+    /// Flags of builds without profile flags beyond the user's: with BOLT enabled, links keep
+    /// relocations (BOLT needs them) and pgo-build-rt learns that BOLT may post-process it.
+    /// Link arguments and that cfg leave the profiled code's control flow untouched.
+    pub(super) fn plain_flags(&self) -> Vec<String> {
+        if self.config.bolt.enabled {
+            BOLT_INPUT_FLAGS.map(str::to_owned).to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// With BOLT enabled, refuses a cargo profile that strips symbols before any build: the
+    /// linker rejects `--strip-all` with `--emit-relocs`, and BOLT needs the symbols anyway.
+    pub(super) fn check_bolt_compatible_profile(&self) -> Result<()> {
+        if !self.config.bolt.enabled {
+            return Ok(());
+        }
+        if let Some((strip, origin)) = cargo_config::strip_setting(
+            self.manifest_profiles.as_ref(),
+            &self.cargo_config,
+            &self.settings.profile,
+        ) && strip != "none"
+            && strip != "false"
+            && strip != "debuginfo"
+        {
+            bail!(
+                "[bolt] enabled = true in {}, but the `{}` profile strips symbols (strip = {strip} \
+                 in {origin}): BOLT needs the symbol table, and linking with relocations \
+                 (-Wl,--emit-relocs) cannot be combined with stripping. Remove `strip` (or use \
+                 strip = \"debuginfo\") for the profile, and strip the BOLTed binaries afterwards \
+                 if needed.",
+                self.config.display_path(),
+                self.settings.profile
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Pairs each binary with the executable cargo reported for it.
+pub(super) fn executables_of(
+    bins: &[BinTarget],
+    mut output: BuildOutput,
+    pgo: bool,
+) -> Vec<StageInput> {
+    bins.iter()
+        .filter_map(|bin| {
+            Some(StageInput {
+                bin: bin.clone(),
+                source: output.executables.remove(&bin.name)?,
+                pgo,
+                bolted: false,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,210 @@
+//! The pipeline: the shared context ([`Session`]) and one module per stage or command family.
+//!
+//! A stage is a method of [`Session`] defined in its own module and run inside
+//! [`Session::stage`], which times it, samples its peak memory, prints its greppable start and
+//! end lines and records it in the report. Stages communicate only through files under
+//! `target/pgo-build/` (see `layout.rs`), so each command can run on its own and `run` is all
+//! of them in order.
+//!
+//! - `doctor`: toolchain and configuration check.
+//! - `build`: the cargo builds of every stage (baseline, instrumented, optimized) and staging.
+//! - `train`: training workloads against instrumented binaries, and the profile accounting.
+//! - `optimize`: merging the profile (or using a committed one) and the PGO build.
+//! - `bolt`: post-link optimization of the optimized (or baseline) binaries.
+//! - `compare`: paired A/B rounds of staged variants.
+//! - `profile`: `profile show`, `profile overlap`, `export`, committed-profile checks.
+//! - `run`: the whole pipeline, with stage fingerprints and caching.
+//! - `offline`: `report` and `clean`, which need neither toolchain nor session.
+//!
+//! Arrows point down only: `run` → the stages → `train`/`build` → this module → the modules
+//! outside `pipeline/` (records in `report`, plain data below it).
+
+mod bolt;
+mod build;
+mod compare;
+mod doctor;
+mod offline;
+mod optimize;
+mod profile;
+mod run;
+mod train;
+
+use std::cell::OnceCell;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+
+use crate::cargo_build::{BUILD_ID_FLAG, BuildSettings};
+use crate::cargo_config::{self, CargoConfig};
+use crate::cli::GlobalArgs;
+use crate::config::Config;
+use crate::layout::Layout;
+use crate::memory::PeakSampler;
+use crate::printer::Printer;
+use crate::profiles::Accounting;
+use crate::report::Report;
+use crate::rustflags::{self, Sources, UserFlags};
+use crate::state::{RunLock, State};
+use crate::toolchain::{self, LlvmTool, Rustc};
+use crate::workspace::{BinTarget, Selection, Workspace};
+
+pub use offline::{clean, show_report};
+
+pub struct Session {
+    pub printer: Printer,
+    pub workspace: Workspace,
+    pub config: Config,
+    pub layout: Layout,
+    pub rustc: Rustc,
+    pub bins: Vec<BinTarget>,
+    pub settings: BuildSettings,
+    pub user_flags: UserFlags,
+    pub jobs: Option<u32>,
+    /// Cargo's config files.
+    cargo_config: CargoConfig,
+    /// `[profile]` of the workspace manifest.
+    manifest_profiles: Option<toml::Value>,
+    /// `--strict`: every warning fails the stage.
+    pub strict: bool,
+    /// Instrument in continuous mode (`--continuous` or `[pgo] continuous`).
+    pub continuous: bool,
+    pub report: Report,
+    /// Fingerprints of completed stages.
+    state: State,
+    profdata: OnceCell<LlvmTool>,
+    /// The last accounting, by a fingerprint of the raw profiles it read: `run`'s optimize
+    /// stage reuses train's instead of checking every file again.
+    accounting_cache: std::cell::RefCell<Option<(String, Accounting)>>,
+    /// Held until the session ends.
+    _lock: RunLock,
+}
+
+impl Session {
+    pub fn new(args: &GlobalArgs, printer: Printer) -> Result<Session> {
+        let workspace = Workspace::load(args.manifest_path.as_deref(), &printer)?;
+        let config = Config::load(args.config.as_deref(), &workspace.root)?;
+        let rustc = Rustc::detect(&workspace.root, &printer)?;
+        let host_cfg = crate::command::Cmd::new(&rustc.program)
+            .args(["--print", "cfg", "--target", &rustc.host])
+            .cwd(&workspace.root)
+            .stdout_checked(&printer)?;
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+        // Cargo reads config files from its working directory up; pgo-build runs cargo in the
+        // workspace root, so that is where they are looked for.
+        let cargo_config = CargoConfig::discover(&workspace.root, cargo_home.as_deref())?;
+        let manifest_profiles = cargo_config::manifest_profiles(&workspace.root)?;
+        let user_flags = UserFlags::resolve(&Sources {
+            env: &|key| std::env::var(key).ok(),
+            config: &cargo_config,
+            host: &rustc.host,
+            host_cfg: &rustflags::host_cfg(&host_cfg),
+        })?;
+        let bins = workspace.select(&Selection {
+            packages: &args.packages,
+            cli_bins: &args.bins,
+            config_bins: config.build.bins.as_deref(),
+        })?;
+        let features = if args.features.is_empty() {
+            config.build.features.clone()
+        } else {
+            args.features.clone()
+        };
+        let mut common_rustflags = user_flags.flags.clone();
+        common_rustflags.push(BUILD_ID_FLAG.to_owned());
+        let settings = BuildSettings {
+            profile: args
+                .profile
+                .clone()
+                .or_else(|| config.build.profile.clone())
+                .unwrap_or_else(|| "release".to_owned()),
+            features,
+            host: rustc.host.clone(),
+            rustc: rustc.version_line.clone(),
+            common_rustflags,
+            profile_settings: cargo_config::profile_settings(
+                manifest_profiles.as_ref(),
+                &cargo_config,
+            ),
+        };
+        let layout = Layout::new(&workspace.target_dir);
+        let lock = RunLock::acquire(&layout)?;
+        let report = Report::load_or_new(&layout.report(), &workspace.root);
+        let state = State::load(&layout);
+        let continuous = args.continuous || config.pgo.continuous;
+        Ok(Session {
+            printer,
+            workspace,
+            config,
+            layout,
+            rustc,
+            bins,
+            settings,
+            user_flags,
+            jobs: args.jobs,
+            cargo_config,
+            manifest_profiles,
+            strict: args.strict,
+            continuous,
+            report,
+            state,
+            profdata: OnceCell::new(),
+            accounting_cache: Default::default(),
+            _lock: lock,
+        })
+    }
+
+    /// Runs one stage in a timer section: start and end lines, a record in the report.
+    pub fn stage<T>(
+        &mut self,
+        name: &str,
+        body: impl FnOnce(&mut Session) -> Result<T>,
+    ) -> Result<T> {
+        // The stage's outputs are about to change: its record of completion no longer holds
+        // (`run` records it again once the stage completes).
+        self.forget_stage(name)?;
+        self.printer.stage_start(name);
+        let started = Instant::now();
+        let memory = PeakSampler::start();
+        let result = body(self);
+        let peak = memory.stop();
+        let outcome = if result.is_ok() { "ok" } else { "failed" };
+        self.printer.stage_end(name, outcome, started.elapsed());
+        self.report
+            .record_stage(name, outcome, started.elapsed(), Some(peak));
+        if let Err(err) = self.report.save(&self.layout.report()) {
+            self.printer
+                .warn(format!("could not write the report: {err:#}"));
+        }
+        result
+    }
+
+    /// The llvm-profdata matching rustc's LLVM, or the error saying how to get one.
+    pub(crate) fn profdata(&self) -> Result<&LlvmTool> {
+        if let Some(tool) = self.profdata.get() {
+            return Ok(tool);
+        }
+        let tool = toolchain::find_llvm_tool(toolchain::LLVM_PROFDATA, &self.rustc, &self.printer)
+            .require(&self.rustc)?;
+        Ok(self.profdata.get_or_init(|| tool))
+    }
+
+    /// A warning, or with `--strict` an error.
+    pub(crate) fn caution(&self, message: String) -> Result<()> {
+        if self.strict {
+            bail!("{message}\n(--strict turns this warning into an error)");
+        }
+        self.printer.warn(message);
+        Ok(())
+    }
+
+    /// Drops a stage's record (its outputs are about to change).
+    pub fn forget_stage(&mut self, name: &str) -> Result<()> {
+        if self.state.stages.remove(name).is_some() {
+            self.state.save(&self.layout)?;
+        }
+        Ok(())
+    }
+}

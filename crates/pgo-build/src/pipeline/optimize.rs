@@ -1,0 +1,378 @@
+//! `pgo-build optimize`: the profile-guided build, from the last training's merged profile or
+//! a committed one.
+//!
+//! Invariants kept here:
+//! - a binary without profile data is never built with `-Cprofile-use` (refused, or with
+//!   `--allow-missing-profile` built with the baseline's flags and staged with `pgo: false`);
+//! - the settings recorded by `instrument` must equal the current ones;
+//! - a profile that rustc cannot use fails the stage instead of yielding a build without PGO.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+
+use super::Session;
+use super::build::executables_of;
+use super::profile;
+use super::train::{accounting_table, no_profile_message};
+use crate::cargo_build::{self, BuildSettings, StageManifest};
+use crate::cli::OptimizeArgs;
+use crate::insight;
+use crate::layout::Stage;
+use crate::pgo_diagnostics::{self, Summary};
+use crate::profiles;
+use crate::report::human_bytes;
+use crate::workspace::BinTarget;
+
+impl Session {
+    pub fn optimize(&mut self, args: &OptimizeArgs) -> Result<()> {
+        for name in &args.allow_missing_profile {
+            if !self.bins.iter().any(|b| &b.name == name) {
+                bail!("--allow-missing-profile {name}: no such selected binary");
+            }
+        }
+        let inputs = match self.config.pgo.profile.clone() {
+            Some(relative) => self.committed_profile_inputs(&relative)?,
+            None => self.trained_profile_inputs()?,
+        };
+        let refused: Vec<&String> = inputs
+            .missing
+            .iter()
+            .filter(|(bin, _)| !args.allow_missing_profile.contains(&bin.name))
+            .map(|(_, reason)| reason)
+            .collect();
+        if !refused.is_empty() {
+            bail!(
+                "refusing to build with PGO: {} binar{} no usable profile data, and a binary \
+                 built with -Cprofile-use but no data for it is treated as all-cold - slower than \
+                 no PGO at all.\n  - {}\nFix: make a training workload in {} run {} to a normal \
+                 exit (return from main or std::process::exit), or pass --allow-missing-profile \
+                 BIN to ship {} as a plain release build.",
+                refused.len(),
+                if refused.len() == 1 {
+                    "y has"
+                } else {
+                    "ies have"
+                },
+                refused
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n  - "),
+                self.config.display_path(),
+                if refused.len() == 1 { "it" } else { "them" },
+                if refused.len() == 1 { "it" } else { "them" },
+            );
+        }
+        let without_data: Vec<BinTarget> =
+            inputs.missing.iter().map(|(bin, _)| bin.clone()).collect();
+        let with_data: Vec<BinTarget> = self
+            .bins
+            .iter()
+            .filter(|b| !without_data.contains(b))
+            .cloned()
+            .collect();
+        if with_data.is_empty() {
+            bail!("no binary has usable profile data; nothing can be built with PGO");
+        }
+        let profile = inputs.path;
+
+        self.check_bolt_compatible_profile()?;
+        let mut flags = vec![
+            format!("-Cprofile-use={}", profile.display()),
+            "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
+        ];
+        flags.extend(self.plain_flags());
+        let verbose = self.printer.is_verbose();
+        let output = self.cargo_build(Stage::Optimized, &with_data, &flags, &|d| {
+            verbose || pgo_diagnostics::classify(&d.message).is_none()
+        })?;
+        let summary = Summary::from_diagnostics(&output.diagnostics);
+        self.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
+        if !summary.unusable_profile.is_empty() {
+            bail!(
+                "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
+                 The profile is empty or was written by another LLVM version than rustc's ({}).",
+                profile.display(),
+                summary.unusable_profile.join("\n  "),
+                self.rustc.llvm_version
+            );
+        }
+        self.print_diagnostic_summary(&summary);
+        match &inputs.committed_functions {
+            Some(functions) => self.check_staleness(functions, &output.diagnostics)?,
+            None if summary.total_mismatched() > 0 => self.caution(format!(
+                "{} functions changed since the profile was recorded and get no profile data; \
+                 re-run `pgo-build instrument` and `pgo-build train` to refresh it",
+                summary.total_mismatched()
+            ))?,
+            None => {}
+        }
+
+        let mut executables = executables_of(&with_data, output, true);
+        if !without_data.is_empty() {
+            self.printer.warn(format!(
+                "building {} without PGO (--allow-missing-profile): a plain release build is \
+                 staged in its place",
+                without_data
+                    .iter()
+                    .map(|b| b.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            let plain_flags = self.plain_flags();
+            let plain =
+                self.cargo_build(Stage::Baseline, &without_data, &plain_flags, &|_| true)?;
+            executables.extend(executables_of(&without_data, plain, false));
+        }
+        self.stage_binaries(Stage::Optimized, flags, executables)?;
+        Ok(())
+    }
+
+    /// The profile of the last training: checked, merged under its content hash.
+    fn trained_profile_inputs(&mut self) -> Result<ProfileInputs> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` and `pgo-build train` first (or commit a profile: \
+             `pgo-build export` and [pgo] profile)",
+        )?;
+        check_same_settings(&instrumented.settings, &self.settings)?;
+        for bin in &self.bins {
+            if instrumented.binary(&bin.name).is_none() {
+                bail!(
+                    "binary `{}` was not instrumented (the instrumented stage built: {}); run \
+                     `pgo-build instrument` and `pgo-build train` with the same selection",
+                    bin.name,
+                    instrumented
+                        .binaries
+                        .iter()
+                        .map(|b| b.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        let accounting = self.account(&instrumented)?;
+        if accounting.profiles.is_empty() {
+            bail!(
+                "there are no raw profiles under {}: run `pgo-build train` (with the training \
+                 workloads in {}) before optimizing",
+                self.layout.raw_profiles_dir().display(),
+                self.config.display_path()
+            );
+        }
+        self.printer.table(accounting_table(&accounting.per_binary));
+        self.report_accounting(&accounting)?;
+        let missing = self
+            .bins
+            .iter()
+            .filter(|bin| accounting.per_binary[&bin.name].valid_files == 0)
+            .map(|bin| {
+                (
+                    bin.clone(),
+                    no_profile_message(&bin.name, &accounting.per_binary[&bin.name]),
+                )
+            })
+            .collect();
+        let inputs = accounting.valid_inputs();
+        if inputs.is_empty() {
+            return Ok(ProfileInputs {
+                path: PathBuf::new(),
+                missing,
+                committed_functions: None,
+            });
+        }
+        let merged = profiles::merge(
+            &inputs,
+            &self.layout.profiles_dir(),
+            self.profdata()?,
+            &self.printer,
+        )?;
+        self.printer.info(format!(
+            "merged {} profile files into {} ({}, {} functions)",
+            inputs.len(),
+            merged.path.display(),
+            human_bytes(merged.size_bytes),
+            merged.total_functions
+        ));
+        self.report.merged_profile = serde_json::to_value(&merged).ok();
+        if merged.total_functions == 0 {
+            bail!(
+                "the merged profile {} contains no functions; rustc would build without PGO. \
+                 Check the training workloads' logs under {}.",
+                merged.path.display(),
+                self.layout.logs_dir().display()
+            );
+        }
+        Ok(ProfileInputs {
+            path: merged.path,
+            missing,
+            committed_functions: None,
+        })
+    }
+
+    /// A committed profile (`[pgo] profile`), checked; binaries whose crate has no counts in
+    /// it are the ones without data.
+    fn committed_profile_inputs(&mut self, relative: &Path) -> Result<ProfileInputs> {
+        let path = self.committed_profile(relative)?;
+        let functions = insight::functions(&path, self.profdata()?, &self.printer)?;
+        if functions.is_empty() {
+            bail!(
+                "the committed profile {} contains no functions",
+                self.workspace.root.join(relative).display()
+            );
+        }
+        self.printer.info(format!(
+            "using the committed profile {} ({} functions)",
+            relative.display(),
+            functions.len()
+        ));
+        let ran: BTreeSet<&str> = functions
+            .iter()
+            .filter(|f| f.total > 0)
+            .map(|f| f.krate.as_str())
+            .collect();
+        let missing = self
+            .bins
+            .iter()
+            .filter(|bin| !ran.contains(bin.name.replace('-', "_").as_str()))
+            .map(|bin| {
+                let reason = format!(
+                    "`{}`: the committed profile has no counts for its crate (the training that \
+                     produced it did not run it)",
+                    bin.name
+                );
+                (bin.clone(), reason)
+            })
+            .collect();
+        Ok(ProfileInputs {
+            path,
+            missing,
+            committed_functions: Some(functions),
+        })
+    }
+
+    /// Fails above `[pgo] max_stale`, warns below it.
+    fn check_staleness(
+        &mut self,
+        functions: &[insight::FunctionCounts],
+        diagnostics: &[cargo_build::Diagnostic],
+    ) -> Result<()> {
+        let staleness = profile::staleness(functions, diagnostics);
+        self.report.staleness = serde_json::to_value(&staleness).ok();
+        self.printer.info(format!(
+            "committed profile: {} of {} functions stale ({:.1}%)",
+            staleness.stale_functions,
+            staleness.profile_functions,
+            staleness.share * 100.0
+        ));
+        if staleness.stale_functions == 0 {
+            return Ok(());
+        }
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Crate",
+            "Stale functions",
+            "Functions in profile",
+        ]);
+        for (krate, (stale, total)) in &staleness.per_crate {
+            table.add_row([krate.clone(), stale.to_string(), total.to_string()]);
+        }
+        self.printer.table(table);
+        let changed = if staleness.changed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " Changed since the profile was recorded: {}.",
+                staleness.changed.join(", ")
+            )
+        };
+        let max = self.config.pgo.max_stale();
+        if staleness.share > max {
+            bail!(
+                "the committed profile is stale: {:.1}% of its functions no longer match the code \
+                 or have no data, above [pgo] max_stale = {max}.{changed} Re-train: run `pgo-build \
+                 run` without [pgo] profile, then `pgo-build export` over the committed file.",
+                staleness.share * 100.0
+            );
+        }
+        self.caution(format!(
+            "{:.1}% of the committed profile's functions are stale.{changed} Re-train soon.",
+            staleness.share * 100.0
+        ))
+    }
+
+    fn print_diagnostic_summary(&self, summary: &Summary) {
+        if summary.per_crate.is_empty() {
+            self.printer
+                .info("rustc reported no functions without profile data");
+            return;
+        }
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Crate",
+            "Functions without data",
+            "Changed since training (hash mismatch)",
+        ]);
+        for (krate, counts) in &summary.per_crate {
+            table.add_row([
+                krate.clone(),
+                counts.missing_functions.to_string(),
+                counts.mismatched_functions.to_string(),
+            ]);
+        }
+        self.printer.table(table);
+    }
+}
+
+/// Where `optimize` gets its profile from, and which binaries have no data in it.
+struct ProfileInputs {
+    path: PathBuf,
+    missing: Vec<(BinTarget, String)>,
+    /// The committed profile's functions, for the staleness check after building.
+    committed_functions: Option<Vec<insight::FunctionCounts>>,
+}
+
+fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
+    if instrumented == now {
+        return Ok(());
+    }
+    let mut differences = Vec::new();
+    let mut compare = |what: &str, then: String, current: String| {
+        if then != current {
+            differences.push(format!("  {what}: instrumented with {then}, now {current}"));
+        }
+    };
+    compare(
+        "cargo profile",
+        instrumented.profile.clone(),
+        now.profile.clone(),
+    );
+    compare(
+        "features",
+        format!("{:?}", instrumented.features),
+        format!("{:?}", now.features),
+    );
+    compare("target", instrumented.host.clone(), now.host.clone());
+    compare("rustc", instrumented.rustc.clone(), now.rustc.clone());
+    compare(
+        "rustflags",
+        format!("{:?}", instrumented.common_rustflags),
+        format!("{:?}", now.common_rustflags),
+    );
+    compare(
+        "profile settings",
+        format!("{:?}", instrumented.profile_settings),
+        format!("{:?}", now.profile_settings),
+    );
+    bail!(
+        "the build settings changed since the instrumented build:\n{}\nProfiles name functions by \
+         crate hash and codegen unit, so an optimized build with other settings would silently \
+         drop most of the profile. Re-run `pgo-build instrument` and `pgo-build train`, or \
+         restore the settings.",
+        differences.join("\n")
+    )
+}

@@ -1,0 +1,244 @@
+//! `pgo-build run`: every stage in order (doctor → build → instrument → train → optimize →
+//! [bolt] → compare), reusing a stage whose inputs have not changed since it completed and
+//! whose outputs are intact ("cached"; fingerprints in `state.json`), then the stage table.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::Session;
+use crate::cargo_build::StageManifest;
+use crate::cli::{BoltArgs, CompareArgs, PipelineStage, RunArgs};
+use crate::config::{Role, Workload};
+use crate::layout::Stage;
+use crate::render;
+use crate::state::{self, Fingerprint};
+
+impl Session {
+    /// doctor → build → instrument → train → optimize → compare, then the stage table.
+    pub fn run_all(&mut self, args: &RunArgs) -> Result<()> {
+        // Sections of stages that turn out to be cached stay; the stage records start afresh.
+        self.report.stages.clear();
+        let result = self.run_stages(args);
+        // CI: GitHub Actions shows this file on the run's page.
+        if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+            let appended = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&summary)
+                .and_then(|mut file| {
+                    std::io::Write::write_all(&mut file, render::markdown(&self.report).as_bytes())
+                });
+            if let Err(err) = appended {
+                self.printer.warn(format!(
+                    "could not append to GITHUB_STEP_SUMMARY ({}): {err}",
+                    PathBuf::from(summary).display()
+                ));
+            }
+        }
+        self.printer.table(self.report.stage_table());
+        if !self.report.binaries.is_empty() {
+            self.printer.table(self.report.size_table());
+        }
+        if result.is_ok() {
+            self.printer.info(format!(
+                "optimized binaries: {}",
+                self.layout.bin_dir(Stage::Optimized).display()
+            ));
+            self.printer
+                .info(format!("report: {}", self.layout.report().display()));
+        }
+        result
+    }
+
+    fn run_stages(&mut self, args: &RunArgs) -> Result<()> {
+        self.stage("doctor", |s| s.doctor())?;
+        self.cached_stage(PipelineStage::Build, args, |s| s.build_baseline())?;
+        if self.config.pgo.profile.is_none() {
+            self.cached_stage(PipelineStage::Instrument, args, |s| s.instrument())?;
+            self.cached_stage(PipelineStage::Train, args, |s| {
+                s.clear_raw_profiles()?;
+                s.train(&[])
+            })?;
+        }
+        self.cached_stage(PipelineStage::Optimize, args, |s| {
+            s.optimize(&args.optimize)
+        })?;
+        if self.config.bolt.enabled {
+            self.cached_stage(PipelineStage::Bolt, args, |s| s.bolt(&BoltArgs::default()))?;
+        }
+        if args.no_compare {
+            return Ok(());
+        }
+        if self
+            .config
+            .workloads_with_role(Role::Holdout)
+            .next()
+            .is_none()
+        {
+            self.printer.warn(format!(
+                "no holdout workloads in {}: the speedup is not measured. Add a [[workload]] with \
+                 role = \"holdout\" on inputs training never sees.",
+                self.config.display_path()
+            ));
+            return Ok(());
+        }
+        let compare = run_compare_args(self, args);
+        self.cached_stage(PipelineStage::Compare, args, |s| {
+            s.compare(&compare).map(drop)
+        })
+    }
+
+    /// Runs a stage of `run`, or reuses its last result when its inputs have not changed since
+    /// it completed and its outputs are intact (shown as "cached").
+    fn cached_stage(
+        &mut self,
+        stage: PipelineStage,
+        args: &RunArgs,
+        body: impl FnOnce(&mut Session) -> Result<()>,
+    ) -> Result<()> {
+        let name = stage.name();
+        let started = Instant::now();
+        let forced = args.force || args.from.is_some_and(|from| stage >= from);
+        if !forced
+            && let Some(fingerprint) = self.fingerprint(stage, args)?
+            && self.state.stages.get(name) == Some(&fingerprint)
+            && self.outputs_intact(stage)
+        {
+            self.printer.stage_end(name, "cached", started.elapsed());
+            self.report
+                .record_stage(name, "cached", started.elapsed(), None);
+            return self.report.save(&self.layout.report());
+        }
+        self.stage(name, body)?;
+        if let Some(fingerprint) = self.fingerprint(stage, args)? {
+            self.state.stages.insert(name.to_owned(), fingerprint);
+            self.state.save(&self.layout)?;
+        }
+        Ok(())
+    }
+
+    fn outputs_intact(&self, stage: PipelineStage) -> bool {
+        let manifest_intact =
+            |stage: Stage| StageManifest::load(&self.layout, stage, "").is_ok_and(|m| m.intact());
+        match stage {
+            PipelineStage::Build => manifest_intact(Stage::Baseline),
+            PipelineStage::Instrument => manifest_intact(Stage::Instrumented),
+            PipelineStage::Train => self
+                .config
+                .workloads_with_role(Role::Train)
+                .all(|w| self.layout.raw_profiles_dir().join(w.name()).is_dir()),
+            PipelineStage::Optimize => manifest_intact(Stage::Optimized),
+            PipelineStage::Bolt => manifest_intact(Stage::Bolt),
+            PipelineStage::Compare => self.report.compare.is_some(),
+        }
+    }
+
+    /// The fingerprint of a stage's inputs as they are now; `None` when they cannot be known
+    /// yet (a build that never ran has no dep-info).
+    fn fingerprint(&self, stage: PipelineStage, args: &RunArgs) -> Result<Option<String>> {
+        let mut print = Fingerprint::new(stage.name());
+        print.text("pgo-build", env!("CARGO_PKG_VERSION"));
+        let stage_json = |print: &mut Fingerprint, stage: Stage| -> bool {
+            let text = std::fs::read_to_string(self.layout.stage_manifest(stage));
+            print.text(stage.name(), text.as_deref().unwrap_or("missing"));
+            text.is_ok()
+        };
+        let workloads = |print: &mut Fingerprint, role: Role| {
+            for workload in self.config.workloads_with_role(role) {
+                print.text("workload", &workload_fingerprint(workload));
+            }
+        };
+        match stage {
+            PipelineStage::Build | PipelineStage::Instrument | PipelineStage::Optimize => {
+                print.text("settings", &serde_json::to_string(&self.settings)?);
+                print.text("bins", &format!("{:?}", self.bins));
+                print.text("plain flags", &self.plain_flags().join(" "));
+                print.text("continuous", &self.continuous.to_string());
+                for manifest in &self.workspace.manifests {
+                    print.file(manifest);
+                }
+                print.file(&self.workspace.root.join("Cargo.lock"));
+                let built = match stage {
+                    PipelineStage::Build => Stage::Baseline,
+                    PipelineStage::Instrument => Stage::Instrumented,
+                    _ => Stage::Optimized,
+                };
+                let Ok(manifest) = StageManifest::load(&self.layout, built, "") else {
+                    return Ok(None);
+                };
+                for binary in &manifest.binaries {
+                    let Some(sources) = state::dep_info_sources(&binary.source) else {
+                        return Ok(None);
+                    };
+                    for source in sources {
+                        print.file(&source);
+                    }
+                }
+                if stage == PipelineStage::Optimize {
+                    print.text(
+                        "allow missing",
+                        &args.optimize.allow_missing_profile.join(","),
+                    );
+                    match &self.config.pgo.profile {
+                        Some(profile) => print.file(&self.workspace.root.join(profile)),
+                        None => print.tree(&self.layout.raw_profiles_dir()),
+                    };
+                }
+            }
+            PipelineStage::Train => {
+                stage_json(&mut print, Stage::Instrumented);
+                workloads(&mut print, Role::Train);
+            }
+            PipelineStage::Bolt => {
+                stage_json(&mut print, Stage::Optimized);
+                print.text("bolt", &format!("{:?}", self.config.bolt));
+                workloads(&mut print, Role::Train);
+            }
+            PipelineStage::Compare => {
+                for stage in Stage::VARIANTS {
+                    stage_json(&mut print, stage);
+                }
+                let compare = run_compare_args(self, args);
+                print.text("compare", &format!("{:?}", compare));
+                workloads(&mut print, Role::Holdout);
+            }
+        }
+        Ok(Some(print.finish()))
+    }
+}
+
+/// The comparison `run` ends with: every staged variant on the holdout workloads.
+fn run_compare_args(session: &Session, args: &RunArgs) -> CompareArgs {
+    CompareArgs {
+        variants: std::iter::once(Stage::Baseline)
+            .chain(std::iter::once(Stage::Optimized))
+            .chain(session.config.bolt.enabled.then_some(Stage::Bolt))
+            .map(|stage| stage.name().to_owned())
+            .collect(),
+        rounds: args.compare_rounds,
+        workloads: session
+            .config
+            .workloads_with_role(Role::Holdout)
+            .map(|w| w.name().to_owned())
+            .collect(),
+        seed: 1,
+        ..CompareArgs::default()
+    }
+}
+
+/// What of a workload decides its profile or timing.
+fn workload_fingerprint(workload: &Workload) -> String {
+    format!(
+        "{} {:?} {:?} {:?} {:?} {:?} {} {:?}",
+        workload.name(),
+        workload.role,
+        workload.command,
+        workload.env,
+        workload.cwd,
+        workload.timeout,
+        workload.allow_failure,
+        workload.grace_period
+    )
+}

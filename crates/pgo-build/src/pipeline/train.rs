@@ -1,0 +1,346 @@
+//! `pgo-build train`: runs the train workloads against the instrumented binaries, then checks
+//! and accounts for every raw profile per binary (processes, profiles written, processes that
+//! ended without writing, coverage). `run_training` is shared with BOLT's training and
+//! `profile overlap`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+
+use super::Session;
+use crate::cargo_build::StageManifest;
+use crate::config::{OnCorrupt, Role, Workload};
+use crate::layout::Stage;
+use crate::profiles::{self, Accounting};
+use crate::report::{RejectedProfile, WorkloadRecord, human_bytes};
+use crate::start_marker;
+use crate::state::Fingerprint;
+use crate::training;
+
+impl Session {
+    /// Runs the train workloads (all, or those named) against the instrumented binaries.
+    pub fn train(&mut self, names: &[String]) -> Result<()> {
+        let instrumented = StageManifest::load(
+            &self.layout,
+            Stage::Instrumented,
+            "run `pgo-build instrument` first",
+        )?;
+        let workloads = self.training_workloads(names)?;
+        let raw_dir = self.layout.raw_profiles_dir();
+        let continuous = instrumented.continuous();
+        self.run_training(
+            Stage::Instrumented,
+            &instrumented,
+            &workloads,
+            "train",
+            &|workload| instrumented_profile_env(&raw_dir, continuous, workload),
+        )?;
+        let accounting = self.account(&instrumented)?;
+        self.printer.table(accounting_table(&accounting.per_binary));
+        self.report_accounting(&accounting)?;
+        for (binary, figures) in &accounting.per_binary {
+            if figures.valid_files == 0 {
+                self.caution(format!(
+                    "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
+                    no_profile_message(binary, figures)
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs training workloads against a stage's binaries, one after the other. `prepare`
+    /// readies a workload's profile directory and returns the variables that point the
+    /// binaries at it. A failing workload fails the stage unless `allow_failure` is set.
+    pub(crate) fn run_training(
+        &mut self,
+        stage: Stage,
+        manifest: &StageManifest,
+        workloads: &[Workload],
+        log_prefix: &str,
+        prepare: &dyn Fn(&Workload) -> Result<training::EnvVars>,
+    ) -> Result<()> {
+        let bin_dir = self.layout.bin_dir(stage);
+        for workload in workloads {
+            let target = training::Target {
+                stage,
+                bin_dir: &bin_dir,
+                bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
+                workspace_root: &self.workspace.root,
+                extra_env: prepare(workload)?,
+                wrapper: Vec::new(),
+                log_path: self
+                    .layout
+                    .logs_dir()
+                    .join(format!("{log_prefix}-{}.log", workload.name())),
+            };
+            self.printer
+                .info(format!("workload {} ...", workload.name()));
+            let outcome = target.run(workload, &self.printer)?;
+            self.printer.info(format!(
+                "workload {}: {} in {:.2}s (log: {})",
+                workload.name(),
+                outcome.status,
+                outcome.duration.as_secs_f64(),
+                outcome.log_path.display()
+            ));
+            self.report
+                .training
+                .retain(|w| !(w.name == workload.name() && w.stage == stage.name()));
+            self.report.training.push(WorkloadRecord {
+                name: workload.name().to_owned(),
+                stage: stage.name().to_owned(),
+                status: outcome.status.clone(),
+                success: outcome.success,
+                duration_secs: outcome.duration.as_secs_f64(),
+                log: outcome.log_path.clone(),
+                stopped: outcome.stopped.clone(),
+            });
+            if !outcome.stopped.is_empty() {
+                self.caution(format!(
+                    "pgo-build had to stop processes of workload `{}`: {}. A process stopped by a \
+                     signal writes no profile unless it calls pgo_build_rt::install() (SIGTERM, \
+                     SIGINT) or training runs in continuous mode (any signal). Make the workload \
+                     stop its own children, and see the per-binary table below.",
+                    workload.name(),
+                    training::describe_stopped(&outcome.stopped)
+                ))?;
+            }
+            if !outcome.success {
+                let tail = training::log_tail(&outcome.log_path, 20);
+                if workload.allow_failure {
+                    self.printer.warn(format!(
+                        "workload `{}` {} (allow_failure = true)",
+                        workload.name(),
+                        outcome.status
+                    ));
+                } else {
+                    bail!(
+                        "training workload `{}` {} against the {} binaries. Its output ends \
+                         with:\n{tail}\nFull log: {}\nFix the workload, or set allow_failure = \
+                         true for it in {} if failing is expected.",
+                        workload.name(),
+                        outcome.status,
+                        stage.name(),
+                        outcome.log_path.display(),
+                        self.config.display_path()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
+        if names.is_empty() {
+            let workloads: Vec<Workload> = self
+                .config
+                .workloads_with_role(Role::Train)
+                .cloned()
+                .collect();
+            if workloads.is_empty() {
+                bail!(
+                    "there are no training workloads: add a [[workload]] with role = \"train\" to {}",
+                    self.config.display_path()
+                );
+            }
+            return Ok(workloads);
+        }
+        names
+            .iter()
+            .map(|name| {
+                let workload = self.config.workload(name).with_context(|| {
+                    format!(
+                        "no workload named `{name}` in {}; defined: {}",
+                        self.config.display_path(),
+                        self.config
+                            .workloads
+                            .iter()
+                            .map(Workload::name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
+                if workload.role != Role::Train {
+                    bail!(
+                        "workload `{name}` has role = \"holdout\": training on it would make the \
+                         held-out comparison meaningless. Change its role in {} to train on it.",
+                        self.config.display_path()
+                    );
+                }
+                Ok(workload.clone())
+            })
+            .collect()
+    }
+
+    /// Removes every raw profile, before a full training run.
+    pub fn clear_raw_profiles(&self) -> Result<()> {
+        let raw = self.layout.raw_profiles_dir();
+        if raw.exists() {
+            std::fs::remove_dir_all(&raw)
+                .with_context(|| format!("could not remove {}", raw.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Every raw profile of the last training, checked and attributed, with coverage.
+    pub(crate) fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
+        self.account_in(&self.layout.raw_profiles_dir(), instrumented)
+    }
+
+    /// The same for the raw profiles under `raw_dir`.
+    pub(crate) fn account_in(
+        &self,
+        raw_dir: &Path,
+        instrumented: &StageManifest,
+    ) -> Result<Accounting> {
+        let key = Fingerprint::new("accounting")
+            .text("instrumented", &serde_json::to_string(instrumented)?)
+            .text("bins", &format!("{:?}", self.bins))
+            .tree(raw_dir)
+            .finish();
+        if let Some((cached, accounting)) = self.accounting_cache.borrow().as_ref()
+            && *cached == key
+        {
+            return Ok(accounting.clone());
+        }
+        let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
+        let accounting = profiles::account(
+            raw_dir,
+            instrumented,
+            &binaries,
+            self.profdata()?,
+            self.rustc.llvm_major,
+            &self.layout.profiles_dir().join("scratch"),
+            &self.printer,
+        )?;
+        *self.accounting_cache.borrow_mut() = Some((key, accounting.clone()));
+        Ok(accounting)
+    }
+
+    /// Records the accounting in the report; corrupt or foreign files are a warning, or an
+    /// error with `[pgo] on_corrupt = "fail"` or `--strict`. (0-byte files are not corrupt:
+    /// they are processes that died, reported per binary.)
+    pub(super) fn report_accounting(&mut self, accounting: &Accounting) -> Result<()> {
+        self.report.profiles = accounting
+            .per_binary
+            .iter()
+            .map(|(name, figures)| {
+                (
+                    name.clone(),
+                    serde_json::to_value(figures).unwrap_or_default(),
+                )
+            })
+            .collect();
+        self.report.rejected_profiles = accounting
+            .rejected()
+            .map(|profile| RejectedProfile {
+                path: profile.path.clone(),
+                binary: profile.binary.clone(),
+                reason: profile.rejected.clone().unwrap_or_default(),
+            })
+            .collect();
+        let excluded: Vec<String> = accounting
+            .rejected()
+            .filter(|profile| profile.size_bytes > 0)
+            .map(|profile| {
+                format!(
+                    "  {}: {}",
+                    profile.path.display(),
+                    profile.rejected.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        if excluded.is_empty() {
+            return Ok(());
+        }
+        let message = format!(
+            "{} raw profile{} excluded from the merge:\n{}",
+            excluded.len(),
+            if excluded.len() == 1 { " is" } else { "s are" },
+            excluded.join("\n")
+        );
+        if self.config.pgo.on_corrupt == OnCorrupt::Fail {
+            bail!(
+                "{message}\n([pgo] on_corrupt = \"fail\" in {})",
+                self.config.display_path()
+            );
+        }
+        self.caution(message)
+    }
+}
+
+/// Readies `raw_dir/<workload>/` for a run against the instrumented binaries and returns the
+/// variables pointing them at it.
+pub(crate) fn instrumented_profile_env(
+    raw_dir: &Path,
+    continuous: bool,
+    workload: &Workload,
+) -> Result<training::EnvVars> {
+    let profile_dir = raw_dir.join(workload.name());
+    // Profiles of an earlier run of this workload would be merged twice.
+    if profile_dir.exists() {
+        std::fs::remove_dir_all(&profile_dir)?;
+    }
+    // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then do not
+    // create it themselves.
+    std::fs::create_dir_all(&profile_dir)?;
+    Ok(vec![
+        (
+            "LLVM_PROFILE_FILE".to_owned(),
+            profile_dir
+                .join(profiles::raw_pattern(continuous))
+                .display()
+                .to_string(),
+        ),
+        (
+            start_marker::START_DIR_ENV.to_owned(),
+            profile_dir.display().to_string(),
+        ),
+    ])
+}
+
+pub(super) fn no_profile_message(binary: &str, figures: &profiles::BinaryProfiles) -> String {
+    if figures.processes == 0 {
+        format!("`{binary}` wrote no profile: no training workload ran it")
+    } else if figures.died == figures.processes {
+        format!(
+            "`{binary}`: all {} process{} ended without writing a profile: stopped by a signal \
+             (SIGTERM, SIGKILL) or by abort/_exit before their exit handlers ran. Call \
+             pgo_build_rt::install() first thing in its main (SIGTERM, SIGINT), or train in \
+             continuous mode (--continuous: any signal)",
+            figures.processes,
+            if figures.processes == 1 { "" } else { "es" }
+        )
+    } else {
+        format!(
+            "`{binary}` has {} profile files, none of them usable (see the excluded files above)",
+            figures.files
+        )
+    }
+}
+
+pub(super) fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> String {
+    let mut out = Table::new();
+    out.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Binary",
+        "Processes",
+        "Wrote a profile",
+        "Ended without writing",
+        "Profile bytes",
+        "Functions run / instrumented",
+    ]);
+    for (binary, figures) in table {
+        out.add_row([
+            binary.clone(),
+            figures.processes.to_string(),
+            figures.valid_files.to_string(),
+            figures.died.to_string(),
+            human_bytes(figures.bytes),
+            figures.coverage_text(),
+        ]);
+    }
+    out.to_string()
+}

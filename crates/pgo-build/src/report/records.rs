@@ -1,0 +1,135 @@
+//! The records `report.json` holds: plain, serialisable data that stages produce and
+//! `render` and the tables read. Nothing here imports a stage.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::Metric;
+use crate::stats::PairedSummary;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub name: String,
+    /// ok | failed | cached
+    pub result: String,
+    pub duration_secs: f64,
+    /// Peak resident memory of pgo-build's whole process tree during the stage.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BinaryRecord {
+    pub size_bytes: u64,
+    pub path: PathBuf,
+    pub pgo: bool,
+    #[serde(default)]
+    pub bolted: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkloadRecord {
+    pub name: String,
+    pub stage: String,
+    pub status: String,
+    pub success: bool,
+    pub duration_secs: f64,
+    pub log: PathBuf,
+    /// Processes pgo-build had to stop (timeout, or left running), and with which signal.
+    pub stopped: Vec<crate::training::StoppedProcess>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RejectedProfile {
+    pub path: PathBuf,
+    pub binary: Option<String>,
+    pub reason: String,
+}
+
+/// What BOLT did to one binary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BoltRecord {
+    /// The stage whose binary was the input (optimized or baseline).
+    pub input: String,
+    pub bolted: bool,
+    /// Why it was not BOLTed.
+    pub reason: Option<String>,
+    pub profile_files: usize,
+    pub seconds: Option<f64>,
+    pub size_before: u64,
+    pub size_after: u64,
+    /// "155 of 781 functions"
+    pub functions_with_profile: Option<String>,
+    /// "41691 → 22095 (-47.0%)", from `-dyno-stats`.
+    pub taken_branches: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompareResult {
+    pub metric: Metric,
+    /// With `--metric instructions`: the tool that counted them.
+    #[serde(default)]
+    pub counter: Option<String>,
+    pub rounds: usize,
+    pub seed: u64,
+    pub reference: String,
+    pub candidates: Vec<String>,
+    pub workloads: Vec<WorkloadComparison>,
+    /// Role → candidate → geometric mean of the per-workload median ratios (of `metric`).
+    pub geometric_mean: BTreeMap<String, BTreeMap<String, f64>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkloadComparison {
+    pub workload: String,
+    pub role: String,
+    /// Every counted run, in the order they ran.
+    pub runs: Vec<RunSample>,
+    /// Candidate → summaries of candidate/reference ratios.
+    pub candidates: BTreeMap<String, CandidateSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSample {
+    pub round: usize,
+    pub variant: String,
+    pub wall_secs: f64,
+    pub cpu_secs: f64,
+    /// Instructions of the whole process tree (`--metric instructions`).
+    #[serde(default)]
+    pub instructions: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CandidateSummary {
+    pub wall: PairedSummary,
+    pub cpu: PairedSummary,
+    #[serde(default)]
+    pub instructions: Option<PairedSummary>,
+    pub reference_median_wall_secs: f64,
+    pub candidate_median_wall_secs: f64,
+}
+
+impl WorkloadComparison {
+    /// Candidates in the order they were given (the map is sorted by name).
+    pub fn in_order<'a>(
+        &'a self,
+        candidates: &'a [String],
+    ) -> impl Iterator<Item = (&'a String, &'a CandidateSummary)> {
+        candidates
+            .iter()
+            .filter_map(|name| Some((name, self.candidates.get(name)?)))
+    }
+}
+
+impl CandidateSummary {
+    pub fn by(&self, metric: Metric) -> &PairedSummary {
+        match (metric, &self.instructions) {
+            (Metric::Instructions, Some(instructions)) => instructions,
+            (Metric::Cpu, _) => &self.cpu,
+            _ => &self.wall,
+        }
+    }
+}

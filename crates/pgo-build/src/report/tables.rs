@@ -1,0 +1,195 @@
+//! The terminal tables of the report's records: stages, sizes, comparisons, BOLT.
+
+use std::collections::BTreeMap;
+
+use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+
+use super::{BoltRecord, CompareResult, Report};
+use crate::cli::Metric;
+
+impl Report {
+    /// The stage table: duration and share of the total, like rustc's release pipeline prints.
+    pub fn stage_table(&self) -> String {
+        let total: f64 = self.stages.iter().map(|s| s.duration_secs).sum();
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Stage",
+            "Result",
+            "Duration",
+            "Share",
+            "Peak memory",
+        ]);
+        for stage in &self.stages {
+            let share = if total > 0.0 {
+                100.0 * stage.duration_secs / total
+            } else {
+                0.0
+            };
+            table.add_row([
+                Cell::new(&stage.name),
+                Cell::new(&stage.result),
+                Cell::new(format!("{:.2}s", stage.duration_secs))
+                    .set_alignment(CellAlignment::Right),
+                Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
+                Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
+                    .set_alignment(CellAlignment::Right),
+            ]);
+        }
+        table.add_row([
+            Cell::new("total"),
+            Cell::new(""),
+            Cell::new(format!("{total:.2}s")).set_alignment(CellAlignment::Right),
+            Cell::new("100.0%").set_alignment(CellAlignment::Right),
+            Cell::new(""),
+        ]);
+        table.to_string()
+    }
+
+    /// Binary sizes per stage.
+    pub fn size_table(&self) -> String {
+        let stages = ["baseline", "instrumented", "optimized", "bolt"];
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED);
+        table.set_header(std::iter::once("Binary").chain(stages));
+        for (binary, per_stage) in &self.binaries {
+            let mut row = vec![Cell::new(binary)];
+            for stage in stages {
+                let text = match per_stage.get(stage) {
+                    Some(record) if stage == "optimized" && !record.pgo => {
+                        format!("{} (no PGO)", human_bytes(record.size_bytes))
+                    }
+                    Some(record) if stage == "bolt" && !record.bolted => {
+                        format!("{} (not BOLTed)", human_bytes(record.size_bytes))
+                    }
+                    Some(record) => human_bytes(record.size_bytes),
+                    None => "-".to_owned(),
+                };
+                row.push(Cell::new(text).set_alignment(CellAlignment::Right));
+            }
+            table.add_row(row);
+        }
+        table.to_string()
+    }
+}
+
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// A ratio as a signed percentage change: 0.9 → "-10.0%".
+pub fn percent(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+pub fn compare_table(result: &CompareResult) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Workload",
+        "Role",
+        "Variant",
+        "Median wall",
+        "Wall change (95% CI)",
+        "CPU change (95% CI)",
+        "Instructions change (95% CI)",
+        "Wins",
+        "Verdict",
+    ]);
+    let right = |text: String| Cell::new(text).set_alignment(CellAlignment::Right);
+    for comparison in &result.workloads {
+        for (candidate, summary) in comparison.in_order(&result.candidates) {
+            let chosen = summary.by(result.metric);
+            table.add_row([
+                Cell::new(&comparison.workload),
+                Cell::new(&comparison.role),
+                Cell::new(format!("{candidate} vs {}", result.reference)),
+                right(format!(
+                    "{:.3}s → {:.3}s",
+                    summary.reference_median_wall_secs, summary.candidate_median_wall_secs
+                )),
+                right(format!(
+                    "{} ({} … {})",
+                    percent(summary.wall.median_ratio),
+                    percent(summary.wall.ci_low),
+                    percent(summary.wall.ci_high)
+                )),
+                right(format!(
+                    "{} ({} … {})",
+                    percent(summary.cpu.median_ratio),
+                    percent(summary.cpu.ci_low),
+                    percent(summary.cpu.ci_high)
+                )),
+                right(format!("{}/{}", chosen.wins, chosen.pairs)),
+                Cell::new(chosen.verdict.label()),
+            ]);
+        }
+    }
+    let mut text = table.to_string();
+    for (role, per_candidate) in &result.geometric_mean {
+        for (candidate, mean) in per_candidate {
+            text.push_str(&format!(
+                "\n{role}: {candidate} vs {}: geometric mean of median {} ratios {} ({})",
+                result.reference,
+                match result.metric {
+                    Metric::Wall => "wall",
+                    Metric::Cpu => "CPU",
+                    Metric::Instructions => "instruction",
+                },
+                format_args!("{mean:.3}"),
+                percent(*mean)
+            ));
+        }
+    }
+    text
+}
+
+pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Binary",
+        "Input",
+        "BOLTed",
+        "BOLT time",
+        "Size",
+        "Functions with profile",
+        "Taken branches",
+    ]);
+    for (binary, record) in records {
+        table.add_row([
+            binary.clone(),
+            record.input.clone(),
+            if record.bolted {
+                "yes".to_owned()
+            } else {
+                "no (no profile)".to_owned()
+            },
+            record
+                .seconds
+                .map_or("-".to_owned(), |s| format!("{s:.2}s")),
+            format!(
+                "{} → {}",
+                human_bytes(record.size_before),
+                human_bytes(record.size_after)
+            ),
+            record
+                .functions_with_profile
+                .clone()
+                .unwrap_or_else(|| "-".to_owned()),
+            record
+                .taken_branches
+                .clone()
+                .unwrap_or_else(|| "-".to_owned()),
+        ]);
+    }
+    table.to_string()
+}
