@@ -95,6 +95,7 @@ pub enum OnCorrupt {
 #[serde(deny_unknown_fields)]
 pub struct CompareSection {
     /// Counted rounds per workload (default 10).
+    #[serde(default, deserialize_with = "deserialize_rounds")]
     pub rounds: Option<usize>,
 }
 
@@ -157,7 +158,7 @@ pub struct Workload {
     pub env: BTreeMap<String, String>,
     /// Relative to the workspace root.
     pub cwd: Option<PathBuf>,
-    #[serde(default = "default_timeout", deserialize_with = "deserialize_duration")]
+    #[serde(default = "default_timeout", deserialize_with = "deserialize_timeout")]
     pub timeout: Duration,
     #[serde(default)]
     pub allow_failure: bool,
@@ -172,6 +173,22 @@ pub struct Workload {
 impl Workload {
     pub fn name(&self) -> &str {
         self.name.get_ref()
+    }
+
+    /// What of a workload decides its profile or timing: a profile recorded with another
+    /// fingerprint is stale.
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "{} {:?} {:?} {:?} {:?} {:?} {} {:?}",
+            self.name(),
+            self.role,
+            self.command,
+            self.env,
+            self.cwd,
+            self.timeout,
+            self.allow_failure,
+            self.grace_period
+        )
     }
 }
 
@@ -213,7 +230,29 @@ impl Config {
         };
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("could not read {}", path.display()))?;
-        Config::parse(&text, &path)
+        let config = Config::parse(&text, &path)?;
+        config.check_cwds(&text, workspace_root)?;
+        Ok(config)
+    }
+
+    /// Every workload's `cwd` exists (found now, not when the workload is about to run).
+    fn check_cwds(&self, text: &str, workspace_root: &Path) -> Result<()> {
+        for workload in &self.workloads {
+            if let Some(cwd) = &workload.cwd
+                && !workspace_root.join(cwd).is_dir()
+            {
+                bail!(
+                    "invalid configuration in {}, line {}: workload {:?} has cwd = {:?}, but {} \
+                     is not a directory (cwd is relative to the workspace root)",
+                    self.display_path(),
+                    line_of(text, workload.name.span().start),
+                    workload.name(),
+                    cwd.display(),
+                    workspace_root.join(cwd).display()
+                );
+            }
+        }
+        Ok(())
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Config> {
@@ -306,18 +345,58 @@ fn default_grace_period() -> Duration {
     DEFAULT_GRACE_PERIOD
 }
 
-/// A timeout: whole seconds (`90`) or a number with a unit (`"90s"`, `"30m"`, `"2h"`).
+const DURATION_FORMAT: &str =
+    "a duration: whole seconds (90) or a string with a unit (\"90s\", \"30m\", \"2h\")";
+
+/// A duration: whole seconds (`90`) or a number with a unit (`"90s"`, `"30m"`, `"2h"`).
 fn deserialize_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Repr {
-        Seconds(u64),
-        Text(String),
+    struct DurationVisitor;
+    impl serde::de::Visitor<'_> for DurationVisitor {
+        type Value = Duration;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(DURATION_FORMAT)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, secs: u64) -> Result<Duration, E> {
+            Ok(Duration::from_secs(secs))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, secs: i64) -> Result<Duration, E> {
+            u64::try_from(secs)
+                .map(Duration::from_secs)
+                .map_err(|_| E::custom(format!("{secs} is negative: expected {DURATION_FORMAT}")))
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
+            parse_duration(text).map_err(E::custom)
+        }
     }
-    match Repr::deserialize(deserializer)? {
-        Repr::Seconds(secs) => Ok(Duration::from_secs(secs)),
-        Repr::Text(text) => parse_duration(&text).map_err(serde::de::Error::custom),
+    deserializer.deserialize_any(DurationVisitor)
+}
+
+/// A workload's timeout: a duration above zero (a zero timeout would stop it at once).
+fn deserialize_timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let timeout = deserialize_duration(deserializer)?;
+    if timeout.is_zero() {
+        return Err(serde::de::Error::custom(
+            "timeout must be above 0: the workload would be stopped as soon as it starts",
+        ));
     }
+    Ok(timeout)
+}
+
+/// `[compare] rounds`: at least one.
+fn deserialize_rounds<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<usize>, D::Error> {
+    let rounds = i64::deserialize(deserializer)?;
+    if rounds < 1 {
+        return Err(serde::de::Error::custom(format!(
+            "rounds = {rounds}: a comparison needs at least 1 round (6 or more for a verdict)"
+        )));
+    }
+    Ok(Some(rounds as usize))
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -434,6 +513,56 @@ allow_failure = true
         let err = parse("[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\ntimeout = \"5 weeks\"\n")
             .unwrap_err();
         assert!(format!("{err:#}").contains("unknown unit"), "{err:#}");
+    }
+
+    #[test]
+    fn timeouts_say_what_they_expect_and_refuse_zero() {
+        let workload = |timeout: &str| {
+            let text = format!(
+                "[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\ntimeout = {timeout}\n"
+            );
+            format!("{:#}", parse(&text).unwrap_err())
+        };
+        for (value, expected) in [
+            (
+                "true",
+                "expected a duration: whole seconds (90) or a string with a unit",
+            ),
+            ("-5", "-5 is negative"),
+            ("\"0s\"", "timeout must be above 0"),
+            ("0", "timeout must be above 0"),
+        ] {
+            let err = workload(value);
+            assert!(err.contains(expected), "timeout = {value}: {err}");
+            assert!(err.contains("line 5"), "timeout = {value}: {err}");
+        }
+    }
+
+    #[test]
+    fn zero_compare_rounds_are_refused_at_load() {
+        let err = format!("{:#}", parse("[compare]\nrounds = 0\n").unwrap_err());
+        assert!(err.contains("line 2"), "{err}");
+        assert!(err.contains("at least 1 round"), "{err}");
+        assert!(!err.contains("--rounds"), "{err}");
+    }
+
+    #[test]
+    fn a_workload_cwd_that_does_not_exist_is_an_error_at_load() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("data")).unwrap();
+        let config = |cwd: &str| {
+            std::fs::write(
+                root.path().join(CONFIG_FILE_NAME),
+                format!("\n[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\ncwd = {cwd:?}\n"),
+            )
+            .unwrap();
+            Config::load(None, root.path())
+        };
+        assert!(config("data").is_ok());
+        let err = format!("{:#}", config("dat").unwrap_err());
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains("cwd = \"dat\""), "{err}");
+        assert!(err.contains("is not a directory"), "{err}");
     }
 
     #[test]
