@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, ProfileCommand};
+use crate::interrupt;
 use crate::pipeline::{self, Session};
 use crate::printer::{Printer, Verbosity};
 
@@ -19,11 +20,16 @@ pub fn main() -> ExitCode {
         Verbosity::Normal
     };
     let printer = Printer::new(verbosity);
+    interrupt::install();
     match run(cli, printer) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             printer.error(&err);
-            ExitCode::FAILURE
+            match err.downcast_ref::<interrupt::Interrupted>() {
+                // 130 for SIGINT, 143 for SIGTERM, as if the signal had ended pgo-build.
+                Some(interrupted) => ExitCode::from(interrupted.exit_code()),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

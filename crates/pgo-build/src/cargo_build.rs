@@ -252,6 +252,17 @@ pub struct StageManifest {
     pub settings: BuildSettings,
     pub stage_rustflags: Vec<String>,
     pub binaries: Vec<StagedBinary>,
+    /// New for every completed build of the stage: later stages record the id of the build
+    /// they were made from (`upstream`), so a consumer can tell an output older than its input.
+    #[serde(default)]
+    pub id: String,
+    /// Fingerprint of the source files the binaries were built from (cargo's dep-info), so
+    /// variants built from different sources are never compared. `None` where unknown.
+    #[serde(default)]
+    pub sources: Option<String>,
+    /// Stage name → id of that stage's build this one was made from.
+    #[serde(default)]
+    pub upstream: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -282,22 +293,63 @@ pub struct StageInput {
 }
 
 impl StageManifest {
+    /// The stage's record of its last completed build. After an attempt that failed or was
+    /// interrupted there is none, and the error says so.
     pub fn load(layout: &Layout, stage: Stage, hint: &str) -> Result<StageManifest> {
         let path = layout.stage_manifest(stage);
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "the {} stage has not been built ({} is missing); {hint}",
-                stage.name(),
-                path.display()
-            )
-        })?;
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(_) => match std::fs::read_to_string(layout.stage_attempt(stage)) {
+                Ok(attempt) => bail!(
+                    "the {} stage did not complete: its last attempt ({}, {}) failed or was \
+                     interrupted, so its binaries in {} are not used; {hint}",
+                    stage.name(),
+                    attempt.trim(),
+                    age(&layout.stage_attempt(stage)),
+                    layout.bin_dir(stage).display()
+                ),
+                Err(_) => bail!(
+                    "the {} stage has not been built ({} is missing); {hint}",
+                    stage.name(),
+                    path.display()
+                ),
+            },
+        };
         serde_json::from_str(&text)
             .with_context(|| format!("{} is corrupt; {hint}", path.display()))
     }
 
+    /// Called before a stage's outputs start to change: its old record no longer holds, and
+    /// until [`StageManifest::save`] the stage counts as attempted, not complete.
+    pub fn begin(layout: &Layout, stage: Stage, command: &str) -> Result<()> {
+        let path = layout.stage_manifest(stage);
+        if path.exists() {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("could not remove {}", path.display()))?;
+        }
+        write_atomically(
+            &layout.stage_attempt(stage),
+            format!("`pgo-build {command}`").as_bytes(),
+        )
+    }
+
+    /// A new id for a build completed now.
+    pub fn new_id() -> String {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{nanos:x}-{}", std::process::id())
+    }
+
     pub fn save(&self, layout: &Layout, stage: Stage) -> Result<()> {
         let path = layout.stage_manifest(stage);
-        write_atomically(&path, serde_json::to_string_pretty(self)?.as_bytes())
+        write_atomically(&path, serde_json::to_string_pretty(self)?.as_bytes())?;
+        let attempt = layout.stage_attempt(stage);
+        if attempt.exists() {
+            std::fs::remove_file(&attempt)
+                .with_context(|| format!("could not remove {}", attempt.display()))?;
+        }
+        Ok(())
     }
 
     /// Whether an instrumented stage was built in continuous mode.
@@ -316,6 +368,23 @@ impl StageManifest {
 
     pub fn binary(&self, name: &str) -> Option<&StagedBinary> {
         self.binaries.iter().find(|b| b.name == name)
+    }
+}
+
+/// "5 min ago": how long ago a file was written, for messages about earlier attempts.
+pub fn age(path: &Path) -> String {
+    let Some(elapsed) = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+    else {
+        return "at an unknown time".to_owned();
+    };
+    let secs = elapsed.as_secs();
+    match secs {
+        0..120 => format!("{secs} s ago"),
+        120..7200 => format!("{} min ago", secs / 60),
+        _ => format!("{} h ago", secs / 3600),
     }
 }
 

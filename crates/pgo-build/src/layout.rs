@@ -6,13 +6,17 @@
 //!   <stage>/bin/            staged binaries (real files), stage = baseline|instrumented|optimized
 //!                           |bolt-instrumented|bolt
 //!   <stage>/cargo-target/   that stage's own cargo target dir, so stages never clobber each other
-//!   <stage>/stage.json      what the stage built, with which flags (read by later stages)
+//!   <stage>/stage.json      what the stage built, with which flags (read by later stages);
+//!                           written last: without it the stage's outputs are not used
+//!   <stage>/attempt.txt     the stage's last attempt, while it has not completed
 //!   profiles/raw/<workload>/<build id>_<pool>.profraw
 //!   profiles/merged-<content hash>.profdata
 //!   profiles/bolt/raw/<binary>/prof.<pid>.fdata, profiles/bolt/<binary>.fdata
 //!   logs/<workload>.log     workload output
 //!   report.json
 //!   state.json              fingerprints of completed stages (see state.rs)
+//!   running.json            the workload running now (found by the next command if pgo-build
+//!                           was killed: it stops what that workload left running)
 //!   .lock                   held by the pgo-build working here
 //! ```
 
@@ -81,6 +85,11 @@ impl Layout {
         self.stage_dir(stage).join("stage.json")
     }
 
+    /// Present while the stage's last attempt has not completed (see `StageManifest::begin`).
+    pub fn stage_attempt(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("attempt.txt")
+    }
+
     pub fn profiles_dir(&self) -> PathBuf {
         self.root.join("profiles")
     }
@@ -107,6 +116,11 @@ impl Layout {
 
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
+    }
+
+    /// The workload running now, while it runs (see `training::stop_leftovers`).
+    pub fn running_workload(&self) -> PathBuf {
+        self.root.join("running.json")
     }
 
     /// Fingerprints of completed stages.

@@ -10,6 +10,7 @@ mod cli;
 mod command;
 mod config;
 mod insight;
+mod interrupt;
 mod layout;
 mod linker;
 mod memory;
@@ -25,6 +26,7 @@ mod state;
 mod stats;
 mod toolchain;
 mod training;
+mod training_record;
 mod workspace;
 
 fn main() -> std::process::ExitCode {

@@ -61,23 +61,37 @@ pub struct RawProfile {
     pub rejected: Option<String>,
 }
 
-/// Every `*.profraw` under `raw/<workload>/`, attributed to binaries by build id.
-pub fn collect(raw_dir: &Path, instrumented: &StageManifest) -> Result<Vec<RawProfile>> {
+/// The workload directories under `raw_dir`, by name.
+pub fn workload_dirs(raw_dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut dirs: Vec<(String, PathBuf)> = std::fs::read_dir(raw_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .map(|entry| {
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                entry.path(),
+            )
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Every `*.profraw` in the given workload directories, attributed to binaries by build id.
+pub fn collect(
+    workload_dirs: &[(String, PathBuf)],
+    instrumented: &StageManifest,
+) -> Result<Vec<RawProfile>> {
     let by_build_id: BTreeMap<&str, &str> = instrumented
         .binaries
         .iter()
         .filter_map(|b| Some((b.build_id.as_deref()?, b.name.as_str())))
         .collect();
     let mut profiles = Vec::new();
-    if !raw_dir.is_dir() {
-        return Ok(profiles);
-    }
-    for workload_dir in sorted_entries(raw_dir)? {
-        if !workload_dir.is_dir() {
-            continue;
-        }
-        let workload = file_name(&workload_dir);
-        for path in sorted_entries(&workload_dir)? {
+    for (workload, workload_dir) in workload_dirs {
+        for path in sorted_entries(workload_dir)? {
             if path.extension().is_none_or(|ext| ext != "profraw") {
                 continue;
             }
@@ -154,17 +168,27 @@ pub fn written_indexed_version(
         .context("llvm-profdata wrote a profile pgo-build cannot read the version of")
 }
 
-/// Asks llvm-profdata to read every not-yet-rejected file, in parallel; files it cannot read
-/// (truncated, corrupt, another LLVM's format) are rejected with its message.
-fn check_readable(profiles: &mut [RawProfile], profdata: &LlvmTool, printer: &Printer) {
+/// Merges every not-yet-rejected file on its own with llvm-profdata, in parallel: the same
+/// operation that will consume it, so a file that passes cannot fail the merge later. Files it
+/// cannot merge (truncated, corrupt, another LLVM's format) are rejected with its message.
+fn check_readable(
+    profiles: &mut [RawProfile],
+    profdata: &LlvmTool,
+    scratch_dir: &Path,
+    printer: &Printer,
+) -> Result<()> {
+    std::fs::create_dir_all(scratch_dir)
+        .with_context(|| format!("could not create {}", scratch_dir.display()))?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let chunk = profiles.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
-        for group in profiles.chunks_mut(chunk) {
+        for (index, group) in profiles.chunks_mut(chunk).enumerate() {
             scope.spawn(move || {
+                let output_file = scratch_dir.join(format!("check-{index}.profdata"));
                 for profile in group.iter_mut().filter(|p| p.rejected.is_none()) {
                     let output = Cmd::new(&profdata.path)
-                        .arg("show")
+                        .args(["merge", "-o"])
+                        .arg(&output_file)
                         .arg(&profile.path)
                         .output(printer);
                     profile.rejected = match output {
@@ -179,6 +203,10 @@ fn check_readable(profiles: &mut [RawProfile], profdata: &LlvmTool, printer: &Pr
             });
         }
     });
+    for index in 0..threads {
+        let _ = std::fs::remove_file(scratch_dir.join(format!("check-{index}.profdata")));
+    }
+    Ok(())
 }
 
 /// Replaces the reason of files whose raw format version differs from the one our own
@@ -266,9 +294,10 @@ impl Accounting {
     }
 }
 
-/// Collects, attributes and checks every raw profile, and measures each binary's coverage.
+/// Collects, attributes and checks every raw profile of the given workload directories, and
+/// measures each binary's coverage.
 pub fn account(
-    raw_dir: &Path,
+    workload_dirs: &[(String, PathBuf)],
     instrumented: &StageManifest,
     binaries: &[&str],
     profdata: &LlvmTool,
@@ -276,11 +305,11 @@ pub fn account(
     scratch_dir: &Path,
     printer: &Printer,
 ) -> Result<Accounting> {
-    let mut profiles = collect(raw_dir, instrumented)?;
-    check_readable(&mut profiles, profdata, printer);
+    let mut profiles = collect(workload_dirs, instrumented)?;
+    check_readable(&mut profiles, profdata, scratch_dir, printer)?;
     explain_other_llvm(&mut profiles, llvm_major);
     let mut starts = BTreeMap::new();
-    for (executable, count) in start_marker::starts_by_executable(raw_dir) {
+    for (executable, count) in start_marker::starts_by_executable(workload_dirs) {
         if let Some(binary) = instrumented.binaries.iter().find(|b| b.path == executable) {
             *starts.entry(binary.name.clone()).or_default() += count;
         }
@@ -489,7 +518,7 @@ mod tests {
         std::fs::write(raw.join("bbbb_2.profraw"), raw_header(10)).unwrap();
         // A C program built with an older clang, writing into the same directory.
         std::fs::write(raw.join("%b_3.profraw"), raw_header(8)).unwrap();
-        let mut profiles = collect(&dir.path().join("raw"), &manifest()).unwrap();
+        let mut profiles = collect(&workload_dirs(&dir.path().join("raw")), &manifest()).unwrap();
         assert_eq!(
             profiles
                 .iter()
@@ -552,6 +581,9 @@ mod tests {
                 bin("worker", "bbbb"),
                 bin("idle", "cccc"),
             ],
+            id: "1".into(),
+            sources: None,
+            upstream: Default::default(),
         }
     }
 
@@ -564,7 +596,7 @@ mod tests {
         std::fs::write(raw.join("bbbb_456_0.profraw"), b"").unwrap();
         std::fs::write(raw.join("dddd_789_0.profraw"), b"data").unwrap();
         std::fs::write(raw.join("notes.txt"), b"ignored").unwrap();
-        let profiles = collect(&dir.path().join("raw"), &manifest()).unwrap();
+        let profiles = collect(&workload_dirs(&dir.path().join("raw")), &manifest()).unwrap();
         assert_eq!(profiles.len(), 3);
         assert_eq!(profiles[0].binary.as_deref(), Some("server"));
         assert!(profiles[0].rejected.is_none());

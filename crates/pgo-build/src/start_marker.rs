@@ -49,14 +49,11 @@ pub fn object(dir: &Path, printer: &Printer) -> Result<PathBuf> {
     Ok(object)
 }
 
-/// Starts recorded under `raw_dir/<workload>/`, counted per executable path.
-pub fn starts_by_executable(raw_dir: &Path) -> BTreeMap<PathBuf, usize> {
+/// Starts recorded in the given workload directories, counted per executable path.
+pub fn starts_by_executable(workload_dirs: &[(String, PathBuf)]) -> BTreeMap<PathBuf, usize> {
     let mut starts = BTreeMap::new();
-    let Ok(workloads) = std::fs::read_dir(raw_dir) else {
-        return starts;
-    };
-    for workload in workloads.flatten() {
-        let Ok(entries) = std::fs::read_dir(workload.path()) else {
+    for (_, dir) in workload_dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
         for entry in entries.flatten() {
@@ -84,7 +81,7 @@ mod tests {
         std::fs::write(dir.path().join("w1/11.start"), "/bin/b").unwrap();
         std::fs::write(dir.path().join("w2/12.start"), "/bin/a").unwrap();
         std::fs::write(dir.path().join("w2/aa_12.profraw"), "").unwrap();
-        let starts = starts_by_executable(dir.path());
+        let starts = starts_by_executable(&crate::profiles::workload_dirs(dir.path()));
         assert_eq!(starts[Path::new("/bin/a")], 2);
         assert_eq!(starts[Path::new("/bin/b")], 1);
     }
@@ -112,7 +109,7 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
-        let starts = starts_by_executable(&starts_dir);
+        let starts = starts_by_executable(&crate::profiles::workload_dirs(&starts_dir));
         assert_eq!(starts.get(&program), Some(&1), "{starts:?}");
     }
 }

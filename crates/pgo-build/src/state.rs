@@ -117,6 +117,23 @@ fn collect_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// A fingerprint of the source files the executables were built from (their dep-info), by
+/// path, size and mtime, leaving out files under `generated` (build-script outputs in a
+/// stage's own target dir, which differ per stage). `None` when an executable has no dep-info.
+pub fn sources_fingerprint(executables: &[&Path], generated: &Path) -> Option<String> {
+    let mut print = Fingerprint::new("sources");
+    let mut sources = Vec::new();
+    for executable in executables {
+        sources.extend(dep_info_sources(executable)?);
+    }
+    sources.sort();
+    sources.dedup();
+    for source in sources.iter().filter(|s| !s.starts_with(generated)) {
+        print.file(source);
+    }
+    Some(print.finish())
+}
+
 /// The source files a binary was built from, from cargo's dep-info beside the executable
 /// (`<exe>.d`: `target: dep dep …`, spaces in paths escaped). `None` before the first build.
 pub fn dep_info_sources(executable: &Path) -> Option<Vec<std::path::PathBuf>> {

@@ -3,7 +3,10 @@
 //! A workload finds the binaries through `PGO_BUILD_BIN_DIR` and `PGO_BUILD_BIN_<NAME>`, so the
 //! same workload runs unchanged against baseline, instrumented and optimized binaries. Each
 //! runs in its own process group, so a timeout stops everything it started and nothing it
-//! started outlives it.
+//! started outlives it. Every process of a workload also inherits a token
+//! (`PGO_BUILD_WORKLOAD_TOKEN`), by which processes that left the group (`setsid`, double
+//! fork) are found too, and so are processes a killed pgo-build left behind: the running
+//! workload is recorded in `running.json` until it has ended.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,6 +16,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::command::Cmd;
 use crate::config::{Workload, WorkloadCommand};
+use crate::interrupt;
 use crate::layout::Stage;
 use crate::printer::Printer;
 
@@ -22,6 +26,19 @@ const PROFILE_RT_INIT_ONCE: &str = "__LLVM_PROFILE_RT_INIT_ONCE";
 
 /// Environment variables as (name, value) pairs.
 pub type EnvVars = Vec<(String, String)>;
+
+/// Inherited by every process of a workload: finds the ones that left its process group.
+pub const TOKEN_ENV: &str = "PGO_BUILD_WORKLOAD_TOKEN";
+
+/// The workload running now, recorded while it runs (see [`stop_leftovers`]).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct RunningWorkload {
+    token: String,
+    pgo_build_pid: u32,
+    workload: String,
+    stage: String,
+    grace_period: Duration,
+}
 
 /// The stage a workload runs against.
 pub struct Target<'a> {
@@ -34,6 +51,8 @@ pub struct Target<'a> {
     /// A program and arguments the workload runs under (an instruction counter), if any.
     pub wrapper: Vec<std::ffi::OsString>,
     pub log_path: PathBuf,
+    /// Where the running workload is recorded while it runs (`running.json`).
+    pub running_record: Option<&'a Path>,
 }
 
 #[derive(Debug)]
@@ -129,8 +148,30 @@ impl Target<'_> {
         }
         let log = std::fs::File::create(&self.log_path)
             .with_context(|| format!("could not create {}", self.log_path.display()))?;
+        let token = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let cmd = cmd.env(TOKEN_ENV, &token);
+        if let Some(record) = self.running_record {
+            let running = RunningWorkload {
+                token: token.clone(),
+                pgo_build_pid: std::process::id(),
+                workload: workload.name().to_owned(),
+                stage: self.stage.name().to_owned(),
+                grace_period: workload.grace_period,
+            };
+            crate::cargo_build::write_atomically(
+                record,
+                serde_json::to_string_pretty(&running)?.as_bytes(),
+            )?;
+        }
         let mut command = cmd.to_command();
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let window = interrupt::WorkloadWindow::open();
         printer.detail(format!("$ {}", cmd.display()));
         let started = Instant::now();
         let child = command
@@ -146,6 +187,10 @@ impl Target<'_> {
                 )
             })?;
         let group = child.id() as libc::pid_t;
+        let members = Members {
+            group,
+            token: &token,
+        };
         let bar = printer.spinner(format!(
             "workload {} ({} binaries)",
             workload.name(),
@@ -156,9 +201,22 @@ impl Target<'_> {
             if let Some((status, cpu)) = reap(group, false)? {
                 break (status.to_string(), status.success(), cpu);
             }
+            if let Some(signal) = window.take_signal() {
+                let stopped = stop(&members, workload.grace_period);
+                let _ = reap(group, true);
+                bar.finish_and_clear();
+                self.forget_running();
+                return Err(interrupt::Interrupted {
+                    signal,
+                    workload: workload.name().to_owned(),
+                    stage: self.stage.name().to_owned(),
+                    stopped: describe_stopped(&stopped),
+                }
+                .into());
+            }
             if started.elapsed() >= workload.timeout {
                 // Stopped the way production stops things: SIGTERM first, SIGKILL after the grace.
-                stopped = stop_group(group, workload.grace_period);
+                stopped = stop(&members, workload.grace_period);
                 let (_, cpu) = reap(group, true)?.expect("a blocking wait returns the status");
                 break (
                     format!("timed out after {}s", workload.timeout.as_secs()),
@@ -170,8 +228,10 @@ impl Target<'_> {
         };
         bar.finish_and_clear();
         let duration = started.elapsed();
-        let leftovers = stop_group(group, workload.grace_period);
+        let leftovers = stop(&members, workload.grace_period);
         stopped.extend(leftovers);
+        self.forget_running();
+        drop(window);
         Ok(Outcome {
             duration,
             status,
@@ -181,6 +241,67 @@ impl Target<'_> {
             stopped,
         })
     }
+}
+
+impl Target<'_> {
+    fn forget_running(&self) {
+        if let Some(record) = self.running_record {
+            let _ = std::fs::remove_file(record);
+        }
+    }
+}
+
+/// Stops the processes of a workload that an earlier pgo-build left running when it was
+/// killed (recorded in `record`), and says which. Called before anything else runs.
+pub fn stop_leftovers(record: &Path) -> Result<Option<String>> {
+    let Ok(text) = std::fs::read_to_string(record) else {
+        return Ok(None);
+    };
+    let Ok(running) = serde_json::from_str::<RunningWorkload>(&text) else {
+        std::fs::remove_file(record)?;
+        return Ok(None);
+    };
+    let members = Members {
+        // The group id may have been reused since: the token alone identifies them.
+        group: 0,
+        token: &running.token,
+    };
+    let stopped = stop(&members, running.grace_period);
+    let still_alive = members.live();
+    if !still_alive.is_empty() {
+        bail!(
+            "processes left running by an earlier pgo-build (pid {}, workload `{}`) could not be \
+             stopped: {}. Stop them (kill -KILL {}) and try again.",
+            running.pgo_build_pid,
+            running.workload,
+            still_alive
+                .iter()
+                .map(|(pid, name)| format!("{name} (pid {pid})"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            still_alive
+                .iter()
+                .map(|(pid, _)| pid.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    std::fs::remove_file(record)?;
+    Ok(Some(format!(
+        "an earlier pgo-build (pid {}) ended while workload `{}` ran against the {} binaries, \
+         without stopping it; {}. That run did not complete and none of its outputs are used.",
+        running.pgo_build_pid,
+        running.workload,
+        running.stage,
+        if stopped.is_empty() {
+            "none of its processes were left".to_owned()
+        } else {
+            format!(
+                "stopped the processes it left running: {}",
+                describe_stopped(&stopped)
+            )
+        }
+    )))
 }
 
 /// Waits for `pid` with `wait4`, which also returns the CPU time of it and its waited-for
@@ -212,54 +333,89 @@ fn timeval(tv: libc::timeval) -> Duration {
     Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64)
 }
 
-fn signal_group(group: libc::pid_t, signal: libc::c_int) -> bool {
-    // SAFETY: kill(2) with a negative pid signals the process group; no memory is involved.
-    unsafe { libc::kill(-group, signal) == 0 }
+fn send(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) has no memory effects; a negative pid signals that process group.
+    unsafe { libc::kill(pid, signal) };
 }
 
-/// Stops every live process of the group: SIGTERM, then SIGKILL for those still alive after
-/// `grace`. A process that has exited but not been reaped (a zombie) counts as stopped.
-/// Returns what was stopped and how.
-fn stop_group(group: libc::pid_t, grace: Duration) -> Vec<StoppedProcess> {
-    let members = live_group_members(group);
-    if members.is_empty() {
+/// The processes of one workload: its process group, and every process that carries its
+/// token, which finds those that left the group (`setsid`, double fork).
+struct Members<'a> {
+    /// 0: no group (its id may belong to someone else by now).
+    group: libc::pid_t,
+    token: &'a str,
+}
+
+impl Members<'_> {
+    /// Live members (zombies excluded), by pid and name.
+    fn live(&self) -> Vec<(i32, String)> {
+        let needle = format!("{TOKEN_ENV}={}", self.token);
+        let mut members: Vec<(i32, String)> = crate::memory::processes()
+            .into_iter()
+            .filter(|p| p.state != 'Z')
+            .filter(|p| (self.group != 0 && p.pgrp == self.group) || has_env(p.pid, &needle))
+            .map(|p| (p.pid, p.name))
+            .collect();
+        members.sort();
+        members
+    }
+
+    fn signal(&self, pids: &[i32], signal: libc::c_int) {
+        if self.group != 0 {
+            send(-self.group, signal);
+        }
+        for pid in pids {
+            send(*pid, signal);
+        }
+    }
+}
+
+/// Whether `/proc/<pid>/environ` holds the `KEY=value` entry `needle`.
+fn has_env(pid: i32, needle: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|b| *b == 0).any(|e| e == needle.as_bytes()))
+}
+
+/// Whether `pid` is a process that has not exited (a zombie has).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|close| stat[close + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// Stops every live member: SIGTERM, then SIGKILL for those still alive after `grace`. A
+/// process that has exited but not been reaped (a zombie) counts as stopped. Returns what was
+/// stopped and how.
+fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
+    let found = members.live();
+    if found.is_empty() {
         return Vec::new();
     }
-    signal_group(group, libc::SIGTERM);
+    let pids: Vec<i32> = found.iter().map(|(pid, _)| *pid).collect();
+    members.signal(&pids, libc::SIGTERM);
     let deadline = Instant::now() + grace;
-    let alive = |pid: i32| live_group_members(group).iter().any(|(p, _)| *p == pid);
-    while Instant::now() < deadline && members.iter().any(|(pid, _)| alive(*pid)) {
+    while Instant::now() < deadline && pids.iter().any(|pid| running(*pid)) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut stopped = Vec::new();
-    let still_alive: Vec<i32> = members
-        .iter()
-        .map(|(pid, _)| *pid)
-        .filter(|pid| alive(*pid))
-        .collect();
+    let still_alive: Vec<i32> = pids.iter().copied().filter(|pid| running(*pid)).collect();
     if !still_alive.is_empty() {
-        signal_group(group, libc::SIGKILL);
+        members.signal(&still_alive, libc::SIGKILL);
     }
-    for (pid, name) in members {
-        let killed = still_alive.contains(&pid);
-        stopped.push(StoppedProcess {
-            pid,
-            name,
-            signal: if killed { "SIGKILL" } else { "SIGTERM" }.to_owned(),
-        });
-    }
-    stopped
-}
-
-/// Processes of the group that have not exited (zombies excluded).
-fn live_group_members(group: libc::pid_t) -> Vec<(i32, String)> {
-    let mut members: Vec<(i32, String)> = crate::memory::processes()
+    found
         .into_iter()
-        .filter(|p| p.pgrp == group && p.state != 'Z')
-        .map(|p| (p.pid, p.name))
-        .collect();
-    members.sort();
-    members
+        .map(|(pid, name)| StoppedProcess {
+            pid,
+            signal: if still_alive.contains(&pid) {
+                "SIGKILL"
+            } else {
+                "SIGTERM"
+            }
+            .to_owned(),
+            name,
+        })
+        .collect()
 }
 
 pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {
@@ -331,6 +487,7 @@ mod tests {
             extra_env: vec![("EXTRA".into(), "1".into())],
             wrapper: Vec::new(),
             log_path: dir.join("log.txt"),
+            running_record: None,
         }
     }
 

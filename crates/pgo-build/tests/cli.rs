@@ -345,32 +345,16 @@ fn only_zero_byte_profiles_are_refused() {
 #[test]
 fn corrupt_and_stale_profiles_are_excluded_with_reasons() {
     let fixture = Fixture::new("twobins");
-    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    // The workload leaves, beside the real profiles, a truncated copy of one of them and a
+    // file from a binary that no longer exists (faults no real tool produces on demand).
+    fixture.config(&[r#"$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER
+dir=$(dirname "$LLVM_PROFILE_FILE")
+real=$(ls "$dir"/*.profraw | head -n 1)
+build_id=$(basename "$real" | cut -d_ -f1)
+head -c $(( $(stat -c %s "$real") / 3 )) "$real" > "$dir/${build_id}_1.profraw"
+cp "$real" "$dir/0123abcd_1.profraw""#]);
     fixture.run(&["instrument"]).success();
     fixture.run(&["train"]).success();
-    let dir = fixture.raw_profile_dir("t0");
-    let real = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.extension().is_some_and(|ext| ext == "profraw"))
-        .unwrap();
-    let build_id = real
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .split('_')
-        .next()
-        .unwrap()
-        .to_owned();
-    // A truncated copy of a real profile, and a file from a binary that no longer exists.
-    let bytes = std::fs::read(&real).unwrap();
-    std::fs::write(
-        dir.join(format!("{build_id}_1.profraw")),
-        &bytes[..bytes.len() / 3],
-    )
-    .unwrap();
-    std::fs::write(dir.join("0123abcd_1.profraw"), &bytes).unwrap();
     fixture
         .run(&["optimize"])
         .success()
@@ -1478,4 +1462,280 @@ fn compare_counts_instructions_and_sees_extra_work() {
     let summary = &compare["workloads"][0]["candidates"]["optimized"]["instructions"];
     assert_eq!(summary["verdict"], "slower", "{summary}");
     assert!(summary["median_ratio"].as_f64().unwrap() > 2.0, "{summary}");
+}
+
+// --- Nothing stale, half-done or left over is trusted ---
+
+/// Waits up to 60 s for a file a workload writes, and returns its trimmed contents.
+fn wait_for_file(path: &Path) -> String {
+    for _ in 0..600 {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && !text.trim().is_empty()
+        {
+            return text.trim().to_owned();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{} was never written", path.display());
+}
+
+/// Whether `pid` is a running process (zombies have ended).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .next();
+        state != Some("Z")
+    })
+}
+
+/// Waits up to 30 s for `pid` to end.
+fn ended(pid: &str) -> bool {
+    for _ in 0..300 {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+/// A train workload that runs app, records its shell's pid and that of a process that leaves
+/// the process group (`setsid`), then runs until stopped.
+fn long_training_config(fixture: &Fixture) {
+    let root = fixture.root().display();
+    fixture.write(
+        "pgo-build.toml",
+        &format!(
+            r#"[[workload]]
+name = "long"
+role = "train"
+command = '"$PGO_BUILD_BIN_APP" work 1000; setsid sleep 300 & echo $! > "{root}/escaped.pid"; echo $$ > "{root}/shell.pid"; sleep 300'
+timeout = 600
+grace_period = "2s"
+"#
+        ),
+    );
+}
+
+#[test]
+fn compare_refuses_the_old_binaries_of_an_optimize_that_failed() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // Training no longer runs helper: optimize refuses, and its previous binaries stay on disk.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000"]);
+    fixture.run(&["train"]).success();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("refusing to build with PGO");
+    assert!(fixture.stage_bin("optimized", "app").exists());
+    fixture
+        .run(&["compare", "--rounds", "1", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("the optimized stage did not complete")
+        .stderr_contains("`pgo-build optimize`")
+        .stderr_contains("failed or was interrupted");
+    let app = &fixture.report()["binaries"]["app"];
+    assert!(
+        app.get("optimized").is_none(),
+        "the report must not keep the sizes of the old optimized binaries: {app}"
+    );
+}
+
+#[test]
+fn compare_refuses_variants_built_from_different_sources() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // The engine changes; only the baseline is rebuilt.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    fixture.write(
+        "app/src/main.rs",
+        &source.replace(
+            "steps += 1;",
+            "steps += 1;\n        std::hint::black_box(steps);",
+        ),
+    );
+    fixture.run(&["build"]).success();
+    fixture
+        .run(&["compare", "--rounds", "1", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("`baseline` and `optimized` were built from different sources");
+}
+
+#[test]
+fn compare_refuses_bolt_binaries_of_an_earlier_optimized_build() {
+    let fixture = bolt_fixture(
+        &["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"],
+        "",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    fixture.run(&["optimize"]).success();
+    fixture
+        .run(&["compare", "--rounds", "1", "optimized", "bolt"])
+        .failure()
+        .stderr_contains("the bolt binaries were made from an earlier optimized build")
+        .stderr_contains("run `pgo-build bolt` again");
+}
+
+#[test]
+fn optimize_refuses_the_profiles_of_a_failed_training() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 2000",
+        "$PGO_BUILD_BIN_HELPER; exit 3",
+    ]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).failure();
+    // t1 ran helper (which wrote a profile) before failing: none of it may be merged.
+    fixture
+        .run(&["optimize", "--allow-missing-profile", "helper"])
+        .failure()
+        .stderr_contains("the last training run of `t1`")
+        .stderr_contains("failed (exit status: 3)")
+        .stderr_contains("pgo-build train t1");
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn profiles_of_removed_or_holdout_workloads_are_never_merged() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000", "$PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    // t1, the only workload that runs helper, becomes a holdout: its profiles must not count.
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    let holdout = config.replacen(
+        "name = \"t1\"\nrole = \"train\"",
+        "name = \"t1\"\nrole = \"holdout\"",
+        1,
+    );
+    assert_ne!(holdout, config);
+    fixture.write("pgo-build.toml", &holdout);
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`helper` wrote no profile: no training workload ran it");
+    // Removed altogether, the same.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000"]);
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`helper` wrote no profile");
+    // A standalone train removes what no current train workload owns.
+    fixture
+        .run(&["train"])
+        .success()
+        .stderr_contains("removing the raw profiles of `t1`: not a train workload");
+    assert!(!fixture.raw_profile_dir("t1").exists());
+}
+
+#[test]
+fn interrupting_training_stops_the_workload_and_nothing_of_it_is_used() {
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let fixture = Fixture::new("twobins");
+        long_training_config(&fixture);
+        fixture.run(&["instrument"]).success();
+        let child = fixture
+            .command(&["train"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let shell = wait_for_file(&fixture.root().join("shell.pid"));
+        let escaped = wait_for_file(&fixture.root().join("escaped.pid"));
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let run = Run {
+            output: child.wait_with_output().unwrap(),
+        };
+        assert_eq!(run.output.status.code(), Some(code), "{}", run.describe());
+        run.stderr_contains(&format!("interrupted by SIG{signal} while workload `long`"))
+            .stderr_contains(&format!("sleep (pid {escaped}, SIGTERM)"))
+            .stderr_contains("run the same command again");
+        assert!(
+            ended(&shell),
+            "the workload's shell {shell} is still running"
+        );
+        assert!(
+            ended(&escaped),
+            "the setsid'd process {escaped} is still running"
+        );
+        fixture
+            .run(&["optimize"])
+            .failure()
+            .stderr_contains("the last training run of `long`")
+            .stderr_contains("was interrupted");
+    }
+}
+
+#[test]
+fn processes_left_by_a_killed_pgo_build_are_stopped_by_the_next_command() {
+    let fixture = Fixture::new("twobins");
+    long_training_config(&fixture);
+    fixture.run(&["instrument"]).success();
+    let mut child = fixture.command(&["train"]).spawn().unwrap();
+    let shell = wait_for_file(&fixture.root().join("shell.pid"));
+    let escaped = wait_for_file(&fixture.root().join("escaped.pid"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        alive(&shell) && alive(&escaped),
+        "SIGKILL leaves the workload running"
+    );
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("ended while workload `long` ran against the instrumented binaries")
+        .stderr_contains(&format!("sleep (pid {escaped}"));
+    assert!(ended(&shell) && ended(&escaped));
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("was interrupted");
+}
+
+#[test]
+fn processes_that_leave_the_process_group_are_stopped_and_reported() {
+    let fixture = Fixture::new("twobins");
+    let root = fixture.root().display().to_string();
+    fixture.config(&[&format!(
+        "$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER; setsid sleep 300 & echo $! > {root}/escaped.pid"
+    )]);
+    fixture.run(&["instrument"]).success();
+    let run = fixture.run(&["train"]);
+    let escaped = wait_for_file(&fixture.root().join("escaped.pid"));
+    run.success()
+        .stderr_contains(&format!("sleep (pid {escaped}, SIGTERM)"));
+    assert!(ended(&escaped));
+}
+
+#[test]
+fn profiles_changed_after_training_are_refused_and_train_is_not_reused() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // Every raw profile destroyed (truncated to 0 bytes) after training completed.
+    for entry in std::fs::read_dir(fixture.raw_profile_dir("t0")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "profraw") {
+            std::fs::write(&path, b"").unwrap();
+        }
+    }
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("the raw profiles of `t0` changed after its training run completed")
+        .stderr_contains("pgo-build train t0");
+    fixture.run(&["run", "--no-compare"]).success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "train"), "ok", "{results:?}");
+    assert_eq!(result_of(&results, "optimize"), "ok", "{results:?}");
 }

@@ -64,7 +64,7 @@ impl Session {
         let binaries = self.bolt_inputs(&input)?;
 
         let raw_root = self.layout.bolt_profiles_dir().join("raw");
-        let instrumented = self.bolt_instrument(&bolt, &binaries, &raw_root)?;
+        let instrumented = self.bolt_instrument(&bolt, &input, &binaries, &raw_root)?;
         let workloads = self.training_workloads(&[])?;
         self.run_training(
             Stage::BoltInstrumented,
@@ -72,6 +72,7 @@ impl Session {
             &workloads,
             "bolt-train",
             &|_| Ok(vec![(BOLT_TRAINING_ENV.to_owned(), "1".to_owned())]),
+            &|_, _| Ok(()),
         )?;
 
         let work = fresh_dir(&self.layout.work_dir(Stage::Bolt))?;
@@ -130,7 +131,7 @@ impl Session {
             }
             self.report.bolt.insert(binary.name.clone(), record);
         }
-        self.stage_binaries(Stage::Bolt, flags, staged)?;
+        self.stage_binaries(Stage::Bolt, flags, staged, &[&input])?;
         self.printer.table(bolt_table(&self.report.bolt));
         Ok(())
     }
@@ -180,6 +181,7 @@ impl Session {
     fn bolt_instrument(
         &mut self,
         bolt: &LlvmTool,
+        input: &StageManifest,
         binaries: &[StagedBinary],
         raw_root: &Path,
     ) -> Result<StageManifest> {
@@ -212,7 +214,7 @@ impl Session {
                 bolted: false,
             });
         }
-        self.stage_binaries(Stage::BoltInstrumented, Vec::new(), inputs)
+        self.stage_binaries(Stage::BoltInstrumented, Vec::new(), inputs, &[input])
     }
 
     #[allow(clippy::too_many_arguments)]

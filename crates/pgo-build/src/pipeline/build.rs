@@ -19,6 +19,7 @@ use crate::layout::Stage;
 use crate::linker::{self, LinkSummary};
 use crate::report::{BinaryRecord, human_bytes};
 use crate::start_marker;
+use crate::state;
 use crate::workspace::BinTarget;
 
 /// Assumed peak memory of one link before any link was measured.
@@ -173,13 +174,21 @@ impl Session {
         ))
     }
 
-    /// Replaces `<stage>/bin/` with the given executables and records them.
+    /// Replaces `<stage>/bin/` with the given executables and records them, with the builds
+    /// of other stages they were made from (`upstream`) and the sources they were built from:
+    /// from cargo's dep-info, or for binaries rewritten from another stage's (BOLT), that
+    /// stage's.
     pub(crate) fn stage_binaries(
         &mut self,
         stage: Stage,
         stage_rustflags: Vec<String>,
         executables: Vec<StageInput>,
+        upstream: &[&StageManifest],
     ) -> Result<StageManifest> {
+        let sources: Vec<&std::path::Path> =
+            executables.iter().map(|e| e.source.as_path()).collect();
+        let sources = state::sources_fingerprint(&sources, self.layout.root())
+            .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
         let bin_dir = self.layout.bin_dir(stage);
         if bin_dir.exists() {
             std::fs::remove_dir_all(&bin_dir)
@@ -215,6 +224,12 @@ impl Session {
             settings: self.settings.clone(),
             stage_rustflags,
             binaries,
+            id: StageManifest::new_id(),
+            sources,
+            upstream: upstream
+                .iter()
+                .map(|m| (m.stage.clone(), m.id.clone()))
+                .collect(),
         };
         manifest.save(&self.layout, stage)?;
         Ok(manifest)
@@ -227,7 +242,7 @@ impl Session {
     ) -> Result<StageManifest> {
         let output = self.cargo_build(stage, &self.bins.clone(), &stage_rustflags, &|_| true)?;
         let executables = executables_of(&self.bins, output, false);
-        self.stage_binaries(stage, stage_rustflags, executables)
+        self.stage_binaries(stage, stage_rustflags, executables, &[])
     }
 
     /// Flags of builds without profile flags beyond the user's: with BOLT enabled, links keep

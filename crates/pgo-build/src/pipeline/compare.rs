@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::Session;
-use crate::cargo_build::StageManifest;
+use crate::cargo_build::{StageManifest, age};
 use crate::cli::{CompareArgs, Metric};
 use crate::config::{Role, Workload};
 use crate::layout::Stage;
@@ -162,7 +162,53 @@ impl Session {
                 };
                 Ok((stage, StageManifest::load(&self.layout, stage, hint)?))
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()
+            .and_then(|variants| {
+                self.check_comparable(&variants)?;
+                Ok(variants)
+            })
+    }
+
+    /// Refuses variants that do not belong together: built from other sources than each other
+    /// (the comparison would measure the source change), or made from a build of another
+    /// variant that has been rebuilt since (BOLT of an older optimized build).
+    fn check_comparable(&self, variants: &[(Stage, StageManifest)]) -> Result<()> {
+        let built = |stage: Stage| age(&self.layout.stage_manifest(stage));
+        for (stage, manifest) in variants {
+            for (other_stage, other) in variants {
+                if let (Some(ours), Some(theirs)) = (&manifest.sources, &other.sources)
+                    && ours != theirs
+                {
+                    bail!(
+                        "`{}` and `{}` were built from different sources (the sources changed \
+                         between their builds: {} built {}, {} built {}), so comparing them would \
+                         measure the change, not the optimization. Rebuild with `pgo-build run`.",
+                        stage.name(),
+                        other_stage.name(),
+                        stage.name(),
+                        built(*stage),
+                        other_stage.name(),
+                        built(*other_stage)
+                    );
+                }
+            }
+            for (upstream, id) in &manifest.upstream {
+                let Some(upstream_stage) = Stage::from_variant(upstream) else {
+                    continue;
+                };
+                let current = StageManifest::load(&self.layout, upstream_stage, "").ok();
+                if current.as_ref().is_none_or(|current| &current.id != id) {
+                    bail!(
+                        "the {} binaries were made from an earlier {} build, which has been \
+                         rebuilt or removed since: run `pgo-build {}` again (or `pgo-build run`)",
+                        stage.name(),
+                        upstream,
+                        stage.name()
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     fn compare_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
@@ -300,6 +346,7 @@ impl Session {
             }
             std::fs::create_dir_all(&count_dir)?;
         }
+        let running = self.layout.running_workload();
         let target = training::Target {
             stage,
             bin_dir: &bin_dir,
@@ -312,6 +359,7 @@ impl Session {
                 workload.name(),
                 stage.name()
             )),
+            running_record: Some(&running),
         };
         let outcome = target.run(workload, &self.printer)?;
         if !outcome.stopped.is_empty() {

@@ -35,11 +35,11 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 
-use crate::cargo_build::{BUILD_ID_FLAG, BuildSettings};
+use crate::cargo_build::{BUILD_ID_FLAG, BuildSettings, StageManifest};
 use crate::cargo_config::{self, CargoConfig};
 use crate::cli::GlobalArgs;
 use crate::config::Config;
-use crate::layout::Layout;
+use crate::layout::{Layout, Stage};
 use crate::memory::PeakSampler;
 use crate::printer::Printer;
 use crate::profiles::Accounting;
@@ -47,6 +47,7 @@ use crate::report::Report;
 use crate::rustflags::{self, Sources, UserFlags};
 use crate::state::{RunLock, State};
 use crate::toolchain::{self, LlvmTool, Rustc};
+use crate::training;
 use crate::workspace::{BinTarget, Selection, Workspace};
 
 pub use offline::{clean, show_report};
@@ -131,6 +132,9 @@ impl Session {
         };
         let layout = Layout::new(&workspace.target_dir);
         let lock = RunLock::acquire(&layout)?;
+        if let Some(stopped) = training::stop_leftovers(&layout.running_workload())? {
+            printer.warn(stopped);
+        }
         let report = Report::load_or_new(&layout.report(), &workspace.root);
         let state = State::load(&layout);
         let continuous = args.continuous || config.pgo.continuous;
@@ -163,8 +167,15 @@ impl Session {
         body: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<T> {
         // The stage's outputs are about to change: its record of completion no longer holds
-        // (`run` records it again once the stage completes).
+        // (`run` records it again once the stage completes), and the variants it rewrites
+        // count as attempted, not built, until it has staged them.
         self.forget_stage(name)?;
+        for stage in staged_by(name) {
+            StageManifest::begin(&self.layout, *stage, name)?;
+            for per_stage in self.report.binaries.values_mut() {
+                per_stage.remove(stage.name());
+            }
+        }
         self.printer.stage_start(name);
         let started = Instant::now();
         let memory = PeakSampler::start();
@@ -206,5 +217,16 @@ impl Session {
             self.state.save(&self.layout)?;
         }
         Ok(())
+    }
+}
+
+/// The staged stages a command rewrites.
+fn staged_by(command: &str) -> &'static [Stage] {
+    match command {
+        "build" => &[Stage::Baseline],
+        "instrument" => &[Stage::Instrumented],
+        "optimize" => &[Stage::Optimized],
+        "bolt" => &[Stage::BoltInstrumented, Stage::Bolt],
+        _ => &[],
     }
 }

@@ -10,6 +10,7 @@ use crate::printer::Printer;
 use crate::render;
 use crate::report::{Report, tables};
 use crate::state::RunLock;
+use crate::training;
 use crate::workspace::Workspace;
 
 /// `pgo-build report`: renders the last run's report.json; needs no toolchain and no lock.
@@ -52,6 +53,9 @@ pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     let layout = Layout::new(&workspace.target_dir);
     // Refused while another run works there; held while the directory goes away.
     let _lock = RunLock::acquire(&layout)?;
+    if let Some(stopped) = training::stop_leftovers(&layout.running_workload())? {
+        printer.warn(stopped);
+    }
     if layout.root().exists() {
         std::fs::remove_dir_all(layout.root())
             .with_context(|| format!("could not remove {}", layout.root().display()))?;

@@ -77,7 +77,7 @@ impl Session {
         if with_data.is_empty() {
             bail!("no binary has usable profile data; nothing can be built with PGO");
         }
-        let profile = inputs.path;
+        let profile = inputs.path.clone();
 
         self.check_bolt_compatible_profile()?;
         let mut flags = vec![
@@ -127,7 +127,8 @@ impl Session {
                 self.cargo_build(Stage::Baseline, &without_data, &plain_flags, &|_| true)?;
             executables.extend(executables_of(&without_data, plain, false));
         }
-        self.stage_binaries(Stage::Optimized, flags, executables)?;
+        let upstream: Vec<&StageManifest> = inputs.instrumented.iter().collect();
+        self.stage_binaries(Stage::Optimized, flags, executables, &upstream)?;
         Ok(())
     }
 
@@ -183,6 +184,7 @@ impl Session {
                 path: PathBuf::new(),
                 missing,
                 committed_functions: None,
+                instrumented: Some(instrumented),
             });
         }
         let merged = profiles::merge(
@@ -211,6 +213,7 @@ impl Session {
             path: merged.path,
             missing,
             committed_functions: None,
+            instrumented: Some(instrumented),
         })
     }
 
@@ -252,6 +255,7 @@ impl Session {
             path,
             missing,
             committed_functions: Some(functions),
+            instrumented: None,
         })
     }
 
@@ -334,6 +338,8 @@ struct ProfileInputs {
     missing: Vec<(BinTarget, String)>,
     /// The committed profile's functions, for the staleness check after building.
     committed_functions: Option<Vec<insight::FunctionCounts>>,
+    /// The instrumented build the trained profile came from (none for a committed profile).
+    instrumented: Option<StageManifest>,
 }
 
 fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {

@@ -202,7 +202,14 @@ impl Session {
                 self.config.display_path()
             );
         }
+        // Training's profile first: a holdout run against an incomplete one would be wasted.
+        let train = self.account(&instrumented)?;
         let holdout_raw = self.layout.profiles_dir().join("holdout-raw");
+        if holdout_raw.exists() {
+            // Holdout workloads removed since the last overlap must not count.
+            std::fs::remove_dir_all(&holdout_raw)
+                .with_context(|| format!("could not remove {}", holdout_raw.display()))?;
+        }
         let continuous = instrumented.continuous();
         self.run_training(
             Stage::Instrumented,
@@ -210,9 +217,9 @@ impl Session {
             &holdout,
             "holdout",
             &|workload| instrumented_profile_env(&holdout_raw, continuous, workload),
+            &|_, _| Ok(()),
         )?;
-        let train = self.account(&instrumented)?;
-        let test = self.account_in(&holdout_raw, &instrumented)?;
+        let test = self.account_dirs(&profiles::workload_dirs(&holdout_raw), &instrumented)?;
         let profdata = self.profdata()?.clone();
         let scratch = self.layout.profiles_dir().join("scratch");
         let threshold = self.config.pgo.min_overlap();

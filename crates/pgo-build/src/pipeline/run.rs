@@ -10,7 +10,7 @@ use anyhow::Result;
 use super::Session;
 use crate::cargo_build::StageManifest;
 use crate::cli::{BoltArgs, CompareArgs, PipelineStage, RunArgs};
-use crate::config::{Role, Workload};
+use crate::config::Role;
 use crate::layout::Stage;
 use crate::render;
 use crate::state::{self, Fingerprint};
@@ -125,10 +125,9 @@ impl Session {
         match stage {
             PipelineStage::Build => manifest_intact(Stage::Baseline),
             PipelineStage::Instrument => manifest_intact(Stage::Instrumented),
-            PipelineStage::Train => self
-                .config
-                .workloads_with_role(Role::Train)
-                .all(|w| self.layout.raw_profiles_dir().join(w.name()).is_dir()),
+            // Every train workload's last run completed, and its files are as it left them.
+            PipelineStage::Train => StageManifest::load(&self.layout, Stage::Instrumented, "")
+                .is_ok_and(|instrumented| self.trained_workloads(&instrumented).1.is_empty()),
             PipelineStage::Optimize => manifest_intact(Stage::Optimized),
             PipelineStage::Bolt => manifest_intact(Stage::Bolt),
             PipelineStage::Compare => self.report.compare.is_some(),
@@ -147,7 +146,7 @@ impl Session {
         };
         let workloads = |print: &mut Fingerprint, role: Role| {
             for workload in self.config.workloads_with_role(role) {
-                print.text("workload", &workload_fingerprint(workload));
+                print.text("workload", &workload.fingerprint());
             }
         };
         match stage {
@@ -226,19 +225,4 @@ fn run_compare_args(session: &Session, args: &RunArgs) -> CompareArgs {
         seed: 1,
         ..CompareArgs::default()
     }
-}
-
-/// What of a workload decides its profile or timing.
-fn workload_fingerprint(workload: &Workload) -> String {
-    format!(
-        "{} {:?} {:?} {:?} {:?} {:?} {} {:?}",
-        workload.name(),
-        workload.role,
-        workload.command,
-        workload.env,
-        workload.cwd,
-        workload.timeout,
-        workload.allow_failure,
-        workload.grace_period
-    )
 }

@@ -4,7 +4,7 @@
 //! `profile overlap`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
@@ -18,6 +18,7 @@ use crate::report::{RejectedProfile, WorkloadRecord, human_bytes};
 use crate::start_marker;
 use crate::state::Fingerprint;
 use crate::training;
+use crate::training_record::{self, TrainingRecord};
 
 impl Session {
     /// Runs the train workloads (all, or those named) against the instrumented binaries.
@@ -29,15 +30,34 @@ impl Session {
         )?;
         let workloads = self.training_workloads(names)?;
         let raw_dir = self.layout.raw_profiles_dir();
+        self.remove_profiles_of_other_workloads(&raw_dir)?;
         let continuous = instrumented.continuous();
         self.run_training(
             Stage::Instrumented,
             &instrumented,
             &workloads,
             "train",
-            &|workload| instrumented_profile_env(&raw_dir, continuous, workload),
+            &|workload| {
+                let env = instrumented_profile_env(&raw_dir, continuous, workload)?;
+                TrainingRecord::start(&raw_dir.join(workload.name()), workload, &instrumented)?;
+                Ok(env)
+            },
+            &|workload, outcome| {
+                TrainingRecord::finish(
+                    &raw_dir.join(workload.name()),
+                    &outcome.status,
+                    outcome.success || workload.allow_failure,
+                )
+            },
         )?;
-        let accounting = self.account(&instrumented)?;
+        // Workloads not run now keep their last run, if it is still usable.
+        let (usable, unusable) = self.trained_workloads(&instrumented);
+        for reason in unusable {
+            self.caution(format!(
+                "{reason}; `pgo-build optimize` refuses until it is trained"
+            ))?;
+        }
+        let accounting = self.account_dirs(&usable, &instrumented)?;
         self.printer.table(accounting_table(&accounting.per_binary));
         self.report_accounting(&accounting)?;
         for (binary, figures) in &accounting.per_binary {
@@ -53,7 +73,8 @@ impl Session {
 
     /// Runs training workloads against a stage's binaries, one after the other. `prepare`
     /// readies a workload's profile directory and returns the variables that point the
-    /// binaries at it. A failing workload fails the stage unless `allow_failure` is set.
+    /// binaries at it; `finish` records how it ended. A failing workload fails the stage
+    /// unless `allow_failure` is set.
     pub(crate) fn run_training(
         &mut self,
         stage: Stage,
@@ -61,8 +82,10 @@ impl Session {
         workloads: &[Workload],
         log_prefix: &str,
         prepare: &dyn Fn(&Workload) -> Result<training::EnvVars>,
+        finish: &dyn Fn(&Workload, &training::Outcome) -> Result<()>,
     ) -> Result<()> {
         let bin_dir = self.layout.bin_dir(stage);
+        let running = self.layout.running_workload();
         for workload in workloads {
             let target = training::Target {
                 stage,
@@ -75,10 +98,12 @@ impl Session {
                     .layout
                     .logs_dir()
                     .join(format!("{log_prefix}-{}.log", workload.name())),
+                running_record: Some(&running),
             };
             self.printer
                 .info(format!("workload {} ...", workload.name()));
             let outcome = target.run(workload, &self.printer)?;
+            finish(workload, &outcome)?;
             self.printer.info(format!(
                 "workload {}: {} in {:.2}s (log: {})",
                 workload.name(),
@@ -185,22 +210,80 @@ impl Session {
         Ok(())
     }
 
-    /// Every raw profile of the last training, checked and attributed, with coverage.
-    pub(crate) fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
-        self.account_in(&self.layout.raw_profiles_dir(), instrumented)
+    /// Removes the raw profiles of workloads that are not train workloads any more (removed,
+    /// renamed, or made holdout), so nothing of them can be merged.
+    fn remove_profiles_of_other_workloads(&self, raw_dir: &Path) -> Result<()> {
+        for (name, dir) in profiles::workload_dirs(raw_dir) {
+            if self
+                .config
+                .workload(&name)
+                .is_none_or(|w| w.role != Role::Train)
+            {
+                self.printer.info(format!(
+                    "removing the raw profiles of `{name}`: not a train workload in {}",
+                    self.config.display_path()
+                ));
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("could not remove {}", dir.display()))?;
+            }
+        }
+        Ok(())
     }
 
-    /// The same for the raw profiles under `raw_dir`.
-    pub(crate) fn account_in(
+    /// The raw profile directories of the current train workloads whose last run may be
+    /// merged (see `training_record`), and for the others why not.
+    pub(super) fn trained_workloads(
         &self,
-        raw_dir: &Path,
+        instrumented: &StageManifest,
+    ) -> (Vec<(String, PathBuf)>, Vec<String>) {
+        let raw_dir = self.layout.raw_profiles_dir();
+        let mut usable = Vec::new();
+        let mut unusable = Vec::new();
+        for workload in self.config.workloads_with_role(Role::Train) {
+            let dir = raw_dir.join(workload.name());
+            match training_record::check(&dir, workload, instrumented) {
+                Ok(()) => usable.push((workload.name().to_owned(), dir)),
+                Err(reason) => unusable.push(reason),
+            }
+        }
+        (usable, unusable)
+    }
+
+    /// The profile accounting of the last training: every current train workload's last run,
+    /// refused when one of them has no usable run.
+    pub(crate) fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
+        let (usable, unusable) = self.trained_workloads(instrumented);
+        if !unusable.is_empty() {
+            bail!(
+                "the training profiles are not complete and current, and a profile of part of \
+                 the training would silently optimize for other work:\n  - {}\n(`pgo-build \
+                 run` trains every workload again.)",
+                unusable.join("\n  - ")
+            );
+        }
+        if usable.is_empty() {
+            bail!(
+                "there are no training workloads: add a [[workload]] with role = \"train\" to {}",
+                self.config.display_path()
+            );
+        }
+        self.account_dirs(&usable, instrumented)
+    }
+
+    /// Every raw profile in the given workload directories, checked and attributed, with
+    /// coverage.
+    pub(crate) fn account_dirs(
+        &self,
+        workload_dirs: &[(String, PathBuf)],
         instrumented: &StageManifest,
     ) -> Result<Accounting> {
-        let key = Fingerprint::new("accounting")
-            .text("instrumented", &serde_json::to_string(instrumented)?)
-            .text("bins", &format!("{:?}", self.bins))
-            .tree(raw_dir)
-            .finish();
+        let mut key = Fingerprint::new("accounting");
+        key.text("instrumented", &serde_json::to_string(instrumented)?)
+            .text("bins", &format!("{:?}", self.bins));
+        for (name, dir) in workload_dirs {
+            key.text("workload", name).tree(dir);
+        }
+        let key = key.finish();
         if let Some((cached, accounting)) = self.accounting_cache.borrow().as_ref()
             && *cached == key
         {
@@ -208,7 +291,7 @@ impl Session {
         }
         let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
         let accounting = profiles::account(
-            raw_dir,
+            workload_dirs,
             instrumented,
             &binaries,
             self.profdata()?,

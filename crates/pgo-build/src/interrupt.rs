@@ -1,0 +1,118 @@
+//! SIGINT, SIGTERM and SIGHUP sent to pgo-build.
+//!
+//! Workloads run in process groups of their own, so Ctrl-C at the terminal reaches pgo-build
+//! but not them. While a workload runs, the handler only records the signal; the loop waiting
+//! for the workload sees it, stops the workload's processes (SIGTERM, grace period, SIGKILL)
+//! and returns [`Interrupted`], and pgo-build exits with 128 + the signal number. At any other
+//! time the signal keeps its default action (cargo and rustc, in pgo-build's own process group,
+//! get Ctrl-C themselves).
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+static WORKLOAD_RUNNING: AtomicBool = AtomicBool::new(false);
+
+const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    if WORKLOAD_RUNNING.load(Ordering::SeqCst) {
+        RECEIVED.store(signal, Ordering::SeqCst);
+    } else {
+        // SAFETY: signal(2) and raise(3) are async-signal-safe.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+}
+
+/// Installs the handler (once, at start-up).
+pub fn install() {
+    for signal in SIGNALS {
+        // SAFETY: the handler only touches atomics and calls async-signal-safe functions.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Marks a workload as running until dropped: signals are recorded, not acted on.
+pub struct WorkloadWindow(());
+
+impl WorkloadWindow {
+    pub fn open() -> WorkloadWindow {
+        WORKLOAD_RUNNING.store(true, Ordering::SeqCst);
+        WorkloadWindow(())
+    }
+
+    /// The signal received since the window opened, if any; the caller handles it.
+    pub fn take_signal(&self) -> Option<i32> {
+        match RECEIVED.swap(0, Ordering::SeqCst) {
+            0 => None,
+            signal => Some(signal),
+        }
+    }
+}
+
+impl Drop for WorkloadWindow {
+    fn drop(&mut self) {
+        WORKLOAD_RUNNING.store(false, Ordering::SeqCst);
+        if let Some(signal) = self.take_signal() {
+            // Arrived after the workload loop last looked: act on it now, as the default
+            // action would have.
+            on_signal(signal);
+        }
+    }
+}
+
+/// pgo-build was interrupted while a workload ran; its processes were stopped.
+#[derive(Debug)]
+pub struct Interrupted {
+    pub signal: i32,
+    pub workload: String,
+    pub stage: String,
+    /// "coordinator (pid 12, SIGTERM), …"
+    pub stopped: String,
+}
+
+impl Interrupted {
+    pub fn exit_code(&self) -> u8 {
+        (128 + self.signal).clamp(0, 255) as u8
+    }
+}
+
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGKILL => "SIGKILL",
+        _ => "a signal",
+    }
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "interrupted by {} while workload `{}` ran against the {} binaries; stopped its \
+             processes: {}. The interrupted stage is not recorded as complete and none of its \
+             outputs are used: run the same command again (`pgo-build run` resumes at the first \
+             stage that did not complete).",
+            signal_name(self.signal),
+            self.workload,
+            self.stage,
+            if self.stopped.is_empty() {
+                "none were left"
+            } else {
+                &self.stopped
+            }
+        )
+    }
+}
+
+impl std::error::Error for Interrupted {}
