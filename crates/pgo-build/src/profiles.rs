@@ -250,6 +250,7 @@ pub struct BinaryProfiles {
     pub files: usize,
     /// Files whose profile is usable.
     pub valid_files: usize,
+    /// Bytes of the usable files (what is merged; excluded files are not counted).
     pub bytes: u64,
     /// 0-byte files: processes that were stopped after the runtime created their file.
     pub empty_files: usize,
@@ -381,9 +382,11 @@ fn per_binary<'a>(
             continue;
         };
         entry.files += 1;
-        entry.bytes += profile.size_bytes;
         entry.empty_files += usize::from(profile.size_bytes == 0);
-        entry.valid_files += usize::from(profile.rejected.is_none());
+        if profile.rejected.is_none() {
+            entry.valid_files += 1;
+            entry.bytes += profile.size_bytes;
+        }
     }
     for (binary, figures) in table.iter_mut() {
         figures.processes = figures.files.max(starts.get(binary).copied().unwrap_or(0));

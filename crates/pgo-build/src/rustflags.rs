@@ -20,6 +20,42 @@ pub struct UserFlags {
     pub source: String,
 }
 
+/// The flag among `flags` that strips symbols (`-Cstrip=symbols`, `-C strip=…`, a linker's
+/// `-s`/`--strip-all`), if any: BOLT needs the symbols, and lld refuses `--strip-all` with
+/// `--emit-relocs`. Stripping only debug info is fine.
+pub fn stripping_flag(flags: &[String]) -> Option<String> {
+    let strips_symbols = |value: &str| !matches!(value, "none" | "false" | "debuginfo");
+    let strips_at_link = |args: &str| {
+        args.split([' ', ','])
+            .any(|arg| matches!(arg, "-s" | "--strip-all" | "-strip-all"))
+    };
+    let mut words = flags.iter().peekable();
+    while let Some(flag) = words.next() {
+        let codegen = match flag.as_str() {
+            "-C" | "--codegen" => words.peek().map(|next| next.as_str()),
+            _ => flag
+                .strip_prefix("-C")
+                .or_else(|| flag.strip_prefix("--codegen=")),
+        };
+        let Some(option) = codegen else {
+            continue;
+        };
+        let offending = match option.split_once('=') {
+            Some(("strip", value)) => strips_symbols(value),
+            Some(("link-arg" | "link-args", args)) => strips_at_link(args),
+            _ => false,
+        };
+        if offending {
+            return Some(if flag.starts_with("-C") && flag.len() > 2 {
+                flag.clone()
+            } else {
+                format!("{flag} {option}")
+            });
+        }
+    }
+    None
+}
+
 /// What the resolution reads; separated from the process so tests can supply it.
 pub struct Sources<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
@@ -171,6 +207,33 @@ pub fn host_cfg(cfg_output: &str) -> Vec<Cfg> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_way_to_strip_symbols_is_found() {
+        let flags = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        for stripping in [
+            &["-Cstrip=symbols"][..],
+            &["-C", "strip=symbols"],
+            &["--codegen", "strip=symbols"],
+            &["-Copt-level=3", "-Clink-arg=-s"],
+            &["-Clink-arg=-Wl,--strip-all"],
+            &["-C", "link-args=-Wl,-O1 -s"],
+        ] {
+            assert!(stripping_flag(&flags(stripping)).is_some(), "{stripping:?}");
+        }
+        for keeping in [
+            &["-Cstrip=debuginfo"][..],
+            &["-C", "strip=none"],
+            &["-Clink-arg=-Wl,--strip-debug"],
+            &["-Ctarget-cpu=native"],
+        ] {
+            assert_eq!(stripping_flag(&flags(keeping)), None, "{keeping:?}");
+        }
+        assert_eq!(
+            stripping_flag(&flags(&["-C", "strip=symbols"])).as_deref(),
+            Some("-C strip=symbols")
+        );
+    }
     use std::collections::HashMap;
 
     const HOST: &str = "x86_64-unknown-linux-gnu";

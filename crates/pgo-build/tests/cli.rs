@@ -661,6 +661,25 @@ fn pgo_build_rt_writes_the_profile_of_workers_stopped_by_sigterm() {
 }
 
 #[test]
+fn one_worker_of_three_ending_without_a_profile_is_a_warning_and_fails_strict() {
+    let fixture = Fixture::new("signals");
+    // Two replicas write their profile on SIGTERM (pgo-build-rt); the third is SIGKILLed.
+    fixture.config(&["$PGO_BUILD_BIN_SERVER TERM 2 && $PGO_BUILD_BIN_SERVER KILL 1"]);
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    fixture
+        .run(&["train", "--features", "rt"])
+        .success()
+        .stderr_contains("1 of 3 processes of `replica` ended without writing a profile");
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 2, "{replica}");
+    fixture
+        .run(&["train", "--features", "rt", "--strict"])
+        .failure()
+        .stderr_contains("1 of 3 processes of `replica` ended without writing a profile")
+        .stderr_contains("--strict");
+}
+
+#[test]
 fn pgo_build_rt_flush_keeps_counts_of_workers_killed_later() {
     let fixture = Fixture::new("signals");
     fixture.config(&["$PGO_BUILD_BIN_SERVER KILL 1 flush"]);
@@ -820,6 +839,27 @@ fn bolt_with_a_stripping_profile_is_refused_before_building() {
         .failure()
         .stderr_contains("the `release` profile strips symbols (strip = true in")
         .stderr_contains("strip = \"debuginfo\"");
+}
+
+#[test]
+fn bolt_with_stripping_rustflags_is_refused_before_building() {
+    let fixture = bolt_fixture(&["$PGO_BUILD_BIN_APP work 1000"], "");
+    for flags in ["-Cstrip=symbols", "-C link-arg=-s"] {
+        let mut command = fixture.command(&["build"]);
+        command.env("RUSTFLAGS", flags);
+        fixture
+            .run_with(command)
+            .failure()
+            .stderr_contains("the rustflags (RUSTFLAGS) strip symbols")
+            .stderr_contains("-Cstrip=debuginfo");
+        assert!(
+            !fixture
+                .root()
+                .join("target/pgo-build/baseline/cargo-target")
+                .exists(),
+            "refused only after building with {flags}"
+        );
+    }
 }
 
 #[test]
@@ -1738,4 +1778,23 @@ fn profiles_changed_after_training_are_refused_and_train_is_not_reused() {
     let results = stage_results(&fixture);
     assert_eq!(result_of(&results, "train"), "ok", "{results:?}");
     assert_eq!(result_of(&results, "optimize"), "ok", "{results:?}");
+}
+
+#[test]
+fn a_workspace_without_training_workloads_is_told_before_anything_is_built() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"h\"\nrole = \"holdout\"\ncommand = \"true\"\n",
+    );
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("there are no training workloads");
+    fixture
+        .run(&["run"])
+        .failure()
+        .stderr_contains("there are no training workloads")
+        .stderr_contains("nothing was built");
+    assert!(!fixture.root().join("target/pgo-build/baseline").exists());
 }

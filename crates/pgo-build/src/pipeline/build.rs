@@ -18,6 +18,7 @@ use crate::config::LinkJobs;
 use crate::layout::Stage;
 use crate::linker::{self, LinkSummary};
 use crate::report::{BinaryRecord, human_bytes};
+use crate::rustflags;
 use crate::start_marker;
 use crate::state;
 use crate::workspace::BinTarget;
@@ -278,6 +279,16 @@ impl Session {
                  if needed.",
                 self.config.display_path(),
                 self.settings.profile
+            );
+        }
+        if let Some(flag) = rustflags::stripping_flag(&self.user_flags.flags) {
+            bail!(
+                "[bolt] enabled = true in {}, but the rustflags ({}) strip symbols: `{flag}`. \
+                 BOLT needs the symbol table, and linking with relocations (-Wl,--emit-relocs) \
+                 cannot be combined with stripping. Remove the flag (or use -Cstrip=debuginfo), \
+                 and strip the BOLTed binaries afterwards if needed.",
+                self.config.display_path(),
+                self.user_flags.source
             );
         }
         Ok(())

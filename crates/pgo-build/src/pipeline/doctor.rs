@@ -64,6 +64,9 @@ impl Session {
                 )),
             }
         }
+        if let Some(problem) = self.no_training() {
+            printer.warn(problem);
+        }
         let tool = search.require(&self.rustc)?;
         printer.info(format!(
             "llvm-profdata: {} (LLVM {})",
@@ -75,5 +78,24 @@ impl Session {
             Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
         let _ = self.profdata.set(tool);
         Ok(())
+    }
+
+    /// Why training cannot run, when the configuration has no train workload and no
+    /// committed profile: said by `doctor`, and by `run` before it builds anything.
+    pub(super) fn no_training(&self) -> Option<String> {
+        if self.config.pgo.profile.is_some()
+            || self
+                .config
+                .workloads_with_role(Role::Train)
+                .next()
+                .is_some()
+        {
+            return None;
+        }
+        Some(format!(
+            "there are no training workloads in {}: `train`, `optimize` and `run` need a \
+             [[workload]] with role = \"train\" (or a committed profile, [pgo] profile)",
+            self.config.display_path()
+        ))
     }
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use super::Session;
 use crate::cargo_build::StageManifest;
@@ -54,6 +54,9 @@ impl Session {
 
     fn run_stages(&mut self, args: &RunArgs) -> Result<()> {
         self.stage("doctor", |s| s.doctor())?;
+        if let Some(problem) = self.no_training() {
+            bail!("{problem}; nothing was built");
+        }
         self.cached_stage(PipelineStage::Build, args, |s| s.build_baseline())?;
         if self.config.pgo.profile.is_none() {
             self.cached_stage(PipelineStage::Instrument, args, |s| s.instrument())?;

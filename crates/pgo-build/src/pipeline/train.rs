@@ -66,6 +66,15 @@ impl Session {
                     "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
                     no_profile_message(binary, figures)
                 ))?;
+            } else if figures.died > 0 {
+                // Their work is missing from the profile: code only they ran looks cold.
+                self.caution(format!(
+                    "{} of {} processes of `{binary}` ended without writing a profile (stopped \
+                     by a signal, abort or _exit), so what they ran is missing from its \
+                     profile. Call pgo_build_rt::install() first thing in its main (SIGTERM, \
+                     SIGINT), or train in continuous mode (--continuous: any signal).",
+                    figures.died, figures.processes
+                ))?;
             }
         }
         Ok(())
@@ -128,7 +137,7 @@ impl Session {
                     "pgo-build had to stop processes of workload `{}`: {}. A process stopped by a \
                      signal writes no profile unless it calls pgo_build_rt::install() (SIGTERM, \
                      SIGINT) or training runs in continuous mode (any signal). Make the workload \
-                     stop its own children, and see the per-binary table below.",
+                     stop its own children.",
                     workload.name(),
                     training::describe_stopped(&outcome.stopped)
                 ))?;

@@ -129,6 +129,20 @@ pub fn compare_table(result: &CompareResult) -> String {
                     percent(summary.cpu.ci_low),
                     percent(summary.cpu.ci_high)
                 )),
+                // Every row has every column: "-" where instructions were not counted.
+                right(
+                    summary
+                        .instructions
+                        .as_ref()
+                        .map_or("-".to_owned(), |counted| {
+                            format!(
+                                "{} ({} … {})",
+                                percent(counted.median_ratio),
+                                percent(counted.ci_low),
+                                percent(counted.ci_high)
+                            )
+                        }),
+                ),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
                 Cell::new(chosen.verdict.label()),
             ]);
@@ -192,4 +206,63 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
         ]);
     }
     table.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{CandidateSummary, WorkloadComparison};
+    use crate::stats::summarize;
+
+    fn comparison(instructions: bool) -> CompareResult {
+        let ratios = [0.9, 0.91, 0.89, 0.9, 0.92, 0.9];
+        let summary = CandidateSummary {
+            wall: summarize(&ratios, 1),
+            cpu: summarize(&ratios, 1),
+            instructions: instructions.then(|| summarize(&[0.8; 6], 1)),
+            reference_median_wall_secs: 1.0,
+            candidate_median_wall_secs: 0.9,
+        };
+        CompareResult {
+            metric: if instructions {
+                Metric::Instructions
+            } else {
+                Metric::Wall
+            },
+            counter: None,
+            rounds: 6,
+            seed: 1,
+            reference: "baseline".into(),
+            candidates: vec!["optimized".into()],
+            workloads: vec![WorkloadComparison {
+                workload: "w".into(),
+                role: "holdout".into(),
+                runs: Vec::new(),
+                candidates: [("optimized".to_owned(), summary)].into(),
+            }],
+            geometric_mean: BTreeMap::new(),
+        }
+    }
+
+    /// The cells of the table's one data row, split on the table's column separator.
+    fn row_cells(table: &str) -> Vec<String> {
+        let row = table.lines().find(|l| l.contains("optimized vs")).unwrap();
+        row.trim_matches('│')
+            .split('┆')
+            .map(|c| c.trim().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_compare_row_fills_every_column() {
+        let header_columns = 9;
+        let wall = row_cells(&compare_table(&comparison(false)));
+        assert_eq!(wall.len(), header_columns, "{wall:?}");
+        assert_eq!(wall[6], "-", "{wall:?}");
+        assert_eq!(wall[7], "6/6", "{wall:?}");
+        assert_eq!(wall[8], "faster", "{wall:?}");
+        let counted = row_cells(&compare_table(&comparison(true)));
+        assert!(counted[6].starts_with("-20.0%"), "{counted:?}");
+        assert_eq!(counted[7], "6/6", "{counted:?}");
+    }
 }
