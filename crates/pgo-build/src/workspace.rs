@@ -9,6 +9,7 @@ use cargo_metadata::{Metadata, TargetKind};
 
 use crate::command::Cmd;
 use crate::printer::Printer;
+use crate::training::bin_env_var;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinTarget {
@@ -45,6 +46,13 @@ impl Workspace {
         let mut cmd =
             Cmd::new(cargo_program()).args(["metadata", "--no-deps", "--format-version", "1"]);
         if let Some(path) = manifest_path {
+            let path = std::path::absolute(path)
+                .with_context(|| format!("could not resolve {}", path.display()))?;
+            // Cargo reads its config files (`[build] target-dir`, …) from its working
+            // directory up: the workspace's, wherever pgo-build was started.
+            if let Some(dir) = path.parent() {
+                cmd = cmd.cwd(dir);
+            }
             cmd = cmd.arg("--manifest-path").arg(path);
         }
         let json = cmd
@@ -138,6 +146,22 @@ impl Workspace {
                     bin.package
                 );
             }
+            // Workloads find binaries by variable: two names mapping to one would shadow one.
+            let variable = bin_env_var(&bin.name);
+            if let Some(other) = selected[..i]
+                .iter()
+                .find(|other| bin_env_var(&other.name) == variable)
+            {
+                bail!(
+                    "binaries `{}` (package `{}`) and `{}` (package `{}`) would both be \
+                     ${variable} for workloads; select one of them (-p, --bin or [build] bins) \
+                     or rename one",
+                    other.name,
+                    other.package,
+                    bin.name,
+                    bin.package
+                );
+            }
         }
         Ok(selected)
     }
@@ -202,6 +226,29 @@ mod tests {
             })
             .unwrap();
         assert_eq!(names(picked), ["worker"]);
+    }
+
+    #[test]
+    fn binaries_that_share_a_variable_name_are_an_error_naming_both() {
+        let mut ws = workspace();
+        for (name, package) in [("my-app", "a"), ("my_app", "b")] {
+            ws.binaries.push(BinTarget {
+                name: name.into(),
+                package: package.into(),
+            });
+        }
+        let err = ws.select(&Selection::default()).unwrap_err().to_string();
+        assert!(err.contains("`my-app` (package `a`)"), "{err}");
+        assert!(err.contains("`my_app` (package `b`)"), "{err}");
+        assert!(err.contains("$PGO_BUILD_BIN_MY_APP"), "{err}");
+        let bins = ["my-app".to_owned(), "cli".to_owned()];
+        assert!(
+            ws.select(&Selection {
+                config_bins: Some(&bins),
+                ..Selection::default()
+            })
+            .is_ok()
+        );
     }
 
     #[test]

@@ -1798,3 +1798,24 @@ fn a_workspace_without_training_workloads_is_told_before_anything_is_built() {
         .stderr_contains("nothing was built");
     assert!(!fixture.root().join("target/pgo-build/baseline").exists());
 }
+
+#[test]
+fn cargo_config_target_dir_is_honoured_from_outside_the_workspace() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.write(
+        ".cargo/config.toml",
+        "[build]\ntarget-dir = \"custom-target\"\n",
+    );
+    let outside = tempfile::tempdir().unwrap();
+    let mut command = fixture.command(&["build"]);
+    command.current_dir(outside.path());
+    fixture.run_with(command).success();
+    assert!(
+        fixture
+            .root()
+            .join("custom-target/pgo-build/baseline/bin/app")
+            .exists()
+    );
+    assert!(!fixture.root().join("target").exists());
+}
