@@ -114,11 +114,14 @@ fn stages_section(report: &Report, out: &mut String) {
             0.0
         };
         let color = COLORS[i % COLORS.len()];
+        // A reused stage is drawn faded: its duration is that of the run that did the work.
+        let opacity = if stage.result == "cached" { 0.4 } else { 1.0 };
         let _ = write!(
             svg,
-            "<rect x=\"{x:.1}\" y=\"10\" width=\"{w:.1}\" height=\"30\" fill=\"{color}\"><title>{}: {:.2}s</title></rect>",
+            "<rect x=\"{x:.1}\" y=\"10\" width=\"{w:.1}\" height=\"30\" fill=\"{color}\" fill-opacity=\"{opacity}\"><title>{}: {:.2}s, {}</title></rect>",
             escape(&stage.name),
-            stage.duration_secs
+            stage.duration_secs,
+            escape(&stage.result_text())
         );
         if w > 50.0 {
             let _ = write!(
@@ -146,7 +149,7 @@ fn stages_section(report: &Report, out: &mut String) {
             "<tr><td><span style=\"color:{}\">■</span> {}</td><td>{}</td><td>{:.2}s</td><td>{share:.1}%</td></tr>",
             COLORS[i % COLORS.len()],
             escape(&stage.name),
-            escape(&stage.result),
+            escape(&stage.result_text()),
             stage.duration_secs
         );
     }

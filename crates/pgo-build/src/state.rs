@@ -20,12 +20,17 @@ use sha2::{Digest, Sha256};
 
 use crate::cargo_build::write_atomically;
 use crate::layout::Layout;
+use crate::report::StageRecord;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
     pub schema_version: u32,
     /// Stage name → fingerprint of the inputs it completed with.
     pub stages: BTreeMap<String, String>,
+    /// Stage name → its last completed run (duration, peak memory, when), shown for the runs
+    /// that reuse it.
+    #[serde(default)]
+    pub runs: BTreeMap<String, StageRecord>,
 }
 
 impl State {
@@ -37,6 +42,7 @@ impl State {
             .unwrap_or(State {
                 schema_version: 1,
                 stages: BTreeMap::new(),
+                runs: BTreeMap::new(),
             })
     }
 

@@ -1106,6 +1106,13 @@ fn a_second_run_with_nothing_changed_reuses_every_stage() {
         fixture.report()["compare"].is_object(),
         "cached stages keep their report sections"
     );
+    // Each cached stage keeps the duration and time of the run that did its work.
+    for stage in fixture.report()["stages"].as_array().unwrap() {
+        if stage["result"] == "cached" {
+            assert!(stage["duration_secs"].as_f64().unwrap() > 0.0, "{stage}");
+            assert!(stage["ran_at_unix"].as_u64().is_some(), "{stage}");
+        }
+    }
 
     // Another number of rounds is another comparison; the builds stay cached.
     fixture.run(&["run", "--compare-rounds", "3"]).success();

@@ -111,12 +111,15 @@ impl Session {
         {
             self.printer.stage_end(name, "cached", started.elapsed());
             self.report
-                .record_stage(name, "cached", started.elapsed(), None);
+                .record_cached_stage(name, self.state.runs.get(name));
             return self.report.save(&self.layout.report());
         }
         self.stage(name, body)?;
         if let Some(fingerprint) = self.fingerprint(stage, args)? {
             self.state.stages.insert(name.to_owned(), fingerprint);
+            if let Some(record) = self.report.stage_record(name) {
+                self.state.runs.insert(name.to_owned(), record.clone());
+            }
             self.state.save(&self.layout)?;
         }
         Ok(())

@@ -96,7 +96,25 @@ impl Report {
             result: result.to_owned(),
             duration_secs: duration.as_secs_f64(),
             peak_memory_bytes,
+            ran_at_unix: Some(records::now_unix()),
         });
+    }
+
+    /// Records a stage that was reused: with the duration, peak memory and time of the run
+    /// that did its work (`earlier`), when known.
+    pub fn record_cached_stage(&mut self, name: &str, earlier: Option<&StageRecord>) {
+        self.stages.retain(|stage| stage.name != name);
+        self.stages.push(StageRecord {
+            name: name.to_owned(),
+            result: "cached".to_owned(),
+            duration_secs: earlier.map_or(0.0, |e| e.duration_secs),
+            peak_memory_bytes: earlier.and_then(|e| e.peak_memory_bytes),
+            ran_at_unix: earlier.and_then(|e| e.ran_at_unix),
+        });
+    }
+
+    pub fn stage_record(&self, name: &str) -> Option<&StageRecord> {
+        self.stages.iter().find(|stage| stage.name == name)
     }
 }
 

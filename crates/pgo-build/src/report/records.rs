@@ -14,10 +14,39 @@ pub struct StageRecord {
     pub name: String,
     /// ok | failed | cached
     pub result: String,
+    /// How long the stage's work took; for a cached stage, the run that did the work.
     pub duration_secs: f64,
     /// Peak resident memory of pgo-build's whole process tree during the stage.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// When the stage's work ran (seconds since 1970); for a cached stage, the earlier run.
+    #[serde(default)]
+    pub ran_at_unix: Option<u64>,
+}
+
+impl StageRecord {
+    /// "ok", or "cached (ran 5 min ago)".
+    pub fn result_text(&self) -> String {
+        match (self.result.as_str(), self.ran_at_unix) {
+            ("cached", Some(ran_at)) => {
+                let ago = now_unix().saturating_sub(ran_at);
+                let when = match ago {
+                    0..120 => format!("{ago} s"),
+                    120..7200 => format!("{} min", ago / 60),
+                    7200..172_800 => format!("{} h", ago / 3600),
+                    _ => format!("{} days", ago / 86_400),
+                };
+                format!("cached (ran {when} ago)")
+            }
+            (result, _) => result.to_owned(),
+        }
+    }
+}
+
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -27,7 +27,7 @@ impl Report {
             };
             table.add_row([
                 Cell::new(&stage.name),
-                Cell::new(&stage.result),
+                Cell::new(stage.result_text()),
                 Cell::new(format!("{:.2}s", stage.duration_secs))
                     .set_alignment(CellAlignment::Right),
                 Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
@@ -42,6 +42,23 @@ impl Report {
             Cell::new("100.0%").set_alignment(CellAlignment::Right),
             Cell::new(""),
         ]);
+        let cached = self.stages.iter().filter(|s| s.result == "cached").count();
+        if cached > 0 {
+            // What this run itself spent; the total is what the pipeline costs from scratch.
+            let spent: f64 = self
+                .stages
+                .iter()
+                .filter(|s| s.result != "cached")
+                .map(|s| s.duration_secs)
+                .sum();
+            table.add_row([
+                Cell::new("this run"),
+                Cell::new(format!("{cached} stages cached")),
+                Cell::new(format!("{spent:.2}s")).set_alignment(CellAlignment::Right),
+                Cell::new(""),
+                Cell::new(""),
+            ]);
+        }
         table.to_string()
     }
 
