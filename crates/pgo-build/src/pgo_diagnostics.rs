@@ -39,17 +39,41 @@ pub struct CrateCounts {
     pub mismatched_functions: usize,
 }
 
+/// Crates whose code differs between the instrumented and the optimized build by design, so
+/// their changed functions are expected: pgo-build-rt compiles its signal handling into
+/// instrumented builds only (`--cfg pgo_build_instrument`).
+const EXPECTED_TO_DIFFER: [&str; 1] = ["pgo_build_rt"];
+
+/// Whether a crate (a cargo target name) is one whose code differs between builds by design.
+pub fn expected_to_differ(target: &str) -> bool {
+    EXPECTED_TO_DIFFER.contains(&target.replace('-', "_").as_str())
+}
+
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Summary {
     pub per_crate: BTreeMap<String, CrateCounts>,
     /// Messages saying the profile was unusable as a whole.
     pub unusable_profile: Vec<String>,
+    /// Changed or missing functions of crates in [`EXPECTED_TO_DIFFER`], left out of the
+    /// counts: crate → functions.
+    #[serde(default)]
+    pub expected: BTreeMap<String, usize>,
 }
 
 impl Summary {
     pub fn from_diagnostics(diagnostics: &[Diagnostic]) -> Summary {
         let mut summary = Summary::default();
         for diagnostic in diagnostics {
+            let krate = diagnostic.target.replace('-', "_");
+            if expected_to_differ(&diagnostic.target)
+                && matches!(
+                    classify(&diagnostic.message),
+                    Some(Kind::HashMismatch | Kind::MissingFunction)
+                )
+            {
+                *summary.expected.entry(krate).or_default() += 1;
+                continue;
+            }
             match classify(&diagnostic.message) {
                 Some(Kind::NotIrProfile) => summary
                     .unusable_profile
@@ -89,6 +113,24 @@ mod tests {
             message: message.into(),
             rendered: String::new(),
         }
+    }
+
+    #[test]
+    fn expected_differences_are_left_out_of_the_counts() {
+        let diagnostics = [
+            diagnostic(
+                "pgo_build_rt",
+                "pgo_build_rt.1-cgu.0: function control flow change detected (hash mismatch) _ZN12pgo_build_rt7install17h1E Hash = 1 up to 3 count discarded",
+            ),
+            diagnostic(
+                "app",
+                "app.1-cgu.0: function control flow change detected (hash mismatch) _ZN3app4main17h1E Hash = 1 up to 3 count discarded",
+            ),
+        ];
+        let summary = Summary::from_diagnostics(&diagnostics);
+        assert_eq!(summary.total_mismatched(), 1);
+        assert!(!summary.per_crate.contains_key("pgo_build_rt"));
+        assert_eq!(summary.expected["pgo_build_rt"], 1);
     }
 
     #[test]

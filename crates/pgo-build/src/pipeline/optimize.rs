@@ -101,6 +101,12 @@ impl Session {
             );
         }
         self.print_diagnostic_summary(&summary);
+        for (krate, functions) in &summary.expected {
+            self.printer.detail(format!(
+                "{functions} functions of {krate} differ from the profile by design (code \
+                 compiled into instrumented builds only) and are left out of the counts"
+            ));
+        }
         match &inputs.committed_functions {
             Some(functions) => self.check_staleness(functions, &output.diagnostics)?,
             None if summary.total_mismatched() > 0 => self.caution(format!(

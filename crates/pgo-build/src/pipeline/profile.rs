@@ -486,7 +486,9 @@ pub(crate) fn staleness(functions: &[FunctionCounts], diagnostics: &[Diagnostic]
     let mut changed = BTreeSet::new();
     for diagnostic in diagnostics {
         let kind = pgo_diagnostics::classify(&diagnostic.message);
-        if !matches!(kind, Some(Kind::HashMismatch | Kind::MissingFunction)) {
+        if !matches!(kind, Some(Kind::HashMismatch | Kind::MissingFunction))
+            || pgo_diagnostics::expected_to_differ(&diagnostic.target)
+        {
             continue;
         }
         let Some(symbol) = diagnostic
