@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 /// A fresh copy of a fixture workspace and a way to run pgo-build on it.
 struct Fixture {
     dir: tempfile::TempDir,
+    subdir: String,
 }
 
 /// One pgo-build invocation's result, with assertions that print everything on failure.
@@ -16,18 +17,26 @@ struct Run {
 
 impl Fixture {
     fn new(name: &str) -> Fixture {
+        Fixture::at(name, "")
+    }
+
+    /// A copy of the fixture in `subdir` of a fresh temporary directory.
+    fn at(name: &str, subdir: &str) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(
             &Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/fixtures")
                 .join(name),
-            dir.path(),
+            &dir.path().join(subdir),
         );
-        Fixture { dir }
+        Fixture {
+            dir,
+            subdir: subdir.to_owned(),
+        }
     }
 
-    fn root(&self) -> &Path {
-        self.dir.path()
+    fn root(&self) -> PathBuf {
+        self.dir.path().join(&self.subdir)
     }
 
     fn write(&self, relative: &str, contents: &str) -> &Fixture {
@@ -1557,7 +1566,7 @@ fn ended(pid: &str) -> bool {
 /// A train workload that runs app, records its shell's pid and that of a process that leaves
 /// the process group (`setsid`), then runs until stopped.
 fn long_training_config(fixture: &Fixture) {
-    let root = fixture.root().display();
+    let root = fixture.root().display().to_string();
     fixture.write(
         "pgo-build.toml",
         &format!(
@@ -1832,4 +1841,15 @@ fn cargo_config_target_dir_is_honoured_from_outside_the_workspace() {
             .exists()
     );
     assert!(!fixture.root().join("target").exists());
+}
+
+#[test]
+fn a_workspace_under_a_path_with_spaces_and_quotes_runs_end_to_end() {
+    let fixture = Fixture::at("twobins", "my work's \"dir\"");
+    fixture.config(&[r#""$PGO_BUILD_BIN_APP" work 2000 && "$PGO_BUILD_BIN_HELPER""#]);
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("pgo-build stage optimize ok");
+    assert!(fixture.stage_bin("optimized", "app").exists());
 }
