@@ -21,13 +21,16 @@ use crate::workspace::{BinTarget, cargo_program};
 /// Added to every stage (so baseline and optimized stay comparable): `%b` in the profile file
 /// pattern needs a build id, which not every linker adds by default.
 pub const BUILD_ID_FLAG: &str = "-Clink-arg=-Wl,--build-id";
+/// No value profiling (indirect call targets, memcpy sizes): in continuous-mode instrumented
+/// builds, and in the optimized builds that use their profiles.
+pub const VALUE_PROFILING_OFF: &str = "-Cllvm-args=-disable-vp";
 /// Extra flags of a continuous-mode instrumented build: counters addressed through a bias so
 /// they can live in the mmapped file (without it the file stays empty), no value profiling
 /// (llvm-profdata rejects such files as truncated otherwise), and counters updated in memory
 /// on every increment (else a process killed inside a loop loses that loop's counts).
 pub const CONTINUOUS_FLAGS: [&str; 3] = [
     "-Cllvm-args=-runtime-counter-relocation",
-    "-Cllvm-args=-disable-vp",
+    VALUE_PROFILING_OFF,
     "-Cllvm-args=-do-counter-promotion=false",
 ];
 

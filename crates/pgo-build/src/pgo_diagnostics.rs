@@ -19,6 +19,9 @@ pub enum Kind {
     HashMismatch,
     /// No data for the function (never run in training, or renamed).
     MissingFunction,
+    /// The profile's value sites (indirect calls, memcpy sizes) do not match the function's:
+    /// its value profile data is discarded.
+    InconsistentValueSites,
 }
 
 pub fn classify(message: &str) -> Option<Kind> {
@@ -28,6 +31,8 @@ pub fn classify(message: &str) -> Option<Kind> {
         Some(Kind::HashMismatch)
     } else if message.contains("no profile data available for function") {
         Some(Kind::MissingFunction)
+    } else if message.contains("Inconsistent number of value sites") {
+        Some(Kind::InconsistentValueSites)
     } else {
         None
     }
@@ -37,6 +42,9 @@ pub fn classify(message: &str) -> Option<Kind> {
 pub struct CrateCounts {
     pub missing_functions: usize,
     pub mismatched_functions: usize,
+    /// Functions whose value profile (indirect calls, memcpy sizes) was discarded.
+    #[serde(default)]
+    pub inconsistent_value_sites: usize,
 }
 
 /// Crates whose code differs between the instrumented and the optimized build by design, so
@@ -84,6 +92,9 @@ impl Summary {
                 Some(Kind::MissingFunction) => {
                     summary.entry(&diagnostic.target).missing_functions += 1;
                 }
+                Some(Kind::InconsistentValueSites) => {
+                    summary.entry(&diagnostic.target).inconsistent_value_sites += 1;
+                }
                 None => {}
             }
         }
@@ -113,6 +124,15 @@ mod tests {
             message: message.into(),
             rendered: String::new(),
         }
+    }
+
+    #[test]
+    fn stale_value_sites_are_counted_not_passed_through() {
+        // As LLVM 22 words it.
+        let message = "replica.5-cgu.0: Inconsistent number of value sites for indirect call target profiling in \"_ZN3std3sys9backtrace28__rust_begin_short_backtrace17h9E\", possibly due to the use of a stale profile.";
+        assert_eq!(classify(message), Some(Kind::InconsistentValueSites));
+        let summary = Summary::from_diagnostics(&[diagnostic("replica", message)]);
+        assert_eq!(summary.per_crate["replica"].inconsistent_value_sites, 1);
     }
 
     #[test]

@@ -710,9 +710,18 @@ fn pgo_build_rt_flush_keeps_counts_of_workers_killed_later() {
 fn continuous_mode_keeps_counts_of_workers_killed_by_sigkill() {
     let fixture = Fixture::new("signals");
     fixture.config(&["$PGO_BUILD_BIN_SERVER KILL 2"]);
-    fixture
-        .run(&["run", "--no-compare", "--continuous"])
-        .success();
+    let run = fixture.run(&["run", "--no-compare", "--continuous"]);
+    run.success();
+    // Value profiling is off on both sides: no "stale profile" warnings about value sites.
+    assert!(
+        !run.stderr().contains("Inconsistent number of value sites"),
+        "{}",
+        run.describe()
+    );
+    let optimized =
+        std::fs::read_to_string(fixture.root().join("target/pgo-build/optimized/stage.json"))
+            .unwrap();
+    assert!(optimized.contains("-Cllvm-args=-disable-vp"), "{optimized}");
     let replica = profile_figures(&fixture, "replica");
     assert_eq!(replica["valid_files"], 2, "{replica}");
     assert!(

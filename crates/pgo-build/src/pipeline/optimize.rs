@@ -17,6 +17,7 @@ use super::Session;
 use super::build::executables_of;
 use super::profile;
 use super::train::{accounting_table, no_profile_message};
+use crate::cargo_build::VALUE_PROFILING_OFF;
 use crate::cargo_build::{self, BuildSettings, StageManifest};
 use crate::cli::OptimizeArgs;
 use crate::insight;
@@ -84,6 +85,11 @@ impl Session {
             format!("-Cprofile-use={}", profile.display()),
             "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
         ];
+        if inputs.instrumented.as_ref().is_some_and(|i| i.continuous()) {
+            // A continuous-mode profile has no value profiles: without this, profile use
+            // expects them at every indirect call and memcpy and warns that each is stale.
+            flags.push(VALUE_PROFILING_OFF.to_owned());
+        }
         flags.extend(self.plain_flags());
         let verbose = self.printer.is_verbose();
         let output = self.cargo_build(Stage::Optimized, &with_data, &flags, &|d| {
@@ -321,18 +327,30 @@ impl Session {
                 .info("rustc reported no functions without profile data");
             return;
         }
+        let value_sites = summary
+            .per_crate
+            .values()
+            .any(|c| c.inconsistent_value_sites > 0);
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header([
-            "Crate",
-            "Functions without data",
-            "Changed since training (hash mismatch)",
-        ]);
+        table.load_preset(UTF8_FULL_CONDENSED).set_header(
+            [
+                "Crate",
+                "Functions without data",
+                "Changed since training (hash mismatch)",
+            ]
+            .into_iter()
+            .chain(value_sites.then_some("Value profile discarded (stale)")),
+        );
         for (krate, counts) in &summary.per_crate {
-            table.add_row([
-                krate.clone(),
-                counts.missing_functions.to_string(),
-                counts.mismatched_functions.to_string(),
-            ]);
+            table.add_row(
+                [
+                    krate.clone(),
+                    counts.missing_functions.to_string(),
+                    counts.mismatched_functions.to_string(),
+                ]
+                .into_iter()
+                .chain(value_sites.then(|| counts.inconsistent_value_sites.to_string())),
+            );
         }
         self.printer.table(table);
     }
