@@ -4,7 +4,7 @@
 //! diagnostics come back in the same stream (`--message-format=json`; the
 //! `json-render-diagnostics` format would keep them out of it) so stages can inspect them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -84,6 +84,9 @@ pub struct BuildOutput {
     /// Binary name → the executable cargo reported.
     pub executables: BTreeMap<String, PathBuf>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The metadata hashes of every unit the build used, fresh or rebuilt (`foo-<hash>`):
+    /// what [`prune_stale_units`] keeps. `None` when one of them could not be told.
+    pub unit_hashes: Option<BTreeSet<String>>,
 }
 
 impl BuildRequest<'_> {
@@ -141,11 +144,19 @@ pub fn build(
     let mut output = BuildOutput {
         executables: BTreeMap::new(),
         diagnostics: Vec::new(),
+        unit_hashes: Some(BTreeSet::new()),
     };
     for bins in request.bins.chunks(batch) {
         let part = build_batch(request, bins, printer, show_diagnostic)?;
         output.executables.extend(part.executables);
         output.diagnostics.extend(part.diagnostics);
+        output.unit_hashes = output
+            .unit_hashes
+            .zip(part.unit_hashes)
+            .map(|(mut all, part)| {
+                all.extend(part);
+                all
+            });
     }
     Ok(output)
 }
@@ -180,11 +191,21 @@ fn build_batch(
     let wanted: BTreeMap<&str, &BinTarget> = bins.iter().map(|b| (b.name.as_str(), b)).collect();
     let mut executables = BTreeMap::new();
     let mut diagnostics = Vec::new();
+    let mut unit_hashes = BTreeSet::new();
+    let mut unknown_units = false;
     let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
     for message in Message::parse_stream(stdout) {
         match message.context("could not read cargo's JSON output")? {
             Message::CompilerArtifact(artifact) => {
                 units += 1;
+                for file in &artifact.filenames {
+                    match artifact_unit_hash(file.as_std_path()) {
+                        Some(hash) => {
+                            unit_hashes.insert(hash);
+                        }
+                        None => unknown_units = true,
+                    }
+                }
                 bar.set_message(format!(
                     "cargo build ({} stage): {units} units done, last {}",
                     request.stage.name(),
@@ -210,6 +231,17 @@ fn build_batch(
                     bar.suspend(|| printer.passthrough(&diagnostic.rendered));
                 }
                 diagnostics.push(diagnostic);
+            }
+            Message::BuildScriptExecuted(script) => {
+                // `build/<package>-<hash>/out`: the run of a build script is a unit of its own.
+                if let Some(hash) = script
+                    .out_dir
+                    .parent()
+                    .and_then(|dir| dir.file_name())
+                    .and_then(unit_hash)
+                {
+                    unit_hashes.insert(hash.to_owned());
+                }
             }
             _ => {}
         }
@@ -245,7 +277,103 @@ fn build_batch(
     Ok(BuildOutput {
         executables,
         diagnostics,
+        unit_hashes: (!unknown_units).then_some(unit_hashes),
     })
+}
+
+/// The metadata hash of the unit that made an artifact file: from its name
+/// (`deps/libfoo-<hash>.rlib`), its directory (`build/foo-<hash>/build-script-build`), or, for
+/// files cargo uplifted out of `deps/` (`release/app`), from the `deps/` file it is a hard
+/// link of.
+fn artifact_unit_hash(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let name = path.file_name()?.to_str()?;
+    if let Some(hash) = unit_hash(name) {
+        return Some(hash.to_owned());
+    }
+    let dir = path.parent()?;
+    if let Some(hash) = dir.file_name().and_then(|d| d.to_str()).and_then(unit_hash) {
+        return Some(hash.to_owned());
+    }
+    let meta = std::fs::metadata(path).ok()?;
+    std::fs::read_dir(dir.join("deps"))
+        .ok()?
+        .flatten()
+        .find(|entry| {
+            entry
+                .metadata()
+                .is_ok_and(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+        })
+        .and_then(|entry| unit_hash(entry.file_name().to_str()?).map(str::to_owned))
+}
+
+/// The metadata hash in the name of a unit's file or directory (`libfoo-0123456789abcdef.rlib`,
+/// `app-0123456789abcdef`, `.fingerprint/foo-0123456789abcdef`), if it has one.
+pub fn unit_hash(name: &str) -> Option<&str> {
+    name.match_indices('-').rev().find_map(|(dash, _)| {
+        let hash = name.get(dash + 1..dash + 17)?;
+        let ends = name[dash + 17..].is_empty() || name[dash + 17..].starts_with('.');
+        (ends && hash.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hash)
+    })
+}
+
+/// Removes the units of earlier builds from the cargo target dir that built `executable`:
+/// entries of `deps/`, `.fingerprint/` and `build/` (for the target and the host) whose
+/// metadata hash is not in `keep`. A stage whose flags change with every profile (optimize)
+/// would otherwise keep a full set of units per training. Returns files and bytes removed.
+pub fn prune_stale_units(executable: &Path, keep: &BTreeSet<String>) -> (usize, u64) {
+    let Some(profile_dir) = executable.parent() else {
+        return (0, 0);
+    };
+    // `<cargo-target>/<triple>/<profile>`; host units (build scripts, proc macros) live in
+    // `<cargo-target>/<profile>`.
+    let host_dir = profile_dir
+        .file_name()
+        .zip(profile_dir.parent().and_then(Path::parent))
+        .map(|(profile, root)| root.join(profile));
+    let (mut files, mut bytes) = (0, 0);
+    for dir in std::iter::once(profile_dir.to_owned()).chain(host_dir) {
+        for kind in ["deps", ".fingerprint", "build"] {
+            for entry in std::fs::read_dir(dir.join(kind))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = entry.file_name();
+                let Some(hash) = name.to_str().and_then(unit_hash) else {
+                    continue;
+                };
+                if keep.contains(hash) {
+                    continue;
+                }
+                let path = entry.path();
+                let size = tree_size(&path);
+                let removed = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                if removed.is_ok() {
+                    files += 1;
+                    bytes += size;
+                }
+            }
+        }
+    }
+    (files, bytes)
+}
+
+fn tree_size(path: &Path) -> u64 {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| tree_size(&entry.path()))
+            .sum(),
+        Ok(meta) => meta.len(),
+        Err(_) => 0,
+    }
 }
 
 /// What a stage left in `<stage>/bin/`, recorded in `<stage>/stage.json`.
@@ -440,4 +568,29 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
         .with_context(|| format!("could not write {}", partial.display()))?;
     std::fs::rename(&partial, path)
         .with_context(|| format!("could not move {} into place", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_hashes_are_read_from_file_and_directory_names() {
+        assert_eq!(
+            unit_hash("libfoo_bar-0123456789abcdef.rlib"),
+            Some("0123456789abcdef")
+        );
+        assert_eq!(unit_hash("app-5052f5fef6385d06"), Some("5052f5fef6385d06"));
+        assert_eq!(
+            unit_hash("app-5052f5fef6385d06.d"),
+            Some("5052f5fef6385d06")
+        );
+        assert_eq!(
+            unit_hash("my-app-5052f5fef6385d06"),
+            Some("5052f5fef6385d06")
+        );
+        assert_eq!(unit_hash("app"), None);
+        assert_eq!(unit_hash("my-app"), None);
+        assert_eq!(unit_hash("app-5052f5fef6385d06x"), None);
+    }
 }

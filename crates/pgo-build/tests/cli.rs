@@ -1862,3 +1862,37 @@ fn a_workspace_under_a_path_with_spaces_and_quotes_runs_end_to_end() {
         .stderr_contains("pgo-build stage optimize ok");
     assert!(fixture.stage_bin("optimized", "app").exists());
 }
+
+#[test]
+fn re_training_does_not_pile_up_optimized_builds() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // Another training: another profile, other flags, other unit hashes.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 3000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture
+        .run(&["run", "--no-compare", "-v"])
+        .success()
+        .stderr_contains("units of earlier optimized builds");
+    let deps = fixture
+        .root()
+        .join("target/pgo-build/optimized/cargo-target/x86_64-unknown-linux-gnu/release/deps");
+    let units = |prefix: &str| {
+        std::fs::read_dir(&deps)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(prefix) && !n.ends_with(".d"))
+            .count()
+    };
+    assert_eq!(units("app-"), 1);
+    assert_eq!(units("helper-"), 1);
+    // What the last build used is kept: optimizing again compiles nothing.
+    let again = fixture.run(&["optimize", "-v"]);
+    again.success();
+    assert!(
+        !again.stderr().contains("Compiling app"),
+        "{}",
+        again.describe()
+    );
+}

@@ -123,6 +123,18 @@ impl Session {
             None => {}
         }
 
+        // Every training gives the optimized build other flags, hence new units: drop the old.
+        if let (Some(executable), Some(keep)) =
+            (output.executables.values().next(), &output.unit_hashes)
+        {
+            let (files, bytes) = cargo_build::prune_stale_units(executable, keep);
+            if files > 0 {
+                self.printer.detail(format!(
+                    "removed {files} units of earlier optimized builds ({})",
+                    human_bytes(bytes)
+                ));
+            }
+        }
         let mut executables = executables_of(&with_data, output, true);
         if !without_data.is_empty() {
             self.printer.warn(format!(
