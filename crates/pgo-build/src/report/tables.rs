@@ -28,8 +28,13 @@ impl Report {
             table.add_row([
                 Cell::new(&stage.name),
                 Cell::new(stage.result_text()),
-                Cell::new(format!("{:.2}s", stage.duration_secs))
-                    .set_alignment(CellAlignment::Right),
+                // A stage reused from a run that left no record of its duration: unknown, not 0.
+                Cell::new(if stage.result == "cached" && stage.ran_at_unix.is_none() {
+                    "-".to_owned()
+                } else {
+                    format!("{:.2}s", stage.duration_secs)
+                })
+                .set_alignment(CellAlignment::Right),
                 Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
                 Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
                     .set_alignment(CellAlignment::Right),
