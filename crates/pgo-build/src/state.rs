@@ -87,6 +87,20 @@ impl Fingerprint {
         self.text(&path.display().to_string(), &meta)
     }
 
+    /// A file by path and content; a missing file counts as such.
+    pub fn content(&mut self, path: &Path) -> &mut Fingerprint {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let digest = Sha256::digest(&bytes);
+                self.0.update(path.display().to_string().as_bytes());
+                self.0.update([0]);
+                self.0.update(digest);
+                self
+            }
+            Err(_) => self.text(&path.display().to_string(), "missing"),
+        }
+    }
+
     /// Every regular file below `dir`, sorted.
     pub fn tree(&mut self, dir: &Path) -> &mut Fingerprint {
         let mut files = Vec::new();
@@ -123,11 +137,18 @@ fn collect_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// A fingerprint of the source files the executables were built from (their dep-info), by
-/// path, size and mtime, leaving out files under `generated` (build-script outputs in a
-/// stage's own target dir, which differ per stage). `None` when an executable has no dep-info.
-pub fn sources_fingerprint(executables: &[&Path], generated: &Path) -> Option<String> {
+/// A fingerprint of what the executables were built from: the files their dep-info lists
+/// (the workspace's own crates; registry crates are pinned by `lock_file`) and the lock file,
+/// by content, so a file rewritten unchanged (a branch switched back) still matches. Files
+/// under `generated` (build-script outputs and profiles in the stages' own directories, which
+/// differ per stage) are left out. `None` when an executable has no dep-info.
+pub fn sources_fingerprint(
+    executables: &[&Path],
+    lock_file: &Path,
+    generated: &Path,
+) -> Option<String> {
     let mut print = Fingerprint::new("sources");
+    print.content(lock_file);
     let mut sources = Vec::new();
     for executable in executables {
         sources.extend(dep_info_sources(executable)?);
@@ -135,7 +156,7 @@ pub fn sources_fingerprint(executables: &[&Path], generated: &Path) -> Option<St
     sources.sort();
     sources.dedup();
     for source in sources.iter().filter(|s| !s.starts_with(generated)) {
-        print.file(source);
+        print.content(source);
     }
     Some(print.finish())
 }
@@ -225,6 +246,41 @@ impl RunLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_are_compared_by_content_not_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("main.rs");
+        let lock = dir.path().join("Cargo.lock");
+        let generated = dir.path().join("target");
+        std::fs::create_dir_all(&generated).unwrap();
+        std::fs::write(&source, "fn main() {}\n").unwrap();
+        std::fs::write(&lock, "version = 4\n").unwrap();
+        let out_file = generated.join("out.rs");
+        std::fs::write(&out_file, "1").unwrap();
+        let executable = dir.path().join("app");
+        std::fs::write(
+            format!("{}.d", executable.display()),
+            format!(
+                "{}: {} {}\n",
+                executable.display(),
+                source.display(),
+                out_file.display()
+            ),
+        )
+        .unwrap();
+        let print = || sources_fingerprint(&[&executable], &lock, &generated).unwrap();
+        let first = print();
+        // Rewritten with the same content (and another mtime), or a generated file changed.
+        std::fs::write(&source, "fn main() {}\n").unwrap();
+        std::fs::write(&out_file, "2").unwrap();
+        assert_eq!(print(), first);
+        std::fs::write(&source, "fn main() { println!(); }\n").unwrap();
+        assert_ne!(print(), first);
+        std::fs::write(&source, "fn main() {}\n").unwrap();
+        std::fs::write(&lock, "version = 4\n# another dependency version\n").unwrap();
+        assert_ne!(print(), first);
+    }
 
     #[test]
     fn dep_info_lists_sources_with_escaped_spaces() {

@@ -376,6 +376,23 @@ cp "$real" "$dir/0123abcd_1.profraw""#]);
             .len(),
         2
     );
+    // Profile bytes count what is merged, not the excluded files.
+    let merged: u64 = std::fs::read_dir(fixture.raw_profile_dir("t0"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|ext| ext == "profraw"))
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            !name.ends_with("_1.profraw")
+        })
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    let reported: u64 = ["app", "helper"]
+        .iter()
+        .map(|b| profile_figures(&fixture, b)["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(reported, merged);
 
     // With on_corrupt = "fail" the same files fail the stage.
     let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();

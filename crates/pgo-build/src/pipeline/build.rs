@@ -188,7 +188,8 @@ impl Session {
     ) -> Result<StageManifest> {
         let sources: Vec<&std::path::Path> =
             executables.iter().map(|e| e.source.as_path()).collect();
-        let sources = state::sources_fingerprint(&sources, self.layout.root())
+        let lock_file = self.workspace.root.join("Cargo.lock");
+        let sources = state::sources_fingerprint(&sources, &lock_file, self.layout.root())
             .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
         let bin_dir = self.layout.bin_dir(stage);
         if bin_dir.exists() {

@@ -170,6 +170,7 @@ impl Session {
         // (`run` records it again once the stage completes), and the variants it rewrites
         // count as attempted, not built, until it has staged them.
         self.forget_stage(name)?;
+        self.report.forget_outputs_of(name);
         for stage in staged_by(name) {
             StageManifest::begin(&self.layout, *stage, name)?;
             for per_stage in self.report.binaries.values_mut() {

@@ -113,6 +113,26 @@ impl Report {
         });
     }
 
+    /// Drops what a stage wrote into the report, when it starts again: a stage that then
+    /// fails or is interrupted leaves no section of an earlier run behind.
+    pub fn forget_outputs_of(&mut self, stage: &str) {
+        match stage {
+            "train" => {
+                self.profiles.clear();
+                self.rejected_profiles.clear();
+            }
+            "optimize" => {
+                self.merged_profile = None;
+                self.optimize_diagnostics = None;
+                self.staleness = None;
+            }
+            "bolt" => self.bolt.clear(),
+            "overlap" => self.overlap.clear(),
+            "compare" => self.compare = None,
+            _ => {}
+        }
+    }
+
     pub fn stage_record(&self, name: &str) -> Option<&StageRecord> {
         self.stages.iter().find(|stage| stage.name == name)
     }
@@ -133,6 +153,18 @@ mod tests {
         assert!(table.contains("75.0%"), "{table}");
         assert!(table.contains("25.0%"), "{table}");
         assert!(table.contains("40.00s"), "{table}");
+    }
+
+    #[test]
+    fn a_stage_that_starts_again_drops_its_old_sections() {
+        let mut report = Report::new(Path::new("/ws"));
+        report.merged_profile = Some(serde_json::json!({"path": "old"}));
+        report.overlap.insert("app".into(), serde_json::json!(0.9));
+        report.forget_outputs_of("optimize");
+        assert!(report.merged_profile.is_none());
+        assert!(!report.overlap.is_empty(), "other stages' sections stay");
+        report.forget_outputs_of("overlap");
+        assert!(report.overlap.is_empty());
     }
 
     #[test]
