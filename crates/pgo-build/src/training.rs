@@ -19,6 +19,7 @@ use crate::config::{Workload, WorkloadCommand};
 use crate::interrupt;
 use crate::layout::Stage;
 use crate::printer::Printer;
+use crate::workspace::bin_env_var;
 
 /// Left in the environment by an instrumented parent: children that inherit it skip creating
 /// the profile directory and then fail to write their profile.
@@ -76,21 +77,6 @@ pub struct StoppedProcess {
     pub name: String,
     /// SIGTERM when it ended within the grace period, else SIGKILL.
     pub signal: String,
-}
-
-/// `PGO_BUILD_BIN_<NAME>`: the name upper-cased, anything but letters and digits as `_`.
-pub fn bin_env_var(name: &str) -> String {
-    let suffix: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("PGO_BUILD_BIN_{suffix}")
 }
 
 impl Target<'_> {

@@ -9,7 +9,6 @@ use cargo_metadata::{Metadata, TargetKind};
 
 use crate::command::Cmd;
 use crate::printer::Printer;
-use crate::training::bin_env_var;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinTarget {
@@ -172,6 +171,21 @@ impl Workspace {
         names.dedup();
         names.join(", ")
     }
+}
+
+/// `PGO_BUILD_BIN_<NAME>`: the name upper-cased, anything but letters and digits as `_`.
+pub fn bin_env_var(name: &str) -> String {
+    let suffix: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("PGO_BUILD_BIN_{suffix}")
 }
 
 #[cfg(test)]
