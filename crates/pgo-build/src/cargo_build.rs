@@ -511,12 +511,7 @@ pub fn age(path: &Path) -> String {
     else {
         return "at an unknown time".to_owned();
     };
-    let secs = elapsed.as_secs();
-    match secs {
-        0..120 => format!("{secs} s ago"),
-        120..7200 => format!("{} min ago", secs / 60),
-        _ => format!("{} h ago", secs / 3600),
-    }
+    crate::printer::ago(elapsed)
 }
 
 /// Copies `executable` into `bin_dir` as a real file (never a symlink: programs that find

@@ -93,3 +93,14 @@ impl Printer {
         eprintln!("error: {error:#}");
     }
 }
+
+/// "5 min ago": a time span for messages about earlier runs.
+pub fn ago(elapsed: std::time::Duration) -> String {
+    let secs = elapsed.as_secs();
+    match secs {
+        0..120 => format!("{secs} s ago"),
+        120..7200 => format!("{} min ago", secs / 60),
+        7200..172_800 => format!("{} h ago", secs / 3600),
+        _ => format!("{} days ago", secs / 86_400),
+    }
+}

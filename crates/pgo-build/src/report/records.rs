@@ -29,14 +29,8 @@ impl StageRecord {
     pub fn result_text(&self) -> String {
         match (self.result.as_str(), self.ran_at_unix) {
             ("cached", Some(ran_at)) => {
-                let ago = now_unix().saturating_sub(ran_at);
-                let when = match ago {
-                    0..120 => format!("{ago} s"),
-                    120..7200 => format!("{} min", ago / 60),
-                    7200..172_800 => format!("{} h", ago / 3600),
-                    _ => format!("{} days", ago / 86_400),
-                };
-                format!("cached (ran {when} ago)")
+                let elapsed = std::time::Duration::from_secs(now_unix().saturating_sub(ran_at));
+                format!("cached (ran {})", crate::printer::ago(elapsed))
             }
             (result, _) => result.to_owned(),
         }
