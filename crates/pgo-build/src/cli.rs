@@ -118,9 +118,9 @@ pub struct RunArgs {
     /// Skip the closing baseline/optimized comparison on the holdout workloads
     #[arg(long)]
     pub no_compare: bool,
-    /// Rounds of the closing comparison (default: [compare] rounds, else 10)
-    #[arg(long, value_name = "N")]
-    pub compare_rounds: Option<usize>,
+    /// Rounds of the closing comparison, or `auto` (default: [compare] rounds, else 10)
+    #[arg(long, value_name = "N|auto")]
+    pub compare_rounds: Option<Rounds>,
 }
 
 #[derive(Debug, Args)]
@@ -214,9 +214,11 @@ pub struct CompareArgs {
     /// newest of the others)
     #[arg(value_name = "VARIANT")]
     pub variants: Vec<String>,
-    /// Counted rounds per workload, after one warm-up round (default: [compare] rounds, else 10)
-    #[arg(long, value_name = "N")]
-    pub rounds: Option<usize>,
+    /// Counted rounds per workload, after one warm-up round (default: [compare] rounds, else
+    /// 10), or `auto`: rounds until every verdict is reached or its interval is within ±2%,
+    /// with looks after 10, 20 and 40 rounds planned in advance and corrected for
+    #[arg(long, value_name = "N|auto")]
+    pub rounds: Option<Rounds>,
     /// Only these workloads (repeatable; default: every holdout and train workload)
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
@@ -231,6 +233,29 @@ pub struct CompareArgs {
     /// Exit non-zero when a holdout workload's verdict is "slower"
     #[arg(long)]
     pub fail_if_slower: bool,
+}
+
+/// `--rounds N` or `--rounds auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounds {
+    Fixed(usize),
+    Auto,
+}
+
+impl std::str::FromStr for Rounds {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Rounds, String> {
+        if text == "auto" {
+            return Ok(Rounds::Auto);
+        }
+        match text.parse::<usize>() {
+            Ok(rounds) if rounds >= 1 => Ok(Rounds::Fixed(rounds)),
+            _ => Err(format!(
+                "`{text}`: expected a number of rounds (at least 1) or `auto`"
+            )),
+        }
+    }
 }
 
 #[derive(

@@ -82,21 +82,110 @@ pub fn parse_text_profile(text: &str) -> Vec<FunctionCounts> {
     functions
 }
 
-/// (readable name, defining crate) of a profile key `[module;]symbol`.
+/// (readable name, crate) of a profile key `[module;]symbol`; see [`crate_of`].
 pub fn demangle(key: &str) -> (String, String) {
     let symbol = key.rsplit(';').next().unwrap_or(key);
     let name = format!("{:#}", rustc_demangle::demangle(symbol));
-    let path = name
-        .trim_start_matches('<')
-        .trim_start_matches('&')
-        .trim_start_matches("mut ");
-    let krate = path
-        .split([':', '<', ' '])
-        .next()
-        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_alphanumeric() || c == '_'))
-        .unwrap_or("?")
-        .to_owned();
+    let krate = crate_of(&name).unwrap_or_else(|| UNKNOWN_CRATE.to_owned());
     (name, krate)
+}
+
+/// What functions without a crate in their name (`main`, C functions) are counted under.
+pub const UNKNOWN_CRATE: &str = "(no crate)";
+
+const STD_CRATES: [&str; 5] = ["std", "core", "alloc", "proc_macro", "test"];
+
+/// The crate whose code a demangled function is: the first segment of its path; for
+/// `<Type as Trait>::f` the crate of `Type`, unless that is a primitive, a type parameter or
+/// a standard-library type and `Trait` is not (`<[u8] as tokei::SliceExt>::trim` is tokei's);
+/// for drop glue (`core::ptr::drop_in_place<T>`) the crate of `T`. `None` for names without a
+/// crate: primitives, type parameters and unqualified symbols like `main`.
+pub fn crate_of(name: &str) -> Option<String> {
+    let name = name.trim();
+    if let Some(rest) = name.strip_prefix('<') {
+        let inner = &rest[..closing_angle(rest)?];
+        let (self_type, trait_path) = match split_top_level(inner, " as ") {
+            Some((self_type, trait_path)) => (self_type, Some(trait_path)),
+            None => (inner, None),
+        };
+        let type_crate = crate_of_type(self_type);
+        let trait_crate = trait_path.and_then(crate_of);
+        return match (type_crate, trait_crate) {
+            (Some(ty), Some(tr)) if is_std(&ty) && !is_std(&tr) => Some(tr),
+            (Some(ty), _) => Some(ty),
+            (None, trait_crate) => trait_crate,
+        };
+    }
+    if let Some(dropped) = name
+        .strip_prefix("core::ptr::drop_in_place<")
+        .and_then(|rest| Some(&rest[..closing_angle(rest)?]))
+    {
+        return crate_of_type(dropped).or_else(|| Some("core".to_owned()));
+    }
+    // A qualified path: its first segment. A lone identifier has no crate in it.
+    let (first, _) = name.split_once("::")?;
+    let is_identifier = !first.is_empty()
+        && first.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !first.starts_with(|c: char| c.is_ascii_digit());
+    is_identifier.then(|| first.to_owned())
+}
+
+/// The crate of a type as demangled names write it (`&mut alloc::vec::Vec<T>`, `[u8]`, `T`).
+fn crate_of_type(ty: &str) -> Option<String> {
+    let mut ty = ty.trim();
+    for prefix in ["&", "mut ", "*const ", "*mut ", "dyn "] {
+        while let Some(rest) = ty.strip_prefix(prefix) {
+            ty = rest.trim_start();
+        }
+    }
+    if ty.starts_with('[') || ty.starts_with('(') {
+        // Slices, arrays and tuples belong to no crate.
+        return None;
+    }
+    crate_of(ty)
+}
+
+fn is_std(krate: &str) -> bool {
+    STD_CRATES.contains(&krate)
+}
+
+/// The index in `text` of the `>` that closes an `<` just before it (`->` is not one).
+fn closing_angle(text: &str) -> Option<usize> {
+    let mut depth = 1usize;
+    let mut previous = ' ';
+    for (index, c) in text.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if previous != '-' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(index);
+                }
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    None
+}
+
+/// `text` split at the first `separator` outside any brackets.
+fn split_top_level<'a>(text: &'a str, separator: &str) -> Option<(&'a str, &'a str)> {
+    let mut depth = 0i32;
+    let mut previous = ' ';
+    for (index, c) in text.char_indices() {
+        match c {
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' if previous != '-' => depth -= 1,
+            ')' | ']' | '}' => depth -= 1,
+            _ if depth == 0 && text[index..].starts_with(separator) => {
+                return Some((&text[..index], &text[index + separator.len()..]));
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    None
 }
 
 /// The `n` functions with the largest counts, hottest first.
@@ -163,6 +252,86 @@ pub fn missed_by(base: &[FunctionCounts], test: &[FunctionCounts], n: usize) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Demangled names from the profiles of two real programs: tokei 12.1.2 (a line counter
+    /// from the crate registry) and the example workspace.
+    #[test]
+    fn functions_are_attributed_to_the_crate_whose_code_they_are() {
+        for (name, expected) in [
+            // A trait of the program implemented for a primitive slice.
+            ("<[u8] as tokei::utils::ext::SliceExt>::trim", Some("tokei")),
+            // The type's crate, over a standard-library trait.
+            (
+                "<humantime::date::Error as core::fmt::Display>::fmt",
+                Some("humantime"),
+            ),
+            (
+                "<aho_corasick::dfa::PremultipliedByteClass<S> as aho_corasick::automaton::Automaton>::is_match_or_dead_state",
+                Some("aho_corasick"),
+            ),
+            (
+                "<clap::args::arg_builder::option::OptBuilder as clap::args::any_arg::AnyArg>::aliases",
+                Some("clap"),
+            ),
+            // A type parameter or a reference to one: the trait's crate.
+            ("<T as alloc::borrow::ToOwned>::to_owned", Some("alloc")),
+            ("<&T as core::fmt::Debug>::fmt", Some("core")),
+            ("<T as serde::de::Expected>::fmt", Some("serde")),
+            // A standard type with a program's trait: the program's; with std's: std's.
+            (
+                "<alloc::vec::Vec<T> as serde::ser::Serialize>::serialize",
+                Some("serde"),
+            ),
+            (
+                "<alloc::vec::Vec<T,A> as core::ops::drop::Drop>::drop",
+                Some("alloc"),
+            ),
+            (
+                "<tokei::language::language_type::LanguageType::parse_jupyter::_::<impl serde::de::Deserialize for tokei::language::language_type::LanguageType::parse_jupyter::JupyterMetadata>::deserialize::__FieldVisitor as serde::de::Visitor>::visit_str",
+                Some("tokei"),
+            ),
+            // Closures, by the function they are in.
+            (
+                "toml::tokens::Tokenizer::basic_string::{{closure}}",
+                Some("toml"),
+            ),
+            ("coordinator::options::{{closure}}", Some("coordinator")),
+            (
+                "engine::closure::compile_closure::{{closure}}",
+                Some("engine"),
+            ),
+            // Drop glue, by the type it drops.
+            (
+                "core::ptr::drop_in_place<engine::closure::compile_closure::{{closure}}>",
+                Some("engine"),
+            ),
+            ("core::ptr::drop_in_place<u8>", Some("core")),
+            // No crate: the C entry point, primitives, type parameters.
+            ("main", None),
+            ("u8", None),
+            ("T", None),
+        ] {
+            assert_eq!(crate_of(name).as_deref(), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn no_crate_is_a_primitive_or_a_type_parameter() {
+        // Every function of tokei's profile (sampled above) gets a crate that is a real path
+        // segment, never `?`, `T`, `P`, `F`, `usize`, `char` or `u8`.
+        for name in [
+            "<usize as core::iter::range::Step>::forward_unchecked",
+            "<char as core::fmt::Debug>::fmt",
+            "<P as ignore::walk::ParallelVisitorBuilder>::build",
+            "<F as core::ops::function::FnOnce<A>>::call_once",
+        ] {
+            let krate = crate_of(name).unwrap();
+            assert!(
+                !["?", "T", "P", "F", "usize", "char", "u8"].contains(&krate.as_str()),
+                "{name}: {krate}"
+            );
+        }
+    }
 
     const TEXT: &str = "# IR level Instrumentation Flag\n:ir\n\
         _ZN3app13collatz_steps17h0123456789abcdefE\n# Func Hash:\n1\n# Num Counters:\n2\n# Counter Values:\n900\n100\n\n\

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::report::tables::percent;
 use crate::report::{CompareResult, Report, WorkloadComparison, human_bytes};
+use crate::stats::Verdict;
 
 const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
 const COLORS: [&str; 8] = [
@@ -48,7 +49,7 @@ pub fn markdown(report: &Report) -> String {
     if let Some(compare) = &report.compare {
         let _ = writeln!(
             out,
-            "| Workload | Role | Variant | Median {:?} change (95% CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|",
+            "| Workload | Role | Variant | Median of per-round {:?} ratios (CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|",
             compare.metric
         );
         for workload in &compare.workloads {
@@ -65,7 +66,7 @@ pub fn markdown(report: &Report) -> String {
                     percent(s.ci_high),
                     s.wins,
                     s.pairs,
-                    s.verdict.label()
+                    s.verdict_text()
                 );
             }
         }
@@ -269,14 +270,14 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
     for workload in &compare.workloads {
         for (candidate, summary) in workload.in_order(&compare.candidates) {
             let s = summary.by(compare.metric);
-            let class = match s.verdict.label() {
-                "faster" => "faster",
-                "slower" => "slower",
+            let class = match s.verdict {
+                Verdict::Faster => "faster",
+                Verdict::Slower => "slower",
                 _ => "",
             };
             let _ = write!(
                 out,
-                "<h3>{} ({}): {candidate} vs {}</h3><p>median {} (95% CI {} … {}), wins {}/{}: \
+                "<h3>{} ({}): {candidate} vs {}</h3><p>median of per-round ratios {} (CI {} … {}), wins {}/{}: \
                  <span class=\"{class}\">{}</span></p>",
                 escape(&workload.workload),
                 escape(&workload.role),
@@ -286,7 +287,7 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
                 percent(s.ci_high),
                 s.wins,
                 s.pairs,
-                s.verdict.label()
+                s.verdict_text()
             );
             out.push_str(&ratio_plot(
                 workload,

@@ -101,7 +101,7 @@ impl Target<'_> {
     fn command(&self, workload: &Workload) -> Result<Cmd> {
         let vars = self.variables(workload);
         let words: Vec<std::ffi::OsString> = match &workload.command {
-            WorkloadCommand::Shell(line) => vec!["sh".into(), "-c".into(), line.into()],
+            WorkloadCommand::Shell(line) => shell_words(line),
             WorkloadCommand::Argv(words) => words.iter().map(|w| expand(w, &vars).into()).collect(),
         };
         let mut words = self.wrapper.iter().chain(&words);
@@ -412,6 +412,41 @@ pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {
         .join(", ")
 }
 
+/// How a shell-string command runs: bash with errexit and pipefail where bash exists, else
+/// `sh -e`. A failing command inside the string then fails the workload instead of passing
+/// unnoticed (a search that errors out, then `echo done`).
+fn shell_words(line: &str) -> Vec<std::ffi::OsString> {
+    let bash = ["/bin/bash", "/usr/bin/bash"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file());
+    match bash {
+        Some(bash) => vec![
+            bash.into(),
+            "-eo".into(),
+            "pipefail".into(),
+            "-c".into(),
+            line.into(),
+        ],
+        None => vec!["sh".into(), "-ec".into(), line.into()],
+    }
+}
+
+/// Lines of a workload's log that look like errors (`error`, `panicked`, `fatal`, in any
+/// case): how many, and the first, shortened. A workload can report failures and still exit 0.
+pub fn error_lines(log: &Path) -> Option<(usize, String)> {
+    let text = std::fs::read(log).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let mut matching = text.lines().filter(|line| {
+        let lower = line.to_ascii_lowercase();
+        ["error", "panicked", "fatal"]
+            .iter()
+            .any(|word| lower.contains(word))
+    });
+    let first = matching.next()?;
+    let first: String = first.trim().chars().take(160).collect();
+    Some((1 + matching.count(), first))
+}
+
 /// Expands `${VAR}` and `$VAR` for the given variables (argv workloads have no shell).
 fn expand(word: &str, vars: &[(String, String)]) -> String {
     let mut out = word.to_owned();
@@ -436,6 +471,45 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_command_inside_a_shell_string_fails_the_workload() {
+        let dir = tempfile::tempdir().unwrap();
+        let printer = Printer::new(crate::printer::Verbosity::Quiet);
+        let target = target(dir.path());
+        let outcome = target
+            .run(
+                &workload("false; echo still ran", Duration::from_secs(10)),
+                &printer,
+            )
+            .unwrap();
+        assert!(!outcome.success, "{outcome:?}");
+        let log = std::fs::read_to_string(dir.path().join("log.txt")).unwrap();
+        assert!(!log.contains("still ran"), "{log}");
+        // A failure early in a pipeline fails it too (pipefail, where bash exists).
+        if Path::new("/bin/bash").is_file() || Path::new("/usr/bin/bash").is_file() {
+            let outcome = target
+                .run(&workload("false | cat", Duration::from_secs(10)), &printer)
+                .unwrap();
+            assert!(!outcome.success, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn error_looking_lines_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        std::fs::write(
+            &log,
+            "ok\nError: no such file: a\nfine\nthread 'main' panicked at x\n",
+        )
+        .unwrap();
+        let (count, first) = error_lines(&log).unwrap();
+        assert_eq!(count, 2);
+        assert_eq!(first, "Error: no such file: a");
+        std::fs::write(&log, "all good\n").unwrap();
+        assert_eq!(error_lines(&log), None);
+    }
 
     #[test]
     fn bin_variables_are_upper_case_identifiers() {
@@ -549,7 +623,7 @@ mod tests {
         let shell = outcome
             .stopped
             .iter()
-            .find(|p| p.name == "sh")
+            .find(|p| p.name == "sh" || p.name == "bash")
             .expect("the shell was stopped");
         assert_eq!(shell.signal, "SIGKILL", "{:?}", outcome.stopped);
     }

@@ -581,7 +581,7 @@ fn compare_reports_a_slower_variant_as_slower() {
         "--workload",
         "holdout",
         "--rounds",
-        "6",
+        "7",
         "--fail-if-slower",
     ]);
     run.failure()
@@ -592,10 +592,10 @@ fn compare_reports_a_slower_variant_as_slower() {
     let summary = &holdout["candidates"]["optimized"]["wall"];
     assert_eq!(summary["verdict"], "slower", "{summary}");
     assert_eq!(summary["wins"], 0);
-    assert_eq!(summary["pairs"], 6);
+    assert_eq!(summary["pairs"], 7);
     // Every counted run is recorded, and the order alternates between rounds.
     let runs = holdout["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 12);
+    assert_eq!(runs.len(), 14);
     assert_eq!(
         runs[0]["variant"], "optimized",
         "round 1 runs the reversed order"
@@ -1368,7 +1368,7 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
     );
     let run = fixture.run(&["report", "--json"]);
     let json: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
-    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["schema_version"], 2);
 }
 
 fn host_triple() -> String {
@@ -1551,6 +1551,56 @@ fn compare_counts_instructions_and_sees_extra_work() {
     let summary = &compare["workloads"][0]["candidates"]["optimized"]["instructions"];
     assert_eq!(summary["verdict"], "slower", "{summary}");
     assert!(summary["median_ratio"].as_f64().unwrap() > 2.0, "{summary}");
+}
+
+#[test]
+fn instruction_counts_run_each_variant_once_and_repeat_it_once() {
+    let fixture = compared_fixture(
+        "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 3000; else $PGO_BUILD_BIN_APP work 300; fi",
+    );
+    fixture
+        .run(&["compare", "--metric", "instructions"])
+        .success();
+    let compare = fixture.report()["compare"].clone();
+    // Holdout only by default: the train workload is not counted.
+    let workloads = compare["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 1, "{compare}");
+    assert_eq!(workloads[0]["workload"], "holdout");
+    // Two counted runs per variant (the warm-up is neither counted nor run under the counter).
+    let runs = workloads[0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    let summary = &workloads[0]["candidates"]["optimized"]["instructions"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    assert!(
+        summary["resolution_note"]
+            .as_str()
+            .unwrap()
+            .contains("instruction counts repeated within"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn rounds_auto_stops_at_the_first_look_that_settles_the_question() {
+    let fixture = compared_fixture(
+        "$PGO_BUILD_BIN_APP work 100; if [ \"$PGO_BUILD_STAGE\" = optimized ]; then sleep 0.25; fi; sleep 0.02",
+    );
+    fixture
+        .run(&["compare", "--workload", "holdout", "--rounds", "auto"])
+        .success()
+        .stderr_contains("looks after 10, 20, 40 rounds");
+    let compare = fixture.report()["compare"].clone();
+    assert_eq!(compare["rounds"], 10, "{compare}");
+    assert!(compare["rounds_plan"].as_str().unwrap().contains("auto"));
+    let summary = &compare["workloads"][0]["candidates"]["optimized"]["wall"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    // Each of the three looks is made at a third of the 5% level.
+    let confidence = summary["confidence"].as_f64().unwrap();
+    assert!((confidence - (1.0 - 0.05 / 3.0)).abs() < 1e-9, "{summary}");
+    fixture
+        .run(&["compare", "--rounds", "0"])
+        .failure()
+        .stderr_contains("expected a number of rounds (at least 1) or `auto`");
 }
 
 // --- Nothing stale, half-done or left over is trusted ---
@@ -1747,7 +1797,7 @@ fn interrupting_training_stops_the_workload_and_nothing_of_it_is_used() {
         };
         assert_eq!(run.output.status.code(), Some(code), "{}", run.describe());
         run.stderr_contains(&format!("interrupted by SIG{signal} while workload `long`"))
-            .stderr_contains(&format!("sleep (pid {escaped}, SIGTERM)"))
+            .stderr_contains(&format!("(pid {escaped}, SIGTERM)"))
             .stderr_contains("run the same command again");
         assert!(
             ended(&shell),
@@ -1783,7 +1833,7 @@ fn processes_left_by_a_killed_pgo_build_are_stopped_by_the_next_command() {
         .run(&["doctor"])
         .success()
         .stderr_contains("ended while workload `long` ran against the instrumented binaries")
-        .stderr_contains(&format!("sleep (pid {escaped}"));
+        .stderr_contains(&format!("(pid {escaped}"));
     assert!(ended(&shell) && ended(&escaped));
     fixture
         .run(&["optimize"])
@@ -1801,8 +1851,9 @@ fn processes_that_leave_the_process_group_are_stopped_and_reported() {
     fixture.run(&["instrument"]).success();
     let run = fixture.run(&["train"]);
     let escaped = wait_for_file(&fixture.root().join("escaped.pid"));
+    // Found while still `setsid` or already `sleep`: the pid is what identifies it.
     run.success()
-        .stderr_contains(&format!("sleep (pid {escaped}, SIGTERM)"));
+        .stderr_contains(&format!("(pid {escaped}, SIGTERM)"));
     assert!(ended(&escaped));
 }
 

@@ -13,8 +13,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::Session;
+use super::train::warn_about_error_lines;
 use crate::cargo_build::{StageManifest, age};
-use crate::cli::{CompareArgs, Metric};
+use crate::cli::{CompareArgs, Metric, Rounds};
 use crate::config::{Role, Workload};
 use crate::layout::Stage;
 use crate::report::tables::compare_table;
@@ -23,19 +24,46 @@ use crate::stats::{self, Verdict};
 use crate::training;
 
 pub const DEFAULT_ROUNDS: usize = 10;
+/// With `--metric instructions`: one count per variant and one repeat that measures how
+/// stable the counts are.
+const INSTRUCTION_ROUNDS: usize = 2;
 
 impl Session {
     /// Runs the comparison, prints its table and records it in the report.
     pub fn compare(&mut self, args: &CompareArgs) -> Result<CompareResult> {
         let variants = self.compare_variants(&args.variants)?;
-        let workloads = self.compare_workloads(&args.workloads)?;
-        let rounds = args
+        let workloads = self.compare_workloads(&args.workloads, args.metric)?;
+        // Instruction counts are nearly deterministic: one run per variant and one repeat to
+        // confirm it, instead of rounds against noise.
+        let default_rounds = match args.metric {
+            Metric::Instructions => INSTRUCTION_ROUNDS,
+            _ => DEFAULT_ROUNDS,
+        };
+        let plan = args
             .rounds
-            .or(self.config.compare.rounds)
-            .unwrap_or(DEFAULT_ROUNDS);
-        if rounds == 0 {
-            bail!("--rounds must be at least 1");
-        }
+            .or(self.config.compare.rounds.map(Rounds::Fixed))
+            .unwrap_or(Rounds::Fixed(default_rounds));
+        let looks: Vec<usize> = match plan {
+            Rounds::Fixed(rounds) => vec![rounds],
+            Rounds::Auto => stats::AUTO_LOOKS.to_vec(),
+        };
+        // Each planned look is made at an equal share of the level (Bonferroni).
+        let alpha = stats::ALPHA / looks.len() as f64;
+        let rounds_text = match plan {
+            Rounds::Fixed(rounds) => format!("{rounds} rounds"),
+            Rounds::Auto => format!(
+                "up to {} rounds (--rounds auto: looks after {} rounds, each with a {:.1}% \
+                 interval, until every verdict is reached or its interval is within ±{:.0}%)",
+                looks[looks.len() - 1],
+                looks
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                (1.0 - alpha) * 100.0,
+                stats::TARGET_HALF_WIDTH * 100.0
+            ),
+        };
         let counter = match args.metric {
             Metric::Instructions => Some(Counter::detect(&self.printer)?),
             _ => None,
@@ -46,7 +74,7 @@ impl Session {
         }
         let names: Vec<&str> = variants.iter().map(|(stage, _)| stage.name()).collect();
         self.printer.info(format!(
-            "comparing {} over {} workloads: 1 warm-up + {rounds} rounds each, order alternating (ABBA), bootstrap seed {}",
+            "comparing {} over {} workloads: 1 warm-up + {rounds_text} each, order alternating (ABBA), bootstrap seed {}",
             names.join(" vs "),
             workloads.len(),
             args.seed
@@ -56,7 +84,11 @@ impl Session {
             comparisons.push(self.compare_workload(
                 workload,
                 &variants,
-                rounds,
+                &Looks {
+                    at: &looks,
+                    alpha,
+                    metric: args.metric,
+                },
                 args.seed,
                 counter.as_ref(),
             )?);
@@ -82,7 +114,8 @@ impl Session {
         let result = CompareResult {
             metric: args.metric,
             counter: counter.as_ref().map(Counter::describe),
-            rounds,
+            rounds: comparisons_rounds(&comparisons),
+            rounds_plan: Some(rounds_text.clone()),
             seed: args.seed,
             reference,
             candidates,
@@ -211,7 +244,9 @@ impl Session {
         Ok(())
     }
 
-    fn compare_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
+    /// The named workloads; by default every holdout and train workload, or with
+    /// `--metric instructions` (slow to count) the holdout ones only.
+    fn compare_workloads(&self, names: &[String], metric: Metric) -> Result<Vec<Workload>> {
         if !names.is_empty() {
             return names
                 .iter()
@@ -225,10 +260,14 @@ impl Session {
                 })
                 .collect();
         }
+        let train = match metric {
+            Metric::Instructions => None,
+            _ => Some(self.config.workloads_with_role(Role::Train)),
+        };
         let workloads: Vec<Workload> = self
             .config
             .workloads_with_role(Role::Holdout)
-            .chain(self.config.workloads_with_role(Role::Train))
+            .chain(train.into_iter().flatten())
             .cloned()
             .collect();
         if workloads.is_empty() {
@@ -245,81 +284,41 @@ impl Session {
         &self,
         workload: &Workload,
         variants: &[(Stage, StageManifest)],
-        rounds: usize,
+        looks: &Looks,
         seed: u64,
         counter: Option<&Counter>,
     ) -> Result<WorkloadComparison> {
         let mut runs = Vec::new();
-        // Round 0 is the warm-up (page cache, CPU frequency); it is not counted.
-        for round in 0..=rounds {
-            let mut order: Vec<&(Stage, StageManifest)> = variants.iter().collect();
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            for (stage, manifest) in order {
-                let (wall, cpu, instructions) =
-                    self.time_workload(workload, *stage, manifest, counter)?;
-                self.printer.detail(format!(
-                    "{} round {round}{} {}: {:.3}s wall, {:.3}s cpu",
-                    workload.name(),
-                    if round == 0 { " (warm-up)" } else { "" },
-                    stage.name(),
-                    wall.as_secs_f64(),
-                    cpu.as_secs_f64()
-                ));
-                if round > 0 {
-                    runs.push(RunSample {
-                        round,
-                        variant: stage.name().to_owned(),
-                        wall_secs: wall.as_secs_f64(),
-                        cpu_secs: cpu.as_secs_f64(),
-                        instructions,
-                    });
-                }
-            }
-        }
-        let reference = variants[0].0.name();
+        let mut rounds = 0;
         let mut candidates = BTreeMap::new();
-        for (stage, _) in &variants[1..] {
-            let candidate = stage.name();
-            let ratios = |field: fn(&RunSample) -> f64| -> Vec<f64> {
-                (1..=rounds)
-                    .map(|round| {
-                        let value = |variant: &str| {
-                            runs.iter()
-                                .find(|r| r.round == round && r.variant == variant)
-                                .map(field)
-                                .unwrap_or(f64::NAN)
-                        };
-                        value(candidate) / value(reference)
-                    })
-                    .collect()
-            };
-            let walls = |variant: &str| -> Vec<f64> {
-                runs.iter()
-                    .filter(|r| r.variant == variant)
-                    .map(|r| r.wall_secs)
-                    .collect()
-            };
-            candidates.insert(
-                candidate.to_owned(),
-                CandidateSummary {
-                    wall: stats::summarize(&ratios(|r| r.wall_secs), seed),
-                    cpu: stats::summarize(&ratios(|r| r.cpu_secs), seed),
-                    instructions: counter.map(|_| {
-                        stats::summarize(&ratios(|r| r.instructions.unwrap_or(0) as f64), seed)
-                    }),
-                    reference_median_wall_secs: stats::median(&walls(reference)),
-                    candidate_median_wall_secs: stats::median(&walls(candidate)),
-                },
-            );
+        // Round 0 is the warm-up (page cache, CPU frequency); it is not counted, and not run
+        // under the instruction counter.
+        self.compare_round(workload, variants, 0, None, &mut runs)?;
+        for &look in looks.at {
+            while rounds < look {
+                rounds += 1;
+                self.compare_round(workload, variants, rounds, counter, &mut runs)?;
+            }
+            candidates = summarize_candidates(&runs, variants, rounds, looks.alpha, seed, counter);
+            let settled = candidates
+                .values()
+                .all(|c: &CandidateSummary| c.by(looks.metric).settled(stats::TARGET_HALF_WIDTH));
+            if settled {
+                break;
+            }
         }
         let role = match workload.role {
             Role::Train => "train",
             Role::Holdout => "holdout",
         };
-        self.printer
-            .info(format!("compared on {} ({role})", workload.name()));
+        self.printer.info(format!(
+            "compared on {} ({role}): {rounds} rounds",
+            workload.name()
+        ));
+        for (stage, _) in variants {
+            let log = self.compare_log(workload, *stage);
+            warn_about_error_lines(&self.printer, workload.name(), &log);
+        }
         Ok(WorkloadComparison {
             workload: workload.name().to_owned(),
             role: role.to_owned(),
@@ -328,8 +327,50 @@ impl Session {
         })
     }
 
-    /// One timed run of a workload against a variant's binaries (wall, CPU, and instructions
-    /// when counting); a failure is an error.
+    /// One round: every variant once, in an order that alternates between rounds (ABBA).
+    fn compare_round(
+        &self,
+        workload: &Workload,
+        variants: &[(Stage, StageManifest)],
+        round: usize,
+        counter: Option<&Counter>,
+        runs: &mut Vec<RunSample>,
+    ) -> Result<()> {
+        let mut order: Vec<&(Stage, StageManifest)> = variants.iter().collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for (stage, manifest) in order {
+            let (wall, cpu, instructions) =
+                self.time_workload(workload, *stage, manifest, counter)?;
+            self.printer.detail(format!(
+                "{} round {round}{} {}: {:.3}s wall, {:.3}s cpu",
+                workload.name(),
+                if round == 0 { " (warm-up)" } else { "" },
+                stage.name(),
+                wall.as_secs_f64(),
+                cpu.as_secs_f64()
+            ));
+            if round > 0 {
+                runs.push(RunSample {
+                    round,
+                    variant: stage.name().to_owned(),
+                    wall_secs: wall.as_secs_f64(),
+                    cpu_secs: cpu.as_secs_f64(),
+                    instructions,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The log of a workload's last run against a variant.
+    fn compare_log(&self, workload: &Workload, stage: Stage) -> std::path::PathBuf {
+        self.layout
+            .logs_dir()
+            .join(format!("compare-{}-{}.log", workload.name(), stage.name()))
+    }
+
     fn time_workload(
         &self,
         workload: &Workload,
@@ -354,11 +395,7 @@ impl Session {
             workspace_root: &self.workspace.root,
             extra_env: Vec::new(),
             wrapper: counter.map(|c| c.wrapper(&count_dir)).unwrap_or_default(),
-            log_path: self.layout.logs_dir().join(format!(
-                "compare-{}-{}.log",
-                workload.name(),
-                stage.name()
-            )),
+            log_path: self.compare_log(workload, stage),
             running_record: Some(&running),
         };
         let outcome = target.run(workload, &self.printer)?;
@@ -486,6 +523,93 @@ impl Counter {
             }
         }
     }
+}
+
+/// When `compare_workload` looks at the data, and at which level.
+struct Looks<'a> {
+    /// Pairs after which to look (the last is the most that run).
+    at: &'a [usize],
+    alpha: f64,
+    metric: Metric,
+}
+
+/// The largest relative difference between two instruction counts of one variant, when some
+/// variant was counted more than once.
+fn repeat_spread(runs: &[RunSample]) -> Option<f64> {
+    let mut by_variant: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for run in runs {
+        if let Some(count) = run.instructions {
+            by_variant.entry(&run.variant).or_default().push(count);
+        }
+    }
+    by_variant
+        .values()
+        .filter(|counts| counts.len() > 1)
+        .map(|counts| {
+            let (low, high) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            (high - low) as f64 / (*low).max(1) as f64
+        })
+        .reduce(f64::max)
+}
+
+/// The most rounds any workload ran.
+fn comparisons_rounds(comparisons: &[WorkloadComparison]) -> usize {
+    comparisons
+        .iter()
+        .flat_map(|c| c.runs.iter().map(|r| r.round))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Per candidate: the summaries of its per-round ratios to the reference (the first variant).
+fn summarize_candidates(
+    runs: &[RunSample],
+    variants: &[(Stage, StageManifest)],
+    rounds: usize,
+    alpha: f64,
+    seed: u64,
+    counter: Option<&Counter>,
+) -> BTreeMap<String, CandidateSummary> {
+    let reference = variants[0].0.name();
+    let mut candidates = BTreeMap::new();
+    for (stage, _) in &variants[1..] {
+        let candidate = stage.name();
+        let ratios = |field: fn(&RunSample) -> f64| -> Vec<f64> {
+            (1..=rounds)
+                .map(|round| {
+                    let value = |variant: &str| {
+                        runs.iter()
+                            .find(|r| r.round == round && r.variant == variant)
+                            .map(field)
+                            .unwrap_or(f64::NAN)
+                    };
+                    value(candidate) / value(reference)
+                })
+                .collect()
+        };
+        let walls = |variant: &str| -> Vec<f64> {
+            runs.iter()
+                .filter(|r| r.variant == variant)
+                .map(|r| r.wall_secs)
+                .collect()
+        };
+        candidates.insert(
+            candidate.to_owned(),
+            CandidateSummary {
+                wall: stats::summarize_at(&ratios(|r| r.wall_secs), seed, alpha),
+                cpu: stats::summarize_at(&ratios(|r| r.cpu_secs), seed, alpha),
+                instructions: counter.map(|_| {
+                    stats::summarize_counts(
+                        &ratios(|r| r.instructions.unwrap_or(0) as f64),
+                        repeat_spread(runs),
+                    )
+                }),
+                reference_median_wall_secs: stats::median(&walls(reference)),
+                candidate_median_wall_secs: stats::median(&walls(candidate)),
+            },
+        );
+    }
+    candidates
 }
 
 /// The count from `perf stat -x,` output (`123456,,instructions,…`); `None` for

@@ -113,6 +113,7 @@ impl Session {
                 .info(format!("workload {} ...", workload.name()));
             let outcome = target.run(workload, &self.printer)?;
             finish(workload, &outcome)?;
+            warn_about_error_lines(&self.printer, workload.name(), &outcome.log_path);
             self.printer.info(format!(
                 "workload {}: {} in {:.2}s (log: {})",
                 workload.name(),
@@ -435,4 +436,22 @@ pub(super) fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles
         ]);
     }
     out.to_string()
+}
+
+/// Says when a workload's output has lines that look like errors: it may have failed at what
+/// it was meant to do and still exited 0.
+pub(super) fn warn_about_error_lines(
+    printer: &crate::printer::Printer,
+    workload: &str,
+    log: &Path,
+) {
+    if let Some((count, first)) = training::error_lines(log) {
+        printer.warn(format!(
+            "workload `{workload}` printed {count} line{} that look{} like errors (first: \
+             \"{first}\"); it exited successfully, so check that it did its work: {}",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "s" } else { "" },
+            log.display()
+        ));
+    }
 }

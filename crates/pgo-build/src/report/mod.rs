@@ -24,7 +24,9 @@ pub use records::{
 };
 pub use tables::human_bytes;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
+/// schema's description).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {

@@ -95,7 +95,11 @@ pub struct CompareResult {
     /// With `--metric instructions`: the tool that counted them.
     #[serde(default)]
     pub counter: Option<String>,
+    /// The most rounds a workload ran.
     pub rounds: usize,
+    /// How rounds were chosen: "10 rounds", or `--rounds auto`'s plan.
+    #[serde(default)]
+    pub rounds_plan: Option<String>,
     pub seed: u64,
     pub reference: String,
     pub candidates: Vec<String>,

@@ -120,10 +120,10 @@ pub fn compare_table(result: &CompareResult) -> String {
         "Workload",
         "Role",
         "Variant",
-        "Median wall",
-        "Wall change (95% CI)",
-        "CPU change (95% CI)",
-        "Instructions change (95% CI)",
+        "Median wall of each side",
+        "Wall: median ratio (CI)",
+        "CPU: median ratio (CI)",
+        "Instructions: ratio (± noise)",
         "Wins",
         "Verdict",
     ]);
@@ -166,11 +166,25 @@ pub fn compare_table(result: &CompareResult) -> String {
                         }),
                 ),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
-                Cell::new(chosen.verdict.label()),
+                Cell::new(chosen.verdict_text()),
             ]);
         }
     }
     let mut text = table.to_string();
+    let confidence = result
+        .workloads
+        .iter()
+        .flat_map(|c| c.candidates.values())
+        .map(|s| s.wall.confidence)
+        .next()
+        .unwrap_or(0.95);
+    // The two medians are easily read as the change; say which number is which.
+    text.push_str(&format!(
+        "\nMedian ratio: the median of the per-round candidate/reference ratios, with its \
+         {:.1}% bootstrap interval (CI); the verdict rests on it. Median wall of each side: \
+         each variant's median time, whose ratio can differ.",
+        confidence * 100.0
+    ));
     for (role, per_candidate) in &result.geometric_mean {
         for (candidate, mean) in per_candidate {
             text.push_str(&format!(
@@ -237,11 +251,11 @@ mod tests {
     use crate::stats::summarize;
 
     fn comparison(instructions: bool) -> CompareResult {
-        let ratios = [0.9, 0.91, 0.89, 0.9, 0.92, 0.9];
+        let ratios = [0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9];
         let summary = CandidateSummary {
             wall: summarize(&ratios, 1),
             cpu: summarize(&ratios, 1),
-            instructions: instructions.then(|| summarize(&[0.8; 6], 1)),
+            instructions: instructions.then(|| summarize(&[0.8; 7], 1)),
             reference_median_wall_secs: 1.0,
             candidate_median_wall_secs: 0.9,
         };
@@ -253,6 +267,7 @@ mod tests {
             },
             counter: None,
             rounds: 6,
+            rounds_plan: None,
             seed: 1,
             reference: "baseline".into(),
             candidates: vec!["optimized".into()],
@@ -281,10 +296,10 @@ mod tests {
         let wall = row_cells(&compare_table(&comparison(false)));
         assert_eq!(wall.len(), header_columns, "{wall:?}");
         assert_eq!(wall[6], "-", "{wall:?}");
-        assert_eq!(wall[7], "6/6", "{wall:?}");
+        assert_eq!(wall[7], "7/7", "{wall:?}");
         assert_eq!(wall[8], "faster", "{wall:?}");
         let counted = row_cells(&compare_table(&comparison(true)));
         assert!(counted[6].starts_with("-20.0%"), "{counted:?}");
-        assert_eq!(counted[7], "6/6", "{counted:?}");
+        assert_eq!(counted[7], "7/7", "{counted:?}");
     }
 }
