@@ -94,6 +94,30 @@ impl Printer {
     }
 }
 
+/// `2026-12-01 00:20:13 UTC` for a time, for stamps in logs.
+pub fn utc_text(time: std::time::SystemTime) -> String {
+    let secs = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
 /// "5 min ago": a time span for messages about earlier runs.
 pub fn ago(elapsed: std::time::Duration) -> String {
     let secs = elapsed.as_secs();
@@ -102,5 +126,18 @@ pub fn ago(elapsed: std::time::Duration) -> String {
         120..7200 => format!("{} min ago", secs / 60),
         7200..172_800 => format!("{} h ago", secs / 3600),
         _ => format!("{} days ago", secs / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_written_as_utc_dates() {
+        let at = |secs| std::time::UNIX_EPOCH + Duration::from_secs(secs);
+        assert_eq!(utc_text(at(0)), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc_text(at(1_796_083_213)), "2026-12-01 00:00:13 UTC");
+        assert_eq!(utc_text(at(951_782_400)), "2000-02-29 00:00:00 UTC");
     }
 }

@@ -132,8 +132,21 @@ impl Target<'_> {
         if let Some(dir) = self.log_path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let log = std::fs::File::create(&self.log_path)
+        let mut log = std::fs::File::create(&self.log_path)
             .with_context(|| format!("could not create {}", self.log_path.display()))?;
+        // Which command wrote this log, and when: logs of earlier runs sit beside fresh ones.
+        let command_line: Vec<String> = std::env::args().skip(1).collect();
+        std::io::Write::write_all(
+            &mut log,
+            format!(
+                "# pgo-build {}: workload `{}` against the {} binaries, started {}\n",
+                command_line.join(" "),
+                workload.name(),
+                self.stage.name(),
+                crate::printer::utc_text(std::time::SystemTime::now())
+            )
+            .as_bytes(),
+        )?;
         let token = format!(
             "{}-{}",
             std::process::id(),
@@ -567,8 +580,14 @@ mod tests {
         assert!(outcome.success, "{}", outcome.status);
         assert!(outcome.cpu < outcome.duration + Duration::from_secs(1));
         let log = std::fs::read_to_string(&outcome.log_path).unwrap();
+        let (stamp, output) = log.split_once('\n').unwrap();
+        assert!(
+            stamp.starts_with("# pgo-build ")
+                && stamp.contains("workload `w` against the baseline"),
+            "{stamp}"
+        );
         assert_eq!(
-            log.trim(),
+            output.trim(),
             format!("{}/app baseline 1", dir.path().display())
         );
     }

@@ -1770,6 +1770,13 @@ fn profiles_of_removed_or_holdout_workloads_are_never_merged() {
         .success()
         .stderr_contains("removing the raw profiles of `t1`: not a train workload");
     assert!(!fixture.raw_profile_dir("t1").exists());
+    // Nor its log: a stale log beside fresh ones misleads.
+    assert!(
+        !fixture
+            .root()
+            .join("target/pgo-build/logs/train-t1.log")
+            .exists()
+    );
 }
 
 #[test]
@@ -1962,5 +1969,33 @@ fn re_training_does_not_pile_up_optimized_builds() {
         !again.stderr().contains("Compiling app"),
         "{}",
         again.describe()
+    );
+}
+
+#[test]
+fn compiler_warnings_and_the_training_table_are_printed_once_per_run() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    fixture.write(
+        "app/src/main.rs",
+        &format!("{source}\nfn never_called_in_the_fixture() {{}}\n"),
+    );
+    let run = fixture.run(&["run", "--no-compare"]);
+    run.success()
+        .stderr_contains("the same 1 compiler warning as an earlier build (shown above)");
+    let warning = "never_called_in_the_fixture` is never used";
+    assert_eq!(
+        run.stderr().matches(warning).count(),
+        1,
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        run.stdout().matches("Functions run / instrumented").count(),
+        1,
+        "{}",
+        run.describe()
     );
 }

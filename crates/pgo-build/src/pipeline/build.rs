@@ -122,7 +122,29 @@ impl Session {
             linker: &setup,
             batch_size: self.config.build.batch_size,
         };
-        let output = cargo_build::build(&request, &self.printer, show_diagnostic)?;
+        // Warnings the session has shown already are counted, not printed again.
+        let shown = std::cell::RefCell::new(std::mem::take(&mut self.shown_warnings));
+        let repeated = std::cell::Cell::new(0usize);
+        let filter = |diagnostic: &cargo_build::Diagnostic| {
+            if !show_diagnostic(diagnostic) {
+                return false;
+            }
+            if shown.borrow_mut().insert(diagnostic.rendered.clone()) {
+                return true;
+            }
+            repeated.set(repeated.get() + 1);
+            false
+        };
+        let built = cargo_build::build(&request, &self.printer, &filter);
+        self.shown_warnings = shown.into_inner();
+        let output = built?;
+        if repeated.get() > 0 {
+            self.printer.info(format!(
+                "the same {} compiler warning{} as an earlier build (shown above)",
+                repeated.get(),
+                if repeated.get() == 1 { "" } else { "s" }
+            ));
+        }
         let records = linker::read_log(&log);
         self.report.links.insert(
             stage.name().to_owned(),

@@ -79,6 +79,10 @@ impl Session {
             workloads.len(),
             args.seed
         ));
+        // compare-<workload>-<variant>.log
+        self.remove_logs_of_unknown_workloads("compare", |rest| {
+            rest.rsplit_once('-').map(|(workload, _)| workload)
+        });
         let mut comparisons = Vec::new();
         for workload in &workloads {
             comparisons.push(self.compare_workload(

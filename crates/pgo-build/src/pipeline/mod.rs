@@ -77,6 +77,12 @@ pub struct Session {
     /// The last accounting, by a fingerprint of the raw profiles it read: `run`'s optimize
     /// stage reuses train's instead of checking every file again.
     accounting_cache: std::cell::RefCell<Option<(String, Accounting)>>,
+    /// Rendered compiler warnings already shown in this session: each stage's build would
+    /// print the same ones again.
+    shown_warnings: std::collections::BTreeSet<String>,
+    /// The per-binary training table last printed: `optimize` after `train` in one `run`
+    /// would print it again.
+    shown_accounting: std::cell::RefCell<Option<String>>,
     /// Held until the session ends.
     _lock: RunLock,
 }
@@ -156,6 +162,8 @@ impl Session {
             state,
             profdata: OnceCell::new(),
             accounting_cache: Default::default(),
+            shown_warnings: Default::default(),
+            shown_accounting: Default::default(),
             _lock: lock,
         })
     }

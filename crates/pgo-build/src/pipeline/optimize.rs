@@ -16,7 +16,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use super::Session;
 use super::build::executables_of;
 use super::profile;
-use super::train::{accounting_table, no_profile_message};
+use super::train::no_profile_message;
 use crate::cargo_build::VALUE_PROFILING_OFF;
 use crate::cargo_build::{self, BuildSettings, StageManifest};
 use crate::cli::OptimizeArgs;
@@ -189,7 +189,7 @@ impl Session {
                 self.config.display_path()
             );
         }
-        self.printer.table(accounting_table(&accounting.per_binary));
+        self.print_accounting(&accounting);
         self.report_accounting(&accounting)?;
         let missing = self
             .bins

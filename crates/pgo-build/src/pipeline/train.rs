@@ -58,7 +58,7 @@ impl Session {
             ))?;
         }
         let accounting = self.account_dirs(&usable, &instrumented)?;
-        self.printer.table(accounting_table(&accounting.per_binary));
+        self.print_accounting(&accounting);
         self.report_accounting(&accounting)?;
         for (binary, figures) in &accounting.per_binary {
             if figures.valid_files == 0 {
@@ -95,6 +95,7 @@ impl Session {
     ) -> Result<()> {
         let bin_dir = self.layout.bin_dir(stage);
         let running = self.layout.running_workload();
+        self.remove_logs_of_unknown_workloads(log_prefix, |rest| Some(rest));
         for workload in workloads {
             let target = training::Target {
                 stage,
@@ -220,6 +221,36 @@ impl Session {
         Ok(())
     }
 
+    /// Removes `logs/<prefix>-….log` files whose workload (`name_of` the rest of the file
+    /// name) is not in the configuration any more: a stale log beside fresh ones misleads.
+    pub(super) fn remove_logs_of_unknown_workloads(
+        &self,
+        prefix: &str,
+        name_of: impl Fn(&str) -> Option<&str>,
+    ) {
+        for entry in std::fs::read_dir(self.layout.logs_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let Some(workload) = file_name
+                .strip_prefix(&format!("{prefix}-"))
+                .and_then(|rest| rest.strip_suffix(".log"))
+                .and_then(&name_of)
+            else {
+                continue;
+            };
+            if self.config.workload(workload).is_none() {
+                self.printer.detail(format!(
+                    "removing {}: workload `{workload}` is not configured any more",
+                    entry.path().display()
+                ));
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// Removes the raw profiles of workloads that are not train workloads any more (removed,
     /// renamed, or made holdout), so nothing of them can be merged.
     fn remove_profiles_of_other_workloads(&self, raw_dir: &Path) -> Result<()> {
@@ -311,6 +342,18 @@ impl Session {
         )?;
         *self.accounting_cache.borrow_mut() = Some((key, accounting.clone()));
         Ok(accounting)
+    }
+
+    /// Prints the per-binary training table, unless this session just printed the same one.
+    pub(super) fn print_accounting(&self, accounting: &Accounting) {
+        let table = accounting_table(&accounting.per_binary);
+        if self.shown_accounting.borrow().as_ref() == Some(&table) {
+            self.printer
+                .detail("the per-binary training table is the one shown above");
+            return;
+        }
+        self.printer.table(&table);
+        *self.shown_accounting.borrow_mut() = Some(table);
     }
 
     /// Records the accounting in the report; corrupt or foreign files are a warning, or an
@@ -415,7 +458,7 @@ pub(super) fn no_profile_message(binary: &str, figures: &profiles::BinaryProfile
     }
 }
 
-pub(super) fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> String {
+fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> String {
     let mut out = Table::new();
     out.load_preset(UTF8_FULL_CONDENSED).set_header([
         "Binary",
