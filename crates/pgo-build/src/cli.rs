@@ -219,9 +219,13 @@ pub struct CompareArgs {
     /// with looks after 10, 20 and 40 rounds planned in advance and corrected for
     #[arg(long, value_name = "N|auto")]
     pub rounds: Option<Rounds>,
-    /// Only these workloads (repeatable; default: every holdout and train workload)
+    /// Only these workloads (repeatable; default: see --role)
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,
+    /// Which workloads to compare on when none are named (default: holdout and train; with
+    /// --metric instructions, which is slow to count, holdout only)
+    #[arg(long, value_enum, value_name = "ROLE")]
+    pub role: Option<CompareRole>,
     /// What decides the verdict: wall-clock time, the process tree's user+system CPU time, or
     /// instructions (perf stat where it can count them, else valgrind's callgrind: noise-free
     /// but ~50x slower; wall and CPU times are then inflated by the counting tool)
@@ -233,6 +237,14 @@ pub struct CompareArgs {
     /// Exit non-zero when a holdout workload's verdict is "slower"
     #[arg(long)]
     pub fail_if_slower: bool,
+}
+
+/// `compare --role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareRole {
+    Holdout,
+    Train,
+    All,
 }
 
 /// `--rounds N` or `--rounds auto`.

@@ -1578,6 +1578,12 @@ fn instruction_counts_run_each_variant_once_and_repeat_it_once() {
             .contains("instruction counts repeated within"),
         "{summary}"
     );
+    // --role all widens it to the train workloads.
+    fixture
+        .run(&["compare", "--metric", "instructions", "--role", "all"])
+        .success();
+    let workloads = fixture.report()["compare"]["workloads"].clone();
+    assert_eq!(workloads.as_array().unwrap().len(), 2, "{workloads}");
 }
 
 #[test]

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use super::Session;
 use super::train::warn_about_error_lines;
 use crate::cargo_build::{StageManifest, age};
-use crate::cli::{CompareArgs, Metric, Rounds};
+use crate::cli::{CompareArgs, CompareRole, Metric, Rounds};
 use crate::config::{Role, Workload};
 use crate::layout::Stage;
 use crate::report::tables::compare_table;
@@ -32,7 +32,11 @@ impl Session {
     /// Runs the comparison, prints its table and records it in the report.
     pub fn compare(&mut self, args: &CompareArgs) -> Result<CompareResult> {
         let variants = self.compare_variants(&args.variants)?;
-        let workloads = self.compare_workloads(&args.workloads, args.metric)?;
+        let role = args.role.unwrap_or(match args.metric {
+            Metric::Instructions => CompareRole::Holdout,
+            _ => CompareRole::All,
+        });
+        let workloads = self.compare_workloads(&args.workloads, role)?;
         // Instruction counts are nearly deterministic: one run per variant and one repeat to
         // confirm it, instead of rounds against noise.
         let default_rounds = match args.metric {
@@ -248,9 +252,8 @@ impl Session {
         Ok(())
     }
 
-    /// The named workloads; by default every holdout and train workload, or with
-    /// `--metric instructions` (slow to count) the holdout ones only.
-    fn compare_workloads(&self, names: &[String], metric: Metric) -> Result<Vec<Workload>> {
+    /// The named workloads, or those of `role`, holdout first.
+    fn compare_workloads(&self, names: &[String], role: CompareRole) -> Result<Vec<Workload>> {
         if !names.is_empty() {
             return names
                 .iter()
@@ -264,14 +267,17 @@ impl Session {
                 })
                 .collect();
         }
-        let train = match metric {
-            Metric::Instructions => None,
-            _ => Some(self.config.workloads_with_role(Role::Train)),
-        };
+        let holdout = role != CompareRole::Train;
+        let train = role != CompareRole::Holdout;
         let workloads: Vec<Workload> = self
             .config
             .workloads_with_role(Role::Holdout)
-            .chain(train.into_iter().flatten())
+            .filter(|_| holdout)
+            .chain(
+                self.config
+                    .workloads_with_role(Role::Train)
+                    .filter(|_| train),
+            )
             .cloned()
             .collect();
         if workloads.is_empty() {
