@@ -7,22 +7,30 @@
 //! time the signal keeps its default action (cargo and rustc, in pgo-build's own process group,
 //! get Ctrl-C themselves).
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
-static WORKLOAD_RUNNING: AtomicBool = AtomicBool::new(false);
+/// Set by a workload loop that acted on the signal (stopped its workload, returned
+/// [`Interrupted`]).
+static HANDLED: AtomicBool = AtomicBool::new(false);
+/// Workloads running now (several when variants are counted side by side).
+static WORKLOADS_RUNNING: AtomicUsize = AtomicUsize::new(0);
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 extern "C" fn on_signal(signal: libc::c_int) {
-    if WORKLOAD_RUNNING.load(Ordering::SeqCst) {
+    if WORKLOADS_RUNNING.load(Ordering::SeqCst) > 0 {
         RECEIVED.store(signal, Ordering::SeqCst);
     } else {
-        // SAFETY: signal(2) and raise(3) are async-signal-safe.
-        unsafe {
-            libc::signal(signal, libc::SIG_DFL);
-            libc::raise(signal);
-        }
+        default_action(signal);
+    }
+}
+
+fn default_action(signal: libc::c_int) {
+    // SAFETY: signal(2) and raise(3) are async-signal-safe.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
     }
 }
 
@@ -45,26 +53,34 @@ pub struct WorkloadWindow(());
 
 impl WorkloadWindow {
     pub fn open() -> WorkloadWindow {
-        WORKLOAD_RUNNING.store(true, Ordering::SeqCst);
+        WORKLOADS_RUNNING.fetch_add(1, Ordering::SeqCst);
         WorkloadWindow(())
     }
 
-    /// The signal received since the window opened, if any; the caller handles it.
+    /// The signal received while a workload ran, if any. The caller stops its workload and
+    /// returns [`Interrupted`]; every workload running at the time sees the same signal.
     pub fn take_signal(&self) -> Option<i32> {
-        match RECEIVED.swap(0, Ordering::SeqCst) {
+        match RECEIVED.load(Ordering::SeqCst) {
             0 => None,
-            signal => Some(signal),
+            signal => {
+                HANDLED.store(true, Ordering::SeqCst);
+                Some(signal)
+            }
         }
     }
 }
 
 impl Drop for WorkloadWindow {
     fn drop(&mut self) {
-        WORKLOAD_RUNNING.store(false, Ordering::SeqCst);
-        if let Some(signal) = self.take_signal() {
-            // Arrived after the workload loop last looked: act on it now, as the default
-            // action would have.
-            on_signal(signal);
+        if WORKLOADS_RUNNING.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        // The last workload ended. A signal no workload loop acted on (it arrived after they
+        // last looked) takes its default action now.
+        let signal = RECEIVED.swap(0, Ordering::SeqCst);
+        let handled = HANDLED.swap(false, Ordering::SeqCst);
+        if signal != 0 && !handled {
+            default_action(signal);
         }
     }
 }

@@ -15,8 +15,8 @@
 //!   logs/<workload>.log     workload output
 //!   report.json
 //!   state.json              fingerprints of completed stages (see state.rs)
-//!   running.json            the workload running now (found by the next command if pgo-build
-//!                           was killed: it stops what that workload left running)
+//!   running/<token>.json    the workloads running now (found by the next command if pgo-build
+//!                           was killed: it stops what they left running)
 //!   .lock                   held by the pgo-build working here
 //! ```
 
@@ -118,9 +118,10 @@ impl Layout {
         self.root.join("logs")
     }
 
-    /// The workload running now, while it runs (see `training::stop_leftovers`).
-    pub fn running_workload(&self) -> PathBuf {
-        self.root.join("running.json")
+    /// The workloads running now, one record each while they run (see
+    /// `training::stop_leftovers`).
+    pub fn running_dir(&self) -> PathBuf {
+        self.root.join("running")
     }
 
     /// Fingerprints of completed stages.

@@ -6,7 +6,7 @@
 //! started outlives it. Every process of a workload also inherits a token
 //! (`PGO_BUILD_WORKLOAD_TOKEN`), by which processes that left the group (`setsid`, double
 //! fork) are found too, and so are processes a killed pgo-build left behind: the running
-//! workload is recorded in `running.json` until it has ended.
+//! workload is recorded in `running/<token>.json` until it has ended.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -52,8 +52,9 @@ pub struct Target<'a> {
     /// A program and arguments the workload runs under (an instruction counter), if any.
     pub wrapper: Vec<std::ffi::OsString>,
     pub log_path: PathBuf,
-    /// Where the running workload is recorded while it runs (`running.json`).
-    pub running_record: Option<&'a Path>,
+    /// Where the running workload is recorded while it runs (`running/`, one file per run:
+    /// variants may be counted side by side).
+    pub running_dir: Option<&'a Path>,
 }
 
 #[derive(Debug)]
@@ -148,14 +149,18 @@ impl Target<'_> {
             .as_bytes(),
         )?;
         let token = format!(
-            "{}-{}",
+            "{}-{}-{}",
             std::process::id(),
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
+                .map_or(0, |d| d.as_nanos()),
+            self.stage.name()
         );
         let cmd = cmd.env(TOKEN_ENV, &token);
-        if let Some(record) = self.running_record {
+        let record = self
+            .running_dir
+            .map(|dir| dir.join(format!("{token}.json")));
+        if let Some(record) = &record {
             let running = RunningWorkload {
                 token: token.clone(),
                 pgo_build_pid: std::process::id(),
@@ -204,7 +209,7 @@ impl Target<'_> {
                 let stopped = stop(&members, workload.grace_period);
                 let _ = reap(group, true);
                 bar.finish_and_clear();
-                self.forget_running();
+                forget_running(record.as_deref());
                 return Err(interrupt::Interrupted {
                     signal,
                     workload: workload.name().to_owned(),
@@ -229,7 +234,7 @@ impl Target<'_> {
         let duration = started.elapsed();
         let leftovers = stop(&members, workload.grace_period);
         stopped.extend(leftovers);
-        self.forget_running();
+        forget_running(record.as_deref());
         drop(window);
         Ok(Outcome {
             duration,
@@ -242,17 +247,34 @@ impl Target<'_> {
     }
 }
 
-impl Target<'_> {
-    fn forget_running(&self) {
-        if let Some(record) = self.running_record {
-            let _ = std::fs::remove_file(record);
-        }
+/// Removes the record of a workload that has ended.
+fn forget_running(record: Option<&Path>) {
+    if let Some(record) = record {
+        let _ = std::fs::remove_file(record);
     }
 }
 
-/// Stops the processes of a workload that an earlier pgo-build left running when it was
-/// killed (recorded in `record`), and says which. Called before anything else runs.
-pub fn stop_leftovers(record: &Path) -> Result<Option<String>> {
+/// Stops the processes of workloads that an earlier pgo-build left running when it was
+/// killed (recorded in `running_dir`), and says which, one message each. Called before
+/// anything else runs.
+pub fn stop_leftovers(running_dir: &Path) -> Result<Vec<String>> {
+    let mut messages = Vec::new();
+    for entry in std::fs::read_dir(running_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if entry.path().extension().is_some_and(|ext| ext == "json")
+            && let Some(message) = stop_left_by(&entry.path())?
+        {
+            messages.push(message);
+        }
+    }
+    Ok(messages)
+}
+
+/// [`stop_leftovers`] for one record.
+fn stop_left_by(record: &Path) -> Result<Option<String>> {
     let Ok(text) = std::fs::read_to_string(record) else {
         return Ok(None);
     };
@@ -560,7 +582,7 @@ mod tests {
             extra_env: vec![("EXTRA".into(), "1".into())],
             wrapper: Vec::new(),
             log_path: dir.join("log.txt"),
-            running_record: None,
+            running_dir: None,
         }
     }
 

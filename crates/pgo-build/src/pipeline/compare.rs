@@ -8,7 +8,7 @@
 //! `--fail-if-slower`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
@@ -302,12 +302,16 @@ impl Session {
         let mut rounds = 0;
         let mut candidates = BTreeMap::new();
         // Round 0 is the warm-up (page cache, CPU frequency); it is not counted, and not run
-        // under the instruction counter.
-        self.compare_round(workload, variants, 0, None, &mut runs)?;
+        // under the instruction counter. It also measures how many cores the workload keeps
+        // busy (CPU time / wall time), which decides whether variants fit side by side.
+        let cores_used = self.compare_round(workload, variants, 0, None, false, &mut runs)?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let side_by_side =
+            counter.is_some() && cores >= variants.len() as f64 * cores_used.max(1.0).round();
         for &look in looks.at {
             while rounds < look {
                 rounds += 1;
-                self.compare_round(workload, variants, rounds, counter, &mut runs)?;
+                self.compare_round(workload, variants, rounds, counter, side_by_side, &mut runs)?;
             }
             candidates = summarize_candidates(&runs, variants, rounds, looks.alpha, seed, counter);
             let settled = candidates
@@ -337,29 +341,97 @@ impl Session {
         })
     }
 
-    /// One round: every variant once, in an order that alternates between rounds (ABBA).
+    /// One round: every variant once, in an order that alternates between rounds (ABBA), or
+    /// all at once (`side_by_side`: instruction counts do not mind sharing the machine, times
+    /// do). Returns the most cores a variant's run kept busy (CPU time / wall time).
     fn compare_round(
         &self,
         workload: &Workload,
         variants: &[(Stage, StageManifest)],
         round: usize,
         counter: Option<&Counter>,
+        side_by_side: bool,
         runs: &mut Vec<RunSample>,
-    ) -> Result<()> {
+    ) -> Result<f64> {
         let mut order: Vec<&(Stage, StageManifest)> = variants.iter().collect();
         if round % 2 == 1 {
             order.reverse();
         }
-        for (stage, manifest) in order {
-            let (wall, cpu, instructions) =
-                self.time_workload(workload, *stage, manifest, counter)?;
+        let running = self.layout.running_dir();
+        let bin_dirs: Vec<PathBuf> = order.iter().map(|(s, _)| self.layout.bin_dir(*s)).collect();
+        // Each run's counts alone: callgrind writes one file per process.
+        let count_dirs: Vec<PathBuf> = order
+            .iter()
+            .map(|(s, _)| self.layout.root().join("counts").join(s.name()))
+            .collect();
+        if counter.is_some() {
+            for dir in &count_dirs {
+                if dir.exists() {
+                    std::fs::remove_dir_all(dir)?;
+                }
+                std::fs::create_dir_all(dir)?;
+            }
+        }
+        let targets: Vec<training::Target> = order
+            .iter()
+            .zip(&bin_dirs)
+            .zip(&count_dirs)
+            .map(
+                |(((stage, manifest), bin_dir), count_dir)| training::Target {
+                    stage: *stage,
+                    bin_dir,
+                    bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
+                    workspace_root: &self.workspace.root,
+                    extra_env: Vec::new(),
+                    wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
+                    log_path: self.compare_log(workload, *stage),
+                    running_dir: Some(&running),
+                },
+            )
+            .collect();
+        let printer = self.printer;
+        let mut outcomes = Vec::new();
+        if side_by_side {
+            let results: Vec<Result<training::Outcome>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = targets
+                    .iter()
+                    .map(|target| scope.spawn(|| target.run(workload, &printer)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|handle| handle.join().expect("a workload thread panicked"))
+                    .collect()
+            });
+            for (result, target) in results.into_iter().zip(&targets) {
+                outcomes.push(self.checked_run(workload, target.stage, result?)?);
+            }
+        } else {
+            for target in &targets {
+                let outcome = target.run(workload, &printer)?;
+                outcomes.push(self.checked_run(workload, target.stage, outcome)?);
+            }
+        }
+        for ((outcome, target), count_dir) in outcomes.iter().zip(&targets).zip(&count_dirs) {
+            let stage = target.stage;
+            let instructions = counter
+                .map(|c| c.read(count_dir))
+                .transpose()
+                .with_context(|| {
+                    format!(
+                        "could not read the instruction count of `{}` ({} binaries)",
+                        workload.name(),
+                        stage.name()
+                    )
+                })?;
+            let (wall, cpu) = (outcome.duration, outcome.cpu);
             self.printer.detail(format!(
-                "{} round {round}{} {}: {:.3}s wall, {:.3}s cpu",
+                "{} round {round}{} {}: {:.3}s wall, {:.3}s cpu{}",
                 workload.name(),
                 if round == 0 { " (warm-up)" } else { "" },
                 stage.name(),
                 wall.as_secs_f64(),
-                cpu.as_secs_f64()
+                cpu.as_secs_f64(),
+                if side_by_side { " (side by side)" } else { "" }
             ));
             if round > 0 {
                 runs.push(RunSample {
@@ -371,44 +443,26 @@ impl Session {
                 });
             }
         }
-        Ok(())
+        Ok(outcomes
+            .iter()
+            .map(|o| o.cpu.as_secs_f64() / o.duration.as_secs_f64().max(1e-6))
+            .fold(0.0, f64::max))
     }
 
     /// The log of a workload's last run against a variant.
-    fn compare_log(&self, workload: &Workload, stage: Stage) -> std::path::PathBuf {
+    fn compare_log(&self, workload: &Workload, stage: Stage) -> PathBuf {
         self.layout
             .logs_dir()
             .join(format!("compare-{}-{}.log", workload.name(), stage.name()))
     }
 
-    fn time_workload(
+    /// A run's outcome, refused when the workload failed (its time would mean nothing).
+    fn checked_run(
         &self,
         workload: &Workload,
         stage: Stage,
-        manifest: &StageManifest,
-        counter: Option<&Counter>,
-    ) -> Result<(Duration, Duration, Option<u64>)> {
-        let bin_dir = self.layout.bin_dir(stage);
-        let count_dir = self.layout.root().join("counts");
-        if counter.is_some() {
-            // Each run's counts alone: callgrind writes one file per process.
-            if count_dir.exists() {
-                std::fs::remove_dir_all(&count_dir)?;
-            }
-            std::fs::create_dir_all(&count_dir)?;
-        }
-        let running = self.layout.running_workload();
-        let target = training::Target {
-            stage,
-            bin_dir: &bin_dir,
-            bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
-            workspace_root: &self.workspace.root,
-            extra_env: Vec::new(),
-            wrapper: counter.map(|c| c.wrapper(&count_dir)).unwrap_or_default(),
-            log_path: self.compare_log(workload, stage),
-            running_record: Some(&running),
-        };
-        let outcome = target.run(workload, &self.printer)?;
+        outcome: training::Outcome,
+    ) -> Result<training::Outcome> {
         if !outcome.stopped.is_empty() {
             self.printer.warn(format!(
                 "workload `{}` against the {} binaries: pgo-build had to stop {}",
@@ -427,17 +481,7 @@ impl Session {
                 outcome.log_path.display()
             );
         }
-        let instructions = counter
-            .map(|c| c.read(&count_dir))
-            .transpose()
-            .with_context(|| {
-                format!(
-                    "could not read the instruction count of `{}` ({} binaries)",
-                    workload.name(),
-                    stage.name()
-                )
-            })?;
-        Ok((outcome.duration, outcome.cpu, instructions))
+        Ok(outcome)
     }
 }
 

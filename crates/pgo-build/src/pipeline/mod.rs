@@ -138,7 +138,7 @@ impl Session {
         };
         let layout = Layout::new(&workspace.target_dir);
         let lock = RunLock::acquire(&layout)?;
-        if let Some(stopped) = training::stop_leftovers(&layout.running_workload())? {
+        for stopped in training::stop_leftovers(&layout.running_dir())? {
             printer.warn(stopped);
         }
         let report = Report::load_or_new(&layout.report(), &workspace.root);

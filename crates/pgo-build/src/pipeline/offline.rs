@@ -53,7 +53,7 @@ pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     let layout = Layout::new(&workspace.target_dir);
     // Refused while another run works there; held while the directory goes away.
     let _lock = RunLock::acquire(&layout)?;
-    if let Some(stopped) = training::stop_leftovers(&layout.running_workload())? {
+    for stopped in training::stop_leftovers(&layout.running_dir())? {
         printer.warn(stopped);
     }
     if layout.root().exists() {

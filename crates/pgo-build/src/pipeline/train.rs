@@ -94,7 +94,7 @@ impl Session {
         finish: &dyn Fn(&Workload, &training::Outcome) -> Result<()>,
     ) -> Result<()> {
         let bin_dir = self.layout.bin_dir(stage);
-        let running = self.layout.running_workload();
+        let running = self.layout.running_dir();
         self.remove_logs_of_unknown_workloads(log_prefix, |rest| Some(rest));
         for workload in workloads {
             let target = training::Target {
@@ -108,7 +108,7 @@ impl Session {
                     .layout
                     .logs_dir()
                     .join(format!("{log_prefix}-{}.log", workload.name())),
-                running_record: Some(&running),
+                running_dir: Some(&running),
             };
             self.printer
                 .info(format!("workload {} ...", workload.name()));
