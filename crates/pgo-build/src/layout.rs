@@ -10,9 +10,12 @@
 //!                           written last: without it the stage's outputs are not used
 //!   <stage>/attempt.txt     the stage's last attempt, while it has not completed
 //!   profiles/raw/<workload>/<build id>_<pool>.profraw
+//!   profiles/raw/<workload>/training.json   that run's record: only complete, current runs
+//!                           are merged (see training_record.rs)
 //!   profiles/merged-<content hash>.profdata
 //!   profiles/bolt/raw/<binary>/prof.<pid>.fdata, profiles/bolt/<binary>.fdata
-//!   logs/<workload>.log     workload output
+//!   logs/<command>-<workload>[-<variant>].log   workload output, stamped with what wrote it
+//!   counts/<variant>/       instruction counter output of the last counted run
 //!   report.json
 //!   state.json              fingerprints of completed stages (see state.rs)
 //!   running/<token>.json    the workloads running now (found by the next command if pgo-build
