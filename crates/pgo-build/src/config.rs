@@ -11,6 +11,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::cli::Rounds;
+
 pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
@@ -94,9 +96,9 @@ pub enum OnCorrupt {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompareSection {
-    /// Counted rounds per workload (default 10).
+    /// Counted rounds per workload (default 10), or `"auto"`.
     #[serde(default, deserialize_with = "deserialize_rounds")]
-    pub rounds: Option<usize>,
+    pub rounds: Option<Rounds>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -389,14 +391,34 @@ fn deserialize_timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dur
 /// `[compare] rounds`: at least one.
 fn deserialize_rounds<'de, D: Deserializer<'de>>(
     deserializer: D,
-) -> Result<Option<usize>, D::Error> {
-    let rounds = i64::deserialize(deserializer)?;
-    if rounds < 1 {
-        return Err(serde::de::Error::custom(format!(
-            "rounds = {rounds}: a comparison needs at least 1 round (6 or more for a verdict)"
-        )));
+) -> Result<Option<Rounds>, D::Error> {
+    struct RoundsVisitor;
+    impl serde::de::Visitor<'_> for RoundsVisitor {
+        type Value = Rounds;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number of rounds (at least 1) or \"auto\"")
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, rounds: i64) -> Result<Rounds, E> {
+            if rounds < 1 {
+                return Err(E::custom(format!(
+                    "rounds = {rounds}: a comparison needs at least 1 round (7 or more for a \
+                     verdict), or \"auto\""
+                )));
+            }
+            Ok(Rounds::Fixed(rounds as usize))
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, rounds: u64) -> Result<Rounds, E> {
+            self.visit_i64(i64::try_from(rounds).unwrap_or(i64::MAX))
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Rounds, E> {
+            text.parse().map_err(E::custom)
+        }
     }
-    Ok(Some(rounds as usize))
+    deserializer.deserialize_any(RoundsVisitor).map(Some)
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -471,7 +493,7 @@ allow_failure = true
         .unwrap();
         assert_eq!(config.build.bins.as_deref().unwrap(), ["a", "b"]);
         assert_eq!(config.build.profile.as_deref(), Some("dist"));
-        assert_eq!(config.compare.rounds, Some(12));
+        assert_eq!(config.compare.rounds, Some(Rounds::Fixed(12)));
         assert!(matches!(config.build.link_jobs, Some(LinkJobs::Count(2))));
         assert_eq!(config.build.batch_size, Some(4));
         assert!(config.pgo.continuous);
@@ -536,6 +558,14 @@ allow_failure = true
             assert!(err.contains(expected), "timeout = {value}: {err}");
             assert!(err.contains("line 5"), "timeout = {value}: {err}");
         }
+    }
+
+    #[test]
+    fn compare_rounds_may_be_auto() {
+        let config = parse("[compare]\nrounds = \"auto\"\n").unwrap();
+        assert_eq!(config.compare.rounds, Some(Rounds::Auto));
+        let err = format!("{:#}", parse("[compare]\nrounds = \"many\"\n").unwrap_err());
+        assert!(err.contains("or `auto`"), "{err}");
     }
 
     #[test]

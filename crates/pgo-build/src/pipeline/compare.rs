@@ -45,7 +45,7 @@ impl Session {
         };
         let plan = args
             .rounds
-            .or(self.config.compare.rounds.map(Rounds::Fixed))
+            .or(self.config.compare.rounds)
             .unwrap_or(Rounds::Fixed(default_rounds));
         let looks: Vec<usize> = match plan {
             Rounds::Fixed(rounds) => vec![rounds],
