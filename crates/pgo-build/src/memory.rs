@@ -52,44 +52,39 @@ pub struct Process {
 
 /// Every process /proc shows (those that vanish while it is read are skipped).
 pub fn processes() -> Vec<Process> {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut processes = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp …`: comm may contain spaces and parentheses, and rss is
-        // the 22nd field after the state.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<i64>().ok());
-        let (Some(state), Some(ppid), Some(pgrp), Some(pages)) = (
-            fields.first().and_then(|f| f.chars().next()),
-            number(1),
-            number(2),
-            number(21),
-        ) else {
-            continue;
-        };
-        processes.push(Process {
-            pid,
-            name: stat[open + 1..close].to_owned(),
-            state,
-            ppid: ppid as i32,
-            pgrp: pgrp as i32,
-            rss_bytes: pages.max(0) as u64 * page,
-        });
-    }
-    processes
+    entries
+        .flatten()
+        .filter_map(|entry| process(entry.file_name().to_string_lossy().parse().ok()?))
+        .collect()
+}
+
+/// One process, if it exists.
+pub fn process(pid: i32) -> Option<Process> {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp …`: comm may contain spaces and parentheses, and rss is the
+    // 22nd field after the state.
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let number = |i: usize| fields.get(i).and_then(|f| f.parse::<i64>().ok());
+    Some(Process {
+        pid,
+        name: stat[open + 1..close].to_owned(),
+        state: fields.first()?.chars().next()?,
+        ppid: number(1)? as i32,
+        pgrp: number(2)? as i32,
+        rss_bytes: number(21)?.max(0) as u64 * page,
+    })
+}
+
+/// Whether the environment of `pid` holds the `KEY=value` entry `entry`.
+pub fn has_env_entry(pid: i32, entry: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
 }
 
 /// Resident memory of `root` and all its descendants.

@@ -374,7 +374,10 @@ impl Members<'_> {
         let mut members: Vec<(i32, String)> = crate::memory::processes()
             .into_iter()
             .filter(|p| p.state != 'Z')
-            .filter(|p| (self.group != 0 && p.pgrp == self.group) || has_env(p.pid, &needle))
+            .filter(|p| {
+                (self.group != 0 && p.pgrp == self.group)
+                    || crate::memory::has_env_entry(p.pid, &needle)
+            })
             .map(|p| (p.pid, p.name))
             .collect();
         members.sort();
@@ -391,19 +394,9 @@ impl Members<'_> {
     }
 }
 
-/// Whether `/proc/<pid>/environ` holds the `KEY=value` entry `needle`.
-fn has_env(pid: i32, needle: &str) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|environ| environ.split(|b| *b == 0).any(|e| e == needle.as_bytes()))
-}
-
 /// Whether `pid` is a process that has not exited (a zombie has).
 fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rfind(')')
-            .and_then(|close| stat[close + 1..].split_whitespace().next())
-            .is_some_and(|state| state != "Z")
-    })
+    crate::memory::process(pid).is_some_and(|p| p.state != 'Z')
 }
 
 /// Stops every live member: SIGTERM, then SIGKILL for those still alive after `grace`. A
