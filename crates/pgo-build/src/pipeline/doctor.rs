@@ -92,10 +92,6 @@ impl Session {
         {
             return None;
         }
-        Some(format!(
-            "there are no training workloads in {}: `train`, `optimize` and `run` need a \
-             [[workload]] with role = \"train\" (or a committed profile, [pgo] profile)",
-            self.config.display_path()
-        ))
+        Some(self.no_train_workloads())
     }
 }

@@ -220,6 +220,15 @@ impl Session {
         Ok(())
     }
 
+    /// What to say when the configuration has no train workload.
+    fn no_train_workloads(&self) -> String {
+        format!(
+            "there are no training workloads in {}: `train`, `optimize` and `run` need a \
+             [[workload]] with role = \"train\" (or a committed profile, [pgo] profile)",
+            self.config.display_path()
+        )
+    }
+
     /// Drops a stage's record (its outputs are about to change).
     pub fn forget_stage(&mut self, name: &str) -> Result<()> {
         if self.state.stages.remove(name).is_some() {

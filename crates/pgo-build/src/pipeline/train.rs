@@ -69,10 +69,8 @@ impl Session {
             } else if figures.died > 0 {
                 // Their work is missing from the profile: code only they ran looks cold.
                 self.caution(format!(
-                    "{} of {} processes of `{binary}` ended without writing a profile (stopped \
-                     by a signal, abort or _exit), so what they ran is missing from its \
-                     profile. Call pgo_build_rt::install() first thing in its main (SIGTERM, \
-                     SIGINT), or train in continuous mode (--continuous: any signal).",
+                    "{} of {} processes of `{binary}` ended without writing a profile: \
+                     {ENDED_WITHOUT_WRITING}. What they ran is missing from its profile",
                     figures.died, figures.processes
                 ))?;
             }
@@ -177,10 +175,7 @@ impl Session {
                 .cloned()
                 .collect();
             if workloads.is_empty() {
-                bail!(
-                    "there are no training workloads: add a [[workload]] with role = \"train\" to {}",
-                    self.config.display_path()
-                );
+                bail!("{}", self.no_train_workloads());
             }
             return Ok(workloads);
         }
@@ -303,10 +298,7 @@ impl Session {
             );
         }
         if usable.is_empty() {
-            bail!(
-                "there are no training workloads: add a [[workload]] with role = \"train\" to {}",
-                self.config.display_path()
-            );
+            bail!("{}", self.no_train_workloads());
         }
         self.account_dirs(&usable, instrumented)
     }
@@ -443,10 +435,8 @@ pub(super) fn no_profile_message(binary: &str, figures: &profiles::BinaryProfile
         format!("`{binary}` wrote no profile: no training workload ran it")
     } else if figures.died == figures.processes {
         format!(
-            "`{binary}`: all {} process{} ended without writing a profile: stopped by a signal \
-             (SIGTERM, SIGKILL) or by abort/_exit before their exit handlers ran. Call \
-             pgo_build_rt::install() first thing in its main (SIGTERM, SIGINT), or train in \
-             continuous mode (--continuous: any signal)",
+            "`{binary}`: all {} process{} ended without writing a profile: \
+             {ENDED_WITHOUT_WRITING}",
             figures.processes,
             if figures.processes == 1 { "" } else { "es" }
         )
@@ -457,6 +447,11 @@ pub(super) fn no_profile_message(binary: &str, figures: &profiles::BinaryProfile
         )
     }
 }
+
+/// Why processes end without writing a profile, and the two fixes.
+const ENDED_WITHOUT_WRITING: &str = "stopped by a signal (SIGTERM, SIGKILL) or by abort/_exit \
+    before their exit handlers ran. Call pgo_build_rt::install() first thing in its main \
+    (SIGTERM, SIGINT), or train in continuous mode (--continuous: any signal)";
 
 fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> String {
     let mut out = Table::new();
