@@ -38,15 +38,16 @@ impl Session {
         });
         let workloads = self.compare_workloads(&args.workloads, role)?;
         // Instruction counts are nearly deterministic: one run per variant and one repeat to
-        // confirm it, instead of rounds against noise.
+        // confirm it, instead of rounds against noise (which `[compare] rounds` is sized for).
         let default_rounds = match args.metric {
-            Metric::Instructions => INSTRUCTION_ROUNDS,
-            _ => DEFAULT_ROUNDS,
+            Metric::Instructions => Rounds::Fixed(INSTRUCTION_ROUNDS),
+            _ => self
+                .config
+                .compare
+                .rounds
+                .unwrap_or(Rounds::Fixed(DEFAULT_ROUNDS)),
         };
-        let plan = args
-            .rounds
-            .or(self.config.compare.rounds)
-            .unwrap_or(Rounds::Fixed(default_rounds));
+        let plan = args.rounds.unwrap_or(default_rounds);
         let looks: Vec<usize> = match plan {
             Rounds::Fixed(rounds) => vec![rounds],
             Rounds::Auto => stats::AUTO_LOOKS.to_vec(),
