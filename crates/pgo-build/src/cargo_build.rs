@@ -492,8 +492,13 @@ impl StageManifest {
 
     /// Whether every staged binary is still there, as recorded.
     pub fn intact(&self) -> bool {
-        self.binaries.iter().all(|b| {
-            std::fs::metadata(&b.path).is_ok_and(|m| m.is_file() && m.len() == b.size_bytes)
+        self.changed_binaries().next().is_none()
+    }
+
+    /// Staged binaries that are gone or not what was staged (another size).
+    pub fn changed_binaries(&self) -> impl Iterator<Item = &StagedBinary> {
+        self.binaries.iter().filter(|b| {
+            !std::fs::metadata(&b.path).is_ok_and(|m| m.is_file() && m.len() == b.size_bytes)
         })
     }
 

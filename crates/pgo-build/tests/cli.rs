@@ -1725,6 +1725,24 @@ fn compare_refuses_variants_built_from_different_sources() {
 }
 
 #[test]
+fn compare_refuses_a_variant_whose_binary_was_replaced_after_staging() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // The baseline's app copied over the optimized one: an A/A comparison in disguise.
+    std::fs::copy(
+        fixture.stage_bin("baseline", "app"),
+        fixture.stage_bin("optimized", "app"),
+    )
+    .unwrap();
+    fixture
+        .run(&["compare", "--rounds", "1", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("is not the binary the optimized stage staged")
+        .stderr_contains("pgo-build run");
+}
+
+#[test]
 fn compare_refuses_bolt_binaries_of_an_earlier_optimized_build() {
     let fixture = bolt_fixture(
         &["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"],

@@ -211,12 +211,25 @@ impl Session {
             })
     }
 
-    /// Refuses variants that do not belong together: built from other sources than each other
-    /// (the comparison would measure the source change), or made from a build of another
-    /// variant that has been rebuilt since (BOLT of an older optimized build).
+    /// Refuses variants that are not what their records say (a binary replaced in bin/), or
+    /// that do not belong together: built from other sources than each other (the comparison
+    /// would measure the source change), or made from a build of another variant that has been
+    /// rebuilt since (BOLT of an older optimized build).
     fn check_comparable(&self, variants: &[(Stage, StageManifest)]) -> Result<()> {
         let built = |stage: Stage| age(&self.layout.stage_manifest(stage));
         for (stage, manifest) in variants {
+            // Workloads run what is in bin/: it must be what the stage staged.
+            if let Some(binary) = manifest.changed_binaries().next() {
+                bail!(
+                    "{} is not the binary the {} stage staged ({} bytes were staged): it was \
+                     removed or replaced since, so the {} variant is not what its record says. \
+                     Rebuild it with `pgo-build run`.",
+                    binary.path.display(),
+                    stage.name(),
+                    binary.size_bytes,
+                    stage.name()
+                );
+            }
             for (other_stage, other) in variants {
                 if let (Some(ours), Some(theirs)) = (&manifest.sources, &other.sources)
                     && ours != theirs
