@@ -23,8 +23,9 @@ pub struct TrainingRecord {
     pub workload: String,
     /// [`Workload::fingerprint`] when it ran.
     pub workload_fingerprint: String,
-    /// The `id` of the instrumented build it ran against.
-    pub instrumented_id: String,
+    /// The build ids of the instrumented binaries it ran against: a build that made the same
+    /// binaries again keeps the profiles valid, any other does not.
+    pub instrumented_build_ids: Vec<String>,
     /// Set only once the workload ended and its outcome was acceptable (success, or
     /// `allow_failure`).
     pub completed: bool,
@@ -40,7 +41,7 @@ impl TrainingRecord {
         TrainingRecord {
             workload: workload.name().to_owned(),
             workload_fingerprint: workload.fingerprint(),
-            instrumented_id: instrumented.id.clone(),
+            instrumented_build_ids: build_ids(instrumented),
             completed: false,
             status: None,
             files: BTreeMap::new(),
@@ -90,7 +91,7 @@ pub fn check(dir: &Path, workload: &Workload, instrumented: &StageManifest) -> R
             age(&dir.join(FILE_NAME))
         ));
     }
-    if record.instrumented_id != instrumented.id {
+    if record.instrumented_build_ids != build_ids(instrumented) {
         return Err(format!(
             "`{name}` was trained against an earlier instrumented build: {retrain}"
         ));
@@ -120,6 +121,16 @@ pub fn check(dir: &Path, workload: &Workload, instrumented: &StageManifest) -> R
         ));
     }
     Ok(())
+}
+
+fn build_ids(instrumented: &StageManifest) -> Vec<String> {
+    let mut ids: Vec<String> = instrumented
+        .binaries
+        .iter()
+        .filter_map(|b| b.build_id.clone())
+        .collect();
+    ids.sort();
+    ids
 }
 
 /// Every file of a run directory but the record, with its size.

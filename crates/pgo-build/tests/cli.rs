@@ -2036,3 +2036,47 @@ fn compiler_warnings_and_the_training_table_are_printed_once_per_run() {
         run.describe()
     );
 }
+
+#[test]
+fn profiles_that_are_not_current_are_refused_with_the_workload_to_retrain() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    // The workload's command changed since it was trained.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 3000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`t0` changed in the configuration since it was trained")
+        .stderr_contains("pgo-build train t0");
+    // A workload added since: not trained yet.
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 3000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 10",
+    ]);
+    fixture.run(&["train", "t0"]).success();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`t1` has not been trained yet: run `pgo-build train t1`");
+    // Instrumented again with nothing changed: the same binaries, the profiles still hold.
+    fixture.run(&["train"]).success();
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["optimize"]).success();
+    // Instrumented again after a change: the profiles belong to the earlier binaries.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    fixture.write(
+        "app/src/main.rs",
+        &source.replace(
+            "steps += 1;",
+            "steps += 1;\n        std::hint::black_box(steps);",
+        ),
+    );
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`t0` was trained against an earlier instrumented build");
+}
