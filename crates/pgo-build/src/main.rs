@@ -9,6 +9,7 @@ mod cargo_config;
 mod cli;
 mod command;
 mod config;
+mod counter;
 mod insight;
 mod interrupt;
 mod layout;

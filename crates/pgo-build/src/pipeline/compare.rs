@@ -17,6 +17,7 @@ use super::train::warn_about_error_lines;
 use crate::cargo_build::{StageManifest, age};
 use crate::cli::{CompareArgs, CompareRole, Metric, Rounds};
 use crate::config::{Role, Workload};
+use crate::counter::Counter;
 use crate::layout::Stage;
 use crate::report::tables::compare_table;
 use crate::report::{CandidateSummary, CompareResult, RunSample, WorkloadComparison};
@@ -499,100 +500,6 @@ impl Session {
     }
 }
 
-/// Counts the instructions of a workload's whole process tree.
-pub enum Counter {
-    /// `perf stat` (children inherit the counter).
-    Perf,
-    /// `valgrind --tool=callgrind --trace-children=yes`: one output file per process.
-    Callgrind,
-}
-
-impl Counter {
-    /// perf when it can count instructions here (on many VMs it reports them as
-    /// `<not supported>`), else callgrind.
-    fn detect(printer: &crate::printer::Printer) -> Result<Counter> {
-        let probe =
-            std::env::temp_dir().join(format!("pgo-build-perf-probe-{}", std::process::id()));
-        let perf_works = crate::command::Cmd::new("perf")
-            .args(["stat", "-x,", "-e", "instructions", "-o"])
-            .arg(&probe)
-            .args(["--", "true"])
-            .output(printer)
-            .is_ok_and(|o| o.status.success())
-            && std::fs::read_to_string(&probe).is_ok_and(|text| perf_count(&text).is_some());
-        let _ = std::fs::remove_file(&probe);
-        if perf_works {
-            return Ok(Counter::Perf);
-        }
-        let valgrind = crate::command::Cmd::new("valgrind")
-            .arg("--version")
-            .output(printer);
-        if valgrind.is_ok_and(|o| o.status.success()) {
-            return Ok(Counter::Callgrind);
-        }
-        bail!(
-            "--metric instructions needs `perf stat` able to count instructions (it cannot on \
-             this machine, or is missing) or valgrind: `apt-get install valgrind`"
-        )
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Counter::Perf => "perf stat -e instructions".to_owned(),
-            Counter::Callgrind => {
-                "valgrind --tool=callgrind --trace-children=yes (perf stat cannot count instructions here)".to_owned()
-            }
-        }
-    }
-
-    fn wrapper(&self, dir: &std::path::Path) -> Vec<std::ffi::OsString> {
-        let words: Vec<String> = match self {
-            Counter::Perf => vec![
-                "perf".into(),
-                "stat".into(),
-                "-x,".into(),
-                "-e".into(),
-                "instructions".into(),
-                "-o".into(),
-                dir.join("perf.txt").display().to_string(),
-                "--".into(),
-            ],
-            Counter::Callgrind => vec![
-                "valgrind".into(),
-                "--tool=callgrind".into(),
-                "--trace-children=yes".into(),
-                format!("--callgrind-out-file={}/callgrind.%p", dir.display()),
-                "-q".into(),
-            ],
-        };
-        words.into_iter().map(Into::into).collect()
-    }
-
-    fn read(&self, dir: &std::path::Path) -> Result<u64> {
-        match self {
-            Counter::Perf => {
-                let text = std::fs::read_to_string(dir.join("perf.txt"))?;
-                perf_count(&text)
-                    .with_context(|| format!("perf stat printed no instruction count:\n{text}"))
-            }
-            Counter::Callgrind => {
-                let mut total = 0;
-                let mut files = 0;
-                for entry in std::fs::read_dir(dir)? {
-                    let text = std::fs::read_to_string(entry?.path())?;
-                    files += 1;
-                    total +=
-                        callgrind_total(&text).context("a callgrind output has no totals line")?;
-                }
-                if files == 0 {
-                    bail!("callgrind wrote no output");
-                }
-                Ok(total)
-            }
-        }
-    }
-}
-
 /// When `compare_workload` looks at the data, and at which level.
 struct Looks<'a> {
     /// Pairs after which to look (the last is the most that run).
@@ -678,49 +585,4 @@ fn summarize_candidates(
         );
     }
     candidates
-}
-
-/// The count from `perf stat -x,` output (`123456,,instructions,…`); `None` for
-/// `<not supported>`.
-fn perf_count(text: &str) -> Option<u64> {
-    text.lines()
-        .find(|l| l.contains(",instructions"))?
-        .split(',')
-        .next()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// `totals:` (or `summary:`) of one callgrind output file.
-fn callgrind_total(text: &str) -> Option<u64> {
-    let value = |prefix: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    value("totals:").or_else(|| value("summary:"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counter_outputs_are_parsed() {
-        assert_eq!(
-            perf_count("# started on …\n\n123456,,instructions,1000,100.00,,\n"),
-            Some(123456)
-        );
-        assert_eq!(
-            perf_count("<not supported>,,instructions,0,100.00,,\n"),
-            None
-        );
-        assert_eq!(
-            callgrind_total("events: Ir\nsummary: 603815923\ntotals: 603815923\n"),
-            Some(603815923)
-        );
-        assert_eq!(callgrind_total("events: Ir\nsummary: 42\n"), Some(42));
-        assert_eq!(callgrind_total("events: Ir\n"), None);
-    }
 }
