@@ -45,7 +45,10 @@ fn run(cli: Cli, printer: Printer) -> Result<()> {
         Command::Doctor => session.stage("doctor", |s| s.doctor()),
         Command::Build => session.stage("build", |s| s.build_baseline()),
         Command::Instrument => session.stage("instrument", |s| s.instrument()),
-        Command::Train(args) => session.stage("train", |s| s.train(&args.workloads)),
+        Command::Train(args) => session.stage("train", |s| s.train(args)),
+        Command::Pack(args) => session.stage("pack", |s| s.pack(args)),
+        Command::Unpack(args) => session.stage("unpack", |s| s.unpack(args)),
+        Command::Merge(args) => session.stage("merge", |s| s.merge(args)),
         Command::Optimize(args) => session.stage("optimize", |s| s.optimize(args)),
         Command::Bolt(args) => session.stage("bolt", |s| s.bolt(args)),
         Command::Profile(args) => match &args.command {

@@ -80,6 +80,14 @@ pub enum Command {
     /// Write the merged training profile and its metadata, to commit and use with
     /// [pgo] profile instead of training in every build
     Export(ExportArgs),
+    /// Write a staged stage (the instrumented binaries) to an archive, for training jobs on
+    /// other machines
+    Pack(PackArgs),
+    /// Restore a packed stage into this checkout's target/pgo-build/
+    Unpack(UnpackArgs),
+    /// Merge the bundles of sharded training (`train --shard I/N --bundle FILE`) into the
+    /// profile `optimize` uses
+    Merge(MergeArgs),
     /// Paired, interleaved A/B rounds of staged variants on the holdout and train workloads
     Compare(CompareArgs),
     /// doctor, build, instrument, train, optimize and compare, then print the stage table
@@ -90,11 +98,62 @@ pub enum Command {
     Clean,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct TrainArgs {
     /// Workloads to run (default: every workload with role = "train")
     #[arg(value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
+    /// Run only shard I of N (1-based) of the train workloads' runs, split the same way on
+    /// every machine, for a CI matrix job; needs --bundle
+    #[arg(long, value_name = "I/N", requires = "bundle")]
+    pub shard: Option<Shard>,
+    /// Write this training's profiles and accounting to a bundle file for `pgo-build merge`
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+}
+
+/// `--shard I/N`: shard `index` (1-based) of `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// Everything, as one shard.
+    pub const WHOLE: Shard = Shard { index: 1, count: 1 };
+
+    /// The runs that belong to this shard: every `count`-th in configuration order, starting
+    /// at `index`. Depends only on the configuration, so every job computes the same split.
+    pub fn select<T>(self, runs: Vec<T>) -> Vec<T> {
+        runs.into_iter()
+            .enumerate()
+            .filter(|(position, _)| position % self.count == self.index - 1)
+            .map(|(_, run)| run)
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let parsed = text
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)));
+        match parsed {
+            Some((index, count)) if index >= 1 && index <= count => Ok(Shard { index, count }),
+            _ => Err(format!(
+                "`{text}`: expected I/N with 1 <= I <= N, e.g. 1/4 for the first of four shards"
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -175,6 +234,47 @@ pub struct ExportArgs {
     /// Where to write the profile; the metadata goes beside it with a .json extension
     #[arg(short, long, value_name = "PATH")]
     pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// The stage to pack (only `instrumented` is useful to ship elsewhere)
+    #[arg(value_name = "STAGE", value_parser = ["instrumented"])]
+    pub stage: String,
+    /// The archive to write (tar, zstd-compressed)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct UnpackArgs {
+    /// An archive written by `pgo-build pack`
+    #[arg(value_name = "FILE")]
+    pub archive: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Bundles written by `pgo-build train --bundle`
+    #[arg(value_name = "BUNDLE", required = true)]
+    pub bundles: Vec<PathBuf>,
+    /// How bundles are weighted: `counts` adds their counts (what one machine running every
+    /// shard would have recorded), `equal` gives each bundle the same total weight
+    #[arg(long, value_enum, default_value_t = Weights::Counts)]
+    pub weights: Weights,
+    /// The weight of one bundle, an integer >= 1 (repeatable; overrides --weights for it)
+    #[arg(long = "weight", value_name = "FILE=W")]
+    pub weight: Vec<String>,
+}
+
+/// `merge --weights`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Weights {
+    Counts,
+    Equal,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -297,6 +397,20 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn shards_split_runs_round_robin_and_cover_each_run_once() {
+        let runs: Vec<usize> = (0..7).collect();
+        let shards: Vec<Vec<usize>> = (1..=3)
+            .map(|index| Shard { index, count: 3 }.select(runs.clone()))
+            .collect();
+        assert_eq!(shards, [vec![0, 3, 6], vec![1, 4], vec![2, 5]]);
+        assert_eq!(Shard::WHOLE.select(runs.clone()), runs);
+        assert_eq!("2/4".parse::<Shard>(), Ok(Shard { index: 2, count: 4 }));
+        for bad in ["0/2", "3/2", "1", "a/b", "1/0"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -170,6 +170,26 @@ pub struct Workload {
         deserialize_with = "deserialize_duration"
     )]
     pub grace_period: Duration,
+    /// A train workload that splits itself: run this many times, each with
+    /// `PGO_BUILD_SHARD_INDEX` (0-based) and `PGO_BUILD_SHARD_COUNT`, and each run a unit that
+    /// `train --shard` can give to another job.
+    #[serde(default = "one_shard")]
+    pub shards: usize,
+    /// Which of the `shards` runs this is (set by [`Workload::parts`], never read from the file).
+    #[serde(skip)]
+    pub part: Option<Part>,
+}
+
+/// One run of a workload that declares `shards = K`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// 0-based.
+    pub index: usize,
+    pub count: usize,
+}
+
+fn one_shard() -> usize {
+    1
 }
 
 impl Workload {
@@ -177,10 +197,35 @@ impl Workload {
         self.name.get_ref()
     }
 
+    /// The name of one run: the workload's name, or `name.part<I>of<K>` (1-based) for a part of
+    /// a workload with `shards = K`. Raw profile directories and logs are named by it.
+    pub fn run_name(&self) -> String {
+        match self.part {
+            None => self.name().to_owned(),
+            Some(part) => format!("{}.part{}of{}", self.name(), part.index + 1, part.count),
+        }
+    }
+
+    /// The runs of this workload: itself, or one per shard with `shards = K > 1`.
+    pub fn parts(&self) -> Vec<Workload> {
+        if self.shards <= 1 {
+            return vec![self.clone()];
+        }
+        (0..self.shards)
+            .map(|index| Workload {
+                part: Some(Part {
+                    index,
+                    count: self.shards,
+                }),
+                ..self.clone()
+            })
+            .collect()
+    }
+
     /// What of a workload decides its profile or timing: a profile recorded with another
     /// fingerprint is stale.
     pub fn fingerprint(&self) -> String {
-        format!(
+        let mut print = format!(
             "{} {:?} {:?} {:?} {:?} {:?} {} {:?}",
             self.name(),
             self.role,
@@ -190,7 +235,12 @@ impl Workload {
             self.timeout,
             self.allow_failure,
             self.grace_period
-        )
+        );
+        // Unsharded workloads keep the fingerprint they had before `shards` existed.
+        if let Some(part) = self.part {
+            print.push_str(&format!(" part {}/{}", part.index, part.count));
+        }
+        print
     }
 }
 
@@ -314,6 +364,32 @@ impl Config {
                      empty `command`"
                 );
             }
+            if workload.shards == 0 {
+                bail!(
+                    "invalid configuration in {path}, line {line}: workload {name:?} has shards \
+                     = 0; it must run at least once (shards = 1, the default, runs it whole)"
+                );
+            }
+            if workload.shards > 1 && workload.role != Role::Train {
+                bail!(
+                    "invalid configuration in {path}, line {line}: workload {name:?} has shards \
+                     = {}, but only train workloads are split into shards (a holdout workload \
+                     is measured whole)",
+                    workload.shards
+                );
+            }
+        }
+        let mut runs = BTreeMap::new();
+        for run in self.workloads.iter().flat_map(Workload::parts) {
+            if let Some(other) = runs.insert(run.run_name(), run.name().to_owned()) {
+                bail!(
+                    "invalid configuration in {path}: a run of workload {:?} and workload \
+                     {other:?} are both named {:?} (parts of a workload with shards = K are \
+                     named <name>.part<I>of<K>); rename one",
+                    run.name(),
+                    run.run_name()
+                );
+            }
         }
         Ok(())
     }
@@ -332,6 +408,21 @@ impl Config {
 
     pub fn workload(&self, name: &str) -> Option<&Workload> {
         self.workloads.iter().find(|w| w.name() == name)
+    }
+
+    /// Every run of the train workloads, in configuration order (see [`Workload::parts`]).
+    pub fn train_runs(&self) -> Vec<Workload> {
+        self.workloads_with_role(Role::Train)
+            .flat_map(Workload::parts)
+            .collect()
+    }
+
+    /// Whether `run_name` names a run of a configured workload (any role).
+    pub fn has_run(&self, run_name: &str) -> bool {
+        self.workloads
+            .iter()
+            .flat_map(Workload::parts)
+            .any(|w| w.run_name() == run_name)
     }
 }
 

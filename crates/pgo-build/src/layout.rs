@@ -45,6 +45,18 @@ impl Stage {
             .find(|stage| stage.name() == name)
     }
 
+    pub fn from_name(name: &str) -> Option<Stage> {
+        [
+            Stage::Baseline,
+            Stage::Instrumented,
+            Stage::Optimized,
+            Stage::BoltInstrumented,
+            Stage::Bolt,
+        ]
+        .into_iter()
+        .find(|stage| stage.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Stage::Baseline => "baseline",

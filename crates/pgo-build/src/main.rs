@@ -4,6 +4,7 @@
 //! the modules listed in ARCHITECTURE.md.
 
 mod app;
+mod bundle;
 mod cargo_build;
 mod cargo_config;
 mod cli;

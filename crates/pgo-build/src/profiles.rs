@@ -240,7 +240,7 @@ fn explain_other_llvm(profiles: &mut [RawProfile], llvm_major: u32) {
 }
 
 /// Per-binary figures after training. One file is one process (see [`RAW_PATTERN`]).
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize)]
 pub struct BinaryProfiles {
     /// Processes that started: recorded starts, or profile files where more.
     pub processes: usize,
@@ -337,7 +337,7 @@ pub fn account(
 }
 
 /// (functions with non-zero counts, all functions) of the merge of `inputs`.
-fn coverage(
+pub fn coverage(
     inputs: &[&Path],
     profdata: &LlvmTool,
     scratch_dir: &Path,
@@ -395,7 +395,7 @@ fn per_binary<'a>(
     table
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct MergedProfile {
     pub path: PathBuf,
     pub size_bytes: u64,
@@ -411,10 +411,26 @@ pub fn merge(
     profdata: &LlvmTool,
     printer: &Printer,
 ) -> Result<MergedProfile> {
+    let weighted: Vec<(u64, &Path)> = inputs.iter().map(|path| (1, *path)).collect();
+    merge_weighted(&weighted, profiles_dir, profdata, printer)
+}
+
+/// [`merge`] with an integer weight (>= 1) per input: each input's counts are multiplied by
+/// it (`llvm-profdata merge --weighted-input`).
+pub fn merge_weighted(
+    inputs: &[(u64, &Path)],
+    profiles_dir: &Path,
+    profdata: &LlvmTool,
+    printer: &Printer,
+) -> Result<MergedProfile> {
     std::fs::create_dir_all(profiles_dir)?;
     let list = profiles_dir.join("merge-inputs.txt");
-    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-    std::fs::write(&list, names.join("\n") + "\n")?;
+    // One input per line, `weight,path` (llvm-profdata's --input-files format).
+    let lines: Vec<String> = inputs
+        .iter()
+        .map(|(weight, path)| format!("{weight},{}", path.display()))
+        .collect();
+    std::fs::write(&list, lines.join("\n") + "\n")?;
     let partial = profiles_dir.join("merged.profdata.partial");
     // No --sparse: it drops zero-count functions, and with them the "cold" marking.
     Cmd::new(&profdata.path)
@@ -462,6 +478,55 @@ pub fn content_hash(data: &[u8]) -> String {
         .take(8)
         .map(|byte| format!("{byte:02x}"))
         .collect()
+}
+
+/// Merges `inputs` into `output` (no content addressing: an intermediate file).
+pub fn merge_to(
+    inputs: &[&Path],
+    output: &Path,
+    profdata: &LlvmTool,
+    printer: &Printer,
+) -> Result<()> {
+    if let Some(dir) = output.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    Cmd::new(&profdata.path)
+        .args(["merge", "-o"])
+        .arg(output)
+        .args(inputs)
+        .stdout_checked(printer)
+        .context("llvm-profdata could not merge the profiles")
+        .map(drop)
+}
+
+/// The size of an indexed profile's data.
+pub struct Summary {
+    /// Sum of every counter.
+    pub total_count: u64,
+    pub functions: u64,
+}
+
+/// "Total count" and "Total functions" from `llvm-profdata show --detailed-summary`.
+pub fn summary(profile: &Path, profdata: &LlvmTool, printer: &Printer) -> Result<Summary> {
+    let text = Cmd::new(&profdata.path)
+        .args(["show", "--detailed-summary"])
+        .arg(profile)
+        .stdout_checked(printer)?;
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .and_then(|rest| rest.trim().parse::<u64>().ok())
+    };
+    match (field("Total count:"), field("Total functions:")) {
+        (Some(total_count), Some(functions)) => Ok(Summary {
+            total_count,
+            functions,
+        }),
+        _ => bail!(
+            "unexpected `llvm-profdata show --detailed-summary` output for {}:\n{text}",
+            profile.display()
+        ),
+    }
 }
 
 /// "Total functions" from `llvm-profdata show`.

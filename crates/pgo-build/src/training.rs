@@ -90,6 +90,10 @@ impl Target<'_> {
             ("PGO_BUILD_STAGE".to_owned(), self.stage.name().to_owned()),
             ("PGO_BUILD_WORKLOAD".to_owned(), workload.name().to_owned()),
         ];
+        if let Some(part) = workload.part {
+            vars.push(("PGO_BUILD_SHARD_INDEX".to_owned(), part.index.to_string()));
+            vars.push(("PGO_BUILD_SHARD_COUNT".to_owned(), part.count.to_string()));
+        }
         for name in &self.bin_names {
             vars.push((
                 bin_env_var(name),

@@ -24,6 +24,11 @@ pub struct Workspace {
     pub manifests: Vec<PathBuf>,
     /// Every binary target of every workspace member.
     pub binaries: Vec<BinTarget>,
+    /// Path dependencies of members that live outside the workspace root, by name. Cargo
+    /// hashes such a package's absolute path into its `-C metadata` (paths inside the root
+    /// are hashed relative to it), so its symbol names, and those of every crate depending on
+    /// it, change when the checkout moves: a profile recorded at another path misses them.
+    pub outside_path_dependencies: std::collections::BTreeMap<String, PathBuf>,
 }
 
 /// Which binaries to build: `-p`, `--bin` and `[build] bins` in one place.
@@ -86,11 +91,21 @@ impl Workspace {
         manifests.push(root.join("Cargo.toml"));
         manifests.sort();
         manifests.dedup();
+        let outside_path_dependencies = metadata
+            .workspace_packages()
+            .iter()
+            .flat_map(|package| &package.dependencies)
+            .filter_map(|dependency| {
+                let path = dependency.path.as_ref()?.as_std_path();
+                (!path.starts_with(&root)).then(|| (dependency.name.clone(), path.to_owned()))
+            })
+            .collect();
         Workspace {
             root,
             target_dir: metadata.target_directory.clone().into_std_path_buf(),
             manifests,
             binaries,
+            outside_path_dependencies,
         }
     }
 
@@ -206,6 +221,7 @@ mod tests {
                 bin("worker", "srv"),
                 bin("cli", "tools"),
             ],
+            outside_path_dependencies: Default::default(),
         }
     }
 

@@ -13,6 +13,7 @@
 //! - `bolt`: post-link optimization of the optimized (or baseline) binaries.
 //! - `compare`: paired A/B rounds of staged variants.
 //! - `profile`: `profile show`, `profile overlap`, `export`, committed-profile checks.
+//! - `shard`: training across machines: `pack`, `unpack`, bundles, `merge`.
 //! - `run`: the whole pipeline, with stage fingerprints and caching.
 //! - `offline`: `report` and `clean`, which need neither toolchain nor session.
 //!
@@ -27,6 +28,7 @@ mod offline;
 mod optimize;
 mod profile;
 mod run;
+mod shard;
 mod train;
 
 use std::cell::OnceCell;
@@ -245,6 +247,7 @@ fn staged_by(command: &str) -> &'static [Stage] {
         "instrument" => &[Stage::Instrumented],
         "optimize" => &[Stage::Optimized],
         "bolt" => &[Stage::BoltInstrumented, Stage::Bolt],
+        "unpack" => &[Stage::Instrumented],
         _ => &[],
     }
 }

@@ -16,6 +16,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use super::Session;
 use super::build::executables_of;
 use super::profile;
+use super::shard::MergedBundles;
 use super::train::no_profile_message;
 use crate::cargo_build::VALUE_PROFILING_OFF;
 use crate::cargo_build::{self, BuildSettings, StageManifest};
@@ -156,8 +157,12 @@ impl Session {
         Ok(())
     }
 
-    /// The profile of the last training: checked, merged under its content hash.
+    /// The profile of the last training: checked, merged under its content hash; or the one
+    /// `pgo-build merge` made from bundles, when that came after the last local training.
     fn trained_profile_inputs(&mut self) -> Result<ProfileInputs> {
+        if let Some(record) = self.merged_bundles()? {
+            return self.bundle_profile_inputs(record);
+        }
         let instrumented = StageManifest::load(
             &self.layout,
             Stage::Instrumented,
@@ -165,21 +170,7 @@ impl Session {
              `pgo-build export` and [pgo] profile)",
         )?;
         check_same_settings(&instrumented.settings, &self.settings)?;
-        for bin in &self.bins {
-            if instrumented.binary(&bin.name).is_none() {
-                bail!(
-                    "binary `{}` was not instrumented (the instrumented stage built: {}); run \
-                     `pgo-build instrument` and `pgo-build train` with the same selection",
-                    bin.name,
-                    instrumented
-                        .binaries
-                        .iter()
-                        .map(|b| b.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
+        self.check_instrumented_selection(&instrumented)?;
         let accounting = self.account(&instrumented)?;
         if accounting.profiles.is_empty() {
             bail!(
@@ -239,6 +230,83 @@ impl Session {
             committed_functions: None,
             instrumented: Some(instrumented),
         })
+    }
+
+    /// The profile `pgo-build merge` made from training bundles, checked.
+    fn bundle_profile_inputs(&mut self, record: MergedBundles) -> Result<ProfileInputs> {
+        check_same_settings(&record.instrumented.settings, &self.settings)?;
+        self.check_instrumented_selection(&record.instrumented)?;
+        let path = &record.merged.path;
+        let intact = std::fs::read(path).is_ok_and(|data| {
+            path.file_name().is_some_and(|name| {
+                *name == *format!("merged-{}.profdata", profiles::content_hash(&data))
+            })
+        });
+        if !intact {
+            bail!(
+                "the profile `pgo-build merge` made, {}, is gone or was changed since; run \
+                 `pgo-build merge` with the bundles again",
+                path.display()
+            );
+        }
+        self.printer.info(format!(
+            "using the profile merged from {} training bundles (shards {}) by `pgo-build merge`: \
+             {} ({} functions)",
+            record.bundles.len(),
+            record
+                .bundles
+                .iter()
+                .map(|b| b.shard.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            path.display(),
+            record.merged.total_functions
+        ));
+        self.report.merged_profile = serde_json::to_value(&record.merged).ok();
+        let missing = self
+            .bins
+            .iter()
+            .filter(|bin| {
+                record
+                    .per_binary
+                    .get(&bin.name)
+                    .is_none_or(|figures| figures.valid_files == 0)
+            })
+            .map(|bin| {
+                let reason = format!(
+                    "`{}`: none of the {} merged bundles has a profile of it",
+                    bin.name,
+                    record.bundles.len()
+                );
+                (bin.clone(), reason)
+            })
+            .collect();
+        Ok(ProfileInputs {
+            path: record.merged.path,
+            missing,
+            committed_functions: None,
+            instrumented: Some(record.instrumented),
+        })
+    }
+
+    /// Refuses a selected binary that the instrumented build did not build.
+    fn check_instrumented_selection(&self, instrumented: &StageManifest) -> Result<()> {
+        for bin in &self.bins {
+            if instrumented.binary(&bin.name).is_none() {
+                bail!(
+                    "binary `{}` was not instrumented (the instrumented stage built: {}); run \
+                     `pgo-build instrument` and `pgo-build train` with the same selection",
+                    bin.name,
+                    instrumented
+                        .binaries
+                        .iter()
+                        .map(|b| b.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        Ok(())
     }
 
     /// A committed profile (`[pgo] profile`), checked; binaries whose crate has no counts in
@@ -378,7 +446,7 @@ struct ProfileInputs {
     instrumented: Option<StageManifest>,
 }
 
-fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
+pub(super) fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
     if instrumented == now {
         return Ok(());
     }

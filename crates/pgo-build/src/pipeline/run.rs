@@ -62,7 +62,7 @@ impl Session {
             self.cached_stage(PipelineStage::Instrument, args, |s| s.instrument())?;
             self.cached_stage(PipelineStage::Train, args, |s| {
                 s.clear_raw_profiles()?;
-                s.train(&[])
+                s.train(&crate::cli::TrainArgs::default())
             })?;
         }
         self.cached_stage(PipelineStage::Optimize, args, |s| {
@@ -133,7 +133,11 @@ impl Session {
             PipelineStage::Instrument => manifest_intact(Stage::Instrumented),
             // Every train workload's last run completed, and its files are as it left them.
             PipelineStage::Train => StageManifest::load(&self.layout, Stage::Instrumented, "")
-                .is_ok_and(|instrumented| self.trained_workloads(&instrumented).1.is_empty()),
+                .is_ok_and(|instrumented| {
+                    self.trained_workloads(&instrumented, &self.config.train_runs())
+                        .1
+                        .is_empty()
+                }),
             PipelineStage::Optimize => manifest_intact(Stage::Optimized),
             PipelineStage::Bolt => manifest_intact(Stage::Bolt),
             PipelineStage::Compare => self.report.compare.is_some(),

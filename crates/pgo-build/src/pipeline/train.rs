@@ -11,6 +11,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use super::Session;
 use crate::cargo_build::StageManifest;
+use crate::cli::{Shard, TrainArgs};
 use crate::config::{OnCorrupt, Role, Workload};
 use crate::layout::Stage;
 use crate::profiles::{self, Accounting};
@@ -21,37 +22,60 @@ use crate::training;
 use crate::training_record::{self, TrainingRecord};
 
 impl Session {
-    /// Runs the train workloads (all, or those named) against the instrumented binaries.
-    pub fn train(&mut self, names: &[String]) -> Result<()> {
+    /// Runs the train workloads (all, or those named; with `--shard`, that shard's runs)
+    /// against the instrumented binaries, and with `--bundle` writes what it recorded to a
+    /// bundle for `pgo-build merge`.
+    pub fn train(&mut self, args: &TrainArgs) -> Result<()> {
         let instrumented = StageManifest::load(
             &self.layout,
             Stage::Instrumented,
-            "run `pgo-build instrument` first",
+            "run `pgo-build instrument` (or `pgo-build unpack` a packed instrumented stage) first",
         )?;
-        let workloads = self.training_workloads(names)?;
+        let mut runs = self.training_workloads(&args.workloads)?;
+        if let Some(shard) = args.shard {
+            runs = shard.select(runs);
+            self.printer.info(format!(
+                "shard {shard}: {}",
+                if runs.is_empty() {
+                    "no workload runs (more shards than runs); the bundle will be empty".to_owned()
+                } else {
+                    runs.iter()
+                        .map(Workload::run_name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
+        }
+        // A local training supersedes profiles merged from other machines' bundles.
+        self.forget_merged_bundles()?;
         let raw_dir = self.layout.raw_profiles_dir();
         self.remove_profiles_of_other_workloads(&raw_dir)?;
         let continuous = instrumented.continuous();
         self.run_training(
             Stage::Instrumented,
             &instrumented,
-            &workloads,
+            &runs,
             "train",
             &|workload| {
                 let env = instrumented_profile_env(&raw_dir, continuous, workload)?;
-                TrainingRecord::start(&raw_dir.join(workload.name()), workload, &instrumented)?;
+                TrainingRecord::start(&raw_dir.join(workload.run_name()), workload, &instrumented)?;
                 Ok(env)
             },
             &|workload, outcome| {
                 TrainingRecord::finish(
-                    &raw_dir.join(workload.name()),
+                    &raw_dir.join(workload.run_name()),
                     &outcome.status,
                     outcome.success || workload.allow_failure,
                 )
             },
         )?;
-        // Workloads not run now keep their last run, if it is still usable.
-        let (usable, unusable) = self.trained_workloads(&instrumented);
+        // A shard accounts for its own runs; a local training for every train run, where
+        // runs not made now keep their last run if it is still usable.
+        let scope = match args.shard {
+            Some(_) => runs.clone(),
+            None => self.config.train_runs(),
+        };
+        let (usable, unusable) = self.trained_workloads(&instrumented, &scope);
         for reason in unusable {
             self.caution(format!(
                 "{reason}; `pgo-build optimize` refuses until it is trained"
@@ -62,6 +86,14 @@ impl Session {
         self.report_accounting(&accounting)?;
         for (binary, figures) in &accounting.per_binary {
             if figures.valid_files == 0 {
+                if args.shard.is_some() {
+                    // Another shard may well run it; `merge` judges the whole.
+                    self.printer.info(format!(
+                        "no profile of `{binary}` in this shard ({} processes)",
+                        figures.processes
+                    ));
+                    continue;
+                }
                 self.caution(format!(
                     "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
                     no_profile_message(binary, figures)
@@ -74,6 +106,14 @@ impl Session {
                     figures.died, figures.processes
                 ))?;
             }
+        }
+        if let Some(path) = &args.bundle {
+            let shard = args.shard.unwrap_or(Shard::WHOLE);
+            let scope: Vec<&Workload> = scope
+                .iter()
+                .filter(|run| usable.iter().any(|(name, _)| *name == run.run_name()))
+                .collect();
+            self.write_bundle(path, shard, &scope, &accounting, &instrumented)?;
         }
         Ok(())
     }
@@ -105,26 +145,26 @@ impl Session {
                 log_path: self
                     .layout
                     .logs_dir()
-                    .join(format!("{log_prefix}-{}.log", workload.name())),
+                    .join(format!("{log_prefix}-{}.log", workload.run_name())),
                 running_dir: Some(&running),
             };
             self.printer
-                .info(format!("workload {} ...", workload.name()));
+                .info(format!("workload {} ...", workload.run_name()));
             let outcome = target.run(workload, &self.printer)?;
             finish(workload, &outcome)?;
-            warn_about_error_lines(&self.printer, workload.name(), &outcome.log_path);
+            warn_about_error_lines(&self.printer, &workload.run_name(), &outcome.log_path);
             self.printer.info(format!(
                 "workload {}: {} in {:.2}s (log: {})",
-                workload.name(),
+                workload.run_name(),
                 outcome.status,
                 outcome.duration.as_secs_f64(),
                 outcome.log_path.display()
             ));
             self.report
                 .training
-                .retain(|w| !(w.name == workload.name() && w.stage == stage.name()));
+                .retain(|w| !(w.name == workload.run_name() && w.stage == stage.name()));
             self.report.training.push(WorkloadRecord {
-                name: workload.name().to_owned(),
+                name: workload.run_name().to_owned(),
                 stage: stage.name().to_owned(),
                 status: outcome.status.clone(),
                 success: outcome.success,
@@ -138,7 +178,7 @@ impl Session {
                      signal writes no profile unless it calls pgo_build_rt::install() (SIGTERM, \
                      SIGINT) or training runs in continuous mode (any signal). Make the workload \
                      stop its own children.",
-                    workload.name(),
+                    workload.run_name(),
                     training::describe_stopped(&outcome.stopped)
                 ))?;
             }
@@ -147,7 +187,7 @@ impl Session {
                 if workload.allow_failure {
                     self.printer.warn(format!(
                         "workload `{}` {} (allow_failure = true)",
-                        workload.name(),
+                        workload.run_name(),
                         outcome.status
                     ));
                 } else {
@@ -155,7 +195,7 @@ impl Session {
                         "training workload `{}` {} against the {} binaries. Its output ends \
                          with:\n{tail}\nFull log: {}\nFix the workload, or set allow_failure = \
                          true for it in {} if failing is expected.",
-                        workload.name(),
+                        workload.run_name(),
                         outcome.status,
                         stage.name(),
                         outcome.log_path.display(),
@@ -169,17 +209,13 @@ impl Session {
 
     pub(crate) fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
         if names.is_empty() {
-            let workloads: Vec<Workload> = self
-                .config
-                .workloads_with_role(Role::Train)
-                .cloned()
-                .collect();
+            let workloads = self.config.train_runs();
             if workloads.is_empty() {
                 bail!("{}", self.no_train_workloads());
             }
             return Ok(workloads);
         }
-        names
+        let named: Vec<Workload> = names
             .iter()
             .map(|name| {
                 let workload = self.config.workload(name).with_context(|| {
@@ -203,7 +239,8 @@ impl Session {
                 }
                 Ok(workload.clone())
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok(named.iter().flat_map(Workload::parts).collect())
     }
 
     /// Removes every raw profile, before a full training run.
@@ -236,7 +273,7 @@ impl Session {
             else {
                 continue;
             };
-            if self.config.workload(workload).is_none() {
+            if !self.config.has_run(workload) {
                 self.printer.detail(format!(
                     "removing {}: workload `{workload}` is not configured any more",
                     entry.path().display()
@@ -249,12 +286,9 @@ impl Session {
     /// Removes the raw profiles of workloads that are not train workloads any more (removed,
     /// renamed, or made holdout), so nothing of them can be merged.
     fn remove_profiles_of_other_workloads(&self, raw_dir: &Path) -> Result<()> {
+        let runs = self.config.train_runs();
         for (name, dir) in profiles::workload_dirs(raw_dir) {
-            if self
-                .config
-                .workload(&name)
-                .is_none_or(|w| w.role != Role::Train)
-            {
+            if !runs.iter().any(|run| run.run_name() == name) {
                 self.printer.info(format!(
                     "removing the raw profiles of `{name}`: not a train workload in {}",
                     self.config.display_path()
@@ -271,14 +305,15 @@ impl Session {
     pub(super) fn trained_workloads(
         &self,
         instrumented: &StageManifest,
+        runs: &[Workload],
     ) -> (Vec<(String, PathBuf)>, Vec<String>) {
         let raw_dir = self.layout.raw_profiles_dir();
         let mut usable = Vec::new();
         let mut unusable = Vec::new();
-        for workload in self.config.workloads_with_role(Role::Train) {
-            let dir = raw_dir.join(workload.name());
+        for workload in runs {
+            let dir = raw_dir.join(workload.run_name());
             match training_record::check(&dir, workload, instrumented) {
-                Ok(()) => usable.push((workload.name().to_owned(), dir)),
+                Ok(()) => usable.push((workload.run_name(), dir)),
                 Err(reason) => unusable.push(reason),
             }
         }
@@ -288,7 +323,7 @@ impl Session {
     /// The profile accounting of the last training: every current train workload's last run,
     /// refused when one of them has no usable run.
     pub(crate) fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
-        let (usable, unusable) = self.trained_workloads(instrumented);
+        let (usable, unusable) = self.trained_workloads(instrumented, &self.config.train_runs());
         if !unusable.is_empty() {
             bail!(
                 "the training profiles are not complete and current, and a profile of part of \
@@ -407,7 +442,7 @@ pub(crate) fn instrumented_profile_env(
     continuous: bool,
     workload: &Workload,
 ) -> Result<training::EnvVars> {
-    let profile_dir = raw_dir.join(workload.name());
+    let profile_dir = raw_dir.join(workload.run_name());
     // Profiles of an earlier run of this workload would be merged twice.
     if profile_dir.exists() {
         std::fs::remove_dir_all(&profile_dir)?;

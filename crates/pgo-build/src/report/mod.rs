@@ -59,6 +59,10 @@ pub struct Report {
     pub staleness: Option<serde_json::Value>,
     /// The last A/B comparison, with every round.
     pub compare: Option<CompareResult>,
+    /// The training bundles `pgo-build merge` merged: each shard's workloads, weight and
+    /// per-binary accounting, and the totals.
+    #[serde(default)]
+    pub bundles: Option<serde_json::Value>,
 }
 
 impl Report {
@@ -119,9 +123,10 @@ impl Report {
     /// fails or is interrupted leaves no section of an earlier run behind.
     pub fn forget_outputs_of(&mut self, stage: &str) {
         match stage {
-            "train" => {
+            "train" | "merge" => {
                 self.profiles.clear();
                 self.rejected_profiles.clear();
+                self.bundles = None;
             }
             "optimize" => {
                 self.merged_profile = None;

@@ -1,0 +1,285 @@
+//! The files that carry training between machines (CI matrix jobs): a *pack* holds a staged
+//! stage (the instrumented binaries and their `stage.json`), a *bundle* one training shard's
+//! per-binary profiles and accounting. Both are zstd-compressed tar archives whose first
+//! member is `manifest.json`; `docs/bundles.md` documents the formats.
+//!
+//! Each manifest says what made it (pgo-build, rustc, LLVM, target, git revision, the
+//! workspace's path-sensitive dependencies), so `unpack` and `merge` can refuse an archive
+//! that would silently give a worse build, naming the field that differs.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::cargo_build::{BuildSettings, StageManifest};
+use crate::cli::Shard;
+use crate::profiles::BinaryProfiles;
+
+pub const PACK_FORMAT: &str = "pgo-build-pack";
+pub const BUNDLE_FORMAT: &str = "pgo-build-bundle";
+/// Bumped when a field changes meaning or a required one is added; readers refuse newer
+/// versions and read older ones.
+pub const FORMAT_VERSION: u32 = 1;
+const MANIFEST: &str = "manifest.json";
+
+/// What made an archive, in both formats.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Provenance {
+    pub pgo_build_version: String,
+    /// `rustc --version` of the build.
+    pub rustc: String,
+    pub llvm_version: String,
+    pub target: String,
+    /// `git rev-parse HEAD` of the workspace, when it is a git checkout.
+    pub git_revision: Option<String>,
+    /// Where the workspace was checked out on the machine that made the archive.
+    pub workspace_root: PathBuf,
+    /// Path dependencies outside the workspace root: cargo hashes their absolute paths into
+    /// symbol names (see `Workspace::outside_path_dependencies`).
+    pub outside_path_dependencies: BTreeMap<String, PathBuf>,
+    /// UTC, `2026-12-01 10:00:00 UTC`.
+    pub created: String,
+}
+
+/// `manifest.json` of a pack: `bin/<name>` holds each binary of `stage`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PackManifest {
+    pub format: String,
+    pub format_version: u32,
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    /// The stage's record as the packing machine wrote it (its paths are that machine's).
+    pub stage: StageManifest,
+}
+
+/// `manifest.json` of a bundle: `profiles/<binary>.profdata` holds each binary's profile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundleManifest {
+    pub format: String,
+    pub format_version: u32,
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    /// [`settings_fingerprint`] of the instrumented build's settings.
+    pub settings_fingerprint: String,
+    /// The instrumented stage the shard trained (settings, build ids, id).
+    pub instrumented: StageManifest,
+    pub shard: Shard,
+    pub workloads: Vec<BundleWorkload>,
+    /// The shard's per-binary accounting (processes, profiles, coverage).
+    pub accounting: BTreeMap<String, BinaryProfiles>,
+    pub profiles: Vec<BundleProfile>,
+}
+
+/// One workload run of a shard.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundleWorkload {
+    /// `name`, or `name.part<I>of<K>` for a part of a workload with `shards = K`.
+    pub run: String,
+    pub workload: String,
+    /// The workload's definition when it ran (`Workload::fingerprint`).
+    pub fingerprint: String,
+    pub status: String,
+    pub duration_secs: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundleProfile {
+    pub binary: String,
+    /// Member name, `profiles/<binary>.profdata`.
+    pub file: String,
+    /// Sum of all counters ("Total count" of `llvm-profdata show --detailed-summary`).
+    pub total_count: u64,
+    pub functions: u64,
+    pub size_bytes: u64,
+}
+
+/// What must be equal for profiles to be merged and used: the instrumented build's settings
+/// (cargo profile, features, target, rustc, rustflags, profile tables).
+pub fn settings_fingerprint(settings: &BuildSettings) -> String {
+    crate::profiles::content_hash(&serde_json::to_vec(settings).unwrap_or_default())
+}
+
+/// Writes `manifest` and `files` (member name, file) to `path`, through a temporary name.
+pub fn write(path: &Path, manifest: &impl Serialize, files: &[(String, PathBuf)]) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("could not create {}", dir.display()))?;
+    }
+    let partial = PathBuf::from(format!("{}.partial", path.display()));
+    let written = (|| -> Result<()> {
+        let file = File::create(&partial)?;
+        let encoder = zstd::Encoder::new(file, 3)?;
+        let mut archive = tar::Builder::new(encoder);
+        let json = serde_json::to_vec_pretty(manifest)?;
+        append(&mut archive, MANIFEST, &json, 0o644)?;
+        for (name, source) in files {
+            archive
+                .append_path_with_name(source, name)
+                .with_context(|| format!("could not add {}", source.display()))?;
+        }
+        archive.into_inner()?.finish()?.sync_all()?;
+        Ok(())
+    })();
+    if let Err(err) = written {
+        let _ = std::fs::remove_file(&partial);
+        return Err(err.context(format!("could not write {}", path.display())));
+    }
+    std::fs::rename(&partial, path)
+        .with_context(|| format!("could not write {}", path.display()))?;
+    Ok(())
+}
+
+fn append<W: std::io::Write>(
+    archive: &mut tar::Builder<W>,
+    name: &str,
+    data: &[u8],
+    mode: u32,
+) -> Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(data.len() as u64);
+    header.set_mode(mode);
+    header.set_mtime(0);
+    header.set_cksum();
+    archive.append_data(&mut header, name, data)?;
+    Ok(())
+}
+
+fn open(path: &Path) -> Result<tar::Archive<zstd::Decoder<'static, std::io::BufReader<File>>>> {
+    let file = File::open(path).with_context(|| format!("could not open {}", path.display()))?;
+    let decoder =
+        zstd::Decoder::new(file).with_context(|| format!("could not read {}", path.display()))?;
+    Ok(tar::Archive::new(decoder))
+}
+
+/// Reads the manifest of an archive of `format`, refusing other files, other formats and
+/// newer format versions.
+pub fn read_manifest<T: DeserializeOwned>(path: &Path, format: &str) -> Result<T> {
+    let what = match format {
+        PACK_FORMAT => "a pack written by `pgo-build pack`",
+        _ => "a bundle written by `pgo-build train --bundle`",
+    };
+    let not_ours = || format!("{} is not {what}", path.display());
+    let mut archive = open(path)?;
+    let mut entries = archive.entries().with_context(not_ours)?;
+    let mut first = entries
+        .next()
+        .with_context(not_ours)?
+        .with_context(not_ours)?;
+    if first.path().ok().as_deref() != Some(Path::new(MANIFEST)) {
+        bail!("{}: its first member is not {MANIFEST}", not_ours());
+    }
+    let mut text = String::new();
+    first.read_to_string(&mut text).with_context(not_ours)?;
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(not_ours)?;
+    let found = value["format"].as_str().unwrap_or("none");
+    if found != format {
+        bail!("{} (its format is {found:?}, not {format:?})", not_ours());
+    }
+    let version = value["format_version"].as_u64().unwrap_or(0);
+    if version > u64::from(FORMAT_VERSION) {
+        bail!(
+            "{} has format version {version}, written by a newer pgo-build ({}); this one \
+             ({}) reads up to version {FORMAT_VERSION}. Use the same pgo-build in every job.",
+            path.display(),
+            value["pgo_build_version"].as_str().unwrap_or("unknown"),
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    serde_json::from_value(value)
+        .with_context(|| format!("{}: unreadable manifest", path.display()))
+}
+
+/// Extracts every member but the manifest into `dir` (which is emptied first). Members that
+/// would land outside `dir` are refused by the tar crate.
+pub fn extract(path: &Path, dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    let mut archive = open(path)?;
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        if entry.path()?.as_ref() == Path::new(MANIFEST) {
+            continue;
+        }
+        if !entry.unpack_in(dir)? {
+            bail!(
+                "{} has a member outside its own directory ({}); refusing it",
+                path.display(),
+                entry.path()?.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The provenance of an archive made here now.
+pub fn provenance(
+    rustc: &crate::toolchain::Rustc,
+    workspace: &crate::workspace::Workspace,
+    printer: &crate::printer::Printer,
+) -> Provenance {
+    Provenance {
+        pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
+        rustc: rustc.version_line.clone(),
+        llvm_version: rustc.llvm_version.clone(),
+        target: rustc.host.clone(),
+        git_revision: git_revision(&workspace.root, printer),
+        workspace_root: workspace.root.clone(),
+        outside_path_dependencies: workspace.outside_path_dependencies.clone(),
+        created: crate::printer::utc_text(std::time::SystemTime::now()),
+    }
+}
+
+/// `git rev-parse HEAD`, with `+dirty` when tracked files differ from it.
+pub fn git_revision(root: &Path, printer: &crate::printer::Printer) -> Option<String> {
+    let git = |args: &[&str]| {
+        crate::command::Cmd::new("git")
+            .args(args)
+            .cwd(root)
+            .stdout_checked(printer)
+            .ok()
+    };
+    let head = git(&["rev-parse", "HEAD"])?.trim().to_owned();
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|status| !status.trim().is_empty());
+    Some(if dirty { format!("{head}+dirty") } else { head })
+}
+
+/// Differences that make profiles of an archive unusable here, each naming the field, or
+/// nothing. `what` names the archive in the messages.
+pub fn differences(archive: &Provenance, here: &Provenance, what: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut field = |name: &str, theirs: &str, ours: &str| {
+        if theirs != ours {
+            found.push(format!("{name}: {what} has {theirs}, this machine {ours}"));
+        }
+    };
+    field("rustc", &archive.rustc, &here.rustc);
+    field("llvm_version", &archive.llvm_version, &here.llvm_version);
+    field("target", &archive.target, &here.target);
+    found
+}
+
+/// The outside-workspace path dependencies whose absolute path differs between an archive's
+/// checkout and this one, as messages.
+pub fn moved_path_dependencies(archive: &Provenance, here: &Provenance) -> Vec<String> {
+    let mut moved = Vec::new();
+    for (name, theirs) in &archive.outside_path_dependencies {
+        match here.outside_path_dependencies.get(name) {
+            Some(ours) if ours == theirs => {}
+            Some(ours) => moved.push(format!(
+                "`{name}` is at {} there and at {} here",
+                theirs.display(),
+                ours.display()
+            )),
+            None => {}
+        }
+    }
+    moved
+}

@@ -1,0 +1,648 @@
+//! Training across machines: `pack`/`unpack` of the instrumented stage, the bundle a sharded
+//! `train --bundle` writes, and `merge`, which turns bundles into the profile `optimize` uses.
+//!
+//! Invariants kept here:
+//! - bundles are merged only when they come from one instrumented build (toolchain, target,
+//!   settings fingerprint, build ids) that this checkout would build the same way, one bundle
+//!   per shard;
+//! - the default weighting (plain sums) gives exactly the profile one machine running every
+//!   shard would have merged;
+//! - the merge's record (`profiles/bundles.json`) is the training `optimize` uses until the
+//!   next local `train`, `instrument` or `unpack`, which remove it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::{Deserialize, Serialize};
+
+use super::Session;
+use super::optimize::check_same_settings;
+use crate::bundle::{
+    self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
+    PACK_FORMAT, PackManifest,
+};
+use crate::cargo_build::{StageManifest, write_atomically};
+use crate::cli::{MergeArgs, PackArgs, Shard, UnpackArgs, Weights};
+use crate::config::Workload;
+use crate::layout::Stage;
+use crate::profiles::{self, Accounting, BinaryProfiles, MergedProfile};
+use crate::report::human_bytes;
+
+/// `profiles/bundles.json`: what `merge` made, read by `optimize`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedBundles {
+    pub merged: MergedProfile,
+    /// The instrumented build every bundle trained.
+    pub instrumented: StageManifest,
+    pub weights: Weights,
+    pub bundles: Vec<MergedBundle>,
+    /// Per binary, over all bundles; coverage is that of the merged profile.
+    pub per_binary: BTreeMap<String, BinaryProfiles>,
+    /// Shards of the split that no bundle brought.
+    pub missing_shards: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedBundle {
+    pub file: PathBuf,
+    pub shard: Shard,
+    pub weight: u64,
+    pub total_count: u64,
+    pub git_revision: Option<String>,
+    pub created: String,
+    pub workloads: Vec<BundleWorkload>,
+    pub accounting: BTreeMap<String, BinaryProfiles>,
+}
+
+impl Session {
+    /// `pgo-build pack instrumented --output FILE`.
+    pub fn pack(&mut self, args: &PackArgs) -> Result<()> {
+        let stage = Stage::Instrumented;
+        let manifest =
+            StageManifest::load(&self.layout, stage, "run `pgo-build instrument` first")?;
+        if !manifest.intact() {
+            bail!(
+                "the instrumented binaries in {} were removed or replaced after `pgo-build \
+                 instrument` staged them; run it again before packing",
+                self.layout.bin_dir(stage).display()
+            );
+        }
+        let files: Vec<(String, PathBuf)> = manifest
+            .binaries
+            .iter()
+            .map(|b| (format!("bin/{}", b.name), b.path.clone()))
+            .collect();
+        let pack = PackManifest {
+            format: PACK_FORMAT.to_owned(),
+            format_version: FORMAT_VERSION,
+            provenance: bundle::provenance(&self.rustc, &self.workspace, &self.printer),
+            stage: manifest,
+        };
+        bundle::write(&args.output, &pack, &files)?;
+        self.printer.info(format!(
+            "packed the {} stage ({} binaries) into {} ({})",
+            stage.name(),
+            files.len(),
+            args.output.display(),
+            human_bytes(std::fs::metadata(&args.output)?.len())
+        ));
+        Ok(())
+    }
+
+    /// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
+    /// bundles trained from any unpacked copy merge together.
+    pub fn unpack(&mut self, args: &UnpackArgs) -> Result<()> {
+        let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
+        let what = format!("the pack {}", args.archive.display());
+        let here = bundle::provenance(&self.rustc, &self.workspace, &self.printer);
+        let mut problems = bundle::differences(&pack.provenance, &here, &what);
+        if let (Some(theirs), Some(ours)) = (&pack.provenance.git_revision, &here.git_revision)
+            && theirs != ours
+        {
+            problems.push(format!(
+                "git revision: {what} was made at {theirs}, this checkout is at {ours}"
+            ));
+        }
+        if !problems.is_empty() {
+            bail!(
+                "refusing to unpack: {}.\nTraining the binaries of another toolchain or commit \
+                 gives a profile this checkout's optimized build cannot use. Unpack into a \
+                 checkout of the same commit, with the same toolchain (rust-toolchain.toml).",
+                problems.join("; ")
+            );
+        }
+        check_same_settings(&pack.stage.settings, &self.settings)
+            .with_context(|| format!("refusing to unpack {}", args.archive.display()))?;
+        let stage = Stage::from_name(&pack.stage.stage)
+            .with_context(|| format!("{what} holds an unknown stage `{}`", pack.stage.stage))?;
+        let bin_dir = self.layout.bin_dir(stage);
+        let unpacking = self.layout.stage_dir(stage).join("unpacking");
+        bundle::extract(&args.archive, &unpacking)?;
+        let mut manifest = pack.stage;
+        for binary in &mut manifest.binaries {
+            let file = unpacking.join("bin").join(&binary.name);
+            let build_id = std::fs::read(&file)
+                .ok()
+                .and_then(|data| crate::cargo_build::build_id(&data).ok().flatten());
+            if build_id != binary.build_id {
+                bail!(
+                    "{what}: binary `{}` is missing or is not the one recorded (build id {:?}, \
+                     recorded {:?}); the archive is damaged",
+                    binary.name,
+                    build_id,
+                    binary.build_id
+                );
+            }
+            binary.path = bin_dir.join(&binary.name);
+            // The cargo executable it was copied from is on the packing machine.
+            binary.source = binary.path.clone();
+        }
+        if bin_dir.exists() {
+            std::fs::remove_dir_all(&bin_dir)?;
+        }
+        std::fs::rename(unpacking.join("bin"), &bin_dir)?;
+        std::fs::remove_dir_all(&unpacking)?;
+        manifest.save(&self.layout, stage)?;
+        // What was trained or merged against the previous instrumented build is now stale.
+        self.forget_stage("instrument")?;
+        self.forget_stage("train")?;
+        self.forget_merged_bundles()?;
+        self.printer.info(format!(
+            "unpacked the {} stage ({} binaries, built {} at {}) into {}",
+            stage.name(),
+            manifest.binaries.len(),
+            pack.provenance.created,
+            pack.provenance
+                .git_revision
+                .as_deref()
+                .unwrap_or("an unknown revision"),
+            bin_dir.display()
+        ));
+        Ok(())
+    }
+
+    /// Writes the bundle of a training shard: one merged profile per binary, and the manifest.
+    pub(super) fn write_bundle(
+        &mut self,
+        path: &Path,
+        shard: Shard,
+        runs: &[&Workload],
+        accounting: &Accounting,
+        instrumented: &StageManifest,
+    ) -> Result<()> {
+        let scratch = self.layout.profiles_dir().join("bundle");
+        if scratch.exists() {
+            std::fs::remove_dir_all(&scratch)?;
+        }
+        std::fs::create_dir_all(&scratch)?;
+        let profdata = self.profdata()?.clone();
+        let mut profiles = Vec::new();
+        let mut files = Vec::new();
+        for binary in accounting.per_binary.keys() {
+            let inputs: Vec<&Path> = accounting
+                .profiles
+                .iter()
+                .filter(|p| p.rejected.is_none() && p.binary.as_deref() == Some(binary))
+                .map(|p| p.path.as_path())
+                .collect();
+            if inputs.is_empty() {
+                continue;
+            }
+            let file = scratch.join(format!("{binary}.profdata"));
+            profiles::merge_to(&inputs, &file, &profdata, &self.printer)?;
+            let summary = profiles::summary(&file, &profdata, &self.printer)?;
+            let member = format!("profiles/{binary}.profdata");
+            profiles.push(BundleProfile {
+                binary: binary.clone(),
+                file: member.clone(),
+                total_count: summary.total_count,
+                functions: summary.functions,
+                size_bytes: std::fs::metadata(&file)?.len(),
+            });
+            files.push((member, file));
+        }
+        let workloads =
+            runs.iter()
+                .map(|run| {
+                    let record = self.report.training.iter().find(|w| {
+                        w.name == run.run_name() && w.stage == Stage::Instrumented.name()
+                    });
+                    BundleWorkload {
+                        run: run.run_name(),
+                        workload: run.name().to_owned(),
+                        fingerprint: run.fingerprint(),
+                        status: record.map_or_else(|| "unknown".to_owned(), |r| r.status.clone()),
+                        duration_secs: record.map_or(0.0, |r| r.duration_secs),
+                    }
+                })
+                .collect();
+        let manifest = BundleManifest {
+            format: BUNDLE_FORMAT.to_owned(),
+            format_version: FORMAT_VERSION,
+            provenance: bundle::provenance(&self.rustc, &self.workspace, &self.printer),
+            settings_fingerprint: bundle::settings_fingerprint(&instrumented.settings),
+            instrumented: instrumented.clone(),
+            shard,
+            workloads,
+            accounting: accounting.per_binary.clone(),
+            profiles,
+        };
+        bundle::write(path, &manifest, &files)?;
+        std::fs::remove_dir_all(&scratch)?;
+        self.printer.info(format!(
+            "wrote the bundle of shard {shard} ({} workload runs, {} profiles) to {} ({})",
+            manifest.workloads.len(),
+            manifest.profiles.len(),
+            path.display(),
+            human_bytes(std::fs::metadata(path)?.len())
+        ));
+        Ok(())
+    }
+
+    /// `pgo-build merge BUNDLE…`.
+    pub fn merge(&mut self, args: &MergeArgs) -> Result<()> {
+        let mut bundles = Vec::new();
+        for path in &args.bundles {
+            let manifest: BundleManifest = bundle::read_manifest(path, BUNDLE_FORMAT)?;
+            bundles.push((path.clone(), manifest));
+        }
+        self.check_bundles(&bundles)?;
+        let weights = bundle_weights(&bundles, args)?;
+        let count = bundles[0].1.shard.count;
+        let present: BTreeSet<usize> = bundles.iter().map(|(_, b)| b.shard.index).collect();
+        let missing_shards: Vec<usize> = (1..=count).filter(|i| !present.contains(i)).collect();
+        if !missing_shards.is_empty() {
+            self.caution(format!(
+                "shard{} {} of {count} missing: the merged profile covers only the workload runs \
+                 of the {} bundles given, and code only the missing shards run will look cold. \
+                 Pass every shard's bundle (a failed matrix job leaves a hole)",
+                if missing_shards.len() == 1 { "" } else { "s" },
+                missing_shards
+                    .iter()
+                    .map(|i| format!("{i}/{count}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                bundles.len()
+            ))?;
+        }
+        self.check_bundle_workloads(&bundles, missing_shards.is_empty())?;
+
+        // Each bundle's profiles, extracted, with that bundle's weight.
+        let extracted = self.layout.profiles_dir().join("bundles");
+        let mut inputs: Vec<(u64, String, PathBuf)> = Vec::new();
+        for (k, (path, manifest)) in bundles.iter().enumerate() {
+            let dir = extracted.join(k.to_string());
+            bundle::extract(path, &dir)?;
+            for profile in &manifest.profiles {
+                let file = dir.join(&profile.file);
+                if !file.is_file() {
+                    bail!(
+                        "{}: its manifest lists {} but the archive has no such member; the \
+                         bundle is damaged",
+                        path.display(),
+                        profile.file
+                    );
+                }
+                inputs.push((weights[k], profile.binary.clone(), file));
+            }
+        }
+        if inputs.is_empty() {
+            bail!(
+                "the bundles hold no profiles at all: no shard recorded a usable profile. Check \
+                 the training logs of the shard jobs"
+            );
+        }
+        let profdata = self.profdata()?.clone();
+        let weighted: Vec<(u64, &Path)> = inputs
+            .iter()
+            .map(|(weight, _, file)| (*weight, file.as_path()))
+            .collect();
+        let merged = profiles::merge_weighted(
+            &weighted,
+            &self.layout.profiles_dir(),
+            &profdata,
+            &self.printer,
+        )?;
+        if merged.total_functions == 0 {
+            bail!(
+                "the merged profile {} contains no functions",
+                merged.path.display()
+            );
+        }
+
+        // Per binary: the sums of every shard's figures, and the coverage of its merged profile.
+        let scratch = self.layout.profiles_dir().join("scratch");
+        let mut per_binary: BTreeMap<String, BinaryProfiles> = self
+            .bins
+            .iter()
+            .map(|b| (b.name.clone(), BinaryProfiles::default()))
+            .collect();
+        for (binary, figures) in per_binary.iter_mut() {
+            for (_, manifest) in &bundles {
+                if let Some(shard) = manifest.accounting.get(binary) {
+                    figures.processes += shard.processes;
+                    figures.died += shard.died;
+                    figures.files += shard.files;
+                    figures.valid_files += shard.valid_files;
+                    figures.bytes += shard.bytes;
+                    figures.empty_files += shard.empty_files;
+                }
+            }
+            let files: Vec<&Path> = inputs
+                .iter()
+                .filter(|(_, b, _)| b == binary)
+                .map(|(_, _, file)| file.as_path())
+                .collect();
+            if !files.is_empty() {
+                let (covered, total) =
+                    profiles::coverage(&files, &profdata, &scratch, &self.printer)?;
+                figures.covered_functions = Some(covered);
+                figures.instrumented_functions = Some(total);
+            }
+        }
+        std::fs::remove_dir_all(&extracted)?;
+
+        let record = MergedBundles {
+            merged: merged.clone(),
+            instrumented: bundles[0].1.instrumented.clone(),
+            weights: args.weights,
+            bundles: bundles
+                .iter()
+                .zip(&weights)
+                .map(|((path, manifest), weight)| MergedBundle {
+                    file: path.clone(),
+                    shard: manifest.shard,
+                    weight: *weight,
+                    total_count: manifest.profiles.iter().map(|p| p.total_count).sum(),
+                    git_revision: manifest.provenance.git_revision.clone(),
+                    created: manifest.provenance.created.clone(),
+                    workloads: manifest.workloads.clone(),
+                    accounting: manifest.accounting.clone(),
+                })
+                .collect(),
+            per_binary,
+            missing_shards,
+        };
+        self.print_bundle_accounting(&record);
+        self.printer.info(format!(
+            "merged {} bundles ({} profiles) into {} ({}, {} functions)",
+            bundles.len(),
+            inputs.len(),
+            merged.path.display(),
+            human_bytes(merged.size_bytes),
+            merged.total_functions
+        ));
+        write_atomically(
+            &self.merged_bundles_path(),
+            serde_json::to_string_pretty(&record)?.as_bytes(),
+        )?;
+        self.report.merged_profile = serde_json::to_value(&merged).ok();
+        self.report.bundles = serde_json::to_value(&record).ok();
+        self.report.profiles = record
+            .per_binary
+            .iter()
+            .map(|(name, figures)| {
+                (
+                    name.clone(),
+                    serde_json::to_value(figures).unwrap_or_default(),
+                )
+            })
+            .collect();
+        for (binary, figures) in &record.per_binary {
+            if figures.valid_files == 0 {
+                self.caution(format!(
+                    "no bundle has a profile of `{binary}`; `pgo-build optimize` will refuse to \
+                     build it with PGO (see --allow-missing-profile)"
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every bundle from one instrumented build this checkout would build the same way, each
+    /// shard once.
+    fn check_bundles(&self, bundles: &[(PathBuf, BundleManifest)]) -> Result<()> {
+        let (first_path, first) = &bundles[0];
+        for (path, other) in &bundles[1..] {
+            let what = format!("{}", path.display());
+            let mut problems = bundle::differences(&other.provenance, &first.provenance, &what);
+            for problem in &mut problems {
+                *problem = problem.replace("this machine", &first_path.display().to_string());
+            }
+            if other.settings_fingerprint != first.settings_fingerprint {
+                problems.push(format!(
+                    "settings_fingerprint: {what} has {}, {} {} (another cargo profile, \
+                     features, rustflags or [profile] settings)",
+                    other.settings_fingerprint,
+                    first_path.display(),
+                    first.settings_fingerprint
+                ));
+            }
+            if other.instrumented.id != first.instrumented.id
+                || build_ids(&other.instrumented) != build_ids(&first.instrumented)
+            {
+                problems.push(format!(
+                    "instrumented build: {what} trained build {}, {} build {} (every shard \
+                     must unpack the same `pgo-build pack`)",
+                    other.instrumented.id,
+                    first_path.display(),
+                    first.instrumented.id
+                ));
+            }
+            if other.shard.count != first.shard.count {
+                problems.push(format!(
+                    "shard count: {what} is shard {}, {} shard {}",
+                    other.shard,
+                    first_path.display(),
+                    first.shard
+                ));
+            }
+            if !problems.is_empty() {
+                bail!(
+                    "refusing to merge bundles of different trainings:\n  - {}",
+                    problems.join("\n  - ")
+                );
+            }
+        }
+        let mut seen: BTreeMap<usize, &PathBuf> = BTreeMap::new();
+        for (path, manifest) in bundles {
+            if let Some(earlier) = seen.insert(manifest.shard.index, path) {
+                bail!(
+                    "refusing to merge: {} and {} are both shard {}; merging a shard twice \
+                     doubles its counts. Pass each shard's bundle once",
+                    earlier.display(),
+                    path.display(),
+                    manifest.shard
+                );
+            }
+        }
+        // This checkout must build what the bundles' profiles describe.
+        let here = bundle::provenance(&self.rustc, &self.workspace, &self.printer);
+        let what = format!("{}", first_path.display());
+        let problems = bundle::differences(&first.provenance, &here, &what);
+        if !problems.is_empty() {
+            bail!(
+                "refusing to merge: {}.\nThe optimized build here would not match the profile's \
+                 functions; merge and optimize with the toolchain that instrumented.",
+                problems.join("; ")
+            );
+        }
+        check_same_settings(&first.instrumented.settings, &self.settings)
+            .with_context(|| format!("refusing to merge {what}"))?;
+        let moved = bundle::moved_path_dependencies(&first.provenance, &here);
+        if !moved.is_empty() {
+            bail!(
+                "refusing to merge: path dependencies outside the workspace root moved since \
+                 the instrumented build: {}. Cargo hashes such a package's absolute path into \
+                 its symbol names (and those of every crate using it), so the profile would miss \
+                 them here. Check out at the same path in the instrument and optimize jobs, or \
+                 move the package under the workspace root.",
+                moved.join("; ")
+            );
+        }
+        for bin in &self.bins {
+            if first.instrumented.binary(&bin.name).is_none() {
+                bail!(
+                    "binary `{}` was not instrumented in the build the bundles trained; select \
+                     the same binaries as the instrument job",
+                    bin.name
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Warns about train runs of the configuration that no bundle ran, and runs whose
+    /// definition changed since (with every shard present, a missing run means the
+    /// configurations differ).
+    fn check_bundle_workloads(
+        &self,
+        bundles: &[(PathBuf, BundleManifest)],
+        all_shards: bool,
+    ) -> Result<()> {
+        let ran: BTreeMap<&str, &str> = bundles
+            .iter()
+            .flat_map(|(_, b)| &b.workloads)
+            .map(|w| (w.run.as_str(), w.fingerprint.as_str()))
+            .collect();
+        let mut notes = Vec::new();
+        for run in self.config.train_runs() {
+            match ran.get(run.run_name().as_str()) {
+                None if all_shards => notes.push(format!(
+                    "`{}` is a train workload run in {} but no bundle ran it",
+                    run.run_name(),
+                    self.config.display_path()
+                )),
+                Some(fingerprint) if *fingerprint != run.fingerprint() => notes.push(format!(
+                    "`{}` changed in {} since the shards ran it",
+                    run.run_name(),
+                    self.config.display_path()
+                )),
+                _ => {}
+            }
+        }
+        if notes.is_empty() {
+            return Ok(());
+        }
+        self.caution(format!(
+            "the bundles do not match this configuration's training: {}. Train with the same \
+             pgo-build.toml in every job",
+            notes.join("; ")
+        ))
+    }
+
+    fn print_bundle_accounting(&self, record: &MergedBundles) {
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Binary",
+            "Shard",
+            "Weight",
+            "Processes",
+            "Ended without profile",
+            "Profiles used",
+            "Functions run",
+        ]);
+        for (binary, total) in &record.per_binary {
+            for bundle in &record.bundles {
+                let figures = bundle.accounting.get(binary).cloned().unwrap_or_default();
+                table.add_row([
+                    binary.clone(),
+                    bundle.shard.to_string(),
+                    bundle.weight.to_string(),
+                    figures.processes.to_string(),
+                    figures.died.to_string(),
+                    figures.valid_files.to_string(),
+                    figures.coverage_text(),
+                ]);
+            }
+            table.add_row([
+                binary.clone(),
+                "all".to_owned(),
+                String::new(),
+                total.processes.to_string(),
+                total.died.to_string(),
+                total.valid_files.to_string(),
+                total.coverage_text(),
+            ]);
+        }
+        self.printer.table(table);
+    }
+
+    fn merged_bundles_path(&self) -> PathBuf {
+        self.layout.profiles_dir().join("bundles.json")
+    }
+
+    /// The last `merge`'s record, when it is the current training.
+    pub(super) fn merged_bundles(&self) -> Result<Option<MergedBundles>> {
+        let path = self.merged_bundles_path();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(None);
+        };
+        let record: MergedBundles = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is unreadable; run `pgo-build merge` again",
+                path.display()
+            )
+        })?;
+        Ok(Some(record))
+    }
+
+    /// A local training or a new instrumented build supersedes merged bundles.
+    pub(super) fn forget_merged_bundles(&mut self) -> Result<()> {
+        let path = self.merged_bundles_path();
+        if path.exists() {
+            self.printer.detail(format!(
+                "removing {}: the profile merged from bundles is superseded",
+                path.display()
+            ));
+            std::fs::remove_file(&path)
+                .with_context(|| format!("could not remove {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+fn build_ids(manifest: &StageManifest) -> BTreeMap<&str, Option<&str>> {
+    manifest
+        .binaries
+        .iter()
+        .map(|b| (b.name.as_str(), b.build_id.as_deref()))
+        .collect()
+}
+
+/// Each bundle's integer weight: 1 (`counts`), or inversely proportional to its total count
+/// (`equal`; `--weighted-input` takes integers, so the smallest bundle's total is scaled to
+/// the largest's, rounded), then `--weight FILE=W` for the bundles named.
+fn bundle_weights(bundles: &[(PathBuf, BundleManifest)], args: &MergeArgs) -> Result<Vec<u64>> {
+    let totals: Vec<u64> = bundles
+        .iter()
+        .map(|(_, b)| b.profiles.iter().map(|p| p.total_count).sum())
+        .collect();
+    let largest = totals.iter().copied().max().unwrap_or(0);
+    let mut weights: Vec<u64> = totals
+        .iter()
+        .map(|&total| match args.weights {
+            Weights::Counts => 1,
+            Weights::Equal if total == 0 => 1,
+            Weights::Equal => ((largest as f64 / total as f64).round() as u64).max(1),
+        })
+        .collect();
+    for spec in &args.weight {
+        let (file, weight) = spec
+            .rsplit_once('=')
+            .with_context(|| format!("--weight {spec}: expected FILE=W"))?;
+        let weight: u64 = weight
+            .parse()
+            .ok()
+            .filter(|w| *w >= 1)
+            .with_context(|| format!("--weight {spec}: the weight must be an integer >= 1"))?;
+        let position = bundles
+            .iter()
+            .position(|(path, _)| path == Path::new(file))
+            .with_context(|| format!("--weight {spec}: {file} is not one of the bundles given"))?;
+        weights[position] = weight;
+    }
+    Ok(weights)
+}
