@@ -283,3 +283,67 @@ pub fn moved_path_dependencies(archive: &Provenance, here: &Provenance) -> Vec<S
     }
     moved
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provenance(dependencies: &[(&str, &str)]) -> Provenance {
+        Provenance {
+            pgo_build_version: "0.1.0".into(),
+            rustc: "rustc 1.95.0".into(),
+            llvm_version: "22.1.2".into(),
+            target: "x86_64-unknown-linux-gnu".into(),
+            git_revision: None,
+            workspace_root: "/a/ws".into(),
+            outside_path_dependencies: dependencies
+                .iter()
+                .map(|(name, path)| (name.to_string(), PathBuf::from(path)))
+                .collect(),
+            created: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_moved_outside_dependencies_and_toolchain_fields_are_differences() {
+        let there = provenance(&[("shared", "/a/shared"), ("same", "/opt/same")]);
+        let mut here = provenance(&[("shared", "/b/shared"), ("same", "/opt/same")]);
+        here.workspace_root = "/b/ws".into();
+        let moved = moved_path_dependencies(&there, &here);
+        assert_eq!(moved.len(), 1);
+        assert!(moved[0].contains("`shared` is at /a/shared there and at /b/shared here"));
+        assert!(
+            differences(&there, &here, "x").is_empty(),
+            "the root may move"
+        );
+        here.llvm_version = "21.1.0".into();
+        let found = differences(&there, &here, "the bundle");
+        assert_eq!(
+            found,
+            ["llvm_version: the bundle has 22.1.2, this machine 21.1.0"]
+        );
+    }
+
+    #[test]
+    fn archives_round_trip_and_other_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let member = dir.path().join("member.bin");
+        std::fs::write(&member, b"data").unwrap();
+        let manifest = serde_json::json!({"format": PACK_FORMAT, "format_version": 1, "x": 7});
+        let archive = dir.path().join("a.tar.zst");
+        write(&archive, &manifest, &[("bin/app".into(), member)]).unwrap();
+        let read: serde_json::Value = read_manifest(&archive, PACK_FORMAT).unwrap();
+        assert_eq!(read["x"], 7);
+        let err = read_manifest::<serde_json::Value>(&archive, BUNDLE_FORMAT).unwrap_err();
+        assert!(format!("{err:#}").contains("is not a bundle"), "{err:#}");
+        extract(&archive, &dir.path().join("out")).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("out/bin/app")).unwrap(),
+            b"data"
+        );
+        let newer = serde_json::json!({"format": PACK_FORMAT, "format_version": 99});
+        write(&archive, &newer, &[]).unwrap();
+        let err = read_manifest::<serde_json::Value>(&archive, PACK_FORMAT).unwrap_err();
+        assert!(format!("{err:#}").contains("newer pgo-build"), "{err:#}");
+    }
+}

@@ -687,6 +687,51 @@ allow_failure = true
     }
 
     #[test]
+    fn sharded_workloads_run_once_per_part_with_their_own_fingerprint() {
+        let config = parse(
+            "[[workload]]\nname = \"w\"\nrole = \"train\"\ncommand = \"x\"\nshards = 3\n\n\
+             [[workload]]\nname = \"plain\"\nrole = \"train\"\ncommand = \"y\"\n",
+        )
+        .unwrap();
+        let runs: Vec<String> = config.train_runs().iter().map(Workload::run_name).collect();
+        assert_eq!(runs, ["w.part1of3", "w.part2of3", "w.part3of3", "plain"]);
+        let fingerprints: std::collections::BTreeSet<String> = config
+            .train_runs()
+            .iter()
+            .map(Workload::fingerprint)
+            .collect();
+        assert_eq!(fingerprints.len(), 4);
+        assert!(config.has_run("w.part2of3") && config.has_run("plain") && !config.has_run("w"));
+        for (text, expected) in [
+            ("shards = 0", "shards = 0"),
+            (
+                "shards = 2\nrole = \"holdout\"",
+                "only train workloads are split",
+            ),
+        ] {
+            let err = parse(&format!(
+                "[[workload]]\nname = \"h\"\ncommand = \"x\"\n{text}\n{}",
+                if text.contains("role") {
+                    ""
+                } else {
+                    "role = \"train\"\n"
+                }
+            ))
+            .unwrap_err();
+            assert!(format!("{err:#}").contains(expected), "{err:#}");
+        }
+        let err = parse(
+            "[[workload]]\nname = \"w\"\nrole = \"train\"\ncommand = \"x\"\nshards = 2\n\n\
+             [[workload]]\nname = \"w.part1of2\"\nrole = \"train\"\ncommand = \"y\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("are both named \"w.part1of2\""),
+            "{err:#}"
+        );
+    }
+
+    #[test]
     fn duplicate_and_invalid_workload_names_are_errors() {
         let text = "[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\n\n[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"y\"\n";
         let err = parse(text).unwrap_err();

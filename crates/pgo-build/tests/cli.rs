@@ -35,6 +35,19 @@ impl Fixture {
         }
     }
 
+    /// A copy of the bundled example workspace (`examples/`) in `subdir`.
+    fn example(subdir: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"),
+            &dir.path().join(subdir),
+        );
+        Fixture {
+            dir,
+            subdir: subdir.to_owned(),
+        }
+    }
+
     fn root(&self) -> PathBuf {
         self.dir.path().join(&self.subdir)
     }
@@ -175,7 +188,9 @@ fn copy_dir(from: &Path, to: &Path) {
             let text = std::fs::read_to_string(entry.path()).unwrap();
             std::fs::write(
                 &target,
-                text.replace("@PGO_BUILD_RT@", runtime.to_str().unwrap()),
+                text.replace("@PGO_BUILD_RT@", runtime.to_str().unwrap())
+                    // The example's own path, relative to the repository.
+                    .replace("../../crates/pgo-build-rt", runtime.to_str().unwrap()),
             )
             .unwrap();
         } else {
@@ -2079,4 +2094,316 @@ fn profiles_that_are_not_current_are_refused_with_the_workload_to_retrain() {
         .run(&["optimize"])
         .failure()
         .stderr_contains("`t0` was trained against an earlier instrumented build");
+}
+
+/// The example's binaries with two train workloads, one of which splits itself in two: three
+/// runs to shard.
+const SHARDED_EXAMPLE_CONFIG: &str = r#"
+[build]
+bins = ["coordinator", "worker"]
+
+[[workload]]
+name = "small"
+role = "train"
+command = '"$PGO_BUILD_BIN_COORDINATOR" --queries workloads/train.queries --rows 60000 --seed 1 --workers 2'
+
+[[workload]]
+name = "split"
+role = "train"
+shards = 2
+command = '"$PGO_BUILD_BIN_COORDINATOR" --queries workloads/train.queries --rows 30000 --seed $((3 + PGO_BUILD_SHARD_INDEX)) --workers 1 && echo "part $PGO_BUILD_SHARD_INDEX of $PGO_BUILD_SHARD_COUNT"'
+"#;
+
+fn profile_text(path: &Path) -> String {
+    let output = Command::new("llvm-profdata-22")
+        .args(["show", "--all-functions", "--counts"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn merged_profile(fixture: &Fixture) -> PathBuf {
+    let dir = fixture.root().join("target/pgo-build/profiles");
+    let found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("merged-") && name.ends_with(".profdata")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
+
+/// The CI flow in three checkouts at three different paths: one job instruments and packs,
+/// a training job unpacks and runs two shards into bundles, a third merges and optimizes.
+/// The reference is what one machine makes of the same raw profiles: the training job's own
+/// local `optimize` over both shards' runs.
+#[test]
+fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
+    let artifacts = tempfile::tempdir().unwrap();
+    let pack = artifacts.path().join("instrumented.tar.zst");
+    let bundle = |i: usize| artifacts.path().join(format!("shard-{i}.pgo"));
+
+    let instrument_job = Fixture::example("instrument-job");
+    instrument_job.write("pgo-build.toml", SHARDED_EXAMPLE_CONFIG);
+    instrument_job.run(&["instrument"]).success();
+    instrument_job
+        .run(&["pack", "instrumented", "--output", pack.to_str().unwrap()])
+        .success()
+        .stderr_contains("packed the instrumented stage (2 binaries)");
+
+    let train_job = Fixture::example("ci/runner/work/train-job");
+    train_job.write("pgo-build.toml", SHARDED_EXAMPLE_CONFIG);
+    // Nothing is built here: the unpacked binaries are trained.
+    train_job.run(&["unpack", pack.to_str().unwrap()]).success();
+    train_job
+        .run(&[
+            "train",
+            "--shard",
+            "1/2",
+            "--bundle",
+            bundle(1).to_str().unwrap(),
+        ])
+        .success()
+        .stderr_contains("shard 1/2: small, split.part2of2")
+        .stderr_contains("wrote the bundle of shard 1/2");
+    assert!(
+        std::fs::read_to_string(
+            train_job
+                .root()
+                .join("target/pgo-build/logs/train-split.part2of2.log")
+        )
+        .unwrap()
+        .contains("part 1 of 2"),
+        "PGO_BUILD_SHARD_INDEX/COUNT reach the workload"
+    );
+    train_job
+        .run(&[
+            "train",
+            "--shard",
+            "2/2",
+            "--bundle",
+            bundle(2).to_str().unwrap(),
+        ])
+        .success()
+        .stderr_contains("shard 2/2: split.part1of2");
+    assert!(
+        !train_job.root().join("target/pgo-build/baseline").exists()
+            && !train_job
+                .root()
+                .join("target/pgo-build/instrumented/cargo-target")
+                .exists(),
+        "the training job built something"
+    );
+
+    let merge_job = Fixture::example("m");
+    merge_job.write("pgo-build.toml", SHARDED_EXAMPLE_CONFIG);
+    let merged = merge_job.run(&[
+        "merge",
+        bundle(2).to_str().unwrap(),
+        bundle(1).to_str().unwrap(),
+    ]);
+    merged
+        .success()
+        .stderr_contains("merged 2 bundles (4 profiles)");
+    // Every shard's accounting, and the totals.
+    assert!(
+        merged.stdout().contains("┆ 1/2") && merged.stdout().contains("┆ all"),
+        "{}",
+        merged.describe()
+    );
+    merge_job
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("using the profile merged from 2 training bundles");
+    let report = merge_job.report();
+    assert_eq!(report["bundles"]["bundles"].as_array().unwrap().len(), 2);
+    assert_eq!(report["profiles"]["worker"]["valid_files"], 4, "{report:#}");
+
+    // The single-machine reference from the same raw profiles.
+    train_job.run(&["optimize"]).success();
+    let (single, sharded) = (merged_profile(&train_job), merged_profile(&merge_job));
+    assert_eq!(profile_text(&single), profile_text(&sharded));
+    assert_eq!(
+        std::fs::read(&single).unwrap(),
+        std::fs::read(&sharded).unwrap()
+    );
+    for name in ["coordinator", "worker"] {
+        assert!(
+            std::fs::read(train_job.stage_bin("optimized", name)).unwrap()
+                == std::fs::read(merge_job.stage_bin("optimized", name)).unwrap(),
+            "the optimized {name} of the merge job differs from the single-machine one"
+        );
+    }
+
+    // A local training supersedes the merged bundles.
+    merge_job.run(&["instrument"]).success();
+    assert!(
+        !merge_job
+            .root()
+            .join("target/pgo-build/profiles/bundles.json")
+            .exists()
+    );
+}
+
+/// A bundle with one manifest field replaced: another toolchain cannot be installed here.
+fn rewrite_bundle(from: &Path, to: &Path, edit: impl Fn(&mut serde_json::Value)) {
+    let mut archive =
+        tar::Archive::new(zstd::Decoder::new(std::fs::File::open(from).unwrap()).unwrap());
+    let mut builder =
+        tar::Builder::new(zstd::Encoder::new(std::fs::File::create(to).unwrap(), 3).unwrap());
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().into_owned();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+        if path == Path::new("manifest.json") {
+            let mut manifest: serde_json::Value = serde_json::from_slice(&data).unwrap();
+            edit(&mut manifest);
+            data = serde_json::to_vec(&manifest).unwrap();
+        }
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, &path, data.as_slice())
+            .unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap();
+}
+
+#[test]
+fn merge_refuses_bundles_of_other_trainings_and_duplicate_shards_and_warns_about_missing_ones() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 1000",
+        "$PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 2000",
+    ]);
+    fixture.run(&["instrument"]).success();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    for i in 1..=3 {
+        fixture
+            .run(&[
+                "train",
+                "--shard",
+                &format!("{i}/3"),
+                "--bundle",
+                &bundle(&format!("s{i}.pgo")),
+            ])
+            .success();
+    }
+    fixture
+        .run(&[
+            "merge",
+            &bundle("s1.pgo"),
+            &bundle("s2.pgo"),
+            &bundle("s1.pgo"),
+        ])
+        .failure()
+        .stderr_contains("are both shard 1/3");
+    fixture
+        .run(&["merge", &bundle("s1.pgo"), &bundle("s3.pgo")])
+        .success()
+        .stderr_contains("shard 2/3 missing");
+    fixture
+        .run(&["--strict", "merge", &bundle("s1.pgo"), &bundle("s3.pgo")])
+        .failure()
+        .stderr_contains("shard 2/3 missing");
+
+    rewrite_bundle(
+        Path::new(&bundle("s2.pgo")),
+        Path::new(&bundle("other-rustc.pgo")),
+        |m| {
+            m["rustc"] = "rustc 1.94.0 (4a4ef493e 2026-03-02)".into();
+        },
+    );
+    fixture
+        .run(&[
+            "merge",
+            &bundle("s1.pgo"),
+            &bundle("other-rustc.pgo"),
+            &bundle("s3.pgo"),
+        ])
+        .failure()
+        .stderr_contains("refusing to merge bundles of different trainings")
+        .stderr_contains("rustc: ")
+        .stderr_contains("rustc 1.94.0");
+
+    // Shard 2 trained by an instrumented build with other codegen settings.
+    let mut instrument = fixture.command(&["instrument"]);
+    instrument.env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "3");
+    fixture.run_with(instrument).success();
+    let mut train = fixture.command(&[
+        "train",
+        "--shard",
+        "2/3",
+        "--bundle",
+        &bundle("other-settings.pgo"),
+    ]);
+    train.env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "3");
+    fixture.run_with(train).success();
+    fixture
+        .run(&[
+            "merge",
+            &bundle("s1.pgo"),
+            &bundle("other-settings.pgo"),
+            &bundle("s3.pgo"),
+        ])
+        .failure()
+        .stderr_contains("settings_fingerprint: ")
+        .stderr_contains("instrumented build: ");
+    // A bundle whose settings differ from this checkout's is refused too, naming the setting.
+    let mut merge = fixture.command(&["merge", &bundle("other-settings.pgo")]);
+    merge.env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "5");
+    fixture
+        .run_with(merge)
+        .failure()
+        .stderr_contains("refusing to merge")
+        .stderr_contains("profile settings");
+    // Not a bundle at all.
+    std::fs::write(dir.path().join("junk.pgo"), "not an archive").unwrap();
+    fixture
+        .run(&["merge", &bundle("junk.pgo")])
+        .failure()
+        .stderr_contains("junk.pgo");
+}
+
+#[test]
+fn unpack_refuses_a_pack_for_other_settings_and_train_refuses_a_bad_shard() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    fixture.run(&["instrument"]).success();
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("i.tar.zst");
+    fixture
+        .run(&["pack", "instrumented", "-o", pack.to_str().unwrap()])
+        .success();
+    let other = Fixture::new("twobins");
+    other.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    let mut unpack = other.command(&["unpack", pack.to_str().unwrap()]);
+    unpack.env("CARGO_PROFILE_RELEASE_LTO", "fat");
+    other
+        .run_with(unpack)
+        .failure()
+        .stderr_contains("refusing to unpack")
+        .stderr_contains("profile settings");
+    assert!(!other.stage_bin("instrumented", "app").exists());
+    other.run(&["unpack", pack.to_str().unwrap()]).success();
+    assert!(other.stage_bin("instrumented", "app").is_file());
+    other
+        .run(&["train", "--shard", "3/2", "--bundle", "x.pgo"])
+        .failure()
+        .stderr_contains("expected I/N with 1 <= I <= N");
+    other
+        .run(&["train", "--shard", "1/2"])
+        .failure()
+        .stderr_contains("--bundle");
 }

@@ -249,15 +249,17 @@ impl Session {
             bundles.push((path.clone(), manifest));
         }
         self.check_bundles(&bundles)?;
+        // Shard order, whatever the order given: the same merge on every machine.
+        bundles.sort_by_key(|(_, manifest)| manifest.shard.index);
         let weights = bundle_weights(&bundles, args)?;
         let count = bundles[0].1.shard.count;
         let present: BTreeSet<usize> = bundles.iter().map(|(_, b)| b.shard.index).collect();
         let missing_shards: Vec<usize> = (1..=count).filter(|i| !present.contains(i)).collect();
         if !missing_shards.is_empty() {
             self.caution(format!(
-                "shard{} {} of {count} missing: the merged profile covers only the workload runs \
-                 of the {} bundles given, and code only the missing shards run will look cold. \
-                 Pass every shard's bundle (a failed matrix job leaves a hole)",
+                "shard{} {} missing: the merged profile covers only the workload runs of the {} \
+                 bundles given, and code only the missing shards run will look cold. Pass every \
+                 shard's bundle (a failed matrix job leaves a hole)",
                 if missing_shards.len() == 1 { "" } else { "s" },
                 missing_shards
                     .iter()
