@@ -13,6 +13,8 @@
 //!   profiles/raw/<workload>/training.json   that run's record: only complete, current runs
 //!                           are merged (see training_record.rs)
 //!   profiles/merged-<content hash>.profdata
+//!   profiles/bundles.json   what `pgo-build merge` merged; while present, `optimize` uses it
+//!                           (removed by a local `train`, `instrument`, `unpack`)
 //!   profiles/bolt/raw/<binary>/prof.<pid>.fdata, profiles/bolt/<binary>.fdata
 //!   logs/<command>-<workload>[-<variant>].log   workload output, stamped with what wrote it
 //!   counts/<variant>/       instruction counter output of the last counted run
@@ -66,6 +68,25 @@ impl Stage {
             Stage::Bolt => "bolt",
         }
     }
+}
+
+/// `path` relative to `base` (both absolute), with `..` where needed. pgo-build's own files
+/// are named this way on rustc's command line, relative to the workspace root where cargo runs
+/// rustc: absolute paths there would make every checkout at another path miss a compile cache
+/// (sccache keys on the whole command line).
+pub fn relative_to(path: &Path, base: &Path) -> PathBuf {
+    let path: Vec<_> = path.components().collect();
+    let base: Vec<_> = base.components().collect();
+    let common = path.iter().zip(&base).take_while(|(a, b)| a == b).count();
+    if common == 0 {
+        return path.iter().collect();
+    }
+    let mut relative = PathBuf::new();
+    for _ in common..base.len() {
+        relative.push("..");
+    }
+    relative.extend(&path[common..]);
+    relative
 }
 
 #[derive(Debug, Clone)]
@@ -146,5 +167,24 @@ impl Layout {
 
     pub fn report(&self) -> PathBuf {
         self.root.join("report.json")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_relative_to_the_workspace_root() {
+        let root = Path::new("/w/repo");
+        assert_eq!(
+            relative_to(Path::new("/w/repo/target/pgo-build/linker/cc"), root),
+            Path::new("target/pgo-build/linker/cc")
+        );
+        assert_eq!(
+            relative_to(Path::new("/tmp/t/pgo-build/x.profdata"), root),
+            Path::new("../../tmp/t/pgo-build/x.profdata")
+        );
+        assert_eq!(relative_to(root, root), Path::new(""));
     }
 }

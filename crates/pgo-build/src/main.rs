@@ -23,6 +23,7 @@ mod profiles;
 mod render;
 mod report;
 mod rustflags;
+mod sccache;
 mod start_marker;
 mod state;
 mod stats;

@@ -471,6 +471,49 @@ pub fn install_content_addressed(
     Ok(path)
 }
 
+/// The profile `-Cprofile-use` names: a copy of `profile` (a content-addressed
+/// `merged-<hash>.profdata`) in a per-user directory outside every checkout, so the flag is the
+/// same in every checkout of the workspace and a compile cache (sccache keys on the command
+/// line) can serve another checkout. Copied only when missing or different: a rewritten file
+/// would make cargo rebuild everything. Falls back to `profile` itself when that directory
+/// cannot be used safely.
+pub fn checkout_independent(profile: &Path) -> PathBuf {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let Some(name) = profile.file_name() else {
+        return profile.to_owned();
+    };
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("pgo-build-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    // Another user's directory (or a symlink planted there) is never used.
+    let ours = std::fs::symlink_metadata(&dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0);
+    let Ok(data) = std::fs::read(profile) else {
+        return profile.to_owned();
+    };
+    if !ours {
+        return profile.to_owned();
+    }
+    let copy = dir.join(name);
+    if std::fs::read(&copy).is_ok_and(|existing| existing == data) {
+        return copy;
+    }
+    let partial = dir.join(format!(
+        "{}.{}.partial",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = std::fs::write(&partial, &data).and_then(|()| std::fs::rename(&partial, &copy));
+    match written {
+        Ok(()) => copy,
+        Err(_) => {
+            let _ = std::fs::remove_file(&partial);
+            profile.to_owned()
+        }
+    }
+}
+
 /// 16 hex digits of SHA-256.
 pub fn content_hash(data: &[u8]) -> String {
     Sha256::digest(data)

@@ -1383,7 +1383,7 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
     );
     let run = fixture.run(&["report", "--json"]);
     let json: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
-    assert_eq!(json["schema_version"], 2);
+    assert_eq!(json["schema_version"], 3);
 }
 
 fn host_triple() -> String {
@@ -2217,8 +2217,8 @@ fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
         "{}",
         merged.describe()
     );
-    merge_job
-        .run(&["optimize"])
+    let merge_optimize = merge_job.run(&["-v", "optimize"]);
+    merge_optimize
         .success()
         .stderr_contains("using the profile merged from 2 training bundles");
     let report = merge_job.report();
@@ -2226,7 +2226,23 @@ fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
     assert_eq!(report["profiles"]["worker"]["valid_files"], 4, "{report:#}");
 
     // The single-machine reference from the same raw profiles.
-    train_job.run(&["optimize"]).success();
+    let train_optimize = train_job.run(&["-v", "optimize"]);
+    train_optimize.success();
+    // The same profile is named by the same path from both checkouts (a compile cache keys
+    // on rustc's command line).
+    let profile_use = |run: &Run| {
+        let stderr = run.stderr();
+        let start = stderr
+            .find("-Cprofile-use=")
+            .expect("no -Cprofile-use in -v output");
+        stderr[start..]
+            .split(['\x1f', '\'', ' '])
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(profile_use(&merge_optimize), profile_use(&train_optimize));
+    assert!(!profile_use(&train_optimize).contains(train_job.root().to_str().unwrap()));
     let (single, sharded) = (merged_profile(&train_job), merged_profile(&merge_job));
     assert_eq!(profile_text(&single), profile_text(&sharded));
     assert_eq!(
@@ -2406,4 +2422,52 @@ fn unpack_refuses_a_pack_for_other_settings_and_train_refuses_a_bad_shard() {
         .run(&["train", "--shard", "1/2"])
         .failure()
         .stderr_contains("--bundle");
+}
+
+/// sccache as RUSTC_WRAPPER through pgo-build's stages: a clean rebuild is served from the
+/// cache, also in a checkout at another path (pgo-build's own files are not named by absolute
+/// paths on rustc's command line), and report.json records the figures per stage.
+#[test]
+fn sccache_serves_clean_rebuilds_in_the_same_and_another_checkout() {
+    let cache = tempfile::tempdir().unwrap();
+    // A server of this test's own, on a port of its own.
+    let port = (4300 + std::process::id() % 1000).to_string();
+    let with_sccache = |fixture: &Fixture, args: &[&str]| {
+        let mut command = fixture.command(args);
+        command
+            .env("RUSTC_WRAPPER", "sccache")
+            .env("SCCACHE_DIR", cache.path())
+            .env("SCCACHE_SERVER_PORT", &port);
+        fixture.run_with(command)
+    };
+    let stage_cache = |fixture: &Fixture, stage: &str| fixture.report()["sccache"][stage].clone();
+    let first = Fixture::at("signals", "one");
+    with_sccache(&first, &["build", "--features", "rt"]).success();
+    let cold = stage_cache(&first, "baseline");
+    assert_eq!(cold["hits"], 0, "{cold}");
+    // libc and pgo-build-rt are cacheable; the binary never is.
+    assert!(cold["misses"].as_u64().unwrap() >= 2, "{cold}");
+    assert!(cold["not_cacheable"].as_u64().unwrap() >= 1, "{cold}");
+
+    std::fs::remove_dir_all(first.root().join("target")).unwrap();
+    with_sccache(&first, &["build", "--features", "rt"]).success();
+    let warm = stage_cache(&first, "baseline");
+    assert_eq!(warm["hits"], cold["misses"], "{warm}");
+    assert_eq!(warm["misses"], 0, "{warm}");
+
+    let elsewhere = Fixture::at("signals", "another/checkout");
+    with_sccache(&elsewhere, &["build", "--features", "rt"]).success();
+    // Every dependency crate hits; the fixture's own library misses: sccache keys on
+    // CARGO_MANIFEST_DIR and the working directory, which are the checkout's.
+    let moved = stage_cache(&elsewhere, "baseline");
+    assert_eq!(moved["misses"], 1, "{moved}");
+    assert_eq!(
+        moved["hits"].as_u64().unwrap(),
+        cold["misses"].as_u64().unwrap() - 1,
+        "{moved}"
+    );
+
+    let mut stop = Command::new("sccache");
+    stop.arg("--stop-server").env("SCCACHE_SERVER_PORT", &port);
+    let _ = stop.output();
 }

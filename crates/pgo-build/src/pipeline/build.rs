@@ -15,10 +15,11 @@ use crate::cargo_build::{
 };
 use crate::cargo_config;
 use crate::config::LinkJobs;
-use crate::layout::Stage;
+use crate::layout::{Stage, relative_to};
 use crate::linker::{self, LinkSummary};
 use crate::report::{BinaryRecord, human_bytes};
 use crate::rustflags;
+use crate::sccache;
 use crate::start_marker;
 use crate::state;
 use crate::workspace::BinTarget;
@@ -59,7 +60,10 @@ impl Session {
         }
         let marker =
             start_marker::object(&self.layout.stage_dir(Stage::Instrumented), &self.printer)?;
-        flags.push(format!("-Clink-arg={}", marker.display()));
+        flags.push(format!(
+            "-Clink-arg={}",
+            relative_to(&marker, &self.workspace.root).display()
+        ));
         let manifest = self.build_and_stage(Stage::Instrumented, flags)?;
         for binary in &manifest.binaries {
             if binary.build_id.is_none() {
@@ -93,7 +97,10 @@ impl Session {
             linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.cargo_config)?;
         let wrapper = linker::wrapper(&self.layout.root().join("linker"), &real)?;
         let setup = LinkerSetup {
-            flag: format!("-Clinker={}", wrapper.display()),
+            flag: format!(
+                "-Clinker={}",
+                relative_to(&wrapper, &self.workspace.root).display()
+            ),
             env: vec![
                 (linker::MODE_ENV.to_owned(), "1".to_owned()),
                 (
@@ -137,7 +144,22 @@ impl Session {
             repeated.set(repeated.get() + 1);
             false
         };
+        let cache = sccache::wrapper(&self.cargo_config)
+            .and_then(|program| Some((sccache::counters(&program, &self.printer)?, program)));
         let built = cargo_build::build(&request, &self.printer, &filter);
+        if let Some((before, program)) = cache
+            && let Some(after) = sccache::counters(&program, &self.printer)
+        {
+            let figures = before.since(after);
+            self.printer.detail(format!(
+                "sccache ({} stage): {} hits, {} misses, {} not cacheable",
+                stage.name(),
+                figures.hits,
+                figures.misses,
+                figures.not_cacheable
+            ));
+            self.report.sccache.insert(stage.name().to_owned(), figures);
+        }
         self.shown_warnings = shown.into_inner();
         let output = built?;
         if repeated.get() > 0 {

@@ -83,7 +83,13 @@ impl Session {
 
         self.check_bolt_compatible_profile()?;
         let mut flags = vec![
-            format!("-Cprofile-use={}", profile.display()),
+            // Not in the checkout: the same path from every checkout, for a compile cache. (A
+            // path relative to the workspace root would not do: cargo runs rustc for registry
+            // crates in their own directories.)
+            format!(
+                "-Cprofile-use={}",
+                profiles::checkout_independent(&profile).display()
+            ),
             "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
         ];
         if inputs.instrumented.as_ref().is_some_and(|i| i.continuous()) {

@@ -26,7 +26,7 @@ pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
@@ -63,6 +63,9 @@ pub struct Report {
     /// per-binary accounting, and the totals.
     #[serde(default)]
     pub bundles: Option<serde_json::Value>,
+    /// Stage → what sccache (cargo's rustc wrapper, when it is sccache) did in its last build.
+    #[serde(default)]
+    pub sccache: BTreeMap<String, crate::sccache::StageCache>,
 }
 
 impl Report {
