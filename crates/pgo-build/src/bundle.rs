@@ -236,7 +236,7 @@ pub fn provenance(
     }
 }
 
-/// `git rev-parse HEAD`, with `+dirty` when tracked files differ from it.
+/// `git rev-parse HEAD`, with `-dirty` when files differ from it (untracked ones included).
 pub fn git_revision(root: &Path, printer: &crate::printer::Printer) -> Option<String> {
     let git = |args: &[&str]| {
         crate::command::Cmd::new("git")
@@ -246,9 +246,8 @@ pub fn git_revision(root: &Path, printer: &crate::printer::Printer) -> Option<St
             .ok()
     };
     let head = git(&["rev-parse", "HEAD"])?.trim().to_owned();
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|status| !status.trim().is_empty());
-    Some(if dirty { format!("{head}+dirty") } else { head })
+    let dirty = git(&["status", "--porcelain"]).is_some_and(|status| !status.trim().is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
 /// Differences that make profiles of an archive unusable here, each naming the field, or

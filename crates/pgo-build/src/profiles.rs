@@ -484,7 +484,7 @@ pub fn checkout_independent(profile: &Path) -> PathBuf {
     };
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
-    let dir = std::env::temp_dir().join(format!("pgo-build-{uid}"));
+    let dir = checkout_independent_dir();
     let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
     // Another user's directory (or a symlink planted there) is never used.
     let ours = std::fs::symlink_metadata(&dir)
@@ -512,6 +512,13 @@ pub fn checkout_independent(profile: &Path) -> PathBuf {
             profile.to_owned()
         }
     }
+}
+
+/// Where [`checkout_independent`] copies profiles: one directory per user.
+pub fn checkout_independent_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("pgo-build-{uid}"))
 }
 
 /// 16 hex digits of SHA-256.

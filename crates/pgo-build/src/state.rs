@@ -145,7 +145,7 @@ fn collect_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
 pub fn sources_fingerprint(
     executables: &[&Path],
     lock_file: &Path,
-    generated: &Path,
+    generated: &[&Path],
 ) -> Option<String> {
     let mut print = Fingerprint::new("sources");
     print.content(lock_file);
@@ -155,7 +155,10 @@ pub fn sources_fingerprint(
     }
     sources.sort();
     sources.dedup();
-    for source in sources.iter().filter(|s| !s.starts_with(generated)) {
+    for source in sources
+        .iter()
+        .filter(|s| !generated.iter().any(|dir| s.starts_with(dir)))
+    {
         print.content(source);
     }
     Some(print.finish())
@@ -269,7 +272,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let print = || sources_fingerprint(&[&executable], &lock, &generated).unwrap();
+        let print = || sources_fingerprint(&[&executable], &lock, &[&generated]).unwrap();
         let first = print();
         // Rewritten with the same content (and another mtime), or a generated file changed.
         std::fs::write(&source, "fn main() {}\n").unwrap();

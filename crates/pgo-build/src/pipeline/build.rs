@@ -17,6 +17,7 @@ use crate::cargo_config;
 use crate::config::LinkJobs;
 use crate::layout::{Stage, relative_to};
 use crate::linker::{self, LinkSummary};
+use crate::profiles;
 use crate::report::{BinaryRecord, human_bytes};
 use crate::rustflags;
 use crate::sccache;
@@ -144,6 +145,8 @@ impl Session {
             repeated.set(repeated.get() + 1);
             false
         };
+        // Figures of an earlier build (perhaps with another wrapper) do not describe this one.
+        self.report.sccache.remove(stage.name());
         let cache = sccache::wrapper(&self.cargo_config)
             .and_then(|program| Some((sccache::counters(&program, &self.printer)?, program)));
         let built = cargo_build::build(&request, &self.printer, &filter);
@@ -235,8 +238,12 @@ impl Session {
         let sources: Vec<&std::path::Path> =
             executables.iter().map(|e| e.source.as_path()).collect();
         let lock_file = self.workspace.root.join("Cargo.lock");
-        let sources = state::sources_fingerprint(&sources, &lock_file, self.layout.root())
-            .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
+        let sources = state::sources_fingerprint(
+            &sources,
+            &lock_file,
+            &[self.layout.root(), &profiles::checkout_independent_dir()],
+        )
+        .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
         let bin_dir = self.layout.bin_dir(stage);
         if bin_dir.exists() {
             std::fs::remove_dir_all(&bin_dir)

@@ -147,6 +147,20 @@ impl Session {
         {
             return Ok((self.workspace.root.join(committed), None));
         }
+        if let Some(record) = self.merged_bundles()? {
+            if let Some(binary) = binary {
+                bail!(
+                    "the current training profile was merged from bundles by `pgo-build merge`, \
+                     which keeps no per-binary profile: run `profile show` without --binary \
+                     {binary} (its coverage is in the table), or `pgo-build train` here"
+                );
+            }
+            let accounting = Accounting {
+                profiles: Vec::new(),
+                per_binary: record.per_binary,
+            };
+            return Ok((record.merged.path, Some(accounting)));
+        }
         let (_, accounting) = self.last_training()?;
         let inputs: Vec<&Path> = accounting
             .profiles
@@ -327,18 +341,61 @@ impl Session {
 
     /// Writes the merged training profile and its metadata.
     pub fn export(&mut self, args: &ExportArgs) -> Result<()> {
-        let (instrumented, accounting) = self.last_training()?;
-        for (binary, figures) in &accounting.per_binary {
-            if figures.valid_files == 0 {
-                self.caution(format!(
-                    "`{binary}` has no profile data; the exported profile does not cover it"
-                ))?;
+        let (settings, workloads, inputs) = match self.merged_bundles()? {
+            // The profile `pgo-build merge` made from other machines' bundles.
+            Some(record) => {
+                for (binary, figures) in &record.per_binary {
+                    if figures.valid_files == 0 {
+                        self.caution(format!(
+                            "`{binary}` has no profile data; the exported profile does not cover it"
+                        ))?;
+                    }
+                }
+                let workloads = record
+                    .bundles
+                    .iter()
+                    .flat_map(|b| b.workloads.iter().map(|w| w.run.clone()))
+                    .collect();
+                (
+                    record.instrumented.settings,
+                    workloads,
+                    vec![record.merged.path],
+                )
             }
-        }
-        let inputs = accounting.valid_inputs();
+            None => {
+                let (instrumented, accounting) = self.last_training()?;
+                for (binary, figures) in &accounting.per_binary {
+                    if figures.valid_files == 0 {
+                        self.caution(format!(
+                            "`{binary}` has no profile data; the exported profile does not cover it"
+                        ))?;
+                    }
+                }
+                let runs = self.config.train_runs();
+                let workloads = self
+                    .report
+                    .training
+                    .iter()
+                    // Holdout runs of `profile overlap` are recorded too, but did not train.
+                    .filter(|w| {
+                        w.stage == Stage::Instrumented.name()
+                            && w.success
+                            && runs.iter().any(|run| run.run_name() == w.name)
+                    })
+                    .map(|w| w.name.clone())
+                    .collect();
+                let inputs = accounting
+                    .valid_inputs()
+                    .into_iter()
+                    .map(Path::to_owned)
+                    .collect();
+                (instrumented.settings, workloads, inputs)
+            }
+        };
         if inputs.is_empty() {
             bail!("there is no usable training profile to export: run `pgo-build train` first");
         }
+        let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
         let output = if args.output.is_absolute() {
             args.output.clone()
         } else {
@@ -356,24 +413,10 @@ impl Session {
             llvm_version: self.rustc.llvm_version.clone(),
             llvm_major: self.rustc.llvm_major,
             target: self.rustc.host.clone(),
-            cargo_profile: instrumented.settings.profile.clone(),
-            rustflags: instrumented.settings.common_rustflags.clone(),
-            workloads: self
-                .report
-                .training
-                .iter()
-                // Holdout runs of `profile overlap` are recorded too, but did not train.
-                .filter(|w| {
-                    w.stage == Stage::Instrumented.name()
-                        && w.success
-                        && self
-                            .config
-                            .workload(&w.name)
-                            .is_some_and(|c| c.role == Role::Train)
-                })
-                .map(|w| w.name.clone())
-                .collect(),
-            source_revision: self.source_revision(),
+            cargo_profile: settings.profile.clone(),
+            rustflags: settings.common_rustflags.clone(),
+            workloads,
+            source_revision: crate::bundle::git_revision(&self.workspace.root, &self.printer),
             content_hash: profiles::content_hash(&data),
             functions,
         };
@@ -394,19 +437,6 @@ impl Session {
             self.config.display_path()
         ));
         Ok(())
-    }
-
-    fn source_revision(&self) -> Option<String> {
-        let git = |args: &[&str]| {
-            Cmd::new("git")
-                .args(args)
-                .cwd(&self.workspace.root)
-                .stdout_checked(&self.printer)
-                .ok()
-        };
-        let head = git(&["rev-parse", "HEAD"])?.trim().to_owned();
-        let dirty = git(&["status", "--porcelain"]).is_some_and(|s| !s.trim().is_empty());
-        Some(if dirty { format!("{head}-dirty") } else { head })
     }
 
     /// Checks a committed profile against this toolchain and target and returns its

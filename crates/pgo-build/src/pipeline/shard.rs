@@ -98,12 +98,21 @@ impl Session {
         let what = format!("the pack {}", args.archive.display());
         let here = bundle::provenance(&self.rustc, &self.workspace, &self.printer);
         let mut problems = bundle::differences(&pack.provenance, &here, &what);
-        if let (Some(theirs), Some(ours)) = (&pack.provenance.git_revision, &here.git_revision)
-            && theirs != ours
-        {
-            problems.push(format!(
-                "git revision: {what} was made at {theirs}, this checkout is at {ours}"
-            ));
+        if let (Some(theirs), Some(ours)) = (&pack.provenance.git_revision, &here.git_revision) {
+            // Files written beside the sources (the pack itself, bundles) make a checkout
+            // "dirty" without changing what was built: the commits must match, and a dirty
+            // side is worth a warning only.
+            let commit = |revision: &str| revision.trim_end_matches("-dirty").to_owned();
+            if commit(theirs) != commit(ours) {
+                problems.push(format!(
+                    "git revision: {what} was made at {theirs}, this checkout is at {ours}"
+                ));
+            } else if theirs != ours {
+                self.printer.warn(format!(
+                    "{what} was made at {theirs}, this checkout is at {ours}: uncommitted \
+                     changes on either side are not compared"
+                ));
+            }
         }
         if !problems.is_empty() {
             bail!(

@@ -12,41 +12,50 @@ impl Report {
     pub fn stage_table(&self) -> String {
         let total: f64 = self.stages.iter().map(|s| s.duration_secs).sum();
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header([
-            "Stage",
-            "Result",
-            "Duration",
-            "Share",
-            "Peak memory",
-        ]);
+        // Only with sccache as rustc wrapper: hits of the stage's last build.
+        let cache = !self.sccache.is_empty();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header(
+            ["Stage", "Result", "Duration", "Share", "Peak memory"]
+                .into_iter()
+                .chain(cache.then_some("sccache hits")),
+        );
+        let blank = || cache.then(|| Cell::new(""));
         for stage in &self.stages {
             let share = if total > 0.0 {
                 100.0 * stage.duration_secs / total
             } else {
                 0.0
             };
-            table.add_row([
-                Cell::new(&stage.name),
-                Cell::new(stage.result_text()),
-                // A stage reused from a run that left no record of its duration: unknown, not 0.
-                Cell::new(if stage.result == "cached" && stage.ran_at_unix.is_none() {
-                    "-".to_owned()
-                } else {
-                    format!("{:.2}s", stage.duration_secs)
-                })
-                .set_alignment(CellAlignment::Right),
-                Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
-                Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
+            table.add_row(
+                [
+                    Cell::new(&stage.name),
+                    Cell::new(stage.result_text()),
+                    // A stage reused from a run that left no record of its duration: unknown, not 0.
+                    Cell::new(if stage.result == "cached" && stage.ran_at_unix.is_none() {
+                        "-".to_owned()
+                    } else {
+                        format!("{:.2}s", stage.duration_secs)
+                    })
                     .set_alignment(CellAlignment::Right),
-            ]);
+                    Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
+                    Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
+                        .set_alignment(CellAlignment::Right),
+                ]
+                .into_iter()
+                .chain(cache.then(|| Cell::new(self.cache_hits_of(&stage.name)))),
+            );
         }
-        table.add_row([
-            Cell::new("total"),
-            Cell::new(""),
-            Cell::new(format!("{total:.2}s")).set_alignment(CellAlignment::Right),
-            Cell::new("100.0%").set_alignment(CellAlignment::Right),
-            Cell::new(""),
-        ]);
+        table.add_row(
+            [
+                Cell::new("total"),
+                Cell::new(""),
+                Cell::new(format!("{total:.2}s")).set_alignment(CellAlignment::Right),
+                Cell::new("100.0%").set_alignment(CellAlignment::Right),
+                Cell::new(""),
+            ]
+            .into_iter()
+            .chain(blank()),
+        );
         let cached = self.stages.iter().filter(|s| s.result == "cached").count();
         if cached > 0 {
             // What this run itself spent; the total is what the pipeline costs from scratch.
@@ -56,15 +65,33 @@ impl Report {
                 .filter(|s| s.result != "cached")
                 .map(|s| s.duration_secs)
                 .sum();
-            table.add_row([
-                Cell::new("this run"),
-                Cell::new(format!("{cached} stages cached")),
-                Cell::new(format!("{spent:.2}s")).set_alignment(CellAlignment::Right),
-                Cell::new(""),
-                Cell::new(""),
-            ]);
+            table.add_row(
+                [
+                    Cell::new("this run"),
+                    Cell::new(format!("{cached} stages cached")),
+                    Cell::new(format!("{spent:.2}s")).set_alignment(CellAlignment::Right),
+                    Cell::new(""),
+                    Cell::new(""),
+                ]
+                .into_iter()
+                .chain(blank()),
+            );
         }
         table.to_string()
+    }
+
+    /// "30/32" for a command whose build sccache served, else "-".
+    fn cache_hits_of(&self, command: &str) -> String {
+        let stage = match command {
+            "build" => "baseline",
+            "instrument" => "instrumented",
+            "optimize" => "optimized",
+            _ => return "-".to_owned(),
+        };
+        match self.sccache.get(stage) {
+            Some(cache) => format!("{}/{}", cache.hits, cache.hits + cache.misses),
+            None => "-".to_owned(),
+        }
     }
 
     /// Binary sizes per stage.
