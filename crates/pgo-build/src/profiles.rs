@@ -290,6 +290,11 @@ impl Accounting {
             .collect()
     }
 
+    /// The usable files of one binary.
+    pub fn valid_inputs_of(&self, binary: &str) -> Vec<&Path> {
+        valid_inputs_of(&self.profiles, binary)
+    }
+
     pub fn rejected(&self) -> impl Iterator<Item = &RawProfile> {
         self.profiles.iter().filter(|p| p.rejected.is_some())
     }
@@ -317,11 +322,7 @@ pub fn account(
     }
     let mut per_binary = per_binary(&profiles, &starts, binaries.iter().copied());
     for (binary, figures) in per_binary.iter_mut() {
-        let inputs: Vec<&Path> = profiles
-            .iter()
-            .filter(|p| p.rejected.is_none() && p.binary.as_deref() == Some(binary))
-            .map(|p| p.path.as_path())
-            .collect();
+        let inputs = valid_inputs_of(&profiles, binary);
         if inputs.is_empty() {
             continue;
         }
@@ -334,6 +335,14 @@ pub fn account(
         profiles,
         per_binary,
     })
+}
+
+fn valid_inputs_of<'a>(profiles: &'a [RawProfile], binary: &str) -> Vec<&'a Path> {
+    profiles
+        .iter()
+        .filter(|p| p.rejected.is_none() && p.binary.as_deref() == Some(binary))
+        .map(|p| p.path.as_path())
+        .collect()
 }
 
 /// (functions with non-zero counts, all functions) of the merge of `inputs`.

@@ -248,12 +248,9 @@ impl Session {
         for bin in self.bins.clone() {
             let inputs = |accounting: &Accounting| -> Vec<PathBuf> {
                 accounting
-                    .profiles
-                    .iter()
-                    .filter(|p| {
-                        p.rejected.is_none() && p.binary.as_deref() == Some(bin.name.as_str())
-                    })
-                    .map(|p| p.path.clone())
+                    .valid_inputs_of(&bin.name)
+                    .into_iter()
+                    .map(Path::to_owned)
                     .collect()
             };
             let (train_inputs, test_inputs) = (inputs(&train), inputs(&test));

@@ -190,12 +190,7 @@ impl Session {
         let mut profiles = Vec::new();
         let mut files = Vec::new();
         for binary in accounting.per_binary.keys() {
-            let inputs: Vec<&Path> = accounting
-                .profiles
-                .iter()
-                .filter(|p| p.rejected.is_none() && p.binary.as_deref() == Some(binary))
-                .map(|p| p.path.as_path())
-                .collect();
+            let inputs = accounting.valid_inputs_of(binary);
             if inputs.is_empty() {
                 continue;
             }
@@ -391,16 +386,7 @@ impl Session {
         )?;
         self.report.merged_profile = serde_json::to_value(&merged).ok();
         self.report.bundles = serde_json::to_value(&record).ok();
-        self.report.profiles = record
-            .per_binary
-            .iter()
-            .map(|(name, figures)| {
-                (
-                    name.clone(),
-                    serde_json::to_value(figures).unwrap_or_default(),
-                )
-            })
-            .collect();
+        self.record_binary_figures(&record.per_binary);
         for (binary, figures) in &record.per_binary {
             if figures.valid_files == 0 {
                 self.caution(format!(

@@ -14,7 +14,7 @@ use crate::cargo_build::StageManifest;
 use crate::cli::{Shard, TrainArgs};
 use crate::config::{OnCorrupt, Role, Workload};
 use crate::layout::Stage;
-use crate::profiles::{self, Accounting};
+use crate::profiles::{self, Accounting, BinaryProfiles};
 use crate::report::{RejectedProfile, WorkloadRecord, human_bytes};
 use crate::start_marker;
 use crate::state::Fingerprint;
@@ -383,12 +383,9 @@ impl Session {
         *self.shown_accounting.borrow_mut() = Some(table);
     }
 
-    /// Records the accounting in the report; corrupt or foreign files are a warning, or an
-    /// error with `[pgo] on_corrupt = "fail"` or `--strict`. (0-byte files are not corrupt:
-    /// they are processes that died, reported per binary.)
-    pub(super) fn report_accounting(&mut self, accounting: &Accounting) -> Result<()> {
-        self.report.profiles = accounting
-            .per_binary
+    /// Each binary's training figures into the report (`profiles`).
+    pub(super) fn record_binary_figures(&mut self, per_binary: &BTreeMap<String, BinaryProfiles>) {
+        self.report.profiles = per_binary
             .iter()
             .map(|(name, figures)| {
                 (
@@ -397,6 +394,13 @@ impl Session {
                 )
             })
             .collect();
+    }
+
+    /// Records the accounting in the report; corrupt or foreign files are a warning, or an
+    /// error with `[pgo] on_corrupt = "fail"` or `--strict`. (0-byte files are not corrupt:
+    /// they are processes that died, reported per binary.)
+    pub(super) fn report_accounting(&mut self, accounting: &Accounting) -> Result<()> {
+        self.record_binary_figures(&accounting.per_binary);
         self.report.rejected_profiles = accounting
             .rejected()
             .map(|profile| RejectedProfile {
