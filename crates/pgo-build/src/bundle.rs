@@ -163,7 +163,7 @@ pub fn read_manifest<T: DeserializeOwned>(path: &Path, format: &str) -> Result<T
         PACK_FORMAT => "a pack written by `pgo-build pack`",
         _ => "a bundle written by `pgo-build train --bundle`",
     };
-    let not_ours = || format!("{} is not {what}", path.display());
+    let not_ours = || format!("{} is not {what}, or is damaged", path.display());
     let mut archive = open(path)?;
     let mut entries = archive.entries().with_context(not_ours)?;
     let mut first = entries
@@ -201,19 +201,29 @@ pub fn extract(path: &Path, dir: &Path) -> Result<()> {
         std::fs::remove_dir_all(dir)?;
     }
     std::fs::create_dir_all(dir)?;
-    let mut archive = open(path)?;
-    for entry in archive.entries()? {
-        let mut entry = entry?;
-        if entry.path()?.as_ref() == Path::new(MANIFEST) {
-            continue;
+    let extracted = (|| -> Result<()> {
+        let mut archive = open(path)?;
+        for entry in archive.entries()? {
+            let mut entry = entry?;
+            if entry.path()?.as_ref() == Path::new(MANIFEST) {
+                continue;
+            }
+            if !entry.unpack_in(dir)? {
+                bail!(
+                    "a member outside its own directory ({}); refusing it",
+                    entry.path()?.display()
+                );
+            }
         }
-        if !entry.unpack_in(dir)? {
-            bail!(
-                "{} has a member outside its own directory ({}); refusing it",
-                path.display(),
-                entry.path()?.display()
-            );
-        }
+        Ok(())
+    })();
+    if let Err(err) = extracted {
+        let _ = std::fs::remove_dir_all(dir);
+        bail!(
+            "{} is damaged or truncated ({:#}); copy it again from the job that wrote it",
+            path.display(),
+            err
+        );
     }
     Ok(())
 }

@@ -2471,3 +2471,76 @@ fn sccache_serves_clean_rebuilds_in_the_same_and_another_checkout() {
     stop.arg("--stop-server").env("SCCACHE_SERVER_PORT", &port);
     let _ = stop.output();
 }
+
+fn total_count(profile: &Path) -> u64 {
+    let output = Command::new("llvm-profdata-22")
+        .args(["show", "--detailed-summary"])
+        .arg(profile)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("Total count:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn merge_weights_multiply_each_bundles_counts() {
+    let fixture = Fixture::new("twobins");
+    // Shard 2 does ten times the work of shard 1.
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 1000",
+        "$PGO_BUILD_BIN_APP work 10000",
+    ]);
+    fixture.run(&["instrument"]).success();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = |i: usize| {
+        dir.path()
+            .join(format!("s{i}.pgo"))
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    for i in 1..=2 {
+        let shard = format!("{i}/2");
+        fixture
+            .run(&["train", "--shard", &shard, "--bundle", &bundle(i)])
+            .success();
+    }
+    let merged_total = |args: &[&str]| {
+        fixture.run(args).success();
+        let report = fixture.report();
+        let weights: Vec<u64> = report["bundles"]["bundles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["weight"].as_u64().unwrap())
+            .collect();
+        let totals: Vec<u64> = report["bundles"]["bundles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["total_count"].as_u64().unwrap())
+            .collect();
+        (weights, totals, total_count(&merged_profile(&fixture)))
+    };
+    let (weights, totals, sum) = merged_total(&["merge", &bundle(1), &bundle(2)]);
+    assert_eq!(weights, [1, 1]);
+    assert_eq!(sum, totals[0] + totals[1], "counts add up by default");
+    assert!(totals[1] > 5 * totals[0], "{totals:?}");
+
+    let (weights, totals, sum) =
+        merged_total(&["merge", "--weights", "equal", &bundle(1), &bundle(2)]);
+    let expected = (totals[1] as f64 / totals[0] as f64).round() as u64;
+    assert_eq!(weights, [expected, 1]);
+    assert_eq!(sum, expected * totals[0] + totals[1]);
+
+    let weight = format!("{}=3", bundle(2));
+    let (weights, totals, sum) =
+        merged_total(&["merge", "--weight", &weight, &bundle(2), &bundle(1)]);
+    assert_eq!(weights, [1, 3], "in shard order, whatever the order given");
+    assert_eq!(sum, totals[0] + 3 * totals[1]);
+}
