@@ -155,7 +155,13 @@ pub enum WorkloadCommand {
 pub struct Workload {
     pub name: Spanned<String>,
     pub role: Role,
+    /// Empty when the workload is a `cargo` one (resolved per stage, see `cargo_workload.rs`).
+    #[serde(default = "no_command")]
     pub command: WorkloadCommand,
+    /// A cargo command (`["bench", "--bench", "parse"]`) run against the stage under test,
+    /// with that stage's target dir, profile, target, features and rustflags.
+    #[serde(default)]
+    pub cargo: Option<Vec<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Relative to the workspace root.
@@ -186,6 +192,10 @@ pub struct Part {
     /// 0-based.
     pub index: usize,
     pub count: usize,
+}
+
+fn no_command() -> WorkloadCommand {
+    WorkloadCommand::Argv(Vec::new())
 }
 
 fn one_shard() -> usize {
@@ -236,6 +246,9 @@ impl Workload {
             self.allow_failure,
             self.grace_period
         );
+        if let Some(cargo) = &self.cargo {
+            print.push_str(&format!(" cargo {cargo:?}"));
+        }
         // Unsharded workloads keep the fingerprint they had before `shards` existed.
         if let Some(part) = self.part {
             print.push_str(&format!(" part {}/{}", part.index, part.count));
@@ -358,11 +371,22 @@ impl Config {
                 WorkloadCommand::Shell(line) => line.trim().is_empty(),
                 WorkloadCommand::Argv(words) => words.is_empty(),
             };
-            if empty {
-                bail!(
+            match &workload.cargo {
+                Some(_) if !empty => bail!(
+                    "invalid configuration in {path}, line {line}: workload {name:?} has both \
+                     `command` and `cargo`; give one"
+                ),
+                Some(cargo) => crate::cargo_workload::check(cargo).map_err(|reason| {
+                    anyhow::anyhow!(
+                        "invalid configuration in {path}, line {line}: workload \
+                                 {name:?}: {reason}"
+                    )
+                })?,
+                None if empty => bail!(
                     "invalid configuration in {path}, line {line}: workload {name:?} has an \
-                     empty `command`"
-                );
+                     empty `command` (give `command`, or `cargo` for a cargo bench/test/run)"
+                ),
+                None => {}
             }
             if workload.shards == 0 {
                 bail!(
@@ -729,6 +753,33 @@ allow_failure = true
             format!("{err:#}").contains("are both named \"w.part1of2\""),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn a_workload_is_a_command_or_a_cargo_command() {
+        let config =
+            parse("[[workload]]\nname = \"b\"\nrole = \"train\"\ncargo = [\"bench\"]\n").unwrap();
+        assert_eq!(
+            config.workloads[0].cargo.as_deref(),
+            Some(&["bench".to_owned()][..])
+        );
+        for (text, expected) in [
+            (
+                "command = \"x\"\ncargo = [\"bench\"]",
+                "both `command` and `cargo`",
+            ),
+            ("", "give `command`, or `cargo`"),
+            (
+                "cargo = [\"bench\", \"--target-dir\", \"t\"]",
+                "`--target-dir` in `cargo`",
+            ),
+        ] {
+            let err = parse(&format!(
+                "[[workload]]\nname = \"b\"\nrole = \"train\"\n{text}\n"
+            ))
+            .unwrap_err();
+            assert!(format!("{err:#}").contains(expected), "{err:#}");
+        }
     }
 
     #[test]

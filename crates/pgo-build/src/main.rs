@@ -7,6 +7,7 @@ mod app;
 mod bundle;
 mod cargo_build;
 mod cargo_config;
+mod cargo_workload;
 mod cli;
 mod command;
 mod config;

@@ -6,7 +6,7 @@
 //! silently: each is listed with the reason. `llvm-profdata merge` would skip 0-byte inputs and
 //! exit 0, which is exactly the silent degradation this module exists to prevent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -80,9 +80,12 @@ pub fn workload_dirs(raw_dir: &Path) -> Vec<(String, PathBuf)> {
 }
 
 /// Every `*.profraw` in the given workload directories, attributed to binaries by build id.
+/// In the directories of `cargo_runs` (cargo workloads), files of other binaries are the
+/// workload's own bench, test or example binaries: usable, attributed to the workload.
 pub fn collect(
     workload_dirs: &[(String, PathBuf)],
     instrumented: &StageManifest,
+    cargo_runs: &BTreeSet<String>,
 ) -> Result<Vec<RawProfile>> {
     let by_build_id: BTreeMap<&str, &str> = instrumented
         .binaries
@@ -99,7 +102,7 @@ pub fn collect(
             let name = file_name(&path);
             let build_id = name.split('_').next().unwrap_or_default();
             let binary = by_build_id.get(build_id).map(|b| b.to_string());
-            let rejected = if binary.is_none() {
+            let rejected = if binary.is_none() && !cargo_runs.contains(workload) {
                 Some(format!(
                     "written by a binary that is not one of the current instrumented binaries \
                      (build id {build_id}): a stale file from an older instrumented build, or \
@@ -295,15 +298,36 @@ impl Accounting {
         valid_inputs_of(&self.profiles, binary)
     }
 
+    /// Per cargo workload run: the usable files its own bench/test/example binaries wrote
+    /// (they go into the profile of every binary, see [`collect`]).
+    pub fn cargo_inputs(&self) -> BTreeMap<&str, Vec<&Path>> {
+        let mut runs: BTreeMap<&str, Vec<&Path>> = BTreeMap::new();
+        for profile in &self.profiles {
+            if profile.binary.is_none() && profile.rejected.is_none() {
+                runs.entry(profile.workload.as_str())
+                    .or_default()
+                    .push(profile.path.as_path());
+            }
+        }
+        runs
+    }
+
     pub fn rejected(&self) -> impl Iterator<Item = &RawProfile> {
         self.profiles.iter().filter(|p| p.rejected.is_some())
     }
 }
 
+/// The raw profile directories of a training: workload run name → directory, and which runs
+/// are cargo workloads (see [`collect`]).
+pub struct RawDirs<'a> {
+    pub workloads: &'a [(String, PathBuf)],
+    pub cargo_runs: &'a BTreeSet<String>,
+}
+
 /// Collects, attributes and checks every raw profile of the given workload directories, and
 /// measures each binary's coverage.
 pub fn account(
-    workload_dirs: &[(String, PathBuf)],
+    dirs: &RawDirs,
     instrumented: &StageManifest,
     binaries: &[&str],
     profdata: &LlvmTool,
@@ -311,7 +335,8 @@ pub fn account(
     scratch_dir: &Path,
     printer: &Printer,
 ) -> Result<Accounting> {
-    let mut profiles = collect(workload_dirs, instrumented)?;
+    let workload_dirs = dirs.workloads;
+    let mut profiles = collect(workload_dirs, instrumented, dirs.cargo_runs)?;
     check_readable(&mut profiles, profdata, scratch_dir, printer)?;
     explain_other_llvm(&mut profiles, llvm_major);
     let mut starts = BTreeMap::new();
@@ -645,7 +670,12 @@ mod tests {
         std::fs::write(raw.join("bbbb_2.profraw"), raw_header(10)).unwrap();
         // A C program built with an older clang, writing into the same directory.
         std::fs::write(raw.join("%b_3.profraw"), raw_header(8)).unwrap();
-        let mut profiles = collect(&workload_dirs(&dir.path().join("raw")), &manifest()).unwrap();
+        let mut profiles = collect(
+            &workload_dirs(&dir.path().join("raw")),
+            &manifest(),
+            &BTreeSet::new(),
+        )
+        .unwrap();
         assert_eq!(
             profiles
                 .iter()
@@ -723,7 +753,12 @@ mod tests {
         std::fs::write(raw.join("bbbb_456_0.profraw"), b"").unwrap();
         std::fs::write(raw.join("dddd_789_0.profraw"), b"data").unwrap();
         std::fs::write(raw.join("notes.txt"), b"ignored").unwrap();
-        let profiles = collect(&workload_dirs(&dir.path().join("raw")), &manifest()).unwrap();
+        let profiles = collect(
+            &workload_dirs(&dir.path().join("raw")),
+            &manifest(),
+            &BTreeSet::new(),
+        )
+        .unwrap();
         assert_eq!(profiles.len(), 3);
         assert_eq!(profiles[0].binary.as_deref(), Some("server"));
         assert!(profiles[0].rejected.is_none());

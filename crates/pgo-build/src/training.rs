@@ -104,6 +104,12 @@ impl Target<'_> {
     }
 
     fn command(&self, workload: &Workload) -> Result<Cmd> {
+        if workload.cargo.is_some() {
+            bail!(
+                "workload `{}` is a cargo command, which runs only as resolved for a stage",
+                workload.name()
+            );
+        }
         let vars = self.variables(workload);
         let words: Vec<std::ffi::OsString> = match &workload.command {
             WorkloadCommand::Shell(line) => shell_words(line),

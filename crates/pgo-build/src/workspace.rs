@@ -29,6 +29,8 @@ pub struct Workspace {
     /// are hashed relative to it), so its symbol names, and those of every crate depending on
     /// it, change when the checkout moves: a profile recorded at another path misses them.
     pub outside_path_dependencies: std::collections::BTreeMap<String, PathBuf>,
+    /// Member package → the members it depends on.
+    pub member_dependencies: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Which binaries to build: `-p`, `--bin` and `[build] bins` in one place.
@@ -100,13 +102,55 @@ impl Workspace {
                 (!path.starts_with(&root)).then(|| (dependency.name.clone(), path.to_owned()))
             })
             .collect();
+        let members: Vec<String> = metadata
+            .workspace_packages()
+            .iter()
+            .map(|p| p.name.to_string())
+            .collect();
+        let member_dependencies = metadata
+            .workspace_packages()
+            .iter()
+            .map(|package| {
+                let deps = package
+                    .dependencies
+                    .iter()
+                    .filter(|d| members.contains(&d.name))
+                    .map(|d| d.name.clone())
+                    .collect();
+                (package.name.to_string(), deps)
+            })
+            .collect();
         Workspace {
             root,
             target_dir: metadata.target_directory.clone().into_std_path_buf(),
             manifests,
             binaries,
             outside_path_dependencies,
+            member_dependencies,
         }
+    }
+
+    /// The crate names of the workspace's own code in `bin`: the binary's crate, its
+    /// package's library and every member it depends on, directly or not.
+    pub fn own_crates(&self, bin: &BinTarget) -> std::collections::BTreeSet<String> {
+        let crate_name = |name: &str| name.replace('-', "_");
+        let mut crates = std::collections::BTreeSet::from([crate_name(&bin.name)]);
+        let mut pending = vec![bin.package.clone()];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(package) = pending.pop() {
+            if !seen.insert(package.clone()) {
+                continue;
+            }
+            crates.insert(crate_name(&package));
+            pending.extend(
+                self.member_dependencies
+                    .get(&package)
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+        }
+        crates
     }
 
     pub fn select(&self, selection: &Selection) -> Result<Vec<BinTarget>> {
@@ -222,6 +266,7 @@ mod tests {
                 bin("cli", "tools"),
             ],
             outside_path_dependencies: Default::default(),
+            member_dependencies: Default::default(),
         }
     }
 

@@ -2544,3 +2544,119 @@ fn merge_weights_multiply_each_bundles_counts() {
     assert_eq!(weights, [1, 3], "in shard order, whatever the order given");
     assert_eq!(sum, totals[0] + 3 * totals[1]);
 }
+
+/// The example trained from its benchmark alone (`examples/pgo-build.bench.toml`, smaller).
+const BENCH_TRAINED_CONFIG: &str = r#"
+[build]
+bins = ["coordinator", "worker"]
+
+[[workload]]
+name = "bench"
+role = "train"
+cargo = ["bench", "-p", "engine", "--bench", "queries", "--", "workloads/train.queries", "30000", "1", "1"]
+
+[[workload]]
+name = "engine-tests"
+role = "train"
+cargo = ["test", "-p", "engine", "--lib"]
+
+[[workload]]
+name = "bench-holdout"
+role = "holdout"
+cargo = ["bench", "-p", "engine", "--bench", "queries", "--", "workloads/holdout.queries", "30000", "2", "1"]
+"#;
+
+#[test]
+fn cargo_bench_and_test_workloads_train_the_binaries_and_a_held_out_bench_is_compared() {
+    let fixture = Fixture::example("ws");
+    fixture.write("pgo-build.toml", BENCH_TRAINED_CONFIG);
+    fixture.run(&["instrument"]).success();
+    let train = fixture.run(&["train"]);
+    train
+        .success()
+        .stderr_contains("trains on a test suite")
+        .stderr_contains("`coordinator` itself ran in no train workload");
+    // Every raw file of the bench and test binaries is theirs, none "unknown".
+    let report = fixture.report();
+    assert_eq!(
+        report["rejected_profiles"],
+        serde_json::json!([]),
+        "{report:#}"
+    );
+    let stdout = train.stdout();
+    let engine_row = stdout
+        .lines()
+        .find(|line| line.contains("bench ") && line.contains("worker"))
+        .unwrap_or_else(|| panic!("no coverage row for the bench\n{}", train.describe()));
+    let run: u32 = engine_row
+        .split('┆')
+        .nth(3)
+        .and_then(|cell| cell.trim().split('/').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(run > 10, "the bench ran engine functions: {engine_row}");
+    assert!(stdout.contains("engine-tests"), "{stdout}");
+
+    // The engine's functions get the bench's counts: nothing of the engine without data.
+    let optimize = fixture.run(&["optimize"]);
+    optimize.success();
+    assert!(
+        !optimize
+            .stdout()
+            .lines()
+            .any(|line| line.starts_with("│ engine")),
+        "engine functions without profile data\n{}",
+        optimize.describe()
+    );
+    let diagnostics = &fixture.report()["optimize_diagnostics"];
+    assert!(
+        diagnostics.to_string().contains("coordinator"),
+        "{diagnostics}"
+    );
+
+    // The held-out bench, built in each stage with that stage's flags.
+    fixture.run(&["build"]).success();
+    let compare = fixture.run(&["compare", "--workload", "bench-holdout", "--rounds", "2"]);
+    compare.success();
+    assert!(
+        compare.stdout().contains("bench-holdout"),
+        "{}",
+        compare.describe()
+    );
+    for stage in ["baseline", "optimized"] {
+        let deps = fixture.root().join(format!(
+            "target/pgo-build/{stage}/cargo-target/{}/release/deps",
+            host_triple()
+        ));
+        assert!(
+            std::fs::read_dir(&deps)
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("queries-")),
+            "no bench binary built in the {stage} stage"
+        );
+    }
+}
+
+#[test]
+fn a_cargo_workload_asking_for_another_profile_is_refused() {
+    let fixture = Fixture::example("ws");
+    fixture.write(
+        "pgo-build.toml",
+        "[build]\nbins = [\"worker\"]\n\n[[workload]]\nname = \"b\"\nrole = \"train\"\n\
+         cargo = [\"bench\", \"-p\", \"engine\", \"--profile\", \"bench\"]\n",
+    );
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("asks for cargo profile `bench`, but the stages are built with `release`");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"b\"\nrole = \"train\"\ncargo = [\"build\"]\n",
+    );
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("`cargo build` is not supported");
+}

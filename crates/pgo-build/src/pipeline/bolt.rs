@@ -65,7 +65,24 @@ impl Session {
 
         let raw_root = self.layout.bolt_profiles_dir().join("raw");
         let instrumented = self.bolt_instrument(&bolt, &input, &binaries, &raw_root)?;
-        let workloads = self.training_workloads(&[])?;
+        // Cargo workloads run binaries of their own (benches, tests), never the staged ones
+        // BOLT instruments: they cannot train it.
+        let (workloads, cargo): (Vec<_>, Vec<_>) = self
+            .training_workloads(&[])?
+            .into_iter()
+            .partition(|w| w.cargo.is_none());
+        if let Some(first) = cargo.first() {
+            self.printer.info(format!(
+                "BOLT training skips cargo workload `{}`{}: it runs binaries of its own, not the \
+                 staged ones BOLT optimizes",
+                first.name(),
+                if cargo.len() > 1 {
+                    " and the other cargo workloads"
+                } else {
+                    ""
+                }
+            ));
+        }
         self.run_training(
             Stage::BoltInstrumented,
             &instrumented,

@@ -14,7 +14,9 @@ use crate::cargo_build::{
     StageManifest,
 };
 use crate::cargo_config;
+use crate::cargo_workload;
 use crate::config::LinkJobs;
+use crate::config::{Workload, WorkloadCommand};
 use crate::layout::{Stage, relative_to};
 use crate::linker::{self, LinkSummary};
 use crate::profiles;
@@ -89,38 +91,11 @@ impl Session {
         stage_rustflags: &[String],
         show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
     ) -> Result<BuildOutput> {
-        let (slots, slots_reason) = self.link_slots()?;
         let log = self.layout.stage_dir(stage).join("links.jsonl");
         if log.exists() {
             std::fs::remove_file(&log)?;
         }
-        let real =
-            linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.cargo_config)?;
-        let wrapper = linker::wrapper(&self.layout.root().join("linker"), &real)?;
-        let setup = LinkerSetup {
-            flag: format!(
-                "-Clinker={}",
-                relative_to(&wrapper, &self.workspace.root).display()
-            ),
-            env: vec![
-                (linker::MODE_ENV.to_owned(), "1".to_owned()),
-                (
-                    linker::REAL_LINKER_ENV.to_owned(),
-                    real.to_string_lossy().into_owned(),
-                ),
-                (linker::SLOTS_ENV.to_owned(), slots.to_string()),
-                // Shared by every stage, so concurrent pgo-build processes share the bound too.
-                (
-                    linker::SLOTS_DIR_ENV.to_owned(),
-                    self.layout.root().join("link-slots").display().to_string(),
-                ),
-                (linker::LOG_ENV.to_owned(), log.display().to_string()),
-            ],
-        };
-        self.printer.detail(format!(
-            "links: {slots} at a time ({slots_reason}); linker {}",
-            real.to_string_lossy()
-        ));
+        let (setup, slots, slots_reason) = self.linker_setup(stage)?;
         let request = BuildRequest {
             stage,
             bins,
@@ -178,6 +153,121 @@ impl Session {
             LinkSummary::from_records(slots, slots_reason, &records),
         );
         Ok(output)
+    }
+
+    /// A workload as it runs against `stage`: itself, or for a `cargo` workload that cargo
+    /// command with the stage's own build settings, as recorded in its `stage.json` (target
+    /// dir, cargo profile, target, features, rustflags, linker), so the units it shares with
+    /// the staged binaries are reused as they are.
+    pub(crate) fn resolve_workload(
+        &self,
+        stage: Stage,
+        manifest: &StageManifest,
+        workload: &Workload,
+    ) -> Result<Workload> {
+        let Some(args) = &workload.cargo else {
+            return Ok(workload.clone());
+        };
+        if !matches!(
+            stage,
+            Stage::Baseline | Stage::Instrumented | Stage::Optimized
+        ) {
+            bail!(
+                "workload `{}` is a cargo workload: it builds its own binaries, and the {} stage \
+                 is made by post-processing staged binaries (BOLT), so it cannot run against it",
+                workload.name(),
+                stage.name()
+            );
+        }
+        let settings = &manifest.settings;
+        cargo_workload::check_profile(args, &settings.profile).map_err(|reason| {
+            anyhow::anyhow!(
+                "workload `{}` in {}: {reason}",
+                workload.name(),
+                self.config.display_path()
+            )
+        })?;
+        let mut flags = settings.common_rustflags.clone();
+        flags.extend(manifest.stage_rustflags.iter().cloned());
+        for flag in &flags {
+            // The optimized stage names its profile by a copy outside the checkout.
+            if let Some(copy) = flag
+                .strip_prefix("-Cprofile-use=")
+                .map(std::path::Path::new)
+                && !copy.is_file()
+            {
+                let original = self
+                    .layout
+                    .profiles_dir()
+                    .join(copy.file_name().unwrap_or_default());
+                if !original.is_file() || profiles::checkout_independent(&original) != copy {
+                    bail!(
+                        "the profile the {} stage was built with ({}) is gone; run `pgo-build \
+                         optimize` again before running cargo workload `{}` against it",
+                        stage.name(),
+                        copy.display(),
+                        workload.name()
+                    );
+                }
+            }
+        }
+        let (linker, _, _) = self.linker_setup(stage)?;
+        flags.push(linker.flag.clone());
+        let mut line = vec![
+            crate::workspace::cargo_program()
+                .to_string_lossy()
+                .into_owned(),
+        ];
+        line.extend(cargo_workload::command_line(
+            args,
+            &settings.profile,
+            &settings.host,
+            &self.layout.cargo_target_dir(stage),
+            &settings.features,
+        ));
+        let mut resolved = workload.clone();
+        resolved.command = WorkloadCommand::Argv(line);
+        resolved.cargo = None;
+        resolved
+            .env
+            .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
+        resolved.env.extend(linker.env);
+        Ok(resolved)
+    }
+
+    /// pgo-build in front of the linker for a stage's builds (see linker.rs): the `-C linker`
+    /// flag and the wrapper's variables, with the link slots and why that many.
+    pub(super) fn linker_setup(&self, stage: Stage) -> Result<(LinkerSetup, usize, String)> {
+        let (slots, slots_reason) = self.link_slots()?;
+        let log = self.layout.stage_dir(stage).join("links.jsonl");
+        let real =
+            linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.cargo_config)?;
+        let wrapper = linker::wrapper(&self.layout.root().join("linker"), &real)?;
+        let setup = LinkerSetup {
+            flag: format!(
+                "-Clinker={}",
+                relative_to(&wrapper, &self.workspace.root).display()
+            ),
+            env: vec![
+                (linker::MODE_ENV.to_owned(), "1".to_owned()),
+                (
+                    linker::REAL_LINKER_ENV.to_owned(),
+                    real.to_string_lossy().into_owned(),
+                ),
+                (linker::SLOTS_ENV.to_owned(), slots.to_string()),
+                // Shared by every stage, so concurrent pgo-build processes share the bound too.
+                (
+                    linker::SLOTS_DIR_ENV.to_owned(),
+                    self.layout.root().join("link-slots").display().to_string(),
+                ),
+                (linker::LOG_ENV.to_owned(), log.display().to_string()),
+            ],
+        };
+        self.printer.detail(format!(
+            "links: {slots} at a time ({slots_reason}); linker {}",
+            real.to_string_lossy()
+        ));
+        Ok((setup, slots, slots_reason))
     }
 
     /// How many links may run at once: `[build] link_jobs`, or the memory budget divided by

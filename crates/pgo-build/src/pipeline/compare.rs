@@ -404,13 +404,19 @@ impl Session {
                 },
             )
             .collect();
+        // A cargo workload builds and runs its benches with each variant's own build settings.
+        let resolved: Vec<Workload> = order
+            .iter()
+            .map(|(stage, manifest)| self.resolve_workload(*stage, manifest, workload))
+            .collect::<Result<_>>()?;
         let printer = self.printer;
         let mut outcomes = Vec::new();
         if side_by_side {
             let results: Vec<Result<training::Outcome>> = std::thread::scope(|scope| {
                 let handles: Vec<_> = targets
                     .iter()
-                    .map(|target| scope.spawn(|| target.run(workload, &printer)))
+                    .zip(&resolved)
+                    .map(|(target, workload)| scope.spawn(|| target.run(workload, &printer)))
                     .collect();
                 handles
                     .into_iter()
@@ -421,8 +427,8 @@ impl Session {
                 outcomes.push(self.checked_run(workload, target.stage, result?)?);
             }
         } else {
-            for target in &targets {
-                let outcome = target.run(workload, &printer)?;
+            for (target, running) in targets.iter().zip(&resolved) {
+                let outcome = target.run(running, &printer)?;
                 outcomes.push(self.checked_run(workload, target.stage, outcome)?);
             }
         }

@@ -17,7 +17,7 @@ use super::Session;
 use super::build::executables_of;
 use super::profile;
 use super::shard::MergedBundles;
-use super::train::no_profile_message;
+use super::train::{cargo_only_message, no_profile_message};
 use crate::cargo_build::VALUE_PROFILING_OFF;
 use crate::cargo_build::{self, BuildSettings, StageManifest};
 use crate::cli::OptimizeArgs;
@@ -188,10 +188,17 @@ impl Session {
         }
         self.print_accounting(&accounting);
         self.report_accounting(&accounting)?;
+        // Profiles of cargo workloads' own binaries go into every binary's profile.
+        let from_cargo = !accounting.cargo_inputs().is_empty();
+        for bin in &self.bins {
+            if from_cargo && accounting.per_binary[&bin.name].valid_files == 0 {
+                self.caution(cargo_only_message(&bin.name))?;
+            }
+        }
         let missing = self
             .bins
             .iter()
-            .filter(|bin| accounting.per_binary[&bin.name].valid_files == 0)
+            .filter(|bin| !from_cargo && accounting.per_binary[&bin.name].valid_files == 0)
             .map(|bin| {
                 (
                     bin.clone(),

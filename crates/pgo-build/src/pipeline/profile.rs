@@ -246,10 +246,14 @@ impl Session {
         self.report.overlap.clear();
         let mut warnings = Vec::new();
         for bin in self.bins.clone() {
+            // A binary's own files, and those of cargo workloads' bench/test binaries, whose
+            // library functions carry the same names as the binary's.
             let inputs = |accounting: &Accounting| -> Vec<PathBuf> {
+                let cargo = accounting.cargo_inputs();
                 accounting
                     .valid_inputs_of(&bin.name)
                     .into_iter()
+                    .chain(cargo.values().flatten().copied())
                     .map(Path::to_owned)
                     .collect()
             };

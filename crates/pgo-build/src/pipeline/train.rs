@@ -81,10 +81,26 @@ impl Session {
                 "{reason}; `pgo-build optimize` refuses until it is trained"
             ))?;
         }
+        if let Some(test) = runs
+            .iter()
+            .find(|w| w.cargo.as_ref().is_some_and(|c| c[0] == "test"))
+        {
+            self.printer.warn(format!(
+                "workload `{}` trains on a test suite: tests exercise setup and error paths more \
+                 than the hot paths, so measure the optimized build with a holdout workload \
+                 before trusting this profile",
+                test.name()
+            ));
+        }
         let accounting = self.account_dirs(&usable, &instrumented)?;
         self.print_accounting(&accounting);
         self.report_accounting(&accounting)?;
+        let from_cargo = self.print_cargo_coverage(&accounting)?;
         for (binary, figures) in &accounting.per_binary {
+            if figures.valid_files == 0 && from_cargo {
+                self.caution(cargo_only_message(binary))?;
+                continue;
+            }
             if figures.valid_files == 0 {
                 if args.shard.is_some() {
                     // Another shard may well run it; `merge` judges the whole.
@@ -150,7 +166,8 @@ impl Session {
             };
             self.printer
                 .info(format!("workload {} ...", workload.run_name()));
-            let outcome = target.run(workload, &self.printer)?;
+            let running = self.resolve_workload(stage, manifest, workload)?;
+            let outcome = target.run(&running, &self.printer)?;
             finish(workload, &outcome)?;
             warn_about_error_lines(&self.printer, &workload.run_name(), &outcome.log_path);
             self.printer.info(format!(
@@ -358,8 +375,19 @@ impl Session {
             return Ok(accounting.clone());
         }
         let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
+        let cargo_runs = self
+            .config
+            .workloads
+            .iter()
+            .filter(|w| w.cargo.is_some())
+            .flat_map(Workload::parts)
+            .map(|w| w.run_name())
+            .collect();
         let accounting = profiles::account(
-            workload_dirs,
+            &profiles::RawDirs {
+                workloads: workload_dirs,
+                cargo_runs: &cargo_runs,
+            },
             instrumented,
             &binaries,
             self.profdata()?,
@@ -381,6 +409,50 @@ impl Session {
         }
         self.printer.table(&table);
         *self.shown_accounting.borrow_mut() = Some(table);
+    }
+
+    /// For every cargo workload run with profiles: how much of each binary's own workspace
+    /// code (its crate and the members it depends on) its bench/test binaries ran. Returns
+    /// whether any cargo workload contributed.
+    pub(super) fn print_cargo_coverage(&self, accounting: &Accounting) -> Result<bool> {
+        let runs = accounting.cargo_inputs();
+        if runs.is_empty() {
+            return Ok(false);
+        }
+        let profdata = self.profdata()?.clone();
+        let scratch = self.layout.profiles_dir().join("scratch");
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Cargo workload",
+            "Profile files",
+            "Binary",
+            "Functions of its workspace crates run",
+        ]);
+        for (run, inputs) in &runs {
+            let merged = scratch.join(format!("cargo-{run}.profdata"));
+            profiles::merge_to(inputs, &merged, &profdata, &self.printer)?;
+            let functions = crate::insight::functions(&merged, &profdata, &self.printer)?;
+            for bin in &self.bins {
+                let crates = self.workspace.own_crates(bin);
+                let own: Vec<_> = functions
+                    .iter()
+                    .filter(|f| crates.contains(&f.krate))
+                    .collect();
+                let run_count = own.iter().filter(|f| f.total > 0).count();
+                table.add_row([
+                    run.to_string(),
+                    inputs.len().to_string(),
+                    bin.name.clone(),
+                    format!(
+                        "{run_count}/{} ({})",
+                        own.len(),
+                        crates.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ]);
+            }
+        }
+        self.printer.table(table);
+        Ok(true)
     }
 
     /// Each binary's training figures into the report (`profiles`).
@@ -437,6 +509,15 @@ impl Session {
         }
         self.caution(message)
     }
+}
+
+/// A binary no workload ran, whose profile data comes from cargo workloads only.
+pub(super) fn cargo_only_message(binary: &str) -> String {
+    format!(
+        "`{binary}` itself ran in no train workload: its profile comes from benchmarks or tests \
+         (cargo workloads) only, so the library code they share with it has data but its own \
+         `main` paths look cold"
+    )
 }
 
 /// Readies `raw_dir/<workload>/` for a run against the instrumented binaries and returns the
