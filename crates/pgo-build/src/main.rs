@@ -12,6 +12,7 @@ mod cli;
 mod command;
 mod config;
 mod counter;
+mod criterion;
 mod insight;
 mod interrupt;
 mod layout;

@@ -17,6 +17,7 @@ use crate::cargo_config;
 use crate::cargo_workload;
 use crate::config::LinkJobs;
 use crate::config::{Workload, WorkloadCommand};
+use crate::criterion;
 use crate::layout::{Stage, relative_to};
 use crate::linker::{self, LinkSummary};
 use crate::profiles;
@@ -232,6 +233,13 @@ impl Session {
             .env
             .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
         resolved.env.extend(linker.env);
+        // criterion's results per stage, not one directory that mixes variants.
+        resolved.env.insert(
+            "CRITERION_HOME".to_owned(),
+            criterion::home(&self.layout.cargo_target_dir(stage))
+                .display()
+                .to_string(),
+        );
         Ok(resolved)
     }
 

@@ -18,9 +18,12 @@ use crate::cargo_build::{StageManifest, age};
 use crate::cli::{CompareArgs, CompareRole, Metric, Rounds};
 use crate::config::{Role, Workload};
 use crate::counter::Counter;
+use crate::criterion;
 use crate::layout::Stage;
-use crate::report::tables::compare_table;
-use crate::report::{CandidateSummary, CompareResult, RunSample, WorkloadComparison};
+use crate::report::tables::{benchmark_table, compare_table};
+use crate::report::{
+    BenchmarkComparison, CandidateSummary, CompareResult, RunSample, WorkloadComparison,
+};
 use crate::stats::{self, Verdict};
 use crate::training;
 
@@ -133,6 +136,9 @@ impl Session {
             geometric_mean,
         };
         self.printer.table(compare_table(&result));
+        if let Some(table) = benchmark_table(&result) {
+            self.printer.table(table);
+        }
         for comparison in &result.workloads {
             for (candidate, summary) in &comparison.candidates {
                 if let Some(note) = &summary.by(args.metric).resolution_note {
@@ -316,6 +322,18 @@ impl Session {
         let mut runs = Vec::new();
         let mut rounds = 0;
         let mut candidates = BTreeMap::new();
+        // criterion results of an earlier comparison must not be read as this one's.
+        let criterion_homes: Vec<std::path::PathBuf> = variants
+            .iter()
+            .map(|(stage, _)| criterion::home(&self.layout.cargo_target_dir(*stage)))
+            .collect();
+        if workload.cargo.is_some() {
+            for home in &criterion_homes {
+                if home.exists() {
+                    std::fs::remove_dir_all(home)?;
+                }
+            }
+        }
         // Round 0 is the warm-up (page cache, CPU frequency); it is not counted, and not run
         // under the instruction counter. It also measures how many cores the workload keeps
         // busy (CPU time / wall time), which decides whether variants fit side by side.
@@ -348,11 +366,17 @@ impl Session {
             let log = self.compare_log(workload, *stage);
             warn_about_error_lines(&self.printer, workload.name(), &log);
         }
+        let benchmarks = if workload.cargo.is_some() {
+            benchmark_comparisons(variants, &criterion_homes)
+        } else {
+            Vec::new()
+        };
         Ok(WorkloadComparison {
             workload: workload.name().to_owned(),
             role: role.to_owned(),
             runs,
             candidates,
+            benchmarks,
         })
     }
 
@@ -591,4 +615,31 @@ fn summarize_candidates(
         );
     }
     candidates
+}
+
+/// Each criterion benchmark's estimate of every candidate against the reference (the first
+/// variant), where both have one.
+fn benchmark_comparisons(
+    variants: &[(Stage, StageManifest)],
+    homes: &[std::path::PathBuf],
+) -> Vec<BenchmarkComparison> {
+    let estimates: Vec<_> = homes
+        .iter()
+        .map(|home| criterion::estimates(home))
+        .collect();
+    let mut comparisons = Vec::new();
+    for ((stage, _), candidate) in variants.iter().zip(&estimates).skip(1) {
+        for (benchmark, reference) in &estimates[0] {
+            if let Some(estimate) = candidate.get(benchmark) {
+                comparisons.push(BenchmarkComparison {
+                    benchmark: benchmark.clone(),
+                    candidate: stage.name().to_owned(),
+                    reference_estimate: *reference,
+                    candidate_estimate: *estimate,
+                    ratio: estimate.median_ns / reference.median_ns,
+                });
+            }
+        }
+    }
+    comparisons
 }

@@ -19,8 +19,8 @@ mod records;
 pub mod tables;
 
 pub use records::{
-    BinaryRecord, BoltRecord, CandidateSummary, CompareResult, RejectedProfile, RunSample,
-    StageRecord, WorkloadComparison, WorkloadRecord,
+    BenchmarkComparison, BinaryRecord, BoltRecord, CandidateSummary, CompareResult,
+    RejectedProfile, RunSample, StageRecord, WorkloadComparison, WorkloadRecord,
 };
 pub use tables::human_bytes;
 

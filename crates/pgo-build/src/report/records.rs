@@ -116,6 +116,21 @@ pub struct WorkloadComparison {
     pub runs: Vec<RunSample>,
     /// Candidate → summaries of candidate/reference ratios.
     pub candidates: BTreeMap<String, CandidateSummary>,
+    /// A cargo bench workload using criterion: each benchmark's own estimate per variant,
+    /// from the last round.
+    #[serde(default)]
+    pub benchmarks: Vec<BenchmarkComparison>,
+}
+
+/// One criterion benchmark of a held-out cargo bench workload, candidate against reference.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchmarkComparison {
+    pub benchmark: String,
+    pub candidate: String,
+    pub reference_estimate: crate::criterion::Estimate,
+    pub candidate_estimate: crate::criterion::Estimate,
+    /// candidate median / reference median.
+    pub ratio: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

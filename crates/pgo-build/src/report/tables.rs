@@ -141,6 +141,56 @@ pub fn percent(ratio: f64) -> String {
     format!("{:+.1}%", (ratio - 1.0) * 100.0)
 }
 
+/// criterion's per-benchmark estimates of held-out cargo benches: median time per iteration
+/// and its interval per variant. `None` when no workload had any.
+pub fn benchmark_table(result: &CompareResult) -> Option<String> {
+    let rows: Vec<_> = result
+        .workloads
+        .iter()
+        .flat_map(|w| w.benchmarks.iter().map(move |b| (w, b)))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let time = |e: &crate::criterion::Estimate| {
+        format!(
+            "{} ({} … {})",
+            nanos(e.median_ns),
+            nanos(e.lower_ns),
+            nanos(e.upper_ns)
+        )
+    };
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Workload",
+        "Benchmark (criterion)",
+        "Variant",
+        &format!("{} median (95% CI)", result.reference),
+        "Candidate median (95% CI)",
+        "Change",
+    ]);
+    for (workload, bench) in rows {
+        table.add_row([
+            workload.workload.clone(),
+            bench.benchmark.clone(),
+            bench.candidate.clone(),
+            time(&bench.reference_estimate),
+            time(&bench.candidate_estimate),
+            percent(bench.ratio),
+        ]);
+    }
+    Some(table.to_string())
+}
+
+fn nanos(ns: f64) -> String {
+    match ns {
+        n if n >= 1e9 => format!("{:.3} s", n / 1e9),
+        n if n >= 1e6 => format!("{:.3} ms", n / 1e6),
+        n if n >= 1e3 => format!("{:.3} µs", n / 1e3),
+        n => format!("{n:.1} ns"),
+    }
+}
+
 pub fn compare_table(result: &CompareResult) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_header([
@@ -274,7 +324,7 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{CandidateSummary, WorkloadComparison};
+    use crate::report::{BenchmarkComparison, CandidateSummary, WorkloadComparison};
     use crate::stats::summarize;
 
     fn comparison(instructions: bool) -> CompareResult {
@@ -303,9 +353,35 @@ mod tests {
                 role: "holdout".into(),
                 runs: Vec::new(),
                 candidates: [("optimized".to_owned(), summary)].into(),
+                benchmarks: Vec::new(),
             }],
             geometric_mean: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn criterion_estimates_get_a_table_of_their_own() {
+        let mut result = comparison(false);
+        assert!(benchmark_table(&result).is_none(), "no criterion, no table");
+        let estimate = |median_ns| crate::criterion::Estimate {
+            median_ns,
+            lower_ns: median_ns - 1000.0,
+            upper_ns: median_ns + 1000.0,
+        };
+        result.workloads[0].benchmarks.push(BenchmarkComparison {
+            benchmark: "parse/small".into(),
+            candidate: "optimized".into(),
+            reference_estimate: estimate(200_000.0),
+            candidate_estimate: estimate(150_000.0),
+            ratio: 0.75,
+        });
+        let table = benchmark_table(&result).unwrap();
+        assert!(table.contains("parse/small"), "{table}");
+        assert!(
+            table.contains("200.000 µs (199.000 µs … 201.000 µs)"),
+            "{table}"
+        );
+        assert!(table.contains("-25.0%"), "{table}");
     }
 
     /// The cells of the table's one data row, split on the table's column separator.
