@@ -2614,6 +2614,19 @@ fn cargo_bench_and_test_workloads_train_the_binaries_and_a_held_out_bench_is_com
         "{diagnostics}"
     );
 
+    // `profile overlap` runs the held-out bench instrumented and compares the shared
+    // functions' counts with training's.
+    let overlap = fixture.run(&["profile", "overlap"]);
+    overlap.success();
+    let worker = overlap
+        .stdout()
+        .lines()
+        .find(|line| line.starts_with("│ worker"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no overlap row for worker\n{}", overlap.describe()));
+    assert!(!worker.contains("no holdout profile"), "{worker}");
+    assert!(worker.contains('%'), "{worker}");
+
     // The held-out bench, built in each stage with that stage's flags.
     fixture.run(&["build"]).success();
     let compare = fixture.run(&["compare", "--workload", "bench-holdout", "--rounds", "2"]);
