@@ -2673,3 +2673,65 @@ fn a_cargo_workload_asking_for_another_profile_is_refused() {
         .failure()
         .stderr_contains("`cargo build` is not supported");
 }
+
+/// A real criterion benchmark held out: each stage's runs get their own CRITERION_HOME, and
+/// compare reports criterion's estimate per benchmark. (criterion takes about a minute to build
+/// per stage here; this is the one test that builds it.)
+#[test]
+fn a_held_out_criterion_bench_is_compared_per_benchmark() {
+    let fixture = Fixture::new("criterion");
+    fixture.write(
+        "pgo-build.toml",
+        r#"
+[[workload]]
+name = "train"
+role = "train"
+command = '"$PGO_BUILD_BIN_CALC" 100000'
+
+[[workload]]
+name = "sums"
+role = "holdout"
+cargo = ["bench", "-p", "calc", "--bench", "sums"]
+"#,
+    );
+    for command in ["build", "instrument", "train", "optimize"] {
+        fixture.run(&[command]).success();
+    }
+    let compare = fixture.run(&["compare", "--workload", "sums", "--rounds", "1"]);
+    compare.success();
+    assert!(
+        compare.stdout().contains("Benchmark (criterion)"),
+        "{}",
+        compare.describe()
+    );
+    let report = fixture.report();
+    let benchmarks = report["compare"]["workloads"][0]["benchmarks"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let names: Vec<&str> = benchmarks
+        .iter()
+        .map(|b| b["benchmark"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["steps_27", "total_2000"], "{report:#}");
+    for bench in &benchmarks {
+        assert_eq!(bench["candidate"], "optimized");
+        let (reference, candidate) = (&bench["reference_estimate"], &bench["candidate_estimate"]);
+        assert!(reference["lower_ns"].as_f64() <= reference["median_ns"].as_f64());
+        let ratio =
+            candidate["median_ns"].as_f64().unwrap() / reference["median_ns"].as_f64().unwrap();
+        assert!((bench["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9);
+    }
+    for stage in ["baseline", "optimized"] {
+        assert!(
+            fixture
+                .root()
+                .join(format!(
+                    "target/pgo-build/{stage}/cargo-target/criterion/total_2000/new/estimates.json"
+                ))
+                .is_file(),
+            "criterion wrote no results for the {stage} stage in its own home"
+        );
+    }
+    assert!(!fixture.root().join("target/criterion").exists());
+}
