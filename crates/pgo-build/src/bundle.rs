@@ -89,8 +89,12 @@ pub struct BundleWorkload {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BundleProfile {
-    pub binary: String,
-    /// Member name, `profiles/<binary>.profdata`.
+    /// The binary whose processes wrote it, or `None` for a cargo workload's profile.
+    pub binary: Option<String>,
+    /// The cargo workload run whose own bench/test binaries wrote it.
+    #[serde(default)]
+    pub cargo_workload: Option<String>,
+    /// Member name: `profiles/<binary>.profdata`, or `profiles/cargo-<run>.profdata`.
     pub file: String,
     /// Sum of all counters ("Total count" of `llvm-profdata show --detailed-summary`).
     pub total_count: u64,

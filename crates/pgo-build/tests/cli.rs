@@ -2614,6 +2614,18 @@ fn cargo_bench_and_test_workloads_train_the_binaries_and_a_held_out_bench_is_com
         "{diagnostics}"
     );
 
+    // A bundle carries the cargo workloads' profiles too.
+    let bundle = fixture.root().join("all.pgo");
+    fixture
+        .run(&["train", "--bundle", bundle.to_str().unwrap()])
+        .success()
+        .stderr_contains("2 workload runs, 2 profiles");
+    fixture
+        .run(&["merge", bundle.to_str().unwrap()])
+        .success()
+        .stderr_contains("`worker` itself ran in no train workload");
+    fixture.run(&["optimize"]).success();
+
     // `profile overlap` runs the held-out bench instrumented and compares the shared
     // functions' counts with training's.
     let overlap = fixture.run(&["profile", "overlap"]);

@@ -212,6 +212,11 @@ impl Session {
                 }
             }
         }
+        if stage == Stage::Instrumented {
+            // Its flags link the start marker, which an unpacked stage (another machine's
+            // build) does not bring: made again here, under the same content-addressed name.
+            start_marker::object(&self.layout.stage_dir(stage), &self.printer)?;
+        }
         let (linker, _, _) = self.linker_setup(stage)?;
         flags.push(linker.flag.clone());
         let mut line = vec![

@@ -276,15 +276,22 @@ impl Session {
             record.merged.total_functions
         ));
         self.report.merged_profile = serde_json::to_value(&record.merged).ok();
+        let from_cargo = !record.cargo_workloads.is_empty();
+        let no_own_profile = |bin: &BinTarget| {
+            record
+                .per_binary
+                .get(&bin.name)
+                .is_none_or(|figures| figures.valid_files == 0)
+        };
+        for bin in &self.bins {
+            if from_cargo && no_own_profile(bin) {
+                self.caution(cargo_only_message(&bin.name))?;
+            }
+        }
         let missing = self
             .bins
             .iter()
-            .filter(|bin| {
-                record
-                    .per_binary
-                    .get(&bin.name)
-                    .is_none_or(|figures| figures.valid_files == 0)
-            })
+            .filter(|bin| !from_cargo && no_own_profile(bin))
             .map(|bin| {
                 let reason = format!(
                     "`{}`: none of the {} merged bundles has a profile of it",

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Session;
 use super::optimize::check_same_settings;
+use super::train::cargo_only_message;
 use crate::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
     PACK_FORMAT, PackManifest,
@@ -42,6 +43,10 @@ pub struct MergedBundles {
     pub per_binary: BTreeMap<String, BinaryProfiles>,
     /// Shards of the split that no bundle brought.
     pub missing_shards: Vec<usize>,
+    /// Cargo workload runs whose bench/test binaries' profiles are in the merge (they count
+    /// for every binary).
+    #[serde(default)]
+    pub cargo_workloads: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -189,17 +194,38 @@ impl Session {
         let profdata = self.profdata()?.clone();
         let mut profiles = Vec::new();
         let mut files = Vec::new();
-        for binary in accounting.per_binary.keys() {
-            let inputs = accounting.valid_inputs_of(binary);
+        // Each binary's files, then each cargo workload's (its own bench/test binaries').
+        let cargo = accounting.cargo_inputs();
+        let sources = accounting
+            .per_binary
+            .keys()
+            .map(|binary| {
+                (
+                    Some(binary.as_str()),
+                    None,
+                    accounting.valid_inputs_of(binary),
+                )
+            })
+            .chain(
+                cargo
+                    .iter()
+                    .map(|(run, inputs)| (None, Some(*run), inputs.clone())),
+            );
+        for (binary, cargo_workload, inputs) in sources {
             if inputs.is_empty() {
                 continue;
             }
-            let file = scratch.join(format!("{binary}.profdata"));
+            let name = match (binary, cargo_workload) {
+                (Some(binary), _) => binary.to_owned(),
+                (None, run) => format!("cargo-{}", run.unwrap_or_default()),
+            };
+            let file = scratch.join(format!("{name}.profdata"));
             profiles::merge_to(&inputs, &file, &profdata, &self.printer)?;
             let summary = profiles::summary(&file, &profdata, &self.printer)?;
-            let member = format!("profiles/{binary}.profdata");
+            let member = format!("profiles/{name}.profdata");
             profiles.push(BundleProfile {
-                binary: binary.clone(),
+                binary: binary.map(str::to_owned),
+                cargo_workload: cargo_workload.map(str::to_owned),
                 file: member.clone(),
                 total_count: summary.total_count,
                 functions: summary.functions,
@@ -277,7 +303,7 @@ impl Session {
 
         // Each bundle's profiles, extracted, with that bundle's weight.
         let extracted = self.layout.profiles_dir().join("bundles");
-        let mut inputs: Vec<(u64, String, PathBuf)> = Vec::new();
+        let mut inputs: Vec<(u64, Option<String>, PathBuf)> = Vec::new();
         for (k, (path, manifest)) in bundles.iter().enumerate() {
             let dir = extracted.join(k.to_string());
             bundle::extract(path, &dir)?;
@@ -338,7 +364,7 @@ impl Session {
             }
             let files: Vec<&Path> = inputs
                 .iter()
-                .filter(|(_, b, _)| b == binary)
+                .filter(|(_, b, _)| b.as_ref() == Some(binary))
                 .map(|(_, _, file)| file.as_path())
                 .collect();
             if !files.is_empty() {
@@ -370,6 +396,11 @@ impl Session {
                 .collect(),
             per_binary,
             missing_shards,
+            cargo_workloads: bundles
+                .iter()
+                .flat_map(|(_, b)| &b.profiles)
+                .filter_map(|p| p.cargo_workload.clone())
+                .collect(),
         };
         self.print_bundle_accounting(&record);
         self.printer.info(format!(
@@ -388,7 +419,9 @@ impl Session {
         self.report.bundles = serde_json::to_value(&record).ok();
         self.record_binary_figures(&record.per_binary);
         for (binary, figures) in &record.per_binary {
-            if figures.valid_files == 0 {
+            if figures.valid_files == 0 && !record.cargo_workloads.is_empty() {
+                self.caution(cargo_only_message(binary))?;
+            } else if figures.valid_files == 0 {
                 self.caution(format!(
                     "no bundle has a profile of `{binary}`; `pgo-build optimize` will refuse to \
                      build it with PGO (see --allow-missing-profile)"
