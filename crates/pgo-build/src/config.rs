@@ -250,6 +250,9 @@ impl Workload {
             print.push_str(&format!(" cargo {cargo:?}"));
         }
         // Unsharded workloads keep the fingerprint they had before `shards` existed.
+        if self.shards > 1 {
+            print.push_str(&format!(" shards {}", self.shards));
+        }
         if let Some(part) = self.part {
             print.push_str(&format!(" part {}/{}", part.index, part.count));
         }
