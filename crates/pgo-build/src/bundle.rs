@@ -250,7 +250,8 @@ pub fn provenance(
     }
 }
 
-/// `git rev-parse HEAD`, with `-dirty` when files differ from it (untracked ones included).
+/// `git rev-parse HEAD`, with `-dirty-<hash of the diff>` when tracked files differ from it
+/// (untracked files, such as a generated Cargo.lock or a downloaded pack, are not compared).
 pub fn git_revision(root: &Path, printer: &crate::printer::Printer) -> Option<String> {
     let git = |args: &[&str]| {
         crate::command::Cmd::new("git")
@@ -260,8 +261,13 @@ pub fn git_revision(root: &Path, printer: &crate::printer::Printer) -> Option<St
             .ok()
     };
     let head = git(&["rev-parse", "HEAD"])?.trim().to_owned();
-    let dirty = git(&["status", "--porcelain"]).is_some_and(|status| !status.trim().is_empty());
-    Some(if dirty { format!("{head}-dirty") } else { head })
+    let diff = git(&["diff", "HEAD"]).unwrap_or_default();
+    Some(if diff.is_empty() {
+        head
+    } else {
+        let hash = crate::profiles::content_hash(diff.as_bytes());
+        format!("{head}-dirty-{}", &hash[..8])
+    })
 }
 
 /// Differences that make profiles of an archive unusable here, each naming the field, or

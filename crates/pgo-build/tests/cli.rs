@@ -2747,3 +2747,50 @@ cargo = ["bench", "-p", "calc", "--bench", "sums"]
     }
     assert!(!fixture.root().join("target/criterion").exists());
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let output = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+}
+
+#[test]
+fn unpack_refuses_a_pack_of_another_commit() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    fixture.write(".gitignore", "target\n*.tar.zst\nCargo.lock\n");
+    git(&fixture.root(), &["init", "-q"]);
+    git(&fixture.root(), &["add", "-A"]);
+    git(&fixture.root(), &["commit", "-qm", "one"]);
+    fixture.run(&["instrument"]).success();
+    let pack = fixture.root().join("i.tar.zst");
+    fixture
+        .run(&["pack", "instrumented", "-o", pack.to_str().unwrap()])
+        .success();
+
+    let other = Fixture::at("twobins", "clone");
+    std::fs::remove_dir_all(other.root()).unwrap();
+    git(
+        other.dir.path(),
+        &[
+            "clone",
+            "-q",
+            fixture.root().to_str().unwrap(),
+            other.root().to_str().unwrap(),
+        ],
+    );
+    other.write("app/src/extra.rs", "// a later change\n");
+    git(&other.root(), &["add", "-A"]);
+    git(&other.root(), &["commit", "-qm", "two"]);
+    other
+        .run(&["unpack", pack.to_str().unwrap()])
+        .failure()
+        .stderr_contains("git revision: the pack")
+        .stderr_contains("Unpack into a checkout of the same commit");
+    git(&other.root(), &["reset", "-q", "--hard", "HEAD~1"]);
+    other.run(&["unpack", pack.to_str().unwrap()]).success();
+}

@@ -31,7 +31,7 @@ pub struct ProfileMetadata {
     /// The rustflags the profile's instrumented build used (user flags + pgo-build's common ones).
     pub rustflags: Vec<String>,
     pub workloads: Vec<String>,
-    /// `git rev-parse HEAD`, with `-dirty` when the tree had changes.
+    /// `git rev-parse HEAD`, with `-dirty-<hash of the diff>` when tracked files had changes.
     pub source_revision: Option<String>,
     pub content_hash: String,
     pub functions: usize,

@@ -107,15 +107,22 @@ impl Session {
             // Files written beside the sources (the pack itself, bundles) make a checkout
             // "dirty" without changing what was built: the commits must match, and a dirty
             // side is worth a warning only.
-            let commit = |revision: &str| revision.trim_end_matches("-dirty").to_owned();
+            let commit = |revision: &str| {
+                revision
+                    .split("-dirty")
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            };
             if commit(theirs) != commit(ours) {
                 problems.push(format!(
                     "git revision: {what} was made at {theirs}, this checkout is at {ours}"
                 ));
             } else if theirs != ours {
                 self.printer.warn(format!(
-                    "{what} was made at {theirs}, this checkout is at {ours}: uncommitted \
-                     changes on either side are not compared"
+                    "{what} was made at {theirs}, this checkout is at {ours}: the same commit, \
+                     with different uncommitted changes to tracked files; the binaries may not \
+                     match this checkout's sources"
                 ));
             }
         }
@@ -487,6 +494,21 @@ impl Session {
                     manifest.shard
                 );
             }
+        }
+        // Another pgo-build may account or name runs differently; the profiles themselves are
+        // LLVM's, so this is worth a warning, not a refusal.
+        let versions: BTreeSet<&str> = bundles
+            .iter()
+            .map(|(_, b)| b.provenance.pgo_build_version.as_str())
+            .chain([env!("CARGO_PKG_VERSION")])
+            .collect();
+        if versions.len() > 1 {
+            self.printer.warn(format!(
+                "the bundles were written by pgo-build {} and this is {}: use one pgo-build in \
+                 every job",
+                versions.into_iter().collect::<Vec<_>>().join(", "),
+                env!("CARGO_PKG_VERSION")
+            ));
         }
         // This checkout must build what the bundles' profiles describe.
         let here = bundle::provenance(&self.rustc, &self.workspace, &self.printer);
