@@ -2402,6 +2402,15 @@ fn unpack_refuses_a_pack_for_other_settings_and_train_refuses_a_bad_shard() {
     fixture
         .run(&["pack", "instrumented", "-o", pack.to_str().unwrap()])
         .success();
+    // A damaged pack is refused and leaves the instrumented stage there as it was.
+    let data = std::fs::read(&pack).unwrap();
+    let damaged = dir.path().join("damaged.tar.zst");
+    std::fs::write(&damaged, &data[..data.len() - 200]).unwrap();
+    fixture
+        .run(&["unpack", damaged.to_str().unwrap()])
+        .failure()
+        .stderr_contains("is damaged or truncated");
+    fixture.run(&["train"]).success();
     let other = Fixture::new("twobins");
     other.config(&["$PGO_BUILD_BIN_APP work 1000"]);
     let mut unpack = other.command(&["unpack", pack.to_str().unwrap()]);

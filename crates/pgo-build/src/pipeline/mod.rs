@@ -247,7 +247,6 @@ fn staged_by(command: &str) -> &'static [Stage] {
         "instrument" => &[Stage::Instrumented],
         "optimize" => &[Stage::Optimized],
         "bolt" => &[Stage::BoltInstrumented, Stage::Bolt],
-        "unpack" => &[Stage::Instrumented],
         _ => &[],
     }
 }

@@ -148,6 +148,7 @@ impl Session {
                 .ok()
                 .and_then(|data| crate::cargo_build::build_id(&data).ok().flatten());
             if build_id != binary.build_id {
+                let _ = std::fs::remove_dir_all(&unpacking);
                 bail!(
                     "{what}: binary `{}` is missing or is not the one recorded (build id {:?}, \
                      recorded {:?}); the archive is damaged",
@@ -159,6 +160,12 @@ impl Session {
             binary.path = bin_dir.join(&binary.name);
             // The cargo executable it was copied from is on the packing machine.
             binary.source = binary.path.clone();
+        }
+        // Only now, with the archive read and checked, is the stage there replaced: a damaged
+        // or refused pack leaves the current one as it was.
+        StageManifest::begin(&self.layout, stage, "unpack")?;
+        for per_stage in self.report.binaries.values_mut() {
+            per_stage.remove(stage.name());
         }
         if bin_dir.exists() {
             std::fs::remove_dir_all(&bin_dir)?;
