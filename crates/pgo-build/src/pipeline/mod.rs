@@ -82,6 +82,8 @@ pub struct Session {
     /// Rendered compiler warnings already shown in this session: each stage's build would
     /// print the same ones again.
     shown_warnings: std::collections::BTreeSet<String>,
+    /// Cautions already printed in this session.
+    shown_cautions: std::cell::RefCell<std::collections::BTreeSet<String>>,
     /// The per-binary training table last printed: `optimize` after `train` in one `run`
     /// would print it again.
     shown_accounting: std::cell::RefCell<Option<String>>,
@@ -165,6 +167,7 @@ impl Session {
             profdata: OnceCell::new(),
             accounting_cache: Default::default(),
             shown_warnings: Default::default(),
+            shown_cautions: Default::default(),
             shown_accounting: Default::default(),
             _lock: lock,
         })
@@ -213,12 +216,15 @@ impl Session {
         Ok(self.profdata.get_or_init(|| tool))
     }
 
-    /// A warning, or with `--strict` an error.
+    /// A warning, or with `--strict` an error. A warning this session gave already (`run`'s
+    /// optimize repeating train's) is not printed again.
     pub(crate) fn caution(&self, message: String) -> Result<()> {
         if self.strict {
             bail!("{message}\n(--strict turns this warning into an error)");
         }
-        self.printer.warn(message);
+        if self.shown_cautions.borrow_mut().insert(message.clone()) {
+            self.printer.warn(message);
+        }
         Ok(())
     }
 
