@@ -377,13 +377,8 @@ pub fn coverage(
     scratch_dir: &Path,
     printer: &Printer,
 ) -> Result<(u64, u64)> {
-    std::fs::create_dir_all(scratch_dir)?;
     let merged = scratch_dir.join("coverage.profdata");
-    Cmd::new(&profdata.path)
-        .args(["merge", "-o"])
-        .arg(&merged)
-        .args(inputs)
-        .stdout_checked(printer)?;
+    merge_to(inputs, &merged, profdata, printer)?;
     let text = Cmd::new(&profdata.path)
         .args(["show", "--list-below-cutoff", "--value-cutoff=1"])
         .arg(&merged)

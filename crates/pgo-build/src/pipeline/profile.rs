@@ -186,15 +186,7 @@ impl Session {
     }
 
     fn merge_into(&self, inputs: &[&Path], output: &Path) -> Result<()> {
-        if let Some(dir) = output.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        Cmd::new(&self.profdata()?.path)
-            .args(["merge", "-o"])
-            .arg(output)
-            .args(inputs)
-            .stdout_checked(&self.printer)
-            .map(drop)
+        profiles::merge_to(inputs, output, self.profdata()?, &self.printer)
     }
 
     /// Runs the holdout workloads against the instrumented binaries into a profile of their
