@@ -60,6 +60,7 @@ fn run(cli: Cli, printer: Printer) -> Result<()> {
         Command::Export(args) => session.stage("export", |s| s.export(args)),
         Command::Compare(args) => session.stage("compare", |s| s.compare(args).map(drop)),
         Command::Run(args) => session.run_all(args),
+        Command::Explore(args) => session.explore(args),
         Command::Clean | Command::Report(_) => unreachable!("handled above"),
     }
 }

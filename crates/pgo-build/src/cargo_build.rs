@@ -46,6 +46,10 @@ pub struct BuildSettings {
     /// `[profile.*]` of the workspace manifest and `CARGO_PROFILE_*` variables: codegen-units,
     /// LTO and friends rename every function in a profile when they change.
     pub profile_settings: String,
+    /// `cargo --config` values pgo-build adds (`profile.release.lto="fat"`, from `[build]
+    /// profile_overrides` or an explore variant); also part of `profile_settings`.
+    #[serde(default)]
+    pub cargo_config: Vec<String>,
 }
 
 pub struct BuildRequest<'a> {
@@ -110,6 +114,9 @@ impl BuildRequest<'_> {
             .env("CARGO_ENCODED_RUSTFLAGS", self.rustflags().join("\u{1f}"))
             .env_remove("RUSTFLAGS")
             .cwd(self.workspace_root);
+        for value in &self.settings.cargo_config {
+            cmd = cmd.args(["--config", value]);
+        }
         for (key, value) in &self.linker.env {
             cmd = cmd.env(key, value);
         }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+#[derive(Debug, Clone)]
 pub struct CargoConfig {
     /// Lowest precedence first.
     files: Vec<(PathBuf, toml::Table)>,

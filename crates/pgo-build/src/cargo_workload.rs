@@ -73,6 +73,7 @@ pub fn command_line(
     target: &str,
     target_dir: &std::path::Path,
     features: &[String],
+    cargo_config: &[String],
 ) -> Vec<String> {
     let mut line = vec![
         args[0].clone(),
@@ -86,6 +87,10 @@ pub fn command_line(
     if !features.is_empty() {
         line.push("--features".to_owned());
         line.push(features.join(","));
+    }
+    for value in cargo_config {
+        line.push("--config".to_owned());
+        line.push(value.clone());
     }
     let own = own_args(&args[1..]).len() + 1;
     let mut skip_next = false;
@@ -148,11 +153,12 @@ mod tests {
             "x86_64-unknown-linux-gnu",
             std::path::Path::new("/t"),
             &[],
+            &["profile.release.lto=\"fat\"".to_owned()],
         );
         assert_eq!(
             line.join(" "),
             "bench --profile release --target x86_64-unknown-linux-gnu --target-dir /t \
-             --bench parse -- --profile x"
+             --config profile.release.lto=\"fat\" --bench parse -- --profile x"
         );
     }
 }

@@ -92,6 +92,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// doctor, build, instrument, train, optimize and compare, then print the stage table
     Run(RunArgs),
+    /// Build variants of the build settings (LTO, codegen units, BOLT, ...), measure their
+    /// speed, build cost and size side by side, and recommend (or --apply) the best
+    Explore(ExploreArgs),
     /// Show the last run's report: tables, or --json, --markdown, --html FILE
     Report(ReportArgs),
     /// Remove everything under target/pgo-build/
@@ -164,7 +167,7 @@ pub struct OptimizeArgs {
     pub allow_missing_profile: Vec<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct RunArgs {
     #[command(flatten)]
     pub optimize: OptimizeArgs,
@@ -180,6 +183,31 @@ pub struct RunArgs {
     /// Rounds of the closing comparison, or `auto` (default: [compare] rounds, else 10)
     #[arg(long, value_name = "N|auto")]
     pub compare_rounds: Option<Rounds>,
+    /// BOLT the baseline binaries (set by `explore` for variants without PGO)
+    #[arg(skip)]
+    pub bolt_without_pgo: bool,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct ExploreArgs {
+    /// Variants to build and measure, comma-separated (default: every built-in variant and
+    /// every [[explore.variant]]); baseline and pgo are always measured, as the references
+    #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
+    pub variants: Vec<String>,
+    /// Counted rounds per holdout workload, after one warm-up round (default: [compare]
+    /// rounds, else 10; a verdict needs at least 7)
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
+    /// What speed is: wall-clock time, CPU time of the process tree, or instructions
+    #[arg(long, value_enum, default_value_t = Metric::Wall)]
+    pub metric: Metric,
+    /// Stop building and measuring once this much time has passed (e.g. 90m, 2h): what was
+    /// built is kept, and the next run continues from there
+    #[arg(long, value_name = "DURATION")]
+    pub budget: Option<String>,
+    /// Write the recommended variant's settings to pgo-build.toml, so `run` builds it
+    #[arg(long)]
+    pub apply: bool,
 }
 
 #[derive(Debug, Args)]
@@ -234,6 +262,9 @@ pub struct ExportArgs {
     /// Where to write the profile; the metadata goes beside it with a .json extension
     #[arg(short, long, value_name = "PATH")]
     pub output: PathBuf,
+    /// Exported for pgo-build's own use (`explore`'s BOLT builds): no advice to commit it
+    #[arg(skip)]
+    pub internal: bool,
 }
 
 #[derive(Debug, Args)]

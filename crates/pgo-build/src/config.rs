@@ -17,7 +17,7 @@ pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Config {
     /// The file it came from; `None` when there is no config file.
     pub path: Option<PathBuf>,
@@ -25,10 +25,11 @@ pub struct Config {
     pub pgo: PgoSection,
     pub bolt: BoltSection,
     pub compare: CompareSection,
+    pub explore: ExploreSection,
     pub workloads: Vec<Workload>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PgoSection {
     /// Continuous mode: counters live in the mmapped profile, so processes killed by any signal
@@ -47,6 +48,41 @@ pub struct PgoSection {
     /// Edge-profile overlap of training and holdout below which `profile overlap` warns
     /// (default 0.5).
     pub min_overlap: Option<f64>,
+    /// How much larger than the baseline an optimized (or BOLTed) binary may be, e.g. "5%":
+    /// a larger one fails the stage, and `explore` never recommends it.
+    #[serde(default, deserialize_with = "deserialize_growth")]
+    pub max_size_growth: Option<Growth>,
+}
+
+/// A size growth limit, `"5%"`: the fraction it allows, and the text it was written as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Growth {
+    pub fraction: f64,
+    pub text: String,
+}
+
+impl std::str::FromStr for Growth {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Growth, String> {
+        let number = text.trim().strip_suffix('%').map(str::trim);
+        match number.and_then(|n| n.parse::<f64>().ok()) {
+            Some(percent) if percent.is_finite() && percent >= 0.0 => Ok(Growth {
+                fraction: percent / 100.0,
+                text: text.trim().to_owned(),
+            }),
+            _ => Err(format!(
+                "invalid size growth {text:?}: expected a percentage such as \"5%\" (0% or more)"
+            )),
+        }
+    }
+}
+
+fn deserialize_growth<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Growth>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
 impl PgoSection {
@@ -59,7 +95,7 @@ impl PgoSection {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BoltSection {
     /// Run BOLT after optimize in `run`; links the baseline and optimized builds with
@@ -93,7 +129,7 @@ pub enum OnCorrupt {
     Fail,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompareSection {
     /// Counted rounds per workload (default 10), or `"auto"`.
@@ -101,7 +137,7 @@ pub struct CompareSection {
     pub rounds: Option<Rounds>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuildSection {
     /// Binary targets to build (default: every binary target of every workspace member).
@@ -119,6 +155,124 @@ pub struct BuildSection {
     pub link_jobs: Option<LinkJobs>,
     /// Build the binaries in groups of this many per cargo invocation instead of in one.
     pub batch_size: Option<usize>,
+    /// Cargo profile settings for every stage's build, without editing the workspace
+    /// (`{ lto = "fat", codegen-units = 1 }`, passed as `cargo --config profile.<name>.<key>`);
+    /// written by `explore --apply`.
+    #[serde(default)]
+    pub profile_overrides: toml::Table,
+    /// Rustflags added to every stage's build, after the user's own (written by `explore
+    /// --apply`).
+    #[serde(default)]
+    pub rustflags: Vec<String>,
+}
+
+impl BuildSection {
+    /// The build settings this section adds to the workspace's own.
+    pub fn variant(&self) -> BuildVariant {
+        BuildVariant {
+            profile_overrides: self.profile_overrides.clone(),
+            rustflags: self.rustflags.clone(),
+        }
+    }
+}
+
+/// Build settings pgo-build adds to the workspace's own: `[build]` of `pgo-build.toml`, or an
+/// `explore` variant's.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, Deserialize)]
+pub struct BuildVariant {
+    #[serde(default)]
+    pub profile_overrides: toml::Table,
+    #[serde(default)]
+    pub rustflags: Vec<String>,
+}
+
+/// Cargo profile keys `profile_overrides` may set: those that decide codegen or the binary.
+pub const PROFILE_OVERRIDE_KEYS: [&str; 10] = [
+    "opt-level",
+    "lto",
+    "codegen-units",
+    "debug",
+    "strip",
+    "panic",
+    "overflow-checks",
+    "debug-assertions",
+    "incremental",
+    "split-debuginfo",
+];
+
+impl BuildVariant {
+    /// `cargo --config` arguments for cargo profile `profile`, in key order.
+    pub fn cargo_config_args(&self, profile: &str) -> Vec<String> {
+        self.profile_overrides
+            .iter()
+            .map(|(key, value)| format!("profile.{profile}.{key}={value}"))
+            .collect()
+    }
+
+    /// Why the overrides cannot be passed to cargo, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        for (key, value) in &self.profile_overrides {
+            if !PROFILE_OVERRIDE_KEYS.contains(&key.as_str()) {
+                return Err(format!(
+                    "profile_overrides: unknown cargo profile key {key:?}; known: {}",
+                    PROFILE_OVERRIDE_KEYS.join(", ")
+                ));
+            }
+            if !matches!(
+                value,
+                toml::Value::String(_) | toml::Value::Integer(_) | toml::Value::Boolean(_)
+            ) {
+                return Err(format!(
+                    "profile_overrides: {key} = {value} must be a string, integer or boolean"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A short description: `lto="fat" codegen-units=1 -Cfoo`, or `none`.
+    pub fn describe(&self) -> String {
+        let words: Vec<String> = self
+            .profile_overrides
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .chain(self.rustflags.iter().cloned())
+            .collect();
+        if words.is_empty() {
+            "none".to_owned()
+        } else {
+            words.join(" ")
+        }
+    }
+}
+
+/// `[explore]`: the user's own variants for `pgo-build explore`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExploreSection {
+    #[serde(default)]
+    pub variant: Vec<ExploreVariant>,
+}
+
+/// `[[explore.variant]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExploreVariant {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub profile_overrides: toml::Table,
+    #[serde(default)]
+    pub rustflags: Vec<String>,
+    /// Post-link optimization with BOLT.
+    #[serde(default)]
+    pub bolt: bool,
+    /// Built with a profile (default); `false` measures settings alone.
+    #[serde(default = "yes")]
+    pub pgo: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -271,6 +425,8 @@ struct ConfigFile {
     bolt: BoltSection,
     #[serde(default)]
     compare: CompareSection,
+    #[serde(default)]
+    explore: ExploreSection,
     #[serde(default, rename = "workload")]
     workloads: Vec<Workload>,
 }
@@ -341,6 +497,7 @@ impl Config {
             pgo: file.pgo,
             bolt: file.bolt,
             compare: file.compare,
+            explore: file.explore,
             workloads: file.workloads,
         };
         config.validate(text)?;
@@ -349,6 +506,33 @@ impl Config {
 
     fn validate(&self, text: &str) -> Result<()> {
         let path = self.display_path();
+        if let Err(reason) = self.build.variant().check() {
+            bail!("invalid configuration in {path}, [build]: {reason}");
+        }
+        for variant in &self.explore.variant {
+            let line = line_of(text, variant.name.span().start);
+            let name = variant.name.get_ref();
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+                || name.starts_with('.')
+            {
+                bail!(
+                    "invalid configuration in {path}, line {line}: explore variant name {name:?} \
+                     must use only letters, digits, '-', '_', '.' and '+' (it names a directory)"
+                );
+            }
+            let settings = BuildVariant {
+                profile_overrides: variant.profile_overrides.clone(),
+                rustflags: variant.rustflags.clone(),
+            };
+            if let Err(reason) = settings.check() {
+                bail!(
+                    "invalid configuration in {path}, line {line}: explore variant {name:?}: {reason}"
+                );
+            }
+        }
         let mut seen = BTreeMap::new();
         for workload in &self.workloads {
             let line = line_of(text, workload.name.span().start);
@@ -539,7 +723,7 @@ fn deserialize_rounds<'de, D: Deserializer<'de>>(
     deserializer.deserialize_any(RoundsVisitor).map(Some)
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -822,5 +1006,48 @@ allow_failure = true
         assert_eq!(parse_duration("3m").unwrap(), Duration::from_secs(180));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn profile_overrides_become_cargo_config_values_and_bad_ones_are_refused() {
+        let config = parse(
+            "[build]\nprofile_overrides = { lto = \"fat\", codegen-units = 1, debug = false }\nrustflags = [\"-Ctarget-cpu=native\"]\n",
+        )
+        .unwrap();
+        let variant = config.build.variant();
+        assert_eq!(
+            variant.cargo_config_args("dist"),
+            [
+                "profile.dist.codegen-units=1",
+                "profile.dist.debug=false",
+                "profile.dist.lto=\"fat\""
+            ]
+        );
+        assert_eq!(variant.rustflags, ["-Ctarget-cpu=native"]);
+        let err = parse("[build]\nprofile_overrides = { lot = \"fat\" }\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown cargo profile key \"lot\"; known: opt-level, lto"),
+            "{err:#}"
+        );
+        let err = parse("[build]\nprofile_overrides = { lto = [1] }\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("must be a string, integer or boolean"),
+            "{err:#}"
+        );
+        let err = parse("[[explore.variant]]\nname = \"a b\"\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("line 2: explore variant name"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn size_growth_is_a_percentage() {
+        let config = parse("[pgo]\nmax_size_growth = \"5%\"\n").unwrap();
+        assert_eq!(config.pgo.max_size_growth.unwrap().fraction, 0.05);
+        for bad in ["\"5\"", "\"-1%\"", "5", "\"x%\""] {
+            let err = parse(&format!("[pgo]\nmax_size_growth = {bad}\n")).unwrap_err();
+            assert!(format!("{err:#}").contains("line 2"), "{bad}: {err:#}");
+        }
     }
 }

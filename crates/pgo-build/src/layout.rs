@@ -19,6 +19,9 @@
 //!   logs/<command>-<workload>[-<variant>].log   workload output, stamped with what wrote it
 //!   counts/<variant>/       instruction counter output of the last counted run
 //!   report.json
+//!   explore/<variant>/bin/  `explore`'s binaries of each variant (copies)
+//!   explore/builds/<key>/   a layout like this one per set of build settings explore needed
+//!   explore/measurements.json  each variant's last measurement, by what it measured
 //!   state.json              fingerprints of completed stages (see state.rs)
 //!   running/<token>.json    the workloads running now (found by the next command if pgo-build
 //!                           was killed: it stops what they left running)
@@ -99,6 +102,17 @@ impl Layout {
         Layout {
             root: cargo_target_dir.join("pgo-build"),
         }
+    }
+
+    /// A layout rooted elsewhere: one of `explore`'s builds (`<root>/explore/builds/<key>`).
+    pub fn at(root: PathBuf) -> Layout {
+        Layout { root }
+    }
+
+    /// `explore/`: `<variant>/bin/` per variant, `builds/<key>/` per set of build settings
+    /// (each a layout of its own), `measurements.json`.
+    pub fn explore_dir(&self) -> PathBuf {
+        self.root.join("explore")
     }
 
     pub fn root(&self) -> &Path {

@@ -120,12 +120,17 @@ pub fn utc_text(time: std::time::SystemTime) -> String {
 
 /// "5 min ago": a time span for messages about earlier runs.
 pub fn ago(elapsed: std::time::Duration) -> String {
-    let secs = elapsed.as_secs();
+    format!("{} ago", duration(elapsed))
+}
+
+/// "90 s", "5 min", "3 h", "2 days": a time span, to the unit that matters.
+pub fn duration(span: std::time::Duration) -> String {
+    let secs = span.as_secs();
     match secs {
-        0..120 => format!("{secs} s ago"),
-        120..7200 => format!("{} min ago", secs / 60),
-        7200..172_800 => format!("{} h ago", secs / 3600),
-        _ => format!("{} days ago", secs / 86_400),
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        7200..172_800 => format!("{} h", secs / 3600),
+        _ => format!("{} days", secs / 86_400),
     }
 }
 

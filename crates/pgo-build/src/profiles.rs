@@ -726,6 +726,7 @@ mod tests {
                 rustc: "r".into(),
                 common_rustflags: vec![],
                 profile_settings: String::new(),
+                cargo_config: vec![],
             },
             stage_rustflags: vec![],
             binaries: vec![

@@ -16,7 +16,7 @@ pub struct BinTarget {
     pub package: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Workspace {
     pub root: PathBuf,
     pub target_dir: PathBuf,

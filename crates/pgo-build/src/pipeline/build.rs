@@ -18,7 +18,7 @@ use crate::cargo_workload;
 use crate::config::LinkJobs;
 use crate::config::{Workload, WorkloadCommand};
 use crate::criterion;
-use crate::layout::{Stage, relative_to};
+use crate::layout::{Layout, Stage, relative_to};
 use crate::linker::{self, LinkSummary};
 use crate::profiles;
 use crate::report::{BinaryRecord, human_bytes};
@@ -96,7 +96,7 @@ impl Session {
         if log.exists() {
             std::fs::remove_file(&log)?;
         }
-        let (setup, slots, slots_reason) = self.linker_setup(stage)?;
+        let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage)?;
         let request = BuildRequest {
             stage,
             bins,
@@ -162,6 +162,7 @@ impl Session {
     /// the staged binaries are reused as they are.
     pub(crate) fn resolve_workload(
         &self,
+        layout: &Layout,
         stage: Stage,
         manifest: &StageManifest,
         workload: &Workload,
@@ -197,8 +198,7 @@ impl Session {
                 .map(std::path::Path::new)
                 && !copy.is_file()
             {
-                let original = self
-                    .layout
+                let original = layout
                     .profiles_dir()
                     .join(copy.file_name().unwrap_or_default());
                 if !original.is_file() || profiles::checkout_independent(&original) != copy {
@@ -215,9 +215,9 @@ impl Session {
         if stage == Stage::Instrumented {
             // Its flags link the start marker, which an unpacked stage (another machine's
             // build) does not bring: made again here, under the same content-addressed name.
-            start_marker::object(&self.layout.stage_dir(stage), &self.printer)?;
+            start_marker::object(&layout.stage_dir(stage), &self.printer)?;
         }
-        let (linker, _, _) = self.linker_setup(stage)?;
+        let (linker, _, _) = self.linker_setup(layout, stage)?;
         flags.push(linker.flag.clone());
         let mut line = vec![
             crate::workspace::cargo_program()
@@ -228,8 +228,9 @@ impl Session {
             args,
             &settings.profile,
             &settings.host,
-            &self.layout.cargo_target_dir(stage),
+            &layout.cargo_target_dir(stage),
             &settings.features,
+            &settings.cargo_config,
         ));
         let mut resolved = workload.clone();
         resolved.command = WorkloadCommand::Argv(line);
@@ -241,7 +242,7 @@ impl Session {
         // criterion's results per stage, not one directory that mixes variants.
         resolved.env.insert(
             "CRITERION_HOME".to_owned(),
-            criterion::home(&self.layout.cargo_target_dir(stage))
+            criterion::home(&layout.cargo_target_dir(stage))
                 .display()
                 .to_string(),
         );
@@ -250,12 +251,16 @@ impl Session {
 
     /// pgo-build in front of the linker for a stage's builds (see linker.rs): the `-C linker`
     /// flag and the wrapper's variables, with the link slots and why that many.
-    pub(super) fn linker_setup(&self, stage: Stage) -> Result<(LinkerSetup, usize, String)> {
+    pub(super) fn linker_setup(
+        &self,
+        layout: &Layout,
+        stage: Stage,
+    ) -> Result<(LinkerSetup, usize, String)> {
         let (slots, slots_reason) = self.link_slots()?;
-        let log = self.layout.stage_dir(stage).join("links.jsonl");
+        let log = layout.stage_dir(stage).join("links.jsonl");
         let real =
             linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.cargo_config)?;
-        let wrapper = linker::wrapper(&self.layout.root().join("linker"), &real)?;
+        let wrapper = linker::wrapper(&layout.root().join("linker"), &real)?;
         let setup = LinkerSetup {
             flag: format!(
                 "-Clinker={}",
@@ -271,7 +276,7 @@ impl Session {
                 // Shared by every stage, so concurrent pgo-build processes share the bound too.
                 (
                     linker::SLOTS_DIR_ENV.to_owned(),
-                    self.layout.root().join("link-slots").display().to_string(),
+                    layout.root().join("link-slots").display().to_string(),
                 ),
                 (linker::LOG_ENV.to_owned(), log.display().to_string()),
             ],
@@ -338,6 +343,9 @@ impl Session {
         executables: Vec<StageInput>,
         upstream: &[&StageManifest],
     ) -> Result<StageManifest> {
+        if matches!(stage, Stage::Optimized | Stage::Bolt) {
+            self.check_size_growth(stage, &executables)?;
+        }
         let sources: Vec<&std::path::Path> =
             executables.iter().map(|e| e.source.as_path()).collect();
         let lock_file = self.workspace.root.join("Cargo.lock");
@@ -391,6 +399,54 @@ impl Session {
         };
         manifest.save(&self.layout, stage)?;
         Ok(manifest)
+    }
+
+    /// `[pgo] max_size_growth`: refuses to stage binaries that grew more than that over the
+    /// baseline's, naming each with both sizes.
+    fn check_size_growth(&self, stage: Stage, executables: &[StageInput]) -> Result<()> {
+        let Some(limit) = &self.config.pgo.max_size_growth else {
+            return Ok(());
+        };
+        let Ok(baseline) = StageManifest::load(&self.layout, Stage::Baseline, "") else {
+            return self.caution(format!(
+                "[pgo] max_size_growth = {:?} is not checked for the {} binaries: there is no \
+                 baseline build to compare with (run `pgo-build build`)",
+                limit.text,
+                stage.name()
+            ));
+        };
+        let mut grown = Vec::new();
+        for input in executables {
+            let Some(reference) = baseline.binaries.iter().find(|b| b.name == input.bin.name)
+            else {
+                continue;
+            };
+            let size = std::fs::metadata(&input.source)
+                .with_context(|| format!("could not read {}", input.source.display()))?
+                .len();
+            let growth = size as f64 / reference.size_bytes.max(1) as f64 - 1.0;
+            if growth > limit.fraction {
+                grown.push(format!(
+                    "  {}: {} -> {} ({:+.1}%)",
+                    input.bin.name,
+                    human_bytes(reference.size_bytes),
+                    human_bytes(size),
+                    growth * 100.0
+                ));
+            }
+        }
+        if !grown.is_empty() {
+            bail!(
+                "the {} binaries grew more than [pgo] max_size_growth = {:?} allows over the \
+                 baseline, so they were not staged:\n{}\nRaise the limit in {}, or build with \
+                 settings that grow less (`pgo-build explore` measures size and speed of each).",
+                stage.name(),
+                limit.text,
+                grown.join("\n"),
+                self.config.display_path()
+            );
+        }
+        Ok(())
     }
 
     fn build_and_stage(

@@ -19,7 +19,7 @@ use crate::cli::{CompareArgs, CompareRole, Metric, Rounds};
 use crate::config::{Role, Workload};
 use crate::counter::Counter;
 use crate::criterion;
-use crate::layout::Stage;
+use crate::layout::{Layout, Stage};
 use crate::report::tables::{benchmark_table, compare_table};
 use crate::report::{
     BenchmarkComparison, CandidateSummary, CompareResult, RunSample, WorkloadComparison,
@@ -36,6 +36,53 @@ impl Session {
     /// Runs the comparison, prints its table and records it in the report.
     pub fn compare(&mut self, args: &CompareArgs) -> Result<CompareResult> {
         let variants = self.compare_variants(&args.variants)?;
+        let result = self.measure(&variants, args)?;
+        self.printer.table(compare_table(&result));
+        if let Some(table) = benchmark_table(&result) {
+            self.printer.table(table);
+        }
+        for comparison in &result.workloads {
+            for (candidate, summary) in &comparison.candidates {
+                if let Some(note) = &summary.by(args.metric).resolution_note {
+                    self.printer
+                        .info(format!("{} ({candidate}): {note}", comparison.workload));
+                }
+            }
+        }
+        self.report.compare = Some(result.clone());
+        if args.fail_if_slower {
+            let slower: Vec<String> = result
+                .workloads
+                .iter()
+                .filter(|c| c.role == "holdout")
+                .flat_map(|c| {
+                    c.candidates
+                        .iter()
+                        .filter(|(_, s)| s.by(args.metric).verdict == Verdict::Slower)
+                        .map(move |(candidate, s)| {
+                            format!(
+                                "{} is {:.1}% slower on `{}`",
+                                candidate,
+                                (s.by(args.metric).median_ratio - 1.0) * 100.0,
+                                c.workload
+                            )
+                        })
+                })
+                .collect();
+            if !slower.is_empty() {
+                bail!("--fail-if-slower: {}", slower.join("; "));
+            }
+        }
+        Ok(result)
+    }
+
+    /// The paired, interleaved rounds of `variants` (the first is the reference) on the
+    /// workloads `args` selects, summarised; prints progress, not the result.
+    pub(super) fn measure(
+        &self,
+        variants: &[Compared],
+        args: &CompareArgs,
+    ) -> Result<CompareResult> {
         let role = args.role.unwrap_or(match args.metric {
             Metric::Instructions => CompareRole::Holdout,
             _ => CompareRole::All,
@@ -81,7 +128,7 @@ impl Session {
             self.printer
                 .info(format!("counting instructions with {}", counter.describe()));
         }
-        let names: Vec<&str> = variants.iter().map(|(stage, _)| stage.name()).collect();
+        let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
         self.printer.info(format!(
             "comparing {} over {} workloads: 1 warm-up + {rounds_text} each, order alternating (ABBA), bootstrap seed {}",
             names.join(" vs "),
@@ -96,7 +143,7 @@ impl Session {
         for workload in &workloads {
             comparisons.push(self.compare_workload(
                 workload,
-                &variants,
+                variants,
                 &Looks {
                     at: &looks,
                     alpha,
@@ -124,7 +171,7 @@ impl Session {
                 }
             }
         }
-        let result = CompareResult {
+        Ok(CompareResult {
             metric: args.metric,
             counter: counter.as_ref().map(Counter::describe),
             rounds: comparisons_rounds(&comparisons),
@@ -134,47 +181,10 @@ impl Session {
             candidates,
             workloads: comparisons,
             geometric_mean,
-        };
-        self.printer.table(compare_table(&result));
-        if let Some(table) = benchmark_table(&result) {
-            self.printer.table(table);
-        }
-        for comparison in &result.workloads {
-            for (candidate, summary) in &comparison.candidates {
-                if let Some(note) = &summary.by(args.metric).resolution_note {
-                    self.printer
-                        .info(format!("{} ({candidate}): {note}", comparison.workload));
-                }
-            }
-        }
-        self.report.compare = Some(result.clone());
-        if args.fail_if_slower {
-            let slower: Vec<String> = result
-                .workloads
-                .iter()
-                .filter(|c| c.role == "holdout")
-                .flat_map(|c| {
-                    c.candidates
-                        .iter()
-                        .filter(|(_, s)| s.by(args.metric).verdict == Verdict::Slower)
-                        .map(move |(candidate, s)| {
-                            format!(
-                                "{} is {:.1}% slower on `{}`",
-                                candidate,
-                                (s.by(args.metric).median_ratio - 1.0) * 100.0,
-                                c.workload
-                            )
-                        })
-                })
-                .collect();
-            if !slower.is_empty() {
-                bail!("--fail-if-slower: {}", slower.join("; "));
-            }
-        }
-        Ok(result)
+        })
     }
 
-    fn compare_variants(&self, names: &[String]) -> Result<Vec<(Stage, StageManifest)>> {
+    fn compare_variants(&self, names: &[String]) -> Result<Vec<Compared>> {
         let stages: Vec<Stage> = if names.is_empty() {
             let newest = Stage::VARIANTS[1..]
                 .iter()
@@ -209,7 +219,14 @@ impl Session {
                     }
                     _ => "run `pgo-build run` (or instrument, train, optimize) first",
                 };
-                Ok((stage, StageManifest::load(&self.layout, stage, hint)?))
+                Ok(Compared {
+                    name: stage.name().to_owned(),
+                    stage,
+                    manifest: StageManifest::load(&self.layout, stage, hint)?,
+                    log_prefix: "compare",
+                    rebuild: "run",
+                    layout: self.layout.clone(),
+                })
             })
             .collect::<Result<Vec<_>>>()
             .and_then(|variants| {
@@ -222,35 +239,38 @@ impl Session {
     /// that do not belong together: built from other sources than each other (the comparison
     /// would measure the source change), or made from a build of another variant that has been
     /// rebuilt since (BOLT of an older optimized build).
-    fn check_comparable(&self, variants: &[(Stage, StageManifest)]) -> Result<()> {
-        let built = |stage: Stage| age(&self.layout.stage_manifest(stage));
-        for (stage, manifest) in variants {
+    pub(super) fn check_comparable(&self, variants: &[Compared]) -> Result<()> {
+        let built = |v: &Compared| age(&v.layout.stage_manifest(v.stage));
+        for variant in variants {
+            let manifest = &variant.manifest;
             // Workloads run what is in bin/: it must be what the stage staged.
             if let Some(binary) = manifest.changed_binaries().next() {
                 bail!(
                     "{} is not the binary the {} stage staged ({} bytes were staged): it was \
                      removed or replaced since, so the {} variant is not what its record says. \
-                     Rebuild it with `pgo-build run`.",
+                     Rebuild it with `pgo-build {}`.",
                     binary.path.display(),
-                    stage.name(),
+                    variant.stage.name(),
                     binary.size_bytes,
-                    stage.name()
+                    variant.name,
+                    variant.rebuild
                 );
             }
-            for (other_stage, other) in variants {
-                if let (Some(ours), Some(theirs)) = (&manifest.sources, &other.sources)
+            for other in variants {
+                if let (Some(ours), Some(theirs)) = (&manifest.sources, &other.manifest.sources)
                     && ours != theirs
                 {
                     bail!(
                         "`{}` and `{}` were built from different sources (the sources changed \
                          between their builds: {} built {}, {} built {}), so comparing them would \
-                         measure the change, not the optimization. Rebuild with `pgo-build run`.",
-                        stage.name(),
-                        other_stage.name(),
-                        stage.name(),
-                        built(*stage),
-                        other_stage.name(),
-                        built(*other_stage)
+                         measure the change, not the optimization. Rebuild with `pgo-build {}`.",
+                        variant.name,
+                        other.name,
+                        variant.name,
+                        built(variant),
+                        other.name,
+                        built(other),
+                        variant.rebuild
                     );
                 }
             }
@@ -258,14 +278,15 @@ impl Session {
                 let Some(upstream_stage) = Stage::from_variant(upstream) else {
                     continue;
                 };
-                let current = StageManifest::load(&self.layout, upstream_stage, "").ok();
+                let current = StageManifest::load(&variant.layout, upstream_stage, "").ok();
                 if current.as_ref().is_none_or(|current| &current.id != id) {
                     bail!(
                         "the {} binaries were made from an earlier {} build, which has been \
-                         rebuilt or removed since: run `pgo-build {}` again (or `pgo-build run`)",
-                        stage.name(),
+                         rebuilt or removed since: run `pgo-build {}` again (or `pgo-build {}`)",
+                        variant.name,
                         upstream,
-                        stage.name()
+                        variant.stage.name(),
+                        variant.rebuild
                     );
                 }
             }
@@ -314,7 +335,7 @@ impl Session {
     fn compare_workload(
         &self,
         workload: &Workload,
-        variants: &[(Stage, StageManifest)],
+        variants: &[Compared],
         looks: &Looks,
         seed: u64,
         counter: Option<&Counter>,
@@ -325,7 +346,7 @@ impl Session {
         // criterion results of an earlier comparison must not be read as this one's.
         let criterion_homes: Vec<std::path::PathBuf> = variants
             .iter()
-            .map(|(stage, _)| criterion::home(&self.layout.cargo_target_dir(*stage)))
+            .map(|v| criterion::home(&v.layout.cargo_target_dir(v.stage)))
             .collect();
         if workload.cargo.is_some() {
             for home in &criterion_homes {
@@ -346,7 +367,16 @@ impl Session {
                 rounds += 1;
                 self.compare_round(workload, variants, rounds, counter, side_by_side, &mut runs)?;
             }
-            candidates = summarize_candidates(&runs, variants, rounds, looks.alpha, seed, counter);
+            let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+            candidates = summarize_candidates(
+                &runs,
+                names[0],
+                &names[1..],
+                rounds,
+                looks.alpha,
+                seed,
+                counter.is_some(),
+            );
             let settled = candidates
                 .values()
                 .all(|c: &CandidateSummary| c.by(looks.metric).settled(stats::TARGET_HALF_WIDTH));
@@ -362,9 +392,8 @@ impl Session {
             "compared on {} ({role}): {rounds} rounds",
             workload.name()
         ));
-        for (stage, _) in variants {
-            let log = self.compare_log(workload, *stage);
-            warn_about_error_lines(&self.printer, workload.name(), &log);
+        for variant in variants {
+            warn_about_error_lines(&self.printer, workload.name(), &variant.log(workload));
         }
         let benchmarks = if workload.cargo.is_some() {
             benchmark_comparisons(variants, &criterion_homes)
@@ -386,22 +415,22 @@ impl Session {
     fn compare_round(
         &self,
         workload: &Workload,
-        variants: &[(Stage, StageManifest)],
+        variants: &[Compared],
         round: usize,
         counter: Option<&Counter>,
         side_by_side: bool,
         runs: &mut Vec<RunSample>,
     ) -> Result<f64> {
-        let mut order: Vec<&(Stage, StageManifest)> = variants.iter().collect();
+        let mut order: Vec<&Compared> = variants.iter().collect();
         if round % 2 == 1 {
             order.reverse();
         }
         let running = self.layout.running_dir();
-        let bin_dirs: Vec<PathBuf> = order.iter().map(|(s, _)| self.layout.bin_dir(*s)).collect();
+        let bin_dirs: Vec<PathBuf> = order.iter().map(|v| v.layout.bin_dir(v.stage)).collect();
         // Each run's counts alone: callgrind writes one file per process.
         let count_dirs: Vec<PathBuf> = order
             .iter()
-            .map(|(s, _)| self.layout.root().join("counts").join(s.name()))
+            .map(|v| self.layout.root().join("counts").join(&v.name))
             .collect();
         if counter.is_some() {
             for dir in &count_dirs {
@@ -415,23 +444,26 @@ impl Session {
             .iter()
             .zip(&bin_dirs)
             .zip(&count_dirs)
-            .map(
-                |(((stage, manifest), bin_dir), count_dir)| training::Target {
-                    stage: *stage,
-                    bin_dir,
-                    bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
-                    workspace_root: &self.workspace.root,
-                    extra_env: Vec::new(),
-                    wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
-                    log_path: self.compare_log(workload, *stage),
-                    running_dir: Some(&running),
-                },
-            )
+            .map(|((variant, bin_dir), count_dir)| training::Target {
+                stage: variant.stage,
+                bin_dir,
+                bin_names: variant
+                    .manifest
+                    .binaries
+                    .iter()
+                    .map(|b| b.name.as_str())
+                    .collect(),
+                workspace_root: &self.workspace.root,
+                extra_env: Vec::new(),
+                wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
+                log_path: variant.log(workload),
+                running_dir: Some(&running),
+            })
             .collect();
         // A cargo workload builds and runs its benches with each variant's own build settings.
         let resolved: Vec<Workload> = order
             .iter()
-            .map(|(stage, manifest)| self.resolve_workload(*stage, manifest, workload))
+            .map(|v| self.resolve_workload(&v.layout, v.stage, &v.manifest, workload))
             .collect::<Result<_>>()?;
         let printer = self.printer;
         let mut outcomes = Vec::new();
@@ -447,17 +479,17 @@ impl Session {
                     .map(|handle| handle.join().expect("a workload thread panicked"))
                     .collect()
             });
-            for (result, target) in results.into_iter().zip(&targets) {
-                outcomes.push(self.checked_run(workload, target.stage, result?)?);
+            for (result, variant) in results.into_iter().zip(&order) {
+                outcomes.push(self.checked_run(workload, &variant.name, result?)?);
             }
         } else {
-            for (target, running) in targets.iter().zip(&resolved) {
+            for ((target, running), variant) in targets.iter().zip(&resolved).zip(&order) {
                 let outcome = target.run(running, &printer)?;
-                outcomes.push(self.checked_run(workload, target.stage, outcome)?);
+                outcomes.push(self.checked_run(workload, &variant.name, outcome)?);
             }
         }
-        for ((outcome, target), count_dir) in outcomes.iter().zip(&targets).zip(&count_dirs) {
-            let stage = target.stage;
+        for ((outcome, variant), count_dir) in outcomes.iter().zip(&order).zip(&count_dirs) {
+            let name = variant.name.as_str();
             let instructions = counter
                 .map(|c| c.read(count_dir))
                 .transpose()
@@ -465,7 +497,7 @@ impl Session {
                     format!(
                         "could not read the instruction count of `{}` ({} binaries)",
                         workload.name(),
-                        stage.name()
+                        name
                     )
                 })?;
             let (wall, cpu) = (outcome.duration, outcome.cpu);
@@ -473,7 +505,7 @@ impl Session {
                 "{} round {round}{} {}: {:.3}s wall, {:.3}s cpu{}",
                 workload.name(),
                 if round == 0 { " (warm-up)" } else { "" },
-                stage.name(),
+                name,
                 wall.as_secs_f64(),
                 cpu.as_secs_f64(),
                 if side_by_side { " (side by side)" } else { "" }
@@ -481,7 +513,7 @@ impl Session {
             if round > 0 {
                 runs.push(RunSample {
                     round,
-                    variant: stage.name().to_owned(),
+                    variant: name.to_owned(),
                     wall_secs: wall.as_secs_f64(),
                     cpu_secs: cpu.as_secs_f64(),
                     instructions,
@@ -494,25 +526,47 @@ impl Session {
             .fold(0.0, f64::max))
     }
 
-    /// The log of a workload's last run against a variant.
-    fn compare_log(&self, workload: &Workload, stage: Stage) -> PathBuf {
-        self.layout
-            .logs_dir()
-            .join(format!("compare-{}-{}.log", workload.name(), stage.name()))
+    /// One run of `workload` against `variant`, outside any round: `explore` checks with it
+    /// that every variant passes the holdout workloads before timing any.
+    pub(super) fn run_once(
+        &self,
+        workload: &Workload,
+        variant: &Compared,
+    ) -> Result<training::Outcome> {
+        let running = self.layout.running_dir();
+        let bin_dir = variant.layout.bin_dir(variant.stage);
+        let target = training::Target {
+            stage: variant.stage,
+            bin_dir: &bin_dir,
+            bin_names: variant
+                .manifest
+                .binaries
+                .iter()
+                .map(|b| b.name.as_str())
+                .collect(),
+            workspace_root: &self.workspace.root,
+            extra_env: Vec::new(),
+            wrapper: Vec::new(),
+            log_path: variant.log(workload),
+            running_dir: Some(&running),
+        };
+        let resolved =
+            self.resolve_workload(&variant.layout, variant.stage, &variant.manifest, workload)?;
+        target.run(&resolved, &self.printer)
     }
 
     /// A run's outcome, refused when the workload failed (its time would mean nothing).
-    fn checked_run(
+    pub(super) fn checked_run(
         &self,
         workload: &Workload,
-        stage: Stage,
+        variant: &str,
         outcome: training::Outcome,
     ) -> Result<training::Outcome> {
         if !outcome.stopped.is_empty() {
             self.printer.warn(format!(
                 "workload `{}` against the {} binaries: pgo-build had to stop {}",
                 workload.name(),
-                stage.name(),
+                variant,
                 training::describe_stopped(&outcome.stopped)
             ));
         }
@@ -521,12 +575,38 @@ impl Session {
                 "workload `{}` {} against the {} binaries, so its time means nothing. Its output ends with:\n{}\nFull log: {}",
                 workload.name(),
                 outcome.status,
-                stage.name(),
+                variant,
                 training::log_tail(&outcome.log_path, 20),
                 outcome.log_path.display()
             );
         }
         Ok(outcome)
+    }
+}
+
+/// One variant under comparison: the binaries a stage of some layout staged (the pipeline's
+/// own, or one of `explore`'s builds), under the name results and logs use.
+#[derive(Clone)]
+pub(super) struct Compared {
+    pub name: String,
+    pub stage: Stage,
+    pub layout: Layout,
+    pub manifest: StageManifest,
+    /// Logs are `<prefix>-<workload>-<name>.log`.
+    pub log_prefix: &'static str,
+    /// The pgo-build command that builds it again.
+    pub rebuild: &'static str,
+}
+
+impl Compared {
+    /// The log of a workload's last run against this variant.
+    pub(super) fn log(&self, workload: &Workload) -> PathBuf {
+        self.layout.logs_dir().join(format!(
+            "{}-{}-{}.log",
+            self.log_prefix,
+            workload.name(),
+            self.name
+        ))
     }
 }
 
@@ -566,19 +646,18 @@ fn comparisons_rounds(comparisons: &[WorkloadComparison]) -> usize {
         .unwrap_or(0)
 }
 
-/// Per candidate: the summaries of its per-round ratios to the reference (the first variant).
-fn summarize_candidates(
+/// Per candidate: the summaries of its per-round ratios to `reference`.
+pub(super) fn summarize_candidates(
     runs: &[RunSample],
-    variants: &[(Stage, StageManifest)],
+    reference: &str,
+    candidates_of: &[&str],
     rounds: usize,
     alpha: f64,
     seed: u64,
-    counter: Option<&Counter>,
+    counted: bool,
 ) -> BTreeMap<String, CandidateSummary> {
-    let reference = variants[0].0.name();
     let mut candidates = BTreeMap::new();
-    for (stage, _) in &variants[1..] {
-        let candidate = stage.name();
+    for &candidate in candidates_of {
         let ratios = |field: fn(&RunSample) -> f64| -> Vec<f64> {
             (1..=rounds)
                 .map(|round| {
@@ -603,7 +682,7 @@ fn summarize_candidates(
             CandidateSummary {
                 wall: stats::summarize_at(&ratios(|r| r.wall_secs), seed, alpha),
                 cpu: stats::summarize_at(&ratios(|r| r.cpu_secs), seed, alpha),
-                instructions: counter.map(|_| {
+                instructions: counted.then(|| {
                     stats::summarize_counts(
                         &ratios(|r| r.instructions.unwrap_or(0) as f64),
                         repeat_spread(runs),
@@ -620,7 +699,7 @@ fn summarize_candidates(
 /// Each criterion benchmark's estimate of every candidate against the reference (the first
 /// variant), where both have one.
 fn benchmark_comparisons(
-    variants: &[(Stage, StageManifest)],
+    variants: &[Compared],
     homes: &[std::path::PathBuf],
 ) -> Vec<BenchmarkComparison> {
     let estimates: Vec<_> = homes
@@ -628,12 +707,12 @@ fn benchmark_comparisons(
         .map(|home| criterion::estimates(home))
         .collect();
     let mut comparisons = Vec::new();
-    for ((stage, _), candidate) in variants.iter().zip(&estimates).skip(1) {
+    for (variant, candidate) in variants.iter().zip(&estimates).skip(1) {
         for (benchmark, reference) in &estimates[0] {
             if let Some(estimate) = candidate.get(benchmark) {
                 comparisons.push(BenchmarkComparison {
                     benchmark: benchmark.clone(),
-                    candidate: stage.name().to_owned(),
+                    candidate: variant.name.clone(),
                     reference_estimate: *reference,
                     candidate_estimate: *estimate,
                     ratio: estimate.median_ns / reference.median_ns,

@@ -24,6 +24,7 @@ mod bolt;
 mod build;
 mod compare;
 mod doctor;
+mod explore;
 mod offline;
 mod optimize;
 mod profile;
@@ -123,23 +124,27 @@ impl Session {
         } else {
             args.features.clone()
         };
-        let mut common_rustflags = user_flags.flags.clone();
-        common_rustflags.push(BUILD_ID_FLAG.to_owned());
-        let settings = BuildSettings {
-            profile: args
-                .profile
-                .clone()
-                .or_else(|| config.build.profile.clone())
-                .unwrap_or_else(|| "release".to_owned()),
-            features,
-            host: rustc.host.clone(),
-            rustc: rustc.version_line.clone(),
-            common_rustflags,
-            profile_settings: cargo_config::profile_settings(
-                manifest_profiles.as_ref(),
-                &cargo_config,
-            ),
-        };
+        let profile = args
+            .profile
+            .clone()
+            .or_else(|| config.build.profile.clone())
+            .unwrap_or_else(|| "release".to_owned());
+        let settings = variant_settings(
+            BuildSettings {
+                profile,
+                features,
+                host: rustc.host.clone(),
+                rustc: rustc.version_line.clone(),
+                common_rustflags: Vec::new(),
+                profile_settings: cargo_config::profile_settings(
+                    manifest_profiles.as_ref(),
+                    &cargo_config,
+                ),
+                cargo_config: Vec::new(),
+            },
+            &user_flags,
+            &config.build.variant(),
+        );
         let layout = Layout::new(&workspace.target_dir);
         let lock = RunLock::acquire(&layout)?;
         for stopped in training::stop_leftovers(&layout.running_dir())? {
@@ -168,6 +173,61 @@ impl Session {
             accounting_cache: Default::default(),
             shown_warnings: Default::default(),
             shown_cautions: Default::default(),
+            shown_accounting: Default::default(),
+            _lock: lock,
+        })
+    }
+
+    /// A session that builds with other settings in a layout of its own (one of `explore`'s
+    /// builds): the same workspace, toolchain, binaries and workloads, with `build` in place of
+    /// what `[build]` adds, `bolt` in place of `[bolt] enabled`, and `profile` in place of
+    /// `[pgo] profile`.
+    pub(super) fn with_build(
+        &self,
+        layout: Layout,
+        build: &crate::config::BuildVariant,
+        bolt: bool,
+        profile: Option<PathBuf>,
+    ) -> Result<Session> {
+        let mut config = self.config.clone();
+        config.build.profile_overrides = build.profile_overrides.clone();
+        config.build.rustflags = build.rustflags.clone();
+        config.bolt.enabled = bolt;
+        config.pgo.profile = profile;
+        let base = BuildSettings {
+            common_rustflags: Vec::new(),
+            cargo_config: Vec::new(),
+            profile_settings: cargo_config::profile_settings(
+                self.manifest_profiles.as_ref(),
+                &self.cargo_config,
+            ),
+            ..self.settings.clone()
+        };
+        let settings = variant_settings(base, &self.user_flags, build);
+        let lock = RunLock::acquire(&layout)?;
+        for stopped in training::stop_leftovers(&layout.running_dir())? {
+            self.printer.warn(stopped);
+        }
+        Ok(Session {
+            printer: self.printer,
+            workspace: self.workspace.clone(),
+            config,
+            report: Report::load_or_new(&layout.report(), &self.workspace.root),
+            state: State::load(&layout),
+            layout,
+            rustc: self.rustc.clone(),
+            bins: self.bins.clone(),
+            settings,
+            user_flags: self.user_flags.clone(),
+            jobs: self.jobs,
+            cargo_config: self.cargo_config.clone(),
+            manifest_profiles: self.manifest_profiles.clone(),
+            strict: self.strict,
+            continuous: self.continuous,
+            profdata: OnceCell::new(),
+            accounting_cache: Default::default(),
+            shown_warnings: self.shown_warnings.clone(),
+            shown_cautions: self.shown_cautions.clone(),
             shown_accounting: Default::default(),
             _lock: lock,
         })
@@ -243,6 +303,33 @@ impl Session {
             self.state.save(&self.layout)?;
         }
         Ok(())
+    }
+}
+
+/// `base` (the workspace's own settings, no rustflags yet) with the user's rustflags and what
+/// `variant` adds: its rustflags after the user's, its cargo profile overrides as `--config`
+/// values, which `profile_settings` names too (so `optimize`'s settings check sees them).
+pub(crate) fn variant_settings(
+    base: BuildSettings,
+    user_flags: &UserFlags,
+    variant: &crate::config::BuildVariant,
+) -> BuildSettings {
+    let mut common_rustflags = user_flags.flags.clone();
+    common_rustflags.extend(variant.rustflags.iter().cloned());
+    common_rustflags.push(BUILD_ID_FLAG.to_owned());
+    let cargo_config = variant.cargo_config_args(&base.profile);
+    let mut profile_settings = base.profile_settings;
+    if !cargo_config.is_empty() {
+        if !profile_settings.is_empty() {
+            profile_settings.push_str("; ");
+        }
+        profile_settings.push_str(&format!("pgo-build --config: {}", cargo_config.join(" ")));
+    }
+    BuildSettings {
+        common_rustflags,
+        cargo_config,
+        profile_settings,
+        ..base
     }
 }
 

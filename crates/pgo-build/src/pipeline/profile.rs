@@ -418,6 +418,13 @@ impl Session {
             &metadata_file,
             serde_json::to_string_pretty(&metadata)?.as_bytes(),
         )?;
+        if args.internal {
+            self.printer.detail(format!(
+                "exported {} ({functions} functions)",
+                output.display()
+            ));
+            return Ok(());
+        }
         self.printer.info(format!(
             "exported {} ({} functions) and {}; commit both and set [pgo] profile = \"{}\" in {}",
             output.display(),

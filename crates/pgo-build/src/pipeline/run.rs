@@ -57,19 +57,14 @@ impl Session {
         if let Some(problem) = self.no_training() {
             bail!("{problem}; nothing was built");
         }
-        self.cached_stage(PipelineStage::Build, args, |s| s.build_baseline())?;
+        self.pipeline_stage(PipelineStage::Build, args)?;
         if self.config.pgo.profile.is_none() {
-            self.cached_stage(PipelineStage::Instrument, args, |s| s.instrument())?;
-            self.cached_stage(PipelineStage::Train, args, |s| {
-                s.clear_raw_profiles()?;
-                s.train(&crate::cli::TrainArgs::default())
-            })?;
+            self.pipeline_stage(PipelineStage::Instrument, args)?;
+            self.pipeline_stage(PipelineStage::Train, args)?;
         }
-        self.cached_stage(PipelineStage::Optimize, args, |s| {
-            s.optimize(&args.optimize)
-        })?;
+        self.pipeline_stage(PipelineStage::Optimize, args)?;
         if self.config.bolt.enabled {
-            self.cached_stage(PipelineStage::Bolt, args, |s| s.bolt(&BoltArgs::default()))?;
+            self.pipeline_stage(PipelineStage::Bolt, args)?;
         }
         if args.no_compare {
             return Ok(());
@@ -91,6 +86,29 @@ impl Session {
         self.cached_stage(PipelineStage::Compare, args, |s| {
             s.compare(&compare).map(drop)
         })
+    }
+
+    /// One build stage of `run` (not compare), cached as `cached_stage` says. BOLT post-processes
+    /// the optimized binaries, or the baseline's when there is no PGO (`[pgo] profile` and
+    /// training both absent is refused earlier; `explore` asks for it with `bolt_without_pgo`).
+    pub(super) fn pipeline_stage(&mut self, stage: PipelineStage, args: &RunArgs) -> Result<()> {
+        match stage {
+            PipelineStage::Build => self.cached_stage(stage, args, |s| s.build_baseline()),
+            PipelineStage::Instrument => self.cached_stage(stage, args, |s| s.instrument()),
+            PipelineStage::Train => self.cached_stage(stage, args, |s| {
+                s.clear_raw_profiles()?;
+                s.train(&crate::cli::TrainArgs::default())
+            }),
+            PipelineStage::Optimize => {
+                self.cached_stage(stage, args, |s| s.optimize(&args.optimize))
+            }
+            PipelineStage::Bolt => self.cached_stage(stage, args, |s| {
+                s.bolt(&BoltArgs {
+                    without_pgo: args.bolt_without_pgo,
+                })
+            }),
+            PipelineStage::Compare => bail!("compare is not a build stage"),
+        }
     }
 
     /// Runs a stage of `run`, or reuses its last result when its inputs have not changed since
@@ -201,7 +219,12 @@ impl Session {
                 workloads(&mut print, Role::Train);
             }
             PipelineStage::Bolt => {
-                stage_json(&mut print, Stage::Optimized);
+                if args.bolt_without_pgo {
+                    print.text("without pgo", "true");
+                    stage_json(&mut print, Stage::Baseline);
+                } else {
+                    stage_json(&mut print, Stage::Optimized);
+                }
                 print.text("bolt", &format!("{:?}", self.config.bolt));
                 workloads(&mut print, Role::Train);
             }

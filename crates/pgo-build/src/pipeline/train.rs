@@ -166,7 +166,7 @@ impl Session {
             };
             self.printer
                 .info(format!("workload {} ...", workload.run_name()));
-            let running = self.resolve_workload(stage, manifest, workload)?;
+            let running = self.resolve_workload(&self.layout, stage, manifest, workload)?;
             let outcome = target.run(&running, &self.printer)?;
             finish(workload, &outcome)?;
             warn_about_error_lines(&self.printer, &workload.run_name(), &outcome.log_path);

@@ -20,13 +20,14 @@ pub mod tables;
 
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CandidateSummary, CompareResult,
+    ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord,
     RejectedProfile, RunSample, StageRecord, WorkloadComparison, WorkloadRecord,
 };
 pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
-/// schema's description).
-pub const SCHEMA_VERSION: u32 = 3;
+/// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
@@ -66,6 +67,9 @@ pub struct Report {
     /// Stage → what sccache (cargo's rustc wrapper, when it is sccache) did in its last build.
     #[serde(default)]
     pub sccache: BTreeMap<String, crate::sccache::StageCache>,
+    /// The last `pgo-build explore`: variants, their costs and speeds, the recommendation.
+    #[serde(default)]
+    pub explore: Option<ExploreResult>,
 }
 
 impl Report {

@@ -175,3 +175,80 @@ impl CandidateSummary {
         }
     }
 }
+
+/// What `pgo-build explore` built and measured, and what it recommends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExploreResult {
+    pub metric: Metric,
+    /// Counted rounds per holdout workload.
+    pub rounds: usize,
+    /// The holdout workloads speed was measured on.
+    pub workloads: Vec<String>,
+    /// Sorted by speed against the baseline (fastest first); unmeasured variants last.
+    pub variants: Vec<ExploreVariantRecord>,
+    /// The recommended variant and why; `None` while variants remain unbuilt or unmeasured.
+    pub recommendation: Option<ExploreRecommendation>,
+    /// Why exploration stopped early (`--budget`), if it did.
+    pub stopped: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExploreVariantRecord {
+    pub name: String,
+    pub pgo: bool,
+    pub bolt: bool,
+    /// Cargo profile overrides (`cargo --config profile.<name>.<key>=<value>`).
+    pub profile_overrides: BTreeMap<String, String>,
+    pub rustflags: Vec<String>,
+    /// measured | failed | build failed | not built | not measured
+    pub status: String,
+    /// What failed, or why it was not built or measured.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// Where its binaries are: `target/pgo-build/explore/<variant>/bin/`.
+    pub bin_dir: Option<PathBuf>,
+    /// Every stage the variant needed, with the duration and peak memory of the run that did
+    /// its work (a stage shared with another variant counts for each).
+    pub stages: Vec<ExploreStageCost>,
+    pub build_secs: Option<f64>,
+    pub peak_memory_bytes: Option<u64>,
+    /// Total size of its binaries.
+    pub size_bytes: Option<u64>,
+    /// Size against the baseline's binaries: 0.05 is 5% larger.
+    pub size_change: Option<f64>,
+    /// Over `[pgo] max_size_growth`: never recommended.
+    #[serde(default)]
+    pub over_size_limit: bool,
+    pub vs_baseline: Option<ExploreSpeed>,
+    pub vs_pgo: Option<ExploreSpeed>,
+    /// The Pareto fronts it is on: `build time`, `peak memory`, `size` (speed against each).
+    pub front: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExploreStageCost {
+    /// The build it belongs to: `target/pgo-build/` itself or `explore/builds/<key>`.
+    pub build: String,
+    pub stage: String,
+    pub secs: f64,
+    pub peak_memory_bytes: Option<u64>,
+    pub cached: bool,
+}
+
+/// A variant's speed against a reference over the holdout workloads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExploreSpeed {
+    /// Geometric mean of the per-workload median ratios (below 1: faster).
+    pub ratio: f64,
+    /// faster when every holdout workload's verdict is, slower when every one is.
+    pub verdict: crate::stats::Verdict,
+    pub workloads: BTreeMap<String, PairedSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExploreRecommendation {
+    pub variant: String,
+    /// Whether a variant beat `pgo` with evidence (false: "no variant is better than pgo").
+    pub better_than_pgo: bool,
+    pub evidence: String,
+}

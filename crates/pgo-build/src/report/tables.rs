@@ -321,6 +321,90 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
     table.to_string()
 }
 
+/// `explore`'s table: one row per variant, fastest first, with its speed against the
+/// baseline and against pgo, its build cost and size, and the fronts it is on.
+pub fn explore_table(result: &super::ExploreResult) -> String {
+    let mut table = Table::new();
+    let metric = match result.metric {
+        Metric::Wall => "wall",
+        Metric::Cpu => "CPU",
+        Metric::Instructions => "instructions",
+    };
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Variant".to_owned(),
+        format!("vs baseline ({metric})"),
+        "vs pgo".to_owned(),
+        "Build time".to_owned(),
+        "Peak memory".to_owned(),
+        "Size".to_owned(),
+        "Pareto front".to_owned(),
+        "Status".to_owned(),
+    ]);
+    let speed = |speed: &Option<super::ExploreSpeed>| match speed {
+        Some(s) => format!("{} {}", percent(s.ratio), verdict_word(s.verdict)),
+        None => "-".to_owned(),
+    };
+    for variant in &result.variants {
+        let size = match (variant.size_bytes, variant.size_change) {
+            (Some(bytes), Some(change)) if variant.name != "baseline" => format!(
+                "{} ({:+.1}%){}",
+                human_bytes(bytes),
+                change * 100.0,
+                if variant.over_size_limit {
+                    " over limit"
+                } else {
+                    ""
+                }
+            ),
+            (Some(bytes), _) => human_bytes(bytes),
+            _ => "-".to_owned(),
+        };
+        table.add_row([
+            Cell::new(&variant.name),
+            Cell::new(
+                if variant.name == "baseline" && variant.status == "measured" {
+                    "reference".to_owned()
+                } else {
+                    speed(&variant.vs_baseline)
+                },
+            ),
+            Cell::new(if variant.name == "pgo" && variant.status == "measured" {
+                "reference".to_owned()
+            } else {
+                speed(&variant.vs_pgo)
+            }),
+            Cell::new(
+                variant
+                    .build_secs
+                    .map_or("-".to_owned(), |s| format!("{s:.1}s")),
+            )
+            .set_alignment(CellAlignment::Right),
+            Cell::new(
+                variant
+                    .peak_memory_bytes
+                    .map_or("-".to_owned(), human_bytes),
+            )
+            .set_alignment(CellAlignment::Right),
+            Cell::new(size).set_alignment(CellAlignment::Right),
+            Cell::new(variant.front.join(", ")),
+            Cell::new(&variant.status),
+        ]);
+    }
+    table.to_string()
+}
+
+/// A verdict in one word, for narrow table cells.
+fn verdict_word(verdict: crate::stats::Verdict) -> &'static str {
+    use crate::stats::Verdict;
+    match verdict {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        Verdict::NoDifference => "same",
+        Verdict::Inconclusive => "unclear",
+        Verdict::TooFewRounds => "too few rounds",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
