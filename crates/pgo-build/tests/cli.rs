@@ -2893,6 +2893,42 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
         "{}",
         third.describe()
     );
+    let html = fixture.root().join("report.html");
+    fixture
+        .run(&["report", "--html", html.to_str().unwrap()])
+        .success();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>Explore</h2>"), "{page}");
+    assert!(page.contains("<title>opt1: "), "a dot per variant: {page}");
+    assert!(
+        fixture
+            .run(&["report", "--markdown"])
+            .success()
+            .stdout()
+            .contains("| pgo+cgu1 | ")
+    );
+
+    // A budget that is used up: nothing more is built, nothing recommended or applied.
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture
+        .run(&[
+            "explore",
+            "--variants",
+            "pgo+lto",
+            "--budget",
+            "0s",
+            "--apply",
+        ])
+        .failure()
+        .stderr_contains("the budget (0 s) ran out after")
+        .stderr_contains("--apply: nothing was applied, because not every variant was built");
+    let explore = fixture.report()["explore"].clone();
+    assert!(explore["recommendation"].is_null(), "{explore}");
+    assert_eq!(explored(&fixture, "pgo+lto")["status"], "not built");
+    assert_eq!(
+        std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap(),
+        config
+    );
 }
 
 #[test]
