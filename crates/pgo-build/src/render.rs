@@ -15,7 +15,7 @@ const COLORS: [&str; 8] = [
 
 pub fn markdown(report: &Report) -> String {
     let mut out = String::from("## pgo-build\n\n");
-    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum();
+    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
     out += "| Stage | Result | Duration | Share |\n|---|---|---:|---:|\n";
     for stage in &report.stages {
         let share = if total > 0.0 {
@@ -170,7 +170,10 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:
     .faster{color:#2a7d2a;font-weight:bold}.slower{color:#b22;font-weight:bold}";
 
 fn stages_section(report: &Report, out: &mut String) {
-    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum();
+    if report.stages.is_empty() {
+        return;
+    }
+    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
     out.push_str("<h2>Stages</h2>");
     let width = 760.0;
     let mut svg = String::new();
@@ -510,7 +513,9 @@ fn explore_section(explore: &ExploreResult, out: &mut String) {
                 height - bottom + 16.0
             );
         }
-        for ratio in [lo + 0.02, 1.0, hi - 0.02] {
+        let mut ticks = vec![lo + 0.02, 1.0, hi - 0.02];
+        ticks.dedup_by(|a, b| (*a - *b).abs() < 0.005);
+        for ratio in ticks {
             let _ = write!(
                 svg,
                 "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",

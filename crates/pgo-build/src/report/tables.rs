@@ -10,7 +10,8 @@ use crate::cli::Metric;
 impl Report {
     /// The stage table: duration and share of the total, like rustc's release pipeline prints.
     pub fn stage_table(&self) -> String {
-        let total: f64 = self.stages.iter().map(|s| s.duration_secs).sum();
+        // + 0.0: a float sum of nothing is -0.0, printed "-0.00s".
+        let total: f64 = self.stages.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
         let mut table = Table::new();
         // Only with sccache as rustc wrapper: hits of the stage's last build.
         let cache = !self.sccache.is_empty();
