@@ -63,6 +63,8 @@ pub struct BuildRequest<'a> {
     pub layout: &'a Layout,
     /// pgo-build in front of the linker (see linker.rs).
     pub linker: &'a LinkerSetup,
+    /// pgo-build as cargo's rustc wrapper (see rustc_wrapper.rs): its variables.
+    pub rustc_wrapper: &'a [(String, String)],
     /// Binaries per cargo invocation (`None`: all in one).
     pub batch_size: Option<usize>,
 }
@@ -117,7 +119,7 @@ impl BuildRequest<'_> {
         for value in &self.settings.cargo_config {
             cmd = cmd.args(["--config", value]);
         }
-        for (key, value) in &self.linker.env {
+        for (key, value) in self.linker.env.iter().chain(self.rustc_wrapper) {
             cmd = cmd.env(key, value);
         }
         let mut packages: Vec<&str> = bins.iter().map(|b| b.package.as_str()).collect();

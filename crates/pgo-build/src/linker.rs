@@ -126,7 +126,7 @@ fn acquire_slot(dir: &Path, slots: usize) -> Result<File> {
 }
 
 /// Exit code (128 + signal when killed) and peak RSS in bytes, via wait4.
-fn wait_with_peak_rss(pid: libc::pid_t) -> Result<(u8, u64)> {
+pub fn wait_with_peak_rss(pid: libc::pid_t) -> Result<(u8, u64)> {
     let mut status = 0;
     // SAFETY: an all-zero rusage is valid; wait4 writes only to the two out-pointers.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -138,7 +138,7 @@ fn wait_with_peak_rss(pid: libc::pid_t) -> Result<(u8, u64)> {
         }
         let err = std::io::Error::last_os_error();
         if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err).context("waiting for the linker failed");
+            return Err(err).context("waiting for the child process failed");
         }
     }
     let code = if libc::WIFEXITED(status) {
@@ -268,9 +268,7 @@ pub fn wrapper(dir: &Path, real: &OsString) -> Result<PathBuf> {
         let _ = std::fs::remove_file(&partial);
         std::os::unix::fs::symlink(&executable, &partial)
             .and_then(|()| std::fs::rename(&partial, &wrapper))
-            .with_context(|| {
-                format!("could not create the linker wrapper {}", wrapper.display())
-            })?;
+            .with_context(|| format!("could not create the wrapper {}", wrapper.display()))?;
     }
     Ok(wrapper)
 }

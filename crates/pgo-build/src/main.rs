@@ -24,6 +24,7 @@ mod printer;
 mod profiles;
 mod render;
 mod report;
+mod rustc_wrapper;
 mod rustflags;
 mod sccache;
 mod start_marker;
@@ -35,7 +36,11 @@ mod training_record;
 mod workspace;
 
 fn main() -> std::process::ExitCode {
-    // rustc runs pgo-build as its linker when builds are bounded (see linker.rs).
+    // cargo runs pgo-build as its rustc wrapper (see rustc_wrapper.rs), which runs rustc
+    // without that mode; rustc runs pgo-build as its linker (see linker.rs).
+    if let Some(code) = rustc_wrapper::run_if_wrapper() {
+        return std::process::ExitCode::from(code);
+    }
     if let Some(code) = linker::run_if_linker() {
         return std::process::ExitCode::from(code);
     }

@@ -2,8 +2,8 @@
 //! `CARGO_BUILD_RUSTC_WRAPPER`, `build.rustc-wrapper`), and its counters read before and after
 //! each stage's build, so `report.json` says what the cache did for that stage.
 //!
-//! pgo-build never sets or changes the wrapper: cargo runs it for every stage as configured,
-//! and pgo-build's linker handling is a `-C linker` flag, which chains with it.
+//! pgo-build runs it for every stage as configured, behind its own rustc wrapper (see
+//! rustc_wrapper.rs), and pgo-build's linker handling is a `-C linker` flag, which chains with it.
 
 use std::ffi::OsString;
 
@@ -13,16 +13,21 @@ use crate::cargo_config::CargoConfig;
 use crate::command::Cmd;
 use crate::printer::Printer;
 
-/// The wrapper program cargo will run, when it is sccache.
-pub fn wrapper(cargo_config: &CargoConfig) -> Option<OsString> {
-    let program = ["RUSTC_WRAPPER", "CARGO_BUILD_RUSTC_WRAPPER"]
+/// The rustc wrapper cargo would run, as cargo finds it (pgo-build runs it behind its own).
+pub fn user_wrapper(cargo_config: &CargoConfig) -> Option<OsString> {
+    ["RUSTC_WRAPPER", "CARGO_BUILD_RUSTC_WRAPPER"]
         .iter()
         .find_map(|key| std::env::var_os(key).filter(|v| !v.is_empty()))
         .or_else(|| {
             cargo_config
                 .lookup(&["build", "rustc-wrapper"])
                 .and_then(|(_, value)| value.as_str().map(OsString::from))
-        })?;
+        })
+}
+
+/// The wrapper program cargo would run, when it is sccache.
+pub fn wrapper(cargo_config: &CargoConfig) -> Option<OsString> {
+    let program = user_wrapper(cargo_config)?;
     let name = std::path::Path::new(&program).file_stem()?.to_str()?;
     name.starts_with("sccache").then_some(program)
 }

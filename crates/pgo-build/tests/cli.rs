@@ -3047,3 +3047,120 @@ fn optimized_binaries_that_grew_more_than_allowed_are_not_staged() {
             .exists()
     );
 }
+
+fn rustc_log(fixture: &Fixture, stage: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(
+        fixture
+            .root()
+            .join("target/pgo-build")
+            .join(stage)
+            .join("rustc.jsonl"),
+    )
+    .unwrap()
+    .lines()
+    .map(|line| serde_json::from_str(line).unwrap())
+    .collect()
+}
+
+fn rustc_record(records: &[serde_json::Value], krate: &str) -> serde_json::Value {
+    records
+        .iter()
+        .find(|r| r["krate"] == krate)
+        .unwrap_or_else(|| panic!("no rustc of {krate} in {records:?}"))
+        .clone()
+}
+
+#[test]
+fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.run(&["build"]).success();
+    let first = rustc_record(&rustc_log(&fixture, "baseline"), "app/app");
+    assert_eq!(first["guessed"], true, "{first}");
+    assert_eq!(first["kind"], "bin");
+    let peak = first["peak_bytes"].as_u64().unwrap();
+    assert!(peak > 10 << 20, "rustc's peak RSS is measured: {first}");
+    let estimates: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            fixture
+                .root()
+                .join("target/pgo-build/baseline/rustc-estimates.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(estimates["app/app|bin"], peak);
+    let summary = &fixture.report()["rustc_memory"]["baseline"];
+    assert_eq!(summary["invocations"], 2, "{summary}");
+    assert!(summary["heaviest"][0]["peak_bytes"].as_u64().unwrap() > 0);
+
+    // The second build of the crate starts from that measurement, not from the guess.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, source.replace("usage: app", "usage (2): app")).unwrap();
+    fixture.run(&["build"]).success();
+    let second = rustc_record(&rustc_log(&fixture, "baseline"), "app/app");
+    assert_eq!(second["guessed"], false, "{second}");
+    assert_eq!(second["estimate_bytes"], peak);
+    assert!(
+        fixture.report()["rustc_memory"]["baseline"]["estimate_error"]
+            .as_f64()
+            .is_some()
+    );
+}
+
+#[test]
+fn a_crate_estimated_above_the_whole_budget_runs_alone_and_is_named() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture.write(
+        "pgo-build.toml",
+        &format!("[build]\nmemory_budget = \"64M\"\n\n{config}"),
+    );
+    fixture
+        .run(&["build"])
+        .success()
+        .stderr_contains("crate `app/app` (bin) is estimated at 1.0 GiB, above the whole memory budget of 64.0 MiB: it ran alone");
+    let records = rustc_log(&fixture, "baseline");
+    assert!(records.iter().all(|r| r["alone"] == true), "{records:?}");
+    // Alone means alone: no two of them overlapped.
+    let app = rustc_record(&records, "app/app");
+    let helper = rustc_record(&records, "app/helper");
+    assert!(app["success"] == true && helper["success"] == true);
+    assert_eq!(
+        fixture.report()["rustc_memory"]["baseline"]["alone"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(run_binary(&fixture.stage_bin("baseline", "app"), &["work", "3000"]).contains("216"));
+}
+
+#[test]
+fn a_users_rustc_wrapper_still_runs_behind_pgo_builds() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    let calls = fixture.root().join("wrapper-calls.txt");
+    fixture.write_executable(
+        "my-wrapper.sh",
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec \"$@\"\n",
+            calls.display()
+        ),
+    );
+    let mut build = fixture.command(&["-v", "build"]);
+    build.env("RUSTC_WRAPPER", fixture.root().join("my-wrapper.sh"));
+    fixture.run_with(build).success().stderr_contains("behind ");
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    assert!(calls.contains("--crate-name app"), "{calls}");
+    let records = rustc_log(&fixture, "baseline");
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(
+        records
+            .iter()
+            .all(|r| r["peak_bytes"].as_u64().unwrap() > 0),
+        "{records:?}"
+    );
+}

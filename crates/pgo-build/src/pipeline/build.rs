@@ -22,6 +22,7 @@ use crate::layout::{Layout, Stage, relative_to};
 use crate::linker::{self, LinkSummary};
 use crate::profiles;
 use crate::report::{BinaryRecord, human_bytes};
+use crate::rustc_wrapper::{self, RustcSummary};
 use crate::rustflags;
 use crate::sccache;
 use crate::start_marker;
@@ -97,15 +98,21 @@ impl Session {
             std::fs::remove_file(&log)?;
         }
         let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage)?;
+        let rustc = self.rustc_wrapper_setup(stage)?;
+        let rustc_log = self.layout.stage_dir(stage).join("rustc.jsonl");
+        if rustc_log.exists() {
+            std::fs::remove_file(&rustc_log)?;
+        }
         let request = BuildRequest {
             stage,
             bins,
             settings: &self.settings,
             stage_rustflags,
-            jobs: self.jobs,
+            jobs: Some(rustc.summary.cargo_jobs),
             workspace_root: &self.workspace.root,
             layout: &self.layout,
             linker: &setup,
+            rustc_wrapper: &rustc.env,
             batch_size: self.config.build.batch_size,
         };
         // Warnings the session has shown already are counted, not printed again.
@@ -153,7 +160,141 @@ impl Session {
             stage.name().to_owned(),
             LinkSummary::from_records(slots, slots_reason, &records),
         );
+        self.record_rustc(stage, rustc.summary)?;
         Ok(output)
+    }
+
+    /// pgo-build as cargo's rustc wrapper for a stage's build (see rustc_wrapper.rs): its
+    /// variables, the budget and how many rustc may run at once. Cargo gets twice the cores as
+    /// job slots (unless `-j` says otherwise), so light crates overtake one waiting for memory.
+    fn rustc_wrapper_setup(&self, stage: Stage) -> Result<RustcWrapper> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
+        let (cpus, cargo_jobs) = match self.jobs {
+            Some(jobs) => (jobs.max(1), jobs.max(1)),
+            None => (cores, cores * 2),
+        };
+        let (budget, budget_reason) = self.memory_budget()?;
+        let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
+        let chained = sccache::user_wrapper(&self.cargo_config).unwrap_or_default();
+        let stage_dir = self.layout.stage_dir(stage);
+        std::fs::create_dir_all(&stage_dir)?;
+        let env = vec![
+            ("RUSTC_WRAPPER".to_owned(), program.display().to_string()),
+            (rustc_wrapper::MODE_ENV.to_owned(), "1".to_owned()),
+            (
+                rustc_wrapper::CHAINED_ENV.to_owned(),
+                chained.to_string_lossy().into_owned(),
+            ),
+            // One ledger per target directory, shared by every pgo-build working in it.
+            (
+                rustc_wrapper::LEDGER_ENV.to_owned(),
+                self.workspace
+                    .target_dir
+                    .join("pgo-build/memory-ledger.json")
+                    .display()
+                    .to_string(),
+            ),
+            (rustc_wrapper::BUDGET_ENV.to_owned(), budget.to_string()),
+            (rustc_wrapper::CPUS_ENV.to_owned(), cpus.to_string()),
+            (
+                rustc_wrapper::ESTIMATES_ENV.to_owned(),
+                stage_dir.join("rustc-estimates.json").display().to_string(),
+            ),
+            (
+                rustc_wrapper::LOG_ENV.to_owned(),
+                stage_dir.join("rustc.jsonl").display().to_string(),
+            ),
+        ];
+        self.printer.detail(format!(
+            "rustc: {cpus} at a time within a memory budget of {} ({budget_reason}); cargo -j \
+             {cargo_jobs}{}",
+            human_bytes(budget),
+            if chained.is_empty() {
+                String::new()
+            } else {
+                format!("; behind {}", chained.to_string_lossy())
+            }
+        ));
+        Ok(RustcWrapper {
+            env,
+            summary: RustcSummary {
+                budget_bytes: budget,
+                budget_reason,
+                cpus: cpus as usize,
+                cargo_jobs,
+                ..RustcSummary::default()
+            },
+        })
+    }
+
+    /// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
+    /// crates that ran alone or over their estimate (named), and the estimates for next time.
+    fn record_rustc(&mut self, stage: Stage, setup: RustcSummary) -> Result<()> {
+        let stage_dir = self.layout.stage_dir(stage);
+        let records = rustc_wrapper::read_log(&stage_dir.join("rustc.jsonl"));
+        if records.is_empty() {
+            return Ok(());
+        }
+        let figures = RustcSummary {
+            budget_bytes: setup.budget_bytes,
+            budget_reason: setup.budget_reason,
+            cpus: setup.cpus,
+            cargo_jobs: setup.cargo_jobs,
+            ..RustcSummary::from_records(&records)
+        };
+        let peak =
+            |c: &rustc_wrapper::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
+        for krate in &figures.alone {
+            self.printer.warn(format!(
+                "crate `{}` ({}) is estimated at {}, above the whole memory budget of {}: it \
+                 ran alone (peak {} this time). Raise [build] memory_budget in {} if the \
+                 machine has the memory.",
+                krate.krate,
+                krate.kind,
+                human_bytes(krate.estimate_bytes),
+                human_bytes(figures.budget_bytes),
+                peak(krate),
+                self.config.display_path()
+            ));
+        }
+        for krate in &figures.overruns {
+            self.printer.warn(format!(
+                "crate `{}` ({}) peaked at {}, over its estimate of {} (its last measured \
+                 peak): the estimate is updated for the next build",
+                krate.krate,
+                krate.kind,
+                peak(krate),
+                human_bytes(krate.estimate_bytes)
+            ));
+        }
+        if let Some(heaviest) = figures.heaviest.first() {
+            self.printer.info(format!(
+                "rustc ({} stage): {} crates, heaviest `{}` {}; {:.1}s waiting for memory{}",
+                stage.name(),
+                figures.invocations,
+                heaviest.krate,
+                peak(heaviest),
+                figures.wait_secs,
+                figures
+                    .estimate_error
+                    .map(|e| format!("; estimates off by {:.0}% on average", e * 100.0))
+                    .unwrap_or_default()
+            ));
+        }
+        let estimates_path = stage_dir.join("rustc-estimates.json");
+        let estimates: rustc_wrapper::Estimates = std::fs::read_to_string(&estimates_path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        let estimates = rustc_wrapper::updated_estimates(estimates, &records);
+        cargo_build::write_atomically(
+            &estimates_path,
+            serde_json::to_string_pretty(&estimates)?.as_bytes(),
+        )?;
+        self.report
+            .rustc_memory
+            .insert(stage.name().to_owned(), figures);
+        Ok(())
     }
 
     /// A workload as it runs against `stage`: itself, or for a `cargo` workload that cargo
@@ -288,6 +429,29 @@ impl Session {
         Ok((setup, slots, slots_reason))
     }
 
+    /// `[build] memory_budget`: the size given, or the memory available now less a margin
+    /// (10%, at least 1 GiB); with how it was chosen.
+    fn memory_budget(&self) -> Result<(u64, String)> {
+        match self.config.build.memory_budget.as_deref() {
+            None | Some("auto") => {
+                let available = linker::available_memory().unwrap_or(4 << 30);
+                Ok((
+                    available.saturating_sub((available / 10).max(1 << 30)),
+                    format!("auto: {} available less a margin", human_bytes(available)),
+                ))
+            }
+            Some(text) => Ok((
+                linker::parse_size(text).with_context(|| {
+                    format!(
+                        "[build] memory_budget = {text:?} in {}: expected \"auto\" or a size like \"8G\"",
+                        self.config.display_path()
+                    )
+                })?,
+                format!("[build] memory_budget = {text:?}"),
+            )),
+        }
+    }
+
     /// How many links may run at once: `[build] link_jobs`, or the memory budget divided by
     /// the largest link measured so far (a conservative guess before the first build).
     fn link_slots(&self) -> Result<(usize, String)> {
@@ -298,15 +462,7 @@ impl Session {
         if let Some(LinkJobs::Count(count)) = self.config.build.link_jobs {
             return Ok((count.max(1), format!("[build] link_jobs = {count}")));
         }
-        let budget = match self.config.build.memory_budget.as_deref() {
-            None | Some("auto") => {
-                let available = linker::available_memory().unwrap_or(4 << 30);
-                available.saturating_sub((available / 10).max(1 << 30))
-            }
-            Some(text) => linker::parse_size(text).with_context(|| {
-                format!("[build] memory_budget = {text:?} in {}: expected \"auto\" or a size like \"8G\"", self.config.display_path())
-            })?,
-        };
+        let (budget, _) = self.memory_budget()?;
         let measured = std::fs::read_dir(self.layout.root())
             .into_iter()
             .flatten()
@@ -506,6 +662,13 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// pgo-build as rustc wrapper for one build: the variables cargo gets, and the settings the
+/// report records with the figures.
+struct RustcWrapper {
+    env: Vec<(String, String)>,
+    summary: RustcSummary,
 }
 
 /// Pairs each binary with the executable cargo reported for it.

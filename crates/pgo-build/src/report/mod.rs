@@ -67,6 +67,9 @@ pub struct Report {
     /// Stage → what sccache (cargo's rustc wrapper, when it is sccache) did in its last build.
     #[serde(default)]
     pub sccache: BTreeMap<String, crate::sccache::StageCache>,
+    /// Stage → what its build's rustc did against the memory budget (rustc_wrapper.rs).
+    #[serde(default)]
+    pub rustc_memory: BTreeMap<String, crate::rustc_wrapper::RustcSummary>,
     /// The last `pgo-build explore`: variants, their costs and speeds, the recommendation.
     #[serde(default)]
     pub explore: Option<ExploreResult>,

@@ -1,0 +1,525 @@
+//! rustc wrapper mode: pgo-build as cargo's `RUSTC_WRAPPER`, so the whole build, rustc
+//! included, stays inside `[build] memory_budget` (cargo's jobserver counts CPUs, never memory:
+//! rust-lang/cargo#12912, #9157).
+//!
+//! Each stage's cargo build runs with `RUSTC_WRAPPER` set to a symlink to pgo-build and
+//! [`MODE_ENV`]. For every rustc that compiles a crate, the wrapper takes that crate's estimated
+//! peak from the stage's `rustc-estimates.json` (its last measured peak, or a guess by crate
+//! kind) and waits for admission in a ledger shared by every pgo-build process of the target
+//! directory (a flock'ed file, like the link slots): at most `cpus` rustc at once, and their
+//! estimates together within the budget. Cargo gets twice as many job slots as cores, so while a
+//! heavy crate waits for memory, light ones overtake it and the CPUs stay busy. A crate
+//! estimated above the whole budget runs alone rather than never. The oldest waiter gets
+//! priority after a few seconds, so a heavy crate is not overtaken forever.
+//!
+//! rustc runs as the wrapper's child (behind the user's own wrapper, say sccache, when one was
+//! set: [`CHAINED_ENV`]); `wait4` gives the peak RSS of it and the processes it waited for (its
+//! linker), which is logged to the stage's `rustc.jsonl` with the estimate, the wait and the
+//! wall time. After the build, pgo-build reads the log, reports, and updates the estimates.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+pub const MODE_ENV: &str = "PGO_BUILD_RUSTC_WRAPPER_MODE";
+/// The user's own rustc wrapper (sccache, …), run in front of rustc.
+pub const CHAINED_ENV: &str = "PGO_BUILD_CHAINED_RUSTC_WRAPPER";
+pub const LEDGER_ENV: &str = "PGO_BUILD_MEMORY_LEDGER";
+pub const BUDGET_ENV: &str = "PGO_BUILD_MEMORY_BUDGET";
+pub const CPUS_ENV: &str = "PGO_BUILD_RUSTC_CPUS";
+pub const ESTIMATES_ENV: &str = "PGO_BUILD_RUSTC_ESTIMATES";
+pub const LOG_ENV: &str = "PGO_BUILD_RUSTC_LOG";
+
+/// After this long, the oldest waiting rustc is admitted before any newer one.
+const PRIORITY_AFTER: Duration = Duration::from_secs(5);
+
+/// Guesses of a crate's peak before any build measured it: generous for binaries (they are
+/// codegen'd with every generic they instantiate, and link in the same rustc) and for
+/// libraries, small for build scripts. Measured peaks replace them after the first build:
+/// on the example and ripgrep, libraries peaked at 100-650 MiB and binaries at 300-900 MiB.
+pub fn guess(kind: &str) -> u64 {
+    match kind {
+        "bin" => 1 << 30,
+        "build-script" | "proc-macro" => 384 << 20,
+        _ => 768 << 20,
+    }
+}
+
+/// One rustc invocation, as the wrapper logged it (a JSON line in `<stage>/rustc.jsonl`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RustcRecord {
+    pub krate: String,
+    /// bin | lib | proc-macro | build-script | …
+    pub kind: String,
+    pub estimate_bytes: u64,
+    /// The estimate was a guess by kind (no earlier measurement).
+    pub guessed: bool,
+    /// Peak RSS of rustc and the processes it waited for (its linker); `None` when it ran
+    /// behind a wrapper that compiles elsewhere (sccache's server).
+    pub peak_bytes: Option<u64>,
+    pub wait_secs: f64,
+    pub wall_secs: f64,
+    /// Estimated above the whole budget: it ran alone.
+    pub alone: bool,
+    pub success: bool,
+}
+
+/// The estimates of one stage: `package/crate|kind` → peak bytes last measured.
+pub type Estimates = std::collections::BTreeMap<String, u64>;
+
+pub fn estimate_key(krate: &str, kind: &str) -> String {
+    format!("{krate}|{kind}")
+}
+
+/// How crates are named in estimates and reports: with their package (cargo sets
+/// `CARGO_PKG_NAME` for rustc), since every build script is `build_script_build`.
+fn qualified(krate: String) -> String {
+    match std::env::var("CARGO_PKG_NAME") {
+        Ok(package) if !package.is_empty() => format!("{package}/{krate}"),
+        _ => krate,
+    }
+}
+
+/// When cargo started pgo-build as its rustc wrapper: runs rustc and returns its exit code.
+pub fn run_if_wrapper() -> Option<u8> {
+    std::env::var_os(MODE_ENV)?;
+    Some(match wrap() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("pgo-build (rustc wrapper): {err:#}");
+            1
+        }
+    })
+}
+
+fn wrap() -> Result<u8> {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let (rustc, rustc_args) = args
+        .split_first()
+        .context("run as a rustc wrapper without a rustc to run")?;
+    let chained = std::env::var_os(CHAINED_ENV).filter(|w| !w.is_empty());
+    let mut command = match &chained {
+        Some(wrapper) => {
+            let mut command = Command::new(wrapper);
+            command.arg(rustc);
+            command
+        }
+        None => Command::new(rustc),
+    };
+    command.args(rustc_args).env_remove(MODE_ENV);
+    let Some((krate, kind)) = compiled_crate(rustc_args).map(|(k, kind)| (qualified(k), kind))
+    else {
+        // `rustc -vV`, `--print` queries: nothing to admit.
+        let status = command
+            .status()
+            .with_context(|| format!("could not start {}", rustc.to_string_lossy()))?;
+        return Ok(exit_code(status));
+    };
+    let budget: u64 = env_number(BUDGET_ENV).unwrap_or(u64::MAX);
+    let cpus = env_number(CPUS_ENV).unwrap_or(1).max(1) as usize;
+    let ledger =
+        PathBuf::from(std::env::var_os(LEDGER_ENV).context("PGO_BUILD_MEMORY_LEDGER is not set")?);
+    let estimates: Estimates = std::env::var_os(ESTIMATES_ENV)
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let measured = estimates.get(&estimate_key(&krate, &kind)).copied();
+    let estimate = measured.unwrap_or_else(|| guess(&kind));
+    let waiting = Instant::now();
+    let me = std::process::id();
+    admit(&ledger, me, &krate, estimate, budget, cpus)?;
+    let wait_secs = waiting.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let outcome = command
+        .spawn()
+        .with_context(|| format!("could not start {}", rustc.to_string_lossy()))
+        .and_then(|child| crate::linker::wait_with_peak_rss(child.id() as libc::pid_t));
+    release(&ledger, me)?;
+    let (code, peak) = outcome?;
+    // sccache compiles in its server, outside this process tree: its client's peak says nothing.
+    let measures = chained.as_ref().is_none_or(|w| {
+        !Path::new(w)
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().contains("sccache"))
+    });
+    let record = RustcRecord {
+        krate,
+        kind,
+        estimate_bytes: estimate,
+        guessed: measured.is_none(),
+        peak_bytes: measures.then_some(peak),
+        wait_secs,
+        wall_secs: started.elapsed().as_secs_f64(),
+        alone: estimate > budget,
+        success: code == 0,
+    };
+    if let Some(log) = std::env::var_os(LOG_ENV) {
+        let line = serde_json::to_string(&record)? + "\n";
+        // One short line with O_APPEND: concurrent rustc do not interleave.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        if let Err(err) = written {
+            eprintln!(
+                "pgo-build (rustc wrapper): could not record rustc in {}: {err}",
+                Path::new(&log).display()
+            );
+        }
+    }
+    Ok(code)
+}
+
+fn env_number(key: &str) -> Option<u64> {
+    std::env::var(key).ok()?.parse().ok()
+}
+
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match status.code() {
+        Some(code) => code as u8,
+        None => 128 + status.signal().unwrap_or(0) as u8,
+    }
+}
+
+/// The crate a rustc command line compiles and its kind; `None` for queries (`-vV`,
+/// `--print`), which compile nothing.
+pub fn compiled_crate(args: &[OsString]) -> Option<(String, String)> {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if args
+        .iter()
+        .any(|a| a.starts_with("--print") || a == "-vV" || a == "-V")
+    {
+        return None;
+    }
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+            .or_else(|| {
+                args.iter()
+                    .find_map(|a| a.strip_prefix(&format!("{flag}=")).map(str::to_owned))
+            })
+    };
+    let krate = value("--crate-name")?;
+    let kind = if krate.starts_with("build_script_") {
+        "build-script".to_owned()
+    } else {
+        value("--crate-type").unwrap_or_else(|| "bin".to_owned())
+    };
+    Some((krate, kind))
+}
+
+/// The ledger: rustc running now (admitted) and waiting, with their estimates.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Ledger {
+    pub running: Vec<Entry>,
+    pub waiting: Vec<Entry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    pub pid: u32,
+    pub krate: String,
+    pub bytes: u64,
+    /// When it started waiting (seconds since 1970).
+    pub since: f64,
+}
+
+impl Ledger {
+    /// Whether `pid` (already in `waiting`) may start now: fewer than `cpus` running, and its
+    /// estimate fits beside theirs, or nothing runs (a crate above the whole budget runs alone);
+    /// and no older waiter has waited past [`PRIORITY_AFTER`] (it goes first).
+    pub fn admits(&self, pid: u32, budget: u64, cpus: usize, now: f64) -> bool {
+        let Some(me) = self.waiting.iter().find(|e| e.pid == pid) else {
+            return false;
+        };
+        let starved = self.waiting.iter().any(|other| {
+            other.pid != pid
+                && other.since < me.since
+                && now - other.since > PRIORITY_AFTER.as_secs_f64()
+        });
+        if starved {
+            return false;
+        }
+        let used: u64 = self.running.iter().map(|e| e.bytes).sum();
+        self.running.len() < cpus
+            && (self.running.is_empty() || used.saturating_add(me.bytes) <= budget)
+    }
+
+    /// Drops entries of processes that are gone (a killed build leaves its entries behind).
+    fn prune(&mut self) {
+        let alive = |pid: u32| {
+            // SAFETY: signal 0 only checks that the process exists.
+            let exists = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+            exists || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        };
+        self.running.retain(|e| alive(e.pid));
+        self.waiting.retain(|e| alive(e.pid));
+    }
+}
+
+/// Runs `change` on the ledger under its lock and writes it back.
+fn with_ledger<T>(path: &Path, change: impl FnOnce(&mut Ledger) -> T) -> Result<T> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("could not open the memory ledger {}", path.display()))?;
+    // SAFETY: flock(2) on a descriptor we own; released when the file is closed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("could not lock the memory ledger");
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let mut ledger: Ledger = serde_json::from_str(&text).unwrap_or_default();
+    ledger.prune();
+    let result = change(&mut ledger);
+    let text = serde_json::to_string(&ledger)?;
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(text.as_bytes())?;
+    Ok(result)
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Waits until the ledger admits `pid`, then records it as running.
+pub fn admit(
+    path: &Path,
+    pid: u32,
+    krate: &str,
+    bytes: u64,
+    budget: u64,
+    cpus: usize,
+) -> Result<()> {
+    with_ledger(path, |ledger| {
+        ledger.waiting.push(Entry {
+            pid,
+            krate: krate.to_owned(),
+            bytes,
+            since: unix_now(),
+        })
+    })?;
+    loop {
+        let admitted = with_ledger(path, |ledger| {
+            if !ledger.admits(pid, budget, cpus, unix_now()) {
+                return false;
+            }
+            let position = ledger.waiting.iter().position(|e| e.pid == pid).unwrap();
+            let entry = ledger.waiting.remove(position);
+            ledger.running.push(entry);
+            true
+        })?;
+        if admitted {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Removes `pid` from the ledger.
+pub fn release(path: &Path, pid: u32) -> Result<()> {
+    with_ledger(path, |ledger| {
+        ledger.running.retain(|e| e.pid != pid);
+        ledger.waiting.retain(|e| e.pid != pid);
+    })
+}
+
+/// What the rustc of one stage's build did against the budget, for the report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RustcSummary {
+    pub budget_bytes: u64,
+    /// How the budget was chosen.
+    pub budget_reason: String,
+    /// rustc allowed at once (CPUs), and cargo's job slots.
+    pub cpus: usize,
+    pub cargo_jobs: u32,
+    pub invocations: usize,
+    /// The heaviest ten crates measured, heaviest first.
+    pub heaviest: Vec<CrateFigures>,
+    /// Time rustc spent waiting for admission, summed over crates.
+    pub wait_secs: f64,
+    /// Mean of |peak - estimate| / peak over crates measured against an earlier measurement.
+    pub estimate_error: Option<f64>,
+    /// Crates whose peak exceeded their (measured, not guessed) estimate.
+    pub overruns: Vec<CrateFigures>,
+    /// Crates estimated above the whole budget, which ran alone.
+    pub alone: Vec<CrateFigures>,
+    /// Crates whose peak could not be measured (compiled by sccache's server).
+    pub unmeasured: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CrateFigures {
+    pub krate: String,
+    pub kind: String,
+    pub peak_bytes: Option<u64>,
+    pub estimate_bytes: u64,
+    pub wall_secs: f64,
+    pub wait_secs: f64,
+}
+
+impl RustcSummary {
+    pub fn from_records(records: &[RustcRecord]) -> RustcSummary {
+        let figures = |r: &RustcRecord| CrateFigures {
+            krate: r.krate.clone(),
+            kind: r.kind.clone(),
+            peak_bytes: r.peak_bytes,
+            estimate_bytes: r.estimate_bytes,
+            wall_secs: r.wall_secs,
+            wait_secs: r.wait_secs,
+        };
+        let mut measured: Vec<&RustcRecord> =
+            records.iter().filter(|r| r.peak_bytes.is_some()).collect();
+        measured.sort_by_key(|r| std::cmp::Reverse(r.peak_bytes));
+        let errors: Vec<f64> = measured
+            .iter()
+            .filter(|r| !r.guessed)
+            .map(|r| {
+                let peak = r.peak_bytes.unwrap_or(0).max(1) as f64;
+                (peak - r.estimate_bytes as f64).abs() / peak
+            })
+            .collect();
+        RustcSummary {
+            invocations: records.len(),
+            heaviest: measured.iter().take(10).map(|r| figures(r)).collect(),
+            wait_secs: records.iter().map(|r| r.wait_secs).sum::<f64>() + 0.0,
+            estimate_error: (!errors.is_empty())
+                .then(|| errors.iter().sum::<f64>() / errors.len() as f64),
+            overruns: measured
+                .iter()
+                .filter(|r| !r.guessed && r.peak_bytes.unwrap_or(0) > r.estimate_bytes)
+                .map(|r| figures(r))
+                .collect(),
+            alone: records.iter().filter(|r| r.alone).map(figures).collect(),
+            unmeasured: records.len() - measured.len(),
+            ..RustcSummary::default()
+        }
+    }
+}
+
+/// The estimates after a build: each crate measured gets its peak.
+pub fn updated_estimates(mut estimates: Estimates, records: &[RustcRecord]) -> Estimates {
+    for record in records {
+        if let (Some(peak), true) = (record.peak_bytes, record.success) {
+            estimates.insert(estimate_key(&record.krate, &record.kind), peak);
+        }
+    }
+    estimates
+}
+
+/// The rustc invocations a stage's build logged.
+pub fn read_log(path: &Path) -> Vec<RustcRecord> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pid: u32, bytes: u64, since: f64) -> Entry {
+        Entry {
+            pid,
+            krate: format!("c{pid}"),
+            bytes,
+            since,
+        }
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn a_heavy_crate_waits_for_memory_while_light_ones_proceed() {
+        // One heavy crate runs; a second heavy one and a light one wait; budget 1.5 GiB.
+        let ledger = Ledger {
+            running: vec![entry(1, GIB, 0.0)],
+            waiting: vec![entry(2, GIB, 1.0), entry(3, 100 << 20, 1.5)],
+        };
+        assert!(!ledger.admits(2, 3 * GIB / 2, 4, 2.0));
+        assert!(ledger.admits(3, 3 * GIB / 2, 4, 2.0));
+        // Not with the CPUs all busy.
+        assert!(!ledger.admits(3, 3 * GIB / 2, 1, 2.0));
+        // After PRIORITY_AFTER, the heavy waiter goes first: the light one is held back.
+        assert!(!ledger.admits(3, 3 * GIB / 2, 4, 1.0 + 6.0));
+    }
+
+    #[test]
+    fn a_crate_above_the_whole_budget_runs_alone() {
+        let alone = Ledger {
+            running: vec![],
+            waiting: vec![entry(1, 4 * GIB, 0.0)],
+        };
+        assert!(alone.admits(1, GIB, 2, 0.1));
+        let busy = Ledger {
+            running: vec![entry(2, 1 << 20, 0.0)],
+            waiting: vec![entry(1, 4 * GIB, 0.0)],
+        };
+        assert!(!busy.admits(1, GIB, 2, 0.1));
+    }
+
+    #[test]
+    fn the_ledger_is_shared_through_its_file_and_forgets_dead_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.json");
+        let me = std::process::id();
+        admit(&path, me, "first", GIB, GIB, 2).unwrap();
+        // A process that no longer exists holds nothing.
+        with_ledger(&path, |l| l.running.push(entry(999_999_999, GIB, 0.0))).unwrap();
+        let ledger = with_ledger(&path, |l| l.clone()).unwrap();
+        assert_eq!(ledger.running.len(), 1);
+        assert_eq!(ledger.running[0].krate, "first");
+        release(&path, me).unwrap();
+        assert!(with_ledger(&path, |l| l.running.is_empty()).unwrap());
+    }
+
+    #[test]
+    fn compiled_crates_are_named_and_queries_are_not() {
+        let args = |line: &str| -> Vec<OsString> { line.split(' ').map(OsString::from).collect() };
+        assert_eq!(
+            compiled_crate(&args(
+                "--crate-name app --edition=2024 src/main.rs --crate-type bin"
+            )),
+            Some(("app".into(), "bin".into()))
+        );
+        assert_eq!(
+            compiled_crate(&args(
+                "--crate-name build_script_build build.rs --crate-type bin"
+            )),
+            Some(("build_script_build".into(), "build-script".into()))
+        );
+        assert_eq!(
+            compiled_crate(&args("--crate-name=serde --crate-type=lib x.rs")),
+            Some(("serde".into(), "lib".into()))
+        );
+        assert_eq!(compiled_crate(&args("-vV")), None);
+        assert_eq!(
+            compiled_crate(&args("- --crate-name ___ --print=file-names")),
+            None
+        );
+    }
+}
