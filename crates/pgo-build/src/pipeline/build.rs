@@ -174,6 +174,8 @@ impl Session {
             None => (cores, cores * 2),
         };
         let (budget, budget_reason) = self.memory_budget()?;
+        // cargo, pgo-build and the wrappers waiting in front of rustc live in the budget too.
+        let rustc_budget = budget.saturating_sub(rustc_wrapper::OVERHEAD);
         let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
         let chained = sccache::user_wrapper(&self.cargo_config).unwrap_or_default();
         let stage_dir = self.layout.stage_dir(stage);
@@ -194,7 +196,10 @@ impl Session {
                     .display()
                     .to_string(),
             ),
-            (rustc_wrapper::BUDGET_ENV.to_owned(), budget.to_string()),
+            (
+                rustc_wrapper::BUDGET_ENV.to_owned(),
+                rustc_budget.to_string(),
+            ),
             (rustc_wrapper::CPUS_ENV.to_owned(), cpus.to_string()),
             (
                 rustc_wrapper::ESTIMATES_ENV.to_owned(),
@@ -206,9 +211,11 @@ impl Session {
             ),
         ];
         self.printer.detail(format!(
-            "rustc: {cpus} at a time within a memory budget of {} ({budget_reason}); cargo -j \
-             {cargo_jobs}{}",
+            "rustc: {cpus} at a time within {} of the memory budget of {} ({budget_reason}; {} \
+             kept for cargo and pgo-build); cargo -j {cargo_jobs}{}",
+            human_bytes(rustc_budget),
             human_bytes(budget),
+            human_bytes(rustc_wrapper::OVERHEAD),
             if chained.is_empty() {
                 String::new()
             } else {
@@ -219,6 +226,7 @@ impl Session {
             env,
             summary: RustcSummary {
                 budget_bytes: budget,
+                rustc_budget_bytes: rustc_budget,
                 budget_reason,
                 cpus: cpus as usize,
                 cargo_jobs,
@@ -237,6 +245,7 @@ impl Session {
         }
         let figures = RustcSummary {
             budget_bytes: setup.budget_bytes,
+            rustc_budget_bytes: setup.rustc_budget_bytes,
             budget_reason: setup.budget_reason,
             cpus: setup.cpus,
             cargo_jobs: setup.cargo_jobs,
@@ -246,12 +255,13 @@ impl Session {
             |c: &rustc_wrapper::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
         for krate in &figures.alone {
             self.printer.warn(format!(
-                "crate `{}` ({}) is estimated at {}, above the whole memory budget of {}: it \
-                 ran alone (peak {} this time). Raise [build] memory_budget in {} if the \
-                 machine has the memory.",
+                "crate `{}` ({}) is estimated at {}, above the whole memory budget for rustc \
+                 ({} of {}): it ran alone (peak {} this time). Raise [build] memory_budget in {} \
+                 if the machine has the memory.",
                 krate.krate,
                 krate.kind,
                 human_bytes(krate.estimate_bytes),
+                human_bytes(figures.rustc_budget_bytes),
                 human_bytes(figures.budget_bytes),
                 peak(krate),
                 self.config.display_path()
