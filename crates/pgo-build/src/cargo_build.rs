@@ -415,6 +415,9 @@ pub struct StagedBinary {
     #[serde(default)]
     pub source: PathBuf,
     pub size_bytes: u64,
+    /// Without debug info and symbols (see [`loaded_size`]); absent in older records.
+    #[serde(default)]
+    pub loaded_bytes: Option<u64>,
     pub build_id: Option<String>,
     /// Built with `-Cprofile-use` (optimized stage only).
     pub pgo: bool,
@@ -550,6 +553,7 @@ pub fn stage_binary(input: &StageInput, bin_dir: &Path) -> Result<StagedBinary> 
         name: bin.name.clone(),
         package: bin.package.clone(),
         size_bytes: data.len() as u64,
+        loaded_bytes: loaded_size(&data).ok(),
         build_id: build_id(&data)
             .with_context(|| format!("could not read {} as an executable", staged.display()))?,
         path: staged,
@@ -557,6 +561,25 @@ pub fn stage_binary(input: &StageInput, bin_dir: &Path) -> Result<StagedBinary> 
         pgo: input.pgo,
         bolted: input.bolted,
     })
+}
+
+/// The size of an ELF executable without its sections that are not loaded (debug info, symbol
+/// and string tables), which is about what `strip` leaves and a stripped release ships.
+/// Comparable across stages where file sizes are not (BOLT drops debug info); padding that
+/// aligns loaded code (BOLT's huge pages) counts, as it does on disk.
+pub fn loaded_size(data: &[u8]) -> Result<u64> {
+    use object::{Object, ObjectSection, SectionFlags, SectionKind};
+    let file = object::File::parse(data)?;
+    let unloaded: u64 = file
+        .sections()
+        .filter(|section| {
+            matches!(section.flags(), SectionFlags::Elf { sh_flags }
+                if sh_flags & u64::from(object::elf::SHF_ALLOC) == 0)
+                && section.kind() != SectionKind::UninitializedData
+        })
+        .filter_map(|section| section.file_range().map(|(_, size)| size))
+        .sum();
+    Ok((data.len() as u64).saturating_sub(unloaded))
 }
 
 /// The GNU build id of an ELF executable, as lowercase hex.

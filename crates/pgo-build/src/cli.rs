@@ -195,7 +195,8 @@ pub struct ExploreArgs {
     #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
     pub variants: Vec<String>,
     /// Counted rounds per holdout workload, after one warm-up round (default: [compare]
-    /// rounds, else 10; a verdict needs at least 7)
+    /// rounds, else 10; a verdict needs at least 7; with --metric instructions, 2: one count
+    /// and a repeat)
     #[arg(long, value_name = "N")]
     pub rounds: Option<usize>,
     /// What speed is: wall-clock time, CPU time of the process tree, or instructions

@@ -713,6 +713,7 @@ mod tests {
             path: PathBuf::from("/bin").join(name),
             source: PathBuf::new(),
             size_bytes: 1,
+            loaded_bytes: None,
             build_id: Some(id.into()),
             pgo: false,
             bolted: false,

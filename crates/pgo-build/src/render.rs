@@ -84,7 +84,7 @@ fn explore_markdown(explore: &ExploreResult, out: &mut String) {
         out,
         "### explore ({:?}, {} rounds on {})
 
-| Variant | vs baseline | vs pgo | Build time | Peak memory | Size | Pareto front | Status |\n|---|---:|---:|---:|---:|---:|---|---|",
+| Variant | vs baseline | vs pgo | Build time | Peak memory | Size (loaded) | Pareto front | Status |\n|---|---:|---:|---:|---:|---:|---|---|",
         explore.metric,
         explore.rounds,
         explore.workloads.join(", ")
@@ -103,7 +103,7 @@ fn explore_markdown(explore: &ExploreResult, out: &mut String) {
             speed(&v.vs_pgo),
             v.build_secs.map_or("-".to_owned(), |s| format!("{s:.1}s")),
             v.peak_memory_bytes.map_or("-".to_owned(), human_bytes),
-            match (v.size_bytes, v.size_change) {
+            match (v.loaded_bytes, v.size_change) {
                 (Some(b), Some(c)) => format!("{} ({:+.1}%)", human_bytes(b), c * 100.0),
                 (Some(b), None) => human_bytes(b),
                 _ => "-".to_owned(),
@@ -560,7 +560,7 @@ fn explore_section(explore: &ExploreResult, out: &mut String) {
              (no other variant is both faster and quicker to build).</p>"
         );
     }
-    out.push_str("<table><tr><th>Variant</th><th>vs baseline</th><th>vs pgo</th><th>Build time</th><th>Peak memory</th><th>Size</th><th>Pareto front</th><th>Status</th></tr>");
+    out.push_str("<table><tr><th>Variant</th><th>vs baseline</th><th>vs pgo</th><th>Build time</th><th>Peak memory</th><th>Size (loaded)</th><th>Pareto front</th><th>Status</th></tr>");
     for v in &explore.variants {
         let speed = |s: &Option<crate::report::ExploreSpeed>| {
             s.as_ref().map_or("-".to_owned(), |s| {
@@ -584,7 +584,7 @@ fn explore_section(explore: &ExploreResult, out: &mut String) {
             speed(&v.vs_pgo),
             v.build_secs.map_or("-".to_owned(), |s| format!("{s:.1}s")),
             v.peak_memory_bytes.map_or("-".to_owned(), human_bytes),
-            match (v.size_bytes, v.size_change) {
+            match (v.loaded_bytes, v.size_change) {
                 (Some(b), Some(c)) => format!("{} ({:+.1}%)", human_bytes(b), c * 100.0),
                 (Some(b), None) => human_bytes(b),
                 _ => "-".to_owned(),

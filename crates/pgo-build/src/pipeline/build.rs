@@ -568,7 +568,9 @@ impl Session {
     }
 
     /// `[pgo] max_size_growth`: refuses to stage binaries that grew more than that over the
-    /// baseline's, naming each with both sizes.
+    /// baseline's, naming each with both sizes. Sizes are loaded sizes (the file less debug
+    /// info and symbol tables: about what a stripped release ships), so BOLT dropping debug
+    /// info does not count as shrinking, nor more debug info as growth.
     fn check_size_growth(&self, stage: Stage, executables: &[StageInput]) -> Result<()> {
         let Some(limit) = &self.config.pgo.max_size_growth else {
             return Ok(());
@@ -587,15 +589,23 @@ impl Session {
             else {
                 continue;
             };
-            let size = std::fs::metadata(&input.source)
-                .with_context(|| format!("could not read {}", input.source.display()))?
-                .len();
-            let growth = size as f64 / reference.size_bytes.max(1) as f64 - 1.0;
+            let loaded = |path: &std::path::Path| {
+                std::fs::read(path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|data| cargo_build::loaded_size(&data))
+                    .with_context(|| format!("could not read {} as an executable", path.display()))
+            };
+            let size = loaded(&input.source)?;
+            let reference_size = match reference.loaded_bytes {
+                Some(bytes) => bytes,
+                None => loaded(&reference.path)?,
+            };
+            let growth = size as f64 / reference_size.max(1) as f64 - 1.0;
             if growth > limit.fraction {
                 grown.push(format!(
-                    "  {}: {} -> {} ({:+.1}%)",
+                    "  {}: {} -> {} ({:+.1}%, without debug info and symbols)",
                     input.bin.name,
-                    human_bytes(reference.size_bytes),
+                    human_bytes(reference_size),
                     human_bytes(size),
                     growth * 100.0
                 ));

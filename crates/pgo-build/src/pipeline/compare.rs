@@ -30,7 +30,7 @@ use crate::training;
 pub const DEFAULT_ROUNDS: usize = 10;
 /// With `--metric instructions`: one count per variant and one repeat that measures how
 /// stable the counts are.
-const INSTRUCTION_ROUNDS: usize = 2;
+pub const INSTRUCTION_ROUNDS: usize = 2;
 
 impl Session {
     /// Runs the comparison, prints its table and records it in the report.

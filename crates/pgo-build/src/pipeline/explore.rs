@@ -199,13 +199,16 @@ impl Session {
                 })
                 .transpose()?,
         };
-        let rounds = args
-            .rounds
-            .or(match self.config.compare.rounds {
-                Some(Rounds::Fixed(n)) => Some(n),
-                _ => None,
-            })
-            .unwrap_or(super::compare::DEFAULT_ROUNDS);
+        // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
+        // times need rounds against noise.
+        let rounds = match (args.rounds, args.metric) {
+            (Some(rounds), _) => rounds,
+            (None, Metric::Instructions) => super::compare::INSTRUCTION_ROUNDS,
+            (None, _) => match self.config.compare.rounds {
+                Some(Rounds::Fixed(n)) => n,
+                _ => super::compare::DEFAULT_ROUNDS,
+            },
+        };
         if rounds == 0 {
             bail!("--rounds must be at least 1");
         }
@@ -269,14 +272,10 @@ impl Session {
                         .iter()
                         .filter_map(|c| c.peak_memory_bytes)
                         .max();
-                    record.size_bytes = Some(
-                        done.compared
-                            .manifest
-                            .binaries
-                            .iter()
-                            .map(|b| b.size_bytes)
-                            .sum(),
-                    );
+                    let binaries = &done.compared.manifest.binaries;
+                    record.size_bytes = Some(binaries.iter().map(|b| b.size_bytes).sum());
+                    record.loaded_bytes =
+                        binaries.iter().map(|b| b.loaded_bytes).sum::<Option<u64>>();
                     record.bin_dir = Some(self.publish(&variant.name, &done.compared)?);
                     record.status = "not measured".to_owned();
                     built.insert(variant.name.clone(), done.compared);
@@ -310,9 +309,9 @@ impl Session {
         let baseline_size = records
             .iter()
             .find(|r| r.name == BASELINE)
-            .and_then(|r| r.size_bytes);
+            .and_then(|r| r.loaded_bytes);
         for record in &mut records {
-            if let (Some(size), Some(baseline)) = (record.size_bytes, baseline_size) {
+            if let (Some(size), Some(baseline)) = (record.loaded_bytes, baseline_size) {
                 let change = size as f64 / baseline.max(1) as f64 - 1.0;
                 record.size_change = Some(change);
                 record.over_size_limit = self
@@ -945,6 +944,7 @@ fn new_record(variant: &Variant) -> ExploreVariantRecord {
         build_secs: None,
         peak_memory_bytes: None,
         size_bytes: None,
+        loaded_bytes: None,
         size_change: None,
         over_size_limit: false,
         vs_baseline: None,
@@ -985,7 +985,7 @@ pub fn mark_fronts(records: &mut [ExploreVariantRecord]) {
     let costs: [(&str, Cost); 3] = [
         ("build time", |r| r.build_secs),
         ("peak memory", |r| r.peak_memory_bytes.map(|b| b as f64)),
-        ("size", |r| r.size_bytes.map(|b| b as f64)),
+        ("size", |r| r.loaded_bytes.map(|b| b as f64)),
     ];
     let points: Vec<Option<(f64, [Option<f64>; 3])>> = records
         .iter()
@@ -1289,6 +1289,7 @@ mod tests {
         record.build_secs = Some(build_secs);
         record.peak_memory_bytes = Some(100);
         record.size_bytes = Some(size);
+        record.loaded_bytes = Some(size);
         record.size_change = Some(size as f64 / 1000.0 - 1.0);
         let verdict = if vs_baseline < 0.98 {
             Verdict::Faster

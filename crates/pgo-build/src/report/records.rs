@@ -212,9 +212,14 @@ pub struct ExploreVariantRecord {
     pub stages: Vec<ExploreStageCost>,
     pub build_secs: Option<f64>,
     pub peak_memory_bytes: Option<u64>,
-    /// Total size of its binaries.
+    /// Total file size of its binaries.
     pub size_bytes: Option<u64>,
-    /// Size against the baseline's binaries: 0.05 is 5% larger.
+    /// Total loaded size of its binaries: the files less debug info and symbol tables (about
+    /// what a stripped release ships; comparable where file sizes are not: BOLT drops debug
+    /// info).
+    #[serde(default)]
+    pub loaded_bytes: Option<u64>,
+    /// Loaded size against the baseline's: 0.05 is 5% larger.
     pub size_change: Option<f64>,
     /// Over `[pgo] max_size_growth`: never recommended.
     #[serde(default)]

@@ -337,7 +337,7 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
         "vs pgo".to_owned(),
         "Build time".to_owned(),
         "Peak memory".to_owned(),
-        "Size".to_owned(),
+        "Size (loaded)".to_owned(),
         "Pareto front".to_owned(),
         "Status".to_owned(),
     ]);
@@ -346,7 +346,7 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
         None => "-".to_owned(),
     };
     for variant in &result.variants {
-        let size = match (variant.size_bytes, variant.size_change) {
+        let size = match (variant.loaded_bytes, variant.size_change) {
             (Some(bytes), Some(change)) if variant.name != "baseline" => format!(
                 "{} ({:+.1}%){}",
                 human_bytes(bytes),
