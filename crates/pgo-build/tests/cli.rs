@@ -1383,7 +1383,7 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
     );
     let run = fixture.run(&["report", "--json"]);
     let json: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
-    assert_eq!(json["schema_version"], 3);
+    assert_eq!(json["schema_version"], 4);
 }
 
 fn host_triple() -> String {
