@@ -101,13 +101,9 @@ fn explore_markdown(explore: &ExploreResult, out: &mut String) {
             v.name,
             speed(&v.vs_baseline),
             speed(&v.vs_pgo),
-            v.build_secs.map_or("-".to_owned(), |s| format!("{s:.1}s")),
-            v.peak_memory_bytes.map_or("-".to_owned(), human_bytes),
-            match (v.loaded_bytes, v.size_change) {
-                (Some(b), Some(c)) => format!("{} ({:+.1}%)", human_bytes(b), c * 100.0),
-                (Some(b), None) => human_bytes(b),
-                _ => "-".to_owned(),
-            },
+            v.build_time_text(),
+            v.peak_memory_text(),
+            v.size_text(),
             v.front.join(", "),
             v.status
         );
@@ -582,13 +578,9 @@ fn explore_section(explore: &ExploreResult, out: &mut String) {
             escape(&v.name),
             speed(&v.vs_baseline),
             speed(&v.vs_pgo),
-            v.build_secs.map_or("-".to_owned(), |s| format!("{s:.1}s")),
-            v.peak_memory_bytes.map_or("-".to_owned(), human_bytes),
-            match (v.loaded_bytes, v.size_change) {
-                (Some(b), Some(c)) => format!("{} ({:+.1}%)", human_bytes(b), c * 100.0),
-                (Some(b), None) => human_bytes(b),
-                _ => "-".to_owned(),
-            },
+            v.build_time_text(),
+            v.peak_memory_text(),
+            v.size_text(),
             escape(&v.front.join(", ")),
             escape(&v.status)
         );

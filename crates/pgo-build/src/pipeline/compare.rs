@@ -447,12 +447,7 @@ impl Session {
             .map(|((variant, bin_dir), count_dir)| training::Target {
                 stage: variant.stage,
                 bin_dir,
-                bin_names: variant
-                    .manifest
-                    .binaries
-                    .iter()
-                    .map(|b| b.name.as_str())
-                    .collect(),
+                bin_names: variant.bin_names(),
                 workspace_root: &self.workspace.root,
                 extra_env: Vec::new(),
                 wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
@@ -538,12 +533,7 @@ impl Session {
         let target = training::Target {
             stage: variant.stage,
             bin_dir: &bin_dir,
-            bin_names: variant
-                .manifest
-                .binaries
-                .iter()
-                .map(|b| b.name.as_str())
-                .collect(),
+            bin_names: variant.bin_names(),
             workspace_root: &self.workspace.root,
             extra_env: Vec::new(),
             wrapper: Vec::new(),
@@ -599,6 +589,14 @@ pub(super) struct Compared {
 }
 
 impl Compared {
+    fn bin_names(&self) -> Vec<&str> {
+        self.manifest
+            .binaries
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect()
+    }
+
     /// The log of a workload's last run against this variant.
     pub(super) fn log(&self, workload: &Workload) -> PathBuf {
         self.layout.logs_dir().join(format!(

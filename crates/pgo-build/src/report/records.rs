@@ -230,6 +230,37 @@ pub struct ExploreVariantRecord {
     pub front: Vec<String>,
 }
 
+impl ExploreVariantRecord {
+    /// "12.3s", or "-" when it was not built.
+    pub fn build_time_text(&self) -> String {
+        self.build_secs
+            .map_or("-".to_owned(), |s| format!("{s:.1}s"))
+    }
+
+    pub fn peak_memory_text(&self) -> String {
+        self.peak_memory_bytes
+            .map_or("-".to_owned(), super::human_bytes)
+    }
+
+    /// "5.1 MiB (+3.2%)": loaded size and its change over the baseline's.
+    pub fn size_text(&self) -> String {
+        match (self.loaded_bytes, self.size_change) {
+            (Some(bytes), Some(change)) if self.name != "baseline" => format!(
+                "{} ({:+.1}%){}",
+                super::human_bytes(bytes),
+                change * 100.0,
+                if self.over_size_limit {
+                    " over limit"
+                } else {
+                    ""
+                }
+            ),
+            (Some(bytes), _) => super::human_bytes(bytes),
+            _ => "-".to_owned(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExploreStageCost {
     /// The build it belongs to: `target/pgo-build/` itself or `explore/builds/<key>`.

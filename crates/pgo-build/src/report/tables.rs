@@ -346,20 +346,6 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
         None => "-".to_owned(),
     };
     for variant in &result.variants {
-        let size = match (variant.loaded_bytes, variant.size_change) {
-            (Some(bytes), Some(change)) if variant.name != "baseline" => format!(
-                "{} ({:+.1}%){}",
-                human_bytes(bytes),
-                change * 100.0,
-                if variant.over_size_limit {
-                    " over limit"
-                } else {
-                    ""
-                }
-            ),
-            (Some(bytes), _) => human_bytes(bytes),
-            _ => "-".to_owned(),
-        };
         table.add_row([
             Cell::new(&variant.name),
             Cell::new(
@@ -374,19 +360,9 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
             } else {
                 speed(&variant.vs_pgo)
             }),
-            Cell::new(
-                variant
-                    .build_secs
-                    .map_or("-".to_owned(), |s| format!("{s:.1}s")),
-            )
-            .set_alignment(CellAlignment::Right),
-            Cell::new(
-                variant
-                    .peak_memory_bytes
-                    .map_or("-".to_owned(), human_bytes),
-            )
-            .set_alignment(CellAlignment::Right),
-            Cell::new(size).set_alignment(CellAlignment::Right),
+            Cell::new(variant.build_time_text()).set_alignment(CellAlignment::Right),
+            Cell::new(variant.peak_memory_text()).set_alignment(CellAlignment::Right),
+            Cell::new(variant.size_text()).set_alignment(CellAlignment::Right),
             Cell::new(variant.front.join(", ")),
             Cell::new(&variant.status),
         ]);
