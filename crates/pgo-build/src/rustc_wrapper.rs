@@ -39,10 +39,14 @@ pub const LOG_ENV: &str = "PGO_BUILD_RUSTC_LOG";
 
 /// Kept out of the budget for cargo, pgo-build and the wrappers waiting in front of rustc: a
 /// fixed allowance, not measured per build (bench/memory-budget checks the whole tree).
-pub const OVERHEAD: u64 = 128 << 20;
+pub const OVERHEAD: u64 = 64 << 20;
 
-/// After this long, the oldest waiting rustc is admitted before any newer one.
-const PRIORITY_AFTER: Duration = Duration::from_secs(5);
+/// After this long, a waiting rustc is admitted before any newer one, even when newer ones
+/// would fit now and it would not: the bound on how long light crates may overtake a heavy
+/// one. Before that, waiters go in order of arrival among those that fit (first fit), so a
+/// heavy crate is never overtaken once it fits, and never blocks lighter ones while it does
+/// not (blocking them would leave cores idle: measured in bench/memory-budget).
+const PRIORITY_AFTER: Duration = Duration::from_secs(60);
 
 /// Guesses of a crate's peak before any build measured it: generous for binaries (they are
 /// codegen'd with every generic they instantiate, and link in the same rustc) and for
@@ -71,6 +75,9 @@ pub struct RustcRecord {
     /// behind a wrapper that compiles elsewhere (sccache's server).
     pub peak_bytes: Option<u64>,
     pub wait_secs: f64,
+    /// When rustc started (seconds since 1970), after its wait.
+    #[serde(default)]
+    pub start_unix: f64,
     pub wall_secs: f64,
     /// Estimated above the whole budget: it ran alone.
     pub alone: bool,
@@ -142,6 +149,7 @@ fn wrap() -> Result<u8> {
     let me = std::process::id();
     admit(&ledger, me, &krate, estimate, budget, cpus)?;
     let wait_secs = waiting.elapsed().as_secs_f64();
+    let start_unix = unix_now();
     let started = Instant::now();
     let outcome = command
         .spawn()
@@ -162,6 +170,7 @@ fn wrap() -> Result<u8> {
         guessed: measured.is_none(),
         peak_bytes: measures.then_some(peak),
         wait_secs,
+        start_unix,
         wall_secs: started.elapsed().as_secs_f64(),
         alone: estimate > budget,
         success: code == 0,
@@ -245,23 +254,23 @@ pub struct Entry {
 
 impl Ledger {
     /// Whether `pid` (already in `waiting`) may start now: fewer than `cpus` running, and its
-    /// estimate fits beside theirs, or nothing runs (a crate above the whole budget runs alone);
-    /// and no older waiter has waited past [`PRIORITY_AFTER`] (it goes first).
+    /// estimate fits beside theirs, or nothing runs (a crate above the whole budget runs
+    /// alone); and no older waiter fits now, or has waited past [`PRIORITY_AFTER`].
     pub fn admits(&self, pid: u32, budget: u64, cpus: usize, now: f64) -> bool {
         let Some(me) = self.waiting.iter().find(|e| e.pid == pid) else {
             return false;
         };
-        let starved = self.waiting.iter().any(|other| {
-            other.pid != pid
-                && other.since < me.since
-                && now - other.since > PRIORITY_AFTER.as_secs_f64()
-        });
-        if starved {
-            return false;
-        }
         let used: u64 = self.running.iter().map(|e| e.bytes).sum();
-        self.running.len() < cpus
-            && (self.running.is_empty() || used.saturating_add(me.bytes) <= budget)
+        let fits = |entry: &Entry| {
+            self.running.len() < cpus
+                && (self.running.is_empty() || used.saturating_add(entry.bytes) <= budget)
+        };
+        let goes_first = self.waiting.iter().any(|other| {
+            other.pid != pid
+                && (other.since, other.pid) < (me.since, me.pid)
+                && (fits(other) || now - other.since > PRIORITY_AFTER.as_secs_f64())
+        });
+        !goes_first && fits(me)
     }
 
     /// Drops entries of processes that are gone (a killed build leaves its entries behind).
@@ -472,8 +481,15 @@ mod tests {
         assert!(ledger.admits(3, 3 * GIB / 2, 4, 2.0));
         // Not with the CPUs all busy.
         assert!(!ledger.admits(3, 3 * GIB / 2, 1, 2.0));
-        // After PRIORITY_AFTER, the heavy waiter goes first: the light one is held back.
-        assert!(!ledger.admits(3, 3 * GIB / 2, 4, 1.0 + 6.0));
+        // Once the heavy waiter fits, it goes before the younger light one.
+        let freed = Ledger {
+            running: vec![entry(4, 100 << 20, 0.5)],
+            ..ledger.clone()
+        };
+        assert!(freed.admits(2, 3 * GIB / 2, 4, 2.0));
+        assert!(!freed.admits(3, 3 * GIB / 2, 4, 2.0));
+        // After PRIORITY_AFTER, the heavy waiter goes first even while it does not fit.
+        assert!(!ledger.admits(3, 3 * GIB / 2, 4, 1.0 + 61.0));
     }
 
     #[test]
