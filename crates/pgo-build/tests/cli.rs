@@ -3164,3 +3164,30 @@ fn a_users_rustc_wrapper_still_runs_behind_pgo_builds() {
         "{records:?}"
     );
 }
+
+#[test]
+fn explore_measures_a_variant_over_the_size_limit_but_never_recommends_it() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 3000",
+    );
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    // BOLT's huge pages pad the BOLTed binaries far beyond 50%.
+    fixture.write(
+        "pgo-build.toml",
+        &format!("[pgo]\nmax_size_growth = \"50%\"\n\n[bolt]\nhuge_pages = true\n\n{config}"),
+    );
+    fixture
+        .run(&["explore", "--variants", "pgo+bolt", "--rounds", "2"])
+        .success()
+        .stderr_contains("pgo+bolt is over [pgo] max_size_growth");
+    let bolt = explored(&fixture, "pgo+bolt");
+    assert_eq!(bolt["status"], "measured", "{bolt}");
+    assert_eq!(bolt["over_size_limit"], true, "{bolt}");
+    assert!(bolt["size_change"].as_f64().unwrap() > 0.5, "{bolt}");
+    assert_eq!(explored(&fixture, "pgo")["over_size_limit"], false);
+    assert_ne!(
+        fixture.report()["explore"]["recommendation"]["variant"],
+        "pgo+bolt"
+    );
+}

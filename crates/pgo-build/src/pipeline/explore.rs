@@ -274,8 +274,16 @@ impl Session {
                         .max();
                     let binaries = &done.compared.manifest.binaries;
                     record.size_bytes = Some(binaries.iter().map(|b| b.size_bytes).sum());
-                    record.loaded_bytes =
-                        binaries.iter().map(|b| b.loaded_bytes).sum::<Option<u64>>();
+                    // Binaries staged by an older pgo-build have no loaded size recorded.
+                    record.loaded_bytes = binaries
+                        .iter()
+                        .map(|b| {
+                            b.loaded_bytes.or_else(|| {
+                                let data = std::fs::read(&b.path).ok()?;
+                                crate::cargo_build::loaded_size(&data).ok()
+                            })
+                        })
+                        .sum::<Option<u64>>();
                     record.bin_dir = Some(self.publish(&variant.name, &done.compared)?);
                     record.status = "not measured".to_owned();
                     built.insert(variant.name.clone(), done.compared);
@@ -478,8 +486,12 @@ impl Session {
             && !self.config.bolt.enabled
             && self.config.pgo.profile.is_none();
         if own {
-            let label = "target/pgo-build".to_owned();
-            return Ok((work(self, &label)?, self.layout.clone()));
+            // explore judges size itself: a variant over [pgo] max_size_growth is measured and
+            // flagged, not left unbuilt.
+            let limit = self.config.pgo.max_size_growth.take();
+            let result = work(self, "target/pgo-build");
+            self.config.pgo.max_size_growth = limit;
+            return Ok((result?, self.layout.clone()));
         }
         let key = build_key(build);
         let layout = Layout::at(self.layout.explore_dir().join("builds").join(&key));
@@ -489,6 +501,7 @@ impl Session {
             format!("{}\n", describe_build(build)).as_bytes(),
         )?;
         let mut session = self.with_build(layout.clone(), build.settings, bolt, profile)?;
+        session.config.pgo.max_size_growth = None;
         let result = work(&mut session, &format!("explore/builds/{key}"));
         // Warnings it showed are not shown again by later builds.
         self.shown_warnings
