@@ -130,6 +130,7 @@ impl Session {
         };
         // Figures of an earlier build (perhaps with another wrapper) do not describe this one.
         self.report.sccache.remove(stage.name());
+        self.report.rustc_memory.remove(stage.name());
         let cache = sccache::wrapper(&self.cargo_config)
             .and_then(|program| Some((sccache::counters(&program, &self.printer)?, program)));
         let built = cargo_build::build(&request, &self.printer, &filter);
