@@ -10,7 +10,8 @@
 //! settings of the pipeline itself are built in `target/pgo-build/` (a `run` before `explore`
 //! is reused). BOLT variants link with relocations, a build of their own, optimized with the
 //! profile of the variant with the same settings without BOLT (as a committed profile), so
-//! training is not repeated. Measurements are cached (`explore/measurements.json`) by the
+//! training is not repeated; so are variants whose extra flags act only with a profile
+//! (`pgo+split`). Measurements are cached (`explore/measurements.json`) by the
 //! builds and workloads they measured: a second run measures only what changed or is missing.
 
 use std::collections::BTreeMap;
@@ -37,6 +38,25 @@ use crate::stats::{self, PairedSummary, Verdict};
 /// Machine function splitting: the cold blocks of hot functions move out of the hot code, by
 /// the profile (rustc 1.95 passes it to LLVM; whether it helps is what explore measures).
 pub const SPLIT_FLAG: &str = "-Cllvm-args=-enable-split-machine-functions";
+
+/// Flags that act only where there is a profile, so a build with them trains exactly as one
+/// without: instrumentation is added before codegen, and LLVM's machine function splitter
+/// returns early for functions without profile data. A variant that adds only these is
+/// optimized with the profile trained without them (one training fewer).
+const PROFILE_USE_ONLY: [&str; 1] = [SPLIT_FLAG];
+
+/// The settings a variant trains with: its own, less [`PROFILE_USE_ONLY`] flags.
+fn training_settings(settings: &BuildVariant) -> BuildVariant {
+    BuildVariant {
+        rustflags: settings
+            .rustflags
+            .iter()
+            .filter(|flag| !PROFILE_USE_ONLY.contains(&flag.as_str()))
+            .cloned()
+            .collect(),
+        ..settings.clone()
+    }
+}
 
 /// The two variants every exploration measures: the others are judged against them.
 const BASELINE: &str = "baseline";
@@ -144,6 +164,9 @@ pub fn select_variants(config: &config::Config, names: &[String]) -> Result<Vec<
 enum BuildKind {
     /// Baseline, instrumented and optimized stages.
     Plain,
+    /// Optimized with the profile of a plain build whose settings train alike (see
+    /// [`PROFILE_USE_ONLY`]).
+    Profiled,
     /// Linked with relocations and post-processed by BOLT: of the optimized binaries (built
     /// from the plain build's profile) or, without PGO, of the baseline ones.
     Bolt { pgo: bool },
@@ -378,24 +401,51 @@ impl Session {
     /// Builds what `variant` needs, through `run`'s cached stages; `None` when the budget ran
     /// out first.
     fn build_variant(&mut self, variant: &Variant, clock: &Clock) -> Result<Option<Built>> {
-        let plain = Build {
-            settings: &variant.build,
-            kind: BuildKind::Plain,
-        };
-        let (stages, stage): (&[PipelineStage], Stage) = match (variant.pgo, variant.bolt) {
-            (false, false) => (&[PipelineStage::Build], Stage::Baseline),
-            (true, false) => (
-                &[
-                    PipelineStage::Instrument,
-                    PipelineStage::Train,
-                    PipelineStage::Optimize,
-                ],
-                Stage::Optimized,
-            ),
-            (pgo, true) => return self.build_bolt_variant(variant, pgo, clock),
-        };
+        let trains_alike = training_settings(&variant.build) == variant.build;
+        let (kind, stages, stage): (BuildKind, &[PipelineStage], Stage) =
+            match (variant.pgo, variant.bolt) {
+                (false, false) => (BuildKind::Plain, &[PipelineStage::Build], Stage::Baseline),
+                (true, false) if trains_alike => (
+                    BuildKind::Plain,
+                    &[
+                        PipelineStage::Instrument,
+                        PipelineStage::Train,
+                        PipelineStage::Optimize,
+                    ],
+                    Stage::Optimized,
+                ),
+                (true, false) => (
+                    BuildKind::Profiled,
+                    &[PipelineStage::Optimize],
+                    Stage::Optimized,
+                ),
+                (pgo, true) => (
+                    BuildKind::Bolt { pgo },
+                    if pgo {
+                        &[PipelineStage::Optimize, PipelineStage::Bolt]
+                    } else {
+                        &[PipelineStage::Build, PipelineStage::Bolt]
+                    },
+                    Stage::Bolt,
+                ),
+            };
         let mut costs = Vec::new();
-        let Some(layout) = self.run_build(&plain, stages, None, clock, &mut costs)? else {
+        let profile = match kind {
+            BuildKind::Profiled | BuildKind::Bolt { pgo: true } => {
+                let Some(profile) =
+                    self.train_for(&training_settings(&variant.build), clock, &mut costs)?
+                else {
+                    return Ok(None);
+                };
+                Some(profile)
+            }
+            _ => None,
+        };
+        let build = Build {
+            settings: &variant.build,
+            kind,
+        };
+        let Some(layout) = self.run_build(&build, stages, profile, clock, &mut costs)? else {
             return Ok(None);
         };
         Ok(Some(Built {
@@ -404,51 +454,30 @@ impl Session {
         }))
     }
 
-    /// A BOLT variant: with PGO, the plain build trains (instrument, train, optimize), and the
-    /// BOLT build is optimized with that profile; without, the BOLT build's baseline.
-    fn build_bolt_variant(
+    /// The profile trained with `settings` (their plain build: instrument, train, and the
+    /// optimize that merges the profile), exported; the training's costs are added to `costs`
+    /// (not that optimize: its build is another variant's). `None` when the budget ran out.
+    fn train_for(
         &mut self,
-        variant: &Variant,
-        pgo: bool,
+        settings: &BuildVariant,
         clock: &Clock,
-    ) -> Result<Option<Built>> {
-        let mut costs = Vec::new();
-        let mut profile = None;
-        if pgo {
-            let plain = Build {
-                settings: &variant.build,
-                kind: BuildKind::Plain,
-            };
-            let training = [
-                PipelineStage::Instrument,
-                PipelineStage::Train,
-                PipelineStage::Optimize,
-            ];
-            let mut plain_costs = Vec::new();
-            let Some(layout) = self.run_build(&plain, &training, None, clock, &mut plain_costs)?
-            else {
-                return Ok(None);
-            };
-            // The plain optimize merged the profile; its build is not this variant's.
-            costs.extend(plain_costs.into_iter().filter(|c| c.stage != "optimize"));
-            profile = Some(self.export_trained(&plain, &layout)?);
-        }
-        let bolt = Build {
-            settings: &variant.build,
-            kind: BuildKind::Bolt { pgo },
+        costs: &mut Vec<ExploreStageCost>,
+    ) -> Result<Option<PathBuf>> {
+        let plain = Build {
+            settings,
+            kind: BuildKind::Plain,
         };
-        let stages: &[PipelineStage] = if pgo {
-            &[PipelineStage::Optimize, PipelineStage::Bolt]
-        } else {
-            &[PipelineStage::Build, PipelineStage::Bolt]
-        };
-        let Some(layout) = self.run_build(&bolt, stages, profile, clock, &mut costs)? else {
+        let training = [
+            PipelineStage::Instrument,
+            PipelineStage::Train,
+            PipelineStage::Optimize,
+        ];
+        let mut plain_costs = Vec::new();
+        let Some(layout) = self.run_build(&plain, &training, None, clock, &mut plain_costs)? else {
             return Ok(None);
         };
-        Ok(Some(Built {
-            compared: compared(variant, layout, Stage::Bolt)?,
-            costs,
-        }))
+        costs.extend(plain_costs.into_iter().filter(|c| c.stage != "optimize"));
+        Ok(Some(self.export_trained(&plain, &layout)?))
     }
 
     /// Runs `stages` of `build` (cached as in `run`), adding each one's cost to `costs`.
@@ -481,7 +510,7 @@ impl Session {
         work: impl FnOnce(&mut Session, &str) -> Result<T>,
     ) -> Result<(T, Layout)> {
         let bolt = matches!(build.kind, BuildKind::Bolt { .. });
-        let own = !bolt
+        let own = build.kind == BuildKind::Plain
             && *build.settings == self.config.build.variant()
             && !self.config.bolt.enabled
             && self.config.pgo.profile.is_none();
@@ -910,6 +939,7 @@ fn build_key(build: &Build) -> String {
 fn describe_build(build: &Build) -> String {
     let kind = match build.kind {
         BuildKind::Plain => "plain",
+        BuildKind::Profiled => "optimized with the profile trained without profile-use-only flags",
         BuildKind::Bolt { pgo: true } => "bolt of pgo",
         BuildKind::Bolt { pgo: false } => "bolt without pgo",
     };
@@ -1234,6 +1264,14 @@ mod tests {
             format!("{err:#}").contains("name of a built-in variant"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn split_trains_with_pgos_settings_and_lto_with_its_own() {
+        let variants = builtin_variants();
+        let settings = |name: &str| &variants.iter().find(|v| v.name == name).unwrap().build;
+        assert_eq!(training_settings(settings("pgo+split")), *settings("pgo"));
+        assert_eq!(training_settings(settings("pgo+lto")), *settings("pgo+lto"));
     }
 
     #[test]
