@@ -3107,6 +3107,11 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
             .as_f64()
             .is_some()
     );
+    let shown = fixture.run(&["report"]);
+    shown.success();
+    for column in ["Waiting for memory", "Estimate error", "app/app"] {
+        assert!(shown.stdout().contains(column), "{}", shown.describe());
+    }
 }
 
 #[test]

@@ -43,6 +43,12 @@ pub fn show_report(args: &GlobalArgs, report_args: &ReportArgs, printer: &Printe
         if let Some(compare) = &report.compare {
             printer.table(tables::compare_table(compare));
         }
+        if let Some(rustc) = tables::rustc_memory_tables(&report) {
+            printer.table(rustc);
+        }
+        if let Some(explore) = &report.explore {
+            printer.table(tables::explore_table(explore));
+        }
     }
     Ok(())
 }

@@ -322,6 +322,100 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
     table.to_string()
 }
 
+/// What rustc did against the memory budget, per stage: the budget, the peak of the whole
+/// process tree, the wait for memory, how good the estimates were; then the heaviest crates.
+/// `None` when no build recorded any.
+pub fn rustc_memory_tables(report: &Report) -> Option<String> {
+    if report.rustc_memory.is_empty() {
+        return None;
+    }
+    let mut stages = Table::new();
+    stages.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Stage",
+        "Budget (rustc)",
+        "Peak, whole tree",
+        "rustc at once",
+        "Crates",
+        "Waiting for memory",
+        "Estimate error",
+        "Over estimate",
+        "Ran alone",
+    ]);
+    let mut heaviest = Table::new();
+    heaviest.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Stage", "Crate", "Kind", "Peak", "Estimate", "Wall", "Waited",
+    ]);
+    let names = |crates: &[crate::rustc_wrapper::CrateFigures]| {
+        if crates.is_empty() {
+            "-".to_owned()
+        } else {
+            crates
+                .iter()
+                .map(|c| c.krate.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    for (stage, figures) in &report.rustc_memory {
+        let peak = report
+            .stages
+            .iter()
+            .filter(|s| {
+                crate::layout::Stage::from_name(stage)
+                    .is_some_and(|st| built_by(&s.name) == Some(st))
+            })
+            .find_map(|s| s.peak_memory_bytes);
+        stages.add_row([
+            Cell::new(stage),
+            Cell::new(format!(
+                "{} ({})",
+                human_bytes(figures.budget_bytes),
+                human_bytes(figures.rustc_budget_bytes)
+            ))
+            .set_alignment(CellAlignment::Right),
+            Cell::new(peak.map_or("-".to_owned(), human_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new(format!(
+                "{} (cargo -j {})",
+                figures.cpus, figures.cargo_jobs
+            )),
+            Cell::new(figures.invocations).set_alignment(CellAlignment::Right),
+            Cell::new(format!("{:.1}s", figures.wait_secs)).set_alignment(CellAlignment::Right),
+            Cell::new(
+                figures
+                    .estimate_error
+                    .map_or("-".to_owned(), |e| format!("{:.0}%", e * 100.0)),
+            )
+            .set_alignment(CellAlignment::Right),
+            Cell::new(names(&figures.overruns)),
+            Cell::new(names(&figures.alone)),
+        ]);
+        for krate in &figures.heaviest {
+            heaviest.add_row([
+                Cell::new(stage),
+                Cell::new(&krate.krate),
+                Cell::new(&krate.kind),
+                Cell::new(krate.peak_bytes.map_or("-".to_owned(), human_bytes))
+                    .set_alignment(CellAlignment::Right),
+                Cell::new(human_bytes(krate.estimate_bytes)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.1}s", krate.wall_secs)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.1}s", krate.wait_secs)).set_alignment(CellAlignment::Right),
+            ]);
+        }
+    }
+    Some(format!("{stages}\n{heaviest}"))
+}
+
+/// The staged stage a command's build makes (`build` makes the baseline).
+fn built_by(command: &str) -> Option<crate::layout::Stage> {
+    use crate::layout::Stage;
+    match command {
+        "build" => Some(Stage::Baseline),
+        "instrument" => Some(Stage::Instrumented),
+        "optimize" => Some(Stage::Optimized),
+        _ => None,
+    }
+}
+
 /// `explore`'s table: one row per variant, fastest first, with its speed against the
 /// baseline and against pgo, its build cost and size, and the fronts it is on.
 pub fn explore_table(result: &super::ExploreResult) -> String {
