@@ -50,8 +50,8 @@ const PRIORITY_AFTER: Duration = Duration::from_secs(60);
 
 /// Guesses of a crate's peak before any build measured it: generous for binaries (they are
 /// codegen'd with every generic they instantiate, and link in the same rustc) and for
-/// libraries, smaller for build scripts and proc macros. rustc's own floor is about 140 MiB
-/// (the example's crates peaked at 140-220 MiB); a crate of large generated code or data can
+/// libraries, smaller for build scripts and proc macros. rustc's own floor is about 130 MiB
+/// (the example's crates peaked at 126-213 MiB); a crate of large generated code or data can
 /// exceed any guess, which is why measured peaks replace them after the first build and an
 /// overrun is reported.
 pub fn guess(kind: &str) -> u64 {
