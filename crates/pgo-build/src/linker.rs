@@ -94,8 +94,8 @@ fn link() -> Result<u8> {
     Ok(code)
 }
 
-/// One short line with O_APPEND: concurrent links do not interleave.
-fn append_record(log: &Path, record: &LinkRecord) -> Result<()> {
+/// One short JSON line with O_APPEND: concurrent links (or rustc) do not interleave.
+pub fn append_record(log: &Path, record: &impl Serialize) -> Result<()> {
     let line = serde_json::to_string(record)? + "\n";
     std::fs::OpenOptions::new()
         .create(true)
@@ -164,14 +164,15 @@ fn output_of(args: &[OsString]) -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
-fn unix_now() -> f64 {
+pub fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The links a stage's build logged.
-pub fn read_log(path: &Path) -> Vec<LinkRecord> {
+/// The records a stage's build logged with [`append_record`] (links, rustc); lines that do not
+/// parse (a record cut short by a kill) are skipped.
+pub fn read_log<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()

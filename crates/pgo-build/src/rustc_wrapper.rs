@@ -149,7 +149,7 @@ fn wrap() -> Result<u8> {
     let me = std::process::id();
     admit(&ledger, me, &krate, estimate, budget, cpus)?;
     let wait_secs = waiting.elapsed().as_secs_f64();
-    let start_unix = unix_now();
+    let start_unix = crate::linker::unix_now();
     let started = Instant::now();
     let outcome = command
         .spawn()
@@ -175,20 +175,14 @@ fn wrap() -> Result<u8> {
         alone: estimate > budget,
         success: code == 0,
     };
-    if let Some(log) = std::env::var_os(LOG_ENV) {
-        let line = serde_json::to_string(&record)? + "\n";
-        // One short line with O_APPEND: concurrent rustc do not interleave.
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .and_then(|mut file| file.write_all(line.as_bytes()));
-        if let Err(err) = written {
-            eprintln!(
-                "pgo-build (rustc wrapper): could not record rustc in {}: {err}",
-                Path::new(&log).display()
-            );
-        }
+    if let Some(log) = std::env::var_os(LOG_ENV)
+        && let Err(err) = crate::linker::append_record(Path::new(&log), &record)
+    {
+        // rustc's outcome is the build's: a log that cannot be written is only reported.
+        eprintln!(
+            "pgo-build (rustc wrapper): could not record rustc in {}: {err:#}",
+            Path::new(&log).display()
+        );
     }
     Ok(code)
 }
@@ -313,12 +307,6 @@ fn with_ledger<T>(path: &Path, change: impl FnOnce(&mut Ledger) -> T) -> Result<
     Ok(result)
 }
 
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// Waits until the ledger admits `pid`, then records it as running.
 pub fn admit(
     path: &Path,
@@ -333,12 +321,12 @@ pub fn admit(
             pid,
             krate: krate.to_owned(),
             bytes,
-            since: unix_now(),
+            since: crate::linker::unix_now(),
         })
     })?;
     loop {
         let admitted = with_ledger(path, |ledger| {
-            if !ledger.admits(pid, budget, cpus, unix_now()) {
+            if !ledger.admits(pid, budget, cpus, crate::linker::unix_now()) {
                 return false;
             }
             let position = ledger.waiting.iter().position(|e| e.pid == pid).unwrap();
@@ -448,11 +436,7 @@ pub fn updated_estimates(mut estimates: Estimates, records: &[RustcRecord]) -> E
 
 /// The rustc invocations a stage's build logged.
 pub fn read_log(path: &Path) -> Vec<RustcRecord> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
+    crate::linker::read_log(path)
 }
 
 #[cfg(test)]

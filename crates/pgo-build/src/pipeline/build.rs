@@ -479,7 +479,7 @@ impl Session {
             .flatten()
             .flatten()
             .flat_map(|entry| linker::read_log(&entry.path().join("links.jsonl")))
-            .map(|link| link.max_rss_bytes)
+            .map(|link: linker::LinkRecord| link.max_rss_bytes)
             .max();
         let (per_link, basis) = match measured {
             Some(bytes) if bytes > 0 => (bytes + bytes / 4, "largest link measured so far + 25%"),
