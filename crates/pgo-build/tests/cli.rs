@@ -2893,6 +2893,26 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
         "{}",
         third.describe()
     );
+    // Two rounds cannot show pgo faster than the baseline: the baseline is recommended, and
+    // there is nothing to apply.
+    let before = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture
+        .run(&[
+            "explore",
+            "--variants",
+            "pgo+cgu1,opt1",
+            "--rounds",
+            "2",
+            "--apply",
+        ])
+        .failure()
+        .stderr_contains(
+            "--apply: nothing was applied, because the recommendation is `baseline`, without PGO",
+        );
+    assert_eq!(
+        std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap(),
+        before
+    );
     let html = fixture.root().join("report.html");
     fixture
         .run(&["report", "--html", html.to_str().unwrap()])
@@ -3195,4 +3215,35 @@ fn explore_measures_a_variant_over_the_size_limit_but_never_recommends_it() {
         fixture.report()["explore"]["recommendation"]["variant"],
         "pgo+bolt"
     );
+}
+
+#[test]
+fn explore_refuses_what_it_cannot_measure_or_train_before_building() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture
+        .run(&["explore"])
+        .failure()
+        .stderr_contains("explore measures speed on holdout workloads, and")
+        .stderr_contains("has none: add a [[workload]] with role = \"holdout\"");
+    write_train_holdout(
+        &fixture,
+        "$PGO_BUILD_BIN_APP work 10",
+        "$PGO_BUILD_BIN_APP work 20",
+    );
+    fixture
+        .run(&["explore", "--budget", "2 weeks"])
+        .failure()
+        .stderr_contains("--budget: invalid duration");
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture.write("pgo/profile.profdata", "");
+    fixture.write(
+        "pgo-build.toml",
+        &format!("[pgo]\nprofile = \"pgo/profile.profdata\"\n\n{config}"),
+    );
+    fixture
+        .run(&["explore"])
+        .failure()
+        .stderr_contains("sets [pgo] profile");
+    assert!(!fixture.root().join("target/pgo-build/baseline").exists());
 }
