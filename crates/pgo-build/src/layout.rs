@@ -9,6 +9,10 @@
 //!   <stage>/stage.json      what the stage built, with which flags (read by later stages);
 //!                           written last: without it the stage's outputs are not used
 //!   <stage>/attempt.txt     the stage's last attempt, while it has not completed
+//!   <stage>/links.jsonl, <stage>/rustc.jsonl   each link and each rustc of its last build
+//!   <stage>/rustc-estimates.json  each crate's last measured rustc peak (rustc_wrapper.rs)
+//!   linker/<name>, rustc-wrapper/rustc   symlinks to pgo-build: linker and rustc wrapper modes
+//!   link-slots/, memory-ledger.json   what links and rustc run now, shared by pgo-build processes
 //!   profiles/raw/<workload>/<build id>_<pool>.profraw
 //!   profiles/raw/<workload>/training.json   that run's record: only complete, current runs
 //!                           are merged (see training_record.rs)
