@@ -144,6 +144,16 @@ impl Layout {
         self.stage_dir(stage).join("attempt.txt")
     }
 
+    /// Each rustc of the stage's last build, as the rustc wrapper logged it.
+    pub fn rustc_log(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("rustc.jsonl")
+    }
+
+    /// Each crate's last measured rustc peak in the stage (rustc_wrapper.rs).
+    pub fn rustc_estimates(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("rustc-estimates.json")
+    }
+
     pub fn profiles_dir(&self) -> PathBuf {
         self.root.join("profiles")
     }

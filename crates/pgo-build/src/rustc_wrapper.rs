@@ -87,6 +87,17 @@ pub struct RustcRecord {
 /// The estimates of one stage: `package/crate|kind` → peak bytes last measured.
 pub type Estimates = std::collections::BTreeMap<String, u64>;
 
+/// A stage's estimates: none yet when the file does not exist; an error when it cannot be
+/// read or is not estimates (then guesses stand in, and the next build writes it again).
+pub fn read_estimates(path: &Path) -> Result<Estimates> {
+    match std::fs::read_to_string(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Estimates::new()),
+        Err(err) => Err(err).with_context(|| format!("could not read {}", path.display())),
+        Ok(text) => serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a file of rustc estimates", path.display())),
+    }
+}
+
 pub fn estimate_key(krate: &str, kind: &str) -> String {
     format!("{krate}|{kind}")
 }
@@ -139,9 +150,9 @@ fn wrap() -> Result<u8> {
     let cpus = env_number(CPUS_ENV).unwrap_or(1).max(1) as usize;
     let ledger =
         PathBuf::from(std::env::var_os(LEDGER_ENV).context("PGO_BUILD_MEMORY_LEDGER is not set")?);
-    let estimates: Estimates = std::env::var_os(ESTIMATES_ENV)
-        .and_then(|path| std::fs::read_to_string(path).ok())
-        .and_then(|text| serde_json::from_str(&text).ok())
+    // pgo-build warned before the build when the file is unusable.
+    let estimates = std::env::var_os(ESTIMATES_ENV)
+        .and_then(|path| read_estimates(Path::new(&path)).ok())
         .unwrap_or_default();
     let measured = estimates.get(&estimate_key(&krate, &kind)).copied();
     let estimate = measured.unwrap_or_else(|| guess(&kind));

@@ -99,7 +99,7 @@ impl Session {
         }
         let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage)?;
         let rustc = self.rustc_wrapper_setup(stage)?;
-        let rustc_log = self.layout.stage_dir(stage).join("rustc.jsonl");
+        let rustc_log = self.layout.rustc_log(stage);
         if rustc_log.exists() {
             std::fs::remove_file(&rustc_log)?;
         }
@@ -179,8 +179,14 @@ impl Session {
         let rustc_budget = budget.saturating_sub(rustc_wrapper::OVERHEAD);
         let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
         let chained = sccache::user_wrapper(&self.cargo_config).unwrap_or_default();
-        let stage_dir = self.layout.stage_dir(stage);
-        std::fs::create_dir_all(&stage_dir)?;
+        std::fs::create_dir_all(self.layout.stage_dir(stage))?;
+        if let Err(err) = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage)) {
+            self.printer.warn(format!(
+                "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and the \
+                 file is written again after the build",
+                stage.name()
+            ));
+        }
         let env = vec![
             ("RUSTC_WRAPPER".to_owned(), program.display().to_string()),
             (rustc_wrapper::MODE_ENV.to_owned(), "1".to_owned()),
@@ -204,11 +210,11 @@ impl Session {
             (rustc_wrapper::CPUS_ENV.to_owned(), cpus.to_string()),
             (
                 rustc_wrapper::ESTIMATES_ENV.to_owned(),
-                stage_dir.join("rustc-estimates.json").display().to_string(),
+                self.layout.rustc_estimates(stage).display().to_string(),
             ),
             (
                 rustc_wrapper::LOG_ENV.to_owned(),
-                stage_dir.join("rustc.jsonl").display().to_string(),
+                self.layout.rustc_log(stage).display().to_string(),
             ),
         ];
         self.printer.detail(format!(
@@ -239,8 +245,7 @@ impl Session {
     /// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
     /// crates that ran alone or over their estimate (named), and the estimates for next time.
     fn record_rustc(&mut self, stage: Stage, setup: RustcSummary) -> Result<()> {
-        let stage_dir = self.layout.stage_dir(stage);
-        let records = rustc_wrapper::read_log(&stage_dir.join("rustc.jsonl"));
+        let records = rustc_wrapper::read_log(&self.layout.rustc_log(stage));
         if records.is_empty() {
             return Ok(());
         }
@@ -292,11 +297,9 @@ impl Session {
                     .unwrap_or_default()
             ));
         }
-        let estimates_path = stage_dir.join("rustc-estimates.json");
-        let estimates: rustc_wrapper::Estimates = std::fs::read_to_string(&estimates_path)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default();
+        let estimates_path = self.layout.rustc_estimates(stage);
+        // Unusable estimates were reported before the build; this build's peaks replace them.
+        let estimates = rustc_wrapper::read_estimates(&estimates_path).unwrap_or_default();
         let estimates = rustc_wrapper::updated_estimates(estimates, &records);
         cargo_build::write_atomically(
             &estimates_path,
