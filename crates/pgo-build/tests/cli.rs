@@ -69,6 +69,18 @@ impl Fixture {
         self
     }
 
+    /// TOML put before the fixture's `pgo-build.toml` (tables, ahead of its `[[workload]]`s).
+    fn prepend_config(&self, text: &str) -> &Fixture {
+        let config = std::fs::read_to_string(self.root().join("pgo-build.toml")).unwrap();
+        self.write("pgo-build.toml", &format!("{text}{config}"))
+    }
+
+    /// TOML put after the fixture's `pgo-build.toml` (more array entries, or tables).
+    fn append_config(&self, text: &str) -> &Fixture {
+        let config = std::fs::read_to_string(self.root().join("pgo-build.toml")).unwrap();
+        self.write("pgo-build.toml", &format!("{config}{text}"))
+    }
+
     /// `pgo-build.toml` with one train workload per command.
     fn config(&self, train_commands: &[&str]) -> &Fixture {
         let mut text = String::new();
@@ -410,11 +422,7 @@ cp "$real" "$dir/0123abcd_1.profraw""#]);
     assert_eq!(reported, merged);
 
     // With on_corrupt = "fail" the same files fail the stage.
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!("[pgo]\non_corrupt = \"fail\"\n\n{config}"),
-    );
+    fixture.prepend_config("[pgo]\non_corrupt = \"fail\"\n\n");
     fixture
         .run(&["optimize"])
         .failure()
@@ -1031,11 +1039,7 @@ fn a_committed_profile_is_used_and_its_staleness_reported() {
     .unwrap();
     assert_eq!(metadata["llvm_major"], 22);
     assert_eq!(metadata["workloads"], serde_json::json!(["train"]));
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!("[pgo]\nprofile = \"pgo/profile.profdata\"\n\n{config}"),
-    );
+    fixture.prepend_config("[pgo]\nprofile = \"pgo/profile.profdata\"\n\n");
     fixture.run(&["clean"]).success();
 
     // Unchanged sources: nothing is stale, and no training runs.
@@ -1108,11 +1112,7 @@ fn a_profile_made_by_another_llvm_is_refused_with_the_fix() {
         .status()
         .unwrap();
     assert!(status.success());
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!("[pgo]\nprofile = \"pgo/old.profdata\"\n\n{config}"),
-    );
+    fixture.prepend_config("[pgo]\nprofile = \"pgo/old.profdata\"\n\n");
     fixture.run(&["build"]).success();
     fixture
         .run(&["optimize"])
@@ -1574,11 +1574,7 @@ fn instruction_counts_run_each_variant_once_and_repeat_it_once() {
         "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 3000; else $PGO_BUILD_BIN_APP work 300; fi",
     );
     // `[compare] rounds` is sized for noisy times; counts keep their one repeat.
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!("[compare]\nrounds = 9\n\n{config}"),
-    );
+    fixture.prepend_config("[compare]\nrounds = 9\n\n");
     let run = fixture.run(&["compare", "--metric", "instructions", "-v"]);
     run.success();
     // Counts do not mind sharing the machine: with a core per variant, side by side.
@@ -2821,12 +2817,8 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
         "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
         "$PGO_BUILD_BIN_APP work 3000",
     );
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!(
-            "{config}\n[[explore.variant]]\nname = \"opt1\"\nprofile_overrides = {{ opt-level = 1 }}\n"
-        ),
+    fixture.append_config(
+        "\n[[explore.variant]]\nname = \"opt1\"\nprofile_overrides = { opt-level = 1 }\n",
     );
     fixture
         .run(&["explore", "--variants", "pgo+lot"])
@@ -2958,12 +2950,8 @@ fn explore_refuses_a_variant_whose_holdout_run_fails() {
         "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
         "$PGO_BUILD_BIN_APP work 2000 && test \"$($PGO_BUILD_BIN_APP flag)\" = flag=off",
     );
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!(
-            "{config}\n[[explore.variant]]\nname = \"flagged\"\nrustflags = [\"--cfg\", \"fixture_flag\"]\n"
-        ),
+    fixture.append_config(
+        "\n[[explore.variant]]\nname = \"flagged\"\nrustflags = [\"--cfg\", \"fixture_flag\"]\n",
     );
     fixture
         .run(&["explore", "--variants", "flagged", "--rounds", "2"])
@@ -3004,12 +2992,8 @@ fn explore_applies_the_winner_and_run_builds_it_from_then_on() {
         "Cargo.toml",
         &format!("{manifest}\n[profile.release]\nopt-level = 0\n"),
     );
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!(
-            "# kept by --apply\n{config}\n[[explore.variant]]\nname = \"opt3\"\nprofile_overrides = {{ opt-level = 3 }}\n"
-        ),
+    fixture.prepend_config("# kept by --apply\n").append_config(
+        "\n[[explore.variant]]\nname = \"opt3\"\nprofile_overrides = { opt-level = 3 }\n",
     );
     fixture
         .run(&["explore", "--variants", "opt3", "--rounds", "7", "--apply"])
@@ -3047,11 +3031,7 @@ fn optimized_binaries_that_grew_more_than_allowed_are_not_staged() {
         &["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"],
         "huge_pages = true\n",
     );
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!("{config}\n[pgo]\nmax_size_growth = \"50%\"\n"),
-    );
+    fixture.append_config("\n[pgo]\nmax_size_growth = \"50%\"\n");
     fixture
         .run(&["run", "--no-compare"])
         .failure()
@@ -3132,17 +3112,32 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     for column in ["Waiting for memory", "Estimate error", "app/app"] {
         assert!(shown.stdout().contains(column), "{}", shown.describe());
     }
+
+    // A damaged estimates file: said, guesses stand in, and the build writes it again.
+    let estimates_file = fixture
+        .root()
+        .join("target/pgo-build/baseline/rustc-estimates.json");
+    std::fs::write(&estimates_file, "{ not json").unwrap();
+    std::fs::write(&main, source.replace("usage: app", "usage (3): app")).unwrap();
+    fixture
+        .run(&["build"])
+        .success()
+        .stderr_contains("rustc-estimates.json is not a file of rustc estimates")
+        .stderr_contains("the baseline stage's rustc are admitted by guessed peaks this time");
+    assert_eq!(
+        rustc_record(&rustc_log(&fixture, "baseline"), "app/app")["guessed"],
+        true
+    );
+    let rewritten: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&estimates_file).unwrap()).unwrap();
+    assert!(rewritten["app/app|bin"].as_u64().unwrap() > 0);
 }
 
 #[test]
 fn a_crate_estimated_above_the_whole_budget_runs_alone_and_is_named() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write(
-        "pgo-build.toml",
-        &format!("[build]\nmemory_budget = \"64M\"\n\n{config}"),
-    );
+    fixture.prepend_config("[build]\nmemory_budget = \"64M\"\n\n");
     fixture
         .run(&["build"])
         .success()
@@ -3196,12 +3191,8 @@ fn explore_measures_a_variant_over_the_size_limit_but_never_recommends_it() {
         "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
         "$PGO_BUILD_BIN_APP work 3000",
     );
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
     // BOLT's huge pages pad the BOLTed binaries far beyond 50%.
-    fixture.write(
-        "pgo-build.toml",
-        &format!("[pgo]\nmax_size_growth = \"50%\"\n\n[bolt]\nhuge_pages = true\n\n{config}"),
-    );
+    fixture.prepend_config("[pgo]\nmax_size_growth = \"50%\"\n\n[bolt]\nhuge_pages = true\n\n");
     fixture
         .run(&["explore", "--variants", "pgo+bolt", "--rounds", "2"])
         .success()
@@ -3235,12 +3226,9 @@ fn explore_refuses_what_it_cannot_measure_or_train_before_building() {
         .run(&["explore", "--budget", "2 weeks"])
         .failure()
         .stderr_contains("--budget: invalid duration");
-    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
-    fixture.write("pgo/profile.profdata", "");
-    fixture.write(
-        "pgo-build.toml",
-        &format!("[pgo]\nprofile = \"pgo/profile.profdata\"\n\n{config}"),
-    );
+    fixture
+        .write("pgo/profile.profdata", "")
+        .prepend_config("[pgo]\nprofile = \"pgo/profile.profdata\"\n\n");
     fixture
         .run(&["explore"])
         .failure()
