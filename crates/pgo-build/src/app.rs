@@ -1,13 +1,14 @@
 //! Turns parsed flags into a [`Session`] and dispatches on the command.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 use crate::cli::{Cli, Command, ProfileCommand};
 use crate::interrupt;
-use crate::pipeline::{self, Session};
+use crate::pipeline::{self, Loaded, Session};
 use crate::printer::{Printer, Verbosity};
 
 pub fn main() -> ExitCode {
@@ -40,8 +41,76 @@ fn run(cli: Cli, printer: Printer) -> Result<()> {
         Command::Report(args) => return pipeline::show_report(&cli.global, args, &printer),
         _ => {}
     }
-    let mut session = Session::new(&cli.global, printer)?;
-    match &cli.command {
+    let loaded = Loaded::load(&cli.global, &printer)?;
+    let targets = loaded.targets(&cli.global);
+    // `doctor` checks every target before it fails; other commands stop at the first failure.
+    let mut failed = Vec::new();
+    for target in &targets {
+        let Some(triple) = target else {
+            let command = per_target_paths(&cli.command, loaded.host(), false)?;
+            let mut session = Session::new(&cli.global, printer, &loaded, None)?;
+            dispatch(&command, &mut session)?;
+            continue;
+        };
+        printer.target_start(triple);
+        let result = per_target_paths(&cli.command, triple, targets.len() > 1)
+            .and_then(|command| {
+                let mut session = Session::new(&cli.global, printer, &loaded, Some(triple))?;
+                dispatch(&command, &mut session)
+            })
+            .with_context(|| format!("target {triple}"));
+        match result {
+            Err(err) if matches!(cli.command, Command::Doctor) => {
+                printer.error(&err);
+                failed.push(triple.as_str());
+            }
+            other => other?,
+        }
+    }
+    if !failed.is_empty() {
+        bail!("doctor found problems for {} (above)", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// The command for one target: `{target}` in its file arguments (`export --output`, `pack
+/// --output`, `train --bundle`, `unpack`, `merge`) replaced by the triple. With several
+/// targets each of them must contain it, or every target would write (or read) the same file.
+fn per_target_paths(command: &Command, triple: &str, several: bool) -> Result<Command> {
+    let expand = |path: &mut PathBuf, flag: &str| -> Result<()> {
+        let text = path.to_string_lossy();
+        if several && !text.contains("{target}") {
+            bail!(
+                "{flag} {} would be the same file for every target: put {{target}} in it \
+                 (e.g. profiles/{{target}}.profdata), which becomes each target's triple",
+                path.display()
+            );
+        }
+        *path = PathBuf::from(text.replace("{target}", triple));
+        Ok(())
+    };
+    let mut command = command.clone();
+    match &mut command {
+        Command::Export(args) => expand(&mut args.output, "export --output")?,
+        Command::Pack(args) => expand(&mut args.output, "pack --output")?,
+        Command::Train(args) => {
+            if let Some(bundle) = &mut args.bundle {
+                expand(bundle, "train --bundle")?;
+            }
+        }
+        Command::Unpack(args) => expand(&mut args.archive, "unpack")?,
+        Command::Merge(args) => {
+            for bundle in &mut args.bundles {
+                expand(bundle, "merge")?;
+            }
+        }
+        _ => {}
+    }
+    Ok(command)
+}
+
+fn dispatch(command: &Command, session: &mut Session) -> Result<()> {
+    match command {
         Command::Doctor => session.stage("doctor", |s| s.doctor()),
         Command::Build => session.stage("build", |s| s.build_baseline()),
         Command::Instrument => session.stage("instrument", |s| s.instrument()),

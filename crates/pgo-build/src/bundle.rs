@@ -235,6 +235,7 @@ pub fn extract(path: &Path, dir: &Path) -> Result<()> {
 /// The provenance of an archive made here now.
 pub fn provenance(
     rustc: &crate::toolchain::Rustc,
+    target: &str,
     workspace: &crate::workspace::Workspace,
     printer: &crate::printer::Printer,
 ) -> Provenance {
@@ -242,7 +243,7 @@ pub fn provenance(
         pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
         rustc: rustc.version_line.clone(),
         llvm_version: rustc.llvm_version.clone(),
-        target: rustc.host.clone(),
+        target: target.to_owned(),
         git_revision: git_revision(&workspace.root, printer),
         workspace_root: workspace.root.clone(),
         outside_path_dependencies: workspace.outside_path_dependencies.clone(),

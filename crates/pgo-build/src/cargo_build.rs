@@ -39,7 +39,9 @@ pub const CONTINUOUS_FLAGS: [&str; 3] = [
 pub struct BuildSettings {
     pub profile: String,
     pub features: Vec<String>,
-    pub host: String,
+    /// The triple every build passes as `--target` (the host's unless `--target` says).
+    #[serde(alias = "host")]
+    pub target: String,
     pub rustc: String,
     /// The user's rustflags plus pgo-build's stage-independent ones.
     pub common_rustflags: Vec<String>,
@@ -109,7 +111,7 @@ impl BuildRequest<'_> {
             .args(["build", "--profile", &self.settings.profile])
             // Always an explicit --target: rustflags then reach only target crates, not build
             // scripts and proc-macros, and symbol hashes stay the same in every stage.
-            .args(["--target", &self.settings.host])
+            .args(["--target", &self.settings.target])
             .arg("--target-dir")
             .arg(self.layout.cargo_target_dir(self.stage))
             .arg("--message-format=json")

@@ -42,6 +42,10 @@ pub struct GlobalArgs {
     /// Cargo profile to build with (default: [build] profile, else release)
     #[arg(long, global = true, value_name = "NAME")]
     pub profile: Option<String>,
+    /// Build for this target triple (repeatable; same as [build] targets). Each target's
+    /// stages live in target/pgo-build/<TRIPLE>/; without it, the host's in target/pgo-build/
+    #[arg(long = "target", global = true, value_name = "TRIPLE")]
+    pub targets: Vec<String>,
     /// Number of parallel cargo jobs
     #[arg(short = 'j', long, global = true, value_name = "N")]
     pub jobs: Option<u32>,
@@ -61,7 +65,7 @@ pub struct GlobalArgs {
     pub continuous: bool,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// Check the toolchain: rustc, its LLVM version and a matching llvm-profdata
     Doctor,
@@ -101,7 +105,7 @@ pub enum Command {
     Clean,
 }
 
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct TrainArgs {
     /// Workloads to run (default: every workload with role = "train")
     #[arg(value_name = "WORKLOAD")]
@@ -167,7 +171,7 @@ pub struct OptimizeArgs {
     pub allow_missing_profile: Vec<String>,
 }
 
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct RunArgs {
     #[command(flatten)]
     pub optimize: OptimizeArgs,
@@ -188,7 +192,7 @@ pub struct RunArgs {
     pub bolt_without_pgo: bool,
 }
 
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct ExploreArgs {
     /// Variants to build and measure, comma-separated (default: every built-in variant and
     /// every [[explore.variant]]); baseline and pgo are always measured, as the references
@@ -211,7 +215,7 @@ pub struct ExploreArgs {
     pub apply: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
     /// Write a self-contained HTML page with charts to FILE
     #[arg(long, value_name = "FILE")]
@@ -224,13 +228,13 @@ pub struct ReportArgs {
     pub markdown: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ProfileArgs {
     #[command(subcommand)]
     pub command: ProfileCommand,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum ProfileCommand {
     /// The hottest functions, each crate's share of the counts, coverage per binary
     Show(ShowArgs),
@@ -238,7 +242,7 @@ pub enum ProfileCommand {
     Overlap(OverlapArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ShowArgs {
     /// How many hot functions to list
     #[arg(long, default_value_t = 20)]
@@ -251,14 +255,14 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct OverlapArgs {
     /// How many functions training misses to list per binary
     #[arg(long, default_value_t = 10)]
     pub top: usize,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ExportArgs {
     /// Where to write the profile; the metadata goes beside it with a .json extension
     #[arg(short, long, value_name = "PATH")]
@@ -268,7 +272,7 @@ pub struct ExportArgs {
     pub internal: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct PackArgs {
     /// The stage to pack (only `instrumented` is useful to ship elsewhere)
     #[arg(value_name = "STAGE", value_parser = ["instrumented"])]
@@ -278,14 +282,14 @@ pub struct PackArgs {
     pub output: PathBuf,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct UnpackArgs {
     /// An archive written by `pgo-build pack`
     #[arg(value_name = "FILE")]
     pub archive: PathBuf,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct MergeArgs {
     /// Bundles written by `pgo-build train --bundle`
     #[arg(value_name = "BUNDLE", required = true)]

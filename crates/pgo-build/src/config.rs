@@ -164,6 +164,10 @@ pub struct BuildSection {
     /// --apply`).
     #[serde(default)]
     pub rustflags: Vec<String>,
+    /// Target triples to build for (`--target` replaces them): each gets its own stages in
+    /// `target/pgo-build/<triple>/`. Default: the host, in `target/pgo-build/`.
+    #[serde(default)]
+    pub targets: Vec<String>,
 }
 
 impl BuildSection {

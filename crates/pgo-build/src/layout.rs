@@ -5,6 +5,8 @@
 //! target/pgo-build/
 //!   <stage>/bin/            staged binaries (real files), stage = baseline|instrumented|optimized
 //!                           |bolt-instrumented|bolt
+//!   <stage>/run/            for a target with a runner: scripts that exec it with each staged
+//!                           binary (what PGO_BUILD_BIN_* name there)
 //!   <stage>/cargo-target/   that stage's own cargo target dir, so stages never clobber each other
 //!   <stage>/stage.json      what the stage built, with which flags (read by later stages);
 //!                           written last: without it the stage's outputs are not used
@@ -30,6 +32,8 @@
 //!   running/<token>.json    the workloads running now (found by the next command if pgo-build
 //!                           was killed: it stops what they left running)
 //!   .lock                   held by the pgo-build working here
+//!   <triple>/               a layout like this one per `--target` (link-slots/ and
+//!                           memory-ledger.json stay here, shared)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -105,6 +109,13 @@ impl Layout {
     pub fn new(cargo_target_dir: &Path) -> Layout {
         Layout {
             root: cargo_target_dir.join("pgo-build"),
+        }
+    }
+
+    /// The layout of one release target: `<target dir>/pgo-build/<triple>/`.
+    pub fn for_target(cargo_target_dir: &Path, triple: &str) -> Layout {
+        Layout {
+            root: cargo_target_dir.join("pgo-build").join(triple),
         }
     }
 

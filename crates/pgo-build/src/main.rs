@@ -30,6 +30,7 @@ mod sccache;
 mod start_marker;
 mod state;
 mod stats;
+mod targets;
 mod toolchain;
 mod training;
 mod training_record;

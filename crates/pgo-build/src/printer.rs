@@ -33,6 +33,13 @@ impl Printer {
         }
     }
 
+    /// Greppable start of one target's commands: `pgo-build target <triple>`.
+    pub fn target_start(&self, triple: &str) {
+        if self.verbosity > Verbosity::Quiet {
+            eprintln!("pgo-build target {triple}");
+        }
+    }
+
     /// Greppable stage boundary: `pgo-build stage <name> ok|failed|skipped <seconds>s`.
     pub fn stage_end(&self, stage: &str, result: &str, duration: Duration) {
         if self.verbosity > Verbosity::Quiet || result != "ok" {

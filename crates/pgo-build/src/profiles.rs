@@ -723,7 +723,7 @@ mod tests {
             settings: BuildSettings {
                 profile: "release".into(),
                 features: vec![],
-                host: "h".into(),
+                target: "h".into(),
                 rustc: "r".into(),
                 common_rustflags: vec![],
                 profile_settings: String::new(),

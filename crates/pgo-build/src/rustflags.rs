@@ -60,8 +60,9 @@ pub fn stripping_flag(flags: &[String]) -> Option<String> {
 pub struct Sources<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     pub config: &'a CargoConfig,
-    pub host: &'a str,
-    pub host_cfg: &'a [Cfg],
+    /// The triple cargo builds for (`--target`).
+    pub target: &'a str,
+    pub target_cfg: &'a [Cfg],
 }
 
 impl UserFlags {
@@ -138,7 +139,7 @@ fn from_config(sources: &Sources) -> Result<UserFlags> {
     }
     let triple_var = format!(
         "CARGO_TARGET_{}_RUSTFLAGS",
-        sources.host.to_uppercase().replace(['-', '.'], "_")
+        sources.target.to_uppercase().replace(['-', '.'], "_")
     );
     if let Some(flags) = (sources.env)(&triple_var) {
         target_flags.extend(flags.split_whitespace().map(str::to_owned));
@@ -172,9 +173,9 @@ fn target_key_matches(key: &str, sources: &Sources) -> Result<bool> {
         let platform: Platform = key
             .parse()
             .with_context(|| format!("could not parse the cargo config key target.{key}"))?;
-        Ok(platform.matches(sources.host, sources.host_cfg))
+        Ok(platform.matches(sources.target, sources.target_cfg))
     } else {
-        Ok(key == sources.host)
+        Ok(key == sources.target)
     }
 }
 
@@ -196,8 +197,8 @@ fn flag_list(value: &toml::Value, file: &Path, key: &str) -> Result<Vec<String>>
     }
 }
 
-/// The cfg values rustc sets for the host, for `target.'cfg(…)'` keys.
-pub fn host_cfg(cfg_output: &str) -> Vec<Cfg> {
+/// The cfg values rustc sets for the target, for `target.'cfg(…)'` keys.
+pub fn target_cfg(cfg_output: &str) -> Vec<Cfg> {
     cfg_output
         .lines()
         .filter_map(|line| line.parse().ok())
@@ -251,13 +252,13 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let lookup = move |key: &str| env.get(key).cloned();
-        let cfg = host_cfg("target_os=\"linux\"\nunix\ntarget_arch=\"x86_64\"\n");
+        let cfg = target_cfg("target_os=\"linux\"\nunix\ntarget_arch=\"x86_64\"\n");
         let config = CargoConfig::from_files(files).unwrap();
         UserFlags::resolve(&Sources {
             env: &lookup,
             config: &config,
-            host: HOST,
-            host_cfg: &cfg,
+            target: HOST,
+            target_cfg: &cfg,
         })
     }
 

@@ -1,24 +1,63 @@
 //! Records of process starts in instrumented binaries (see `start_marker.c` for why).
 //!
-//! pgo-build compiles the constructor with the C compiler rustc links with (`$CC`, else `cc`)
-//! and links the object into the instrumented stage only (`-Clink-arg`: no effect on codegen,
+//! pgo-build compiles the constructor with the target's C compiler (see [`c_compiler`]) and
+//! links the object into the instrumented stage only (`-Clink-arg`: no effect on codegen,
 //! so profile names are unaffected). Workloads get `PGO_BUILD_START_DIR`; each instrumented
 //! process then leaves `<pid>.start` there with its executable's path.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use std::ffi::OsString;
+
+use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
 use crate::command::Cmd;
 use crate::printer::Printer;
+use crate::targets::Platform;
 
 pub const START_DIR_ENV: &str = "PGO_BUILD_START_DIR";
 const SOURCE: &str = include_str!("start_marker.c");
 
+/// The C compiler for the target, as the `cc` crate finds it: `CC_<triple>` (with `-` or `_`),
+/// else for this machine's architecture `$CC` or `cc`, else the target's linker when it is a
+/// C compiler driver (`aarch64-linux-gnu-gcc`).
+fn c_compiler(platform: &Platform) -> Result<OsString> {
+    for var in [
+        format!("CC_{}", platform.triple),
+        format!("CC_{}", platform.triple.replace('-', "_")),
+    ] {
+        if let Some(cc) = std::env::var_os(&var) {
+            return Ok(cc);
+        }
+    }
+    if platform.native_arch() {
+        return Ok(std::env::var_os("CC").unwrap_or_else(|| "cc".into()));
+    }
+    let linker = Path::new(&platform.linker)
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if ["gcc", "clang", "cc"]
+        .iter()
+        .any(|driver| linker.ends_with(driver))
+        && linker != "cc"
+    {
+        return Ok(platform.linker.clone());
+    }
+    bail!(
+        "no C compiler for {triple}, which pgo-build needs for its process-start marker in \
+         instrumented binaries: set target.{triple}.linker to a C compiler driver (e.g. \
+         `{arch}-linux-gnu-gcc` from `apt-get install gcc-{arch}-linux-gnu`) or set CC_{var}",
+        triple = platform.triple,
+        arch = platform.arch,
+        var = platform.triple.replace('-', "_"),
+    )
+}
+
 /// The compiled constructor in `dir`, named by the source's hash so an upgrade relinks.
-pub fn object(dir: &Path, printer: &Printer) -> Result<PathBuf> {
+pub fn object(dir: &Path, platform: &Platform, printer: &Printer) -> Result<PathBuf> {
     let hash: String = Sha256::digest(SOURCE.as_bytes())
         .iter()
         .take(6)
@@ -32,7 +71,7 @@ pub fn object(dir: &Path, printer: &Printer) -> Result<PathBuf> {
     let source = dir.join("start-marker.c");
     std::fs::write(&source, SOURCE)?;
     let partial = dir.join("start-marker.o.partial");
-    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let cc = c_compiler(platform)?;
     Cmd::new(&cc)
         .args(["-c", "-O2", "-fPIC", "-o"])
         .arg(&partial)
@@ -40,9 +79,11 @@ pub fn object(dir: &Path, printer: &Printer) -> Result<PathBuf> {
         .stdout_checked(printer)
         .with_context(|| {
             format!(
-                "could not compile pgo-build's process-start marker with `{}` (the C compiler \
-                 rustc links with); install one (e.g. `apt-get install gcc`) or set CC",
-                cc.to_string_lossy()
+                "could not compile pgo-build's process-start marker for {} with `{}`; install \
+                 a C compiler for it (e.g. `apt-get install gcc`) or set CC_{}",
+                platform.triple,
+                cc.to_string_lossy(),
+                platform.triple.replace('-', "_")
             )
         })?;
     std::fs::rename(&partial, &object)?;
@@ -87,10 +128,28 @@ mod tests {
     }
 
     #[test]
+    fn a_foreign_target_compiles_the_marker_with_its_linker_driver_or_says_what_to_set() {
+        let cross = Platform::for_tests(
+            "aarch64-unknown-linux-gnu",
+            "aarch64",
+            "/usr/bin/aarch64-linux-gnu-gcc",
+        );
+        assert_eq!(
+            c_compiler(&cross).unwrap(),
+            "/usr/bin/aarch64-linux-gnu-gcc"
+        );
+        let unconfigured = Platform::for_tests("aarch64-unknown-linux-gnu", "aarch64", "cc");
+        let err = c_compiler(&unconfigured).unwrap_err().to_string();
+        assert!(err.contains("gcc-aarch64-linux-gnu"), "{err}");
+        assert!(err.contains("CC_aarch64_unknown_linux_gnu"), "{err}");
+    }
+
+    #[test]
     fn the_marker_compiles_and_records_a_start() {
         let dir = tempfile::tempdir().unwrap();
         let printer = Printer::new(crate::printer::Verbosity::Quiet);
-        let object = object(dir.path(), &printer).unwrap();
+        let host = Platform::for_tests("x86_64-unknown-linux-gnu", std::env::consts::ARCH, "cc");
+        let object = object(dir.path(), &host, &printer).unwrap();
         // Link it into a C program and run it: the constructor must leave `<pid>.start`.
         let program = dir.path().join("prog");
         let main = dir.path().join("main.c");

@@ -27,6 +27,8 @@ use crate::rustflags;
 use crate::sccache;
 use crate::start_marker;
 use crate::state;
+use crate::targets::{self, Execution};
+use crate::training;
 use crate::workspace::BinTarget;
 
 /// Assumed peak memory of one link before any link was measured.
@@ -63,8 +65,11 @@ impl Session {
         if self.continuous {
             flags.extend(CONTINUOUS_FLAGS.map(str::to_owned));
         }
-        let marker =
-            start_marker::object(&self.layout.stage_dir(Stage::Instrumented), &self.printer)?;
+        let marker = start_marker::object(
+            &self.layout.stage_dir(Stage::Instrumented),
+            &self.platform,
+            &self.printer,
+        )?;
         flags.push(format!(
             "-Clink-arg={}",
             relative_to(&marker, &self.workspace.root).display()
@@ -93,6 +98,7 @@ impl Session {
         stage_rustflags: &[String],
         show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
     ) -> Result<BuildOutput> {
+        self.platform.require_std()?;
         let log = self.layout.stage_dir(stage).join("links.jsonl");
         if log.exists() {
             std::fs::remove_file(&log)?;
@@ -370,7 +376,7 @@ impl Session {
         if stage == Stage::Instrumented {
             // Its flags link the start marker, which an unpacked stage (another machine's
             // build) does not bring: made again here, under the same content-addressed name.
-            start_marker::object(&layout.stage_dir(stage), &self.printer)?;
+            start_marker::object(&layout.stage_dir(stage), &self.platform, &self.printer)?;
         }
         let (linker, _, _) = self.linker_setup(layout, stage)?;
         flags.push(linker.flag.clone());
@@ -382,7 +388,7 @@ impl Session {
         line.extend(cargo_workload::command_line(
             args,
             &settings.profile,
-            &settings.host,
+            &settings.target,
             &layout.cargo_target_dir(stage),
             &settings.features,
             &settings.cargo_config,
@@ -404,6 +410,37 @@ impl Session {
         Ok(resolved)
     }
 
+    /// Where workloads find a stage's binaries, and the variables those need: the staged
+    /// binaries themselves, or for a target with a runner, scripts in `<stage>/run/` that exec
+    /// the runner with them (so `PGO_BUILD_BIN_<NAME>` runs directly for every target).
+    pub(crate) fn runnable_bins(
+        &self,
+        layout: &Layout,
+        stage: Stage,
+        names: &[&str],
+    ) -> Result<(std::path::PathBuf, training::EnvVars)> {
+        let bin_dir = layout.bin_dir(stage);
+        match self.platform.execution() {
+            Execution::Native => Ok((bin_dir, Vec::new())),
+            Execution::Impossible(why) => bail!("{why}"),
+            Execution::Runner { runner, .. } => {
+                let dir = targets::write_runner_scripts(
+                    &layout.stage_dir(stage).join("run"),
+                    &bin_dir,
+                    names,
+                    &runner,
+                )?;
+                // Processes started directly (through binfmt_misc, without the runner's
+                // arguments) find the target's libraries here.
+                let env = runner
+                    .ld_prefix()
+                    .map(|prefix| vec![("QEMU_LD_PREFIX".to_owned(), prefix.to_owned())])
+                    .unwrap_or_default();
+                Ok((dir, env))
+            }
+        }
+    }
+
     /// pgo-build in front of the linker for a stage's builds (see linker.rs): the `-C linker`
     /// flag and the wrapper's variables, with the link slots and why that many.
     pub(super) fn linker_setup(
@@ -413,8 +450,7 @@ impl Session {
     ) -> Result<(LinkerSetup, usize, String)> {
         let (slots, slots_reason) = self.link_slots()?;
         let log = layout.stage_dir(stage).join("links.jsonl");
-        let real =
-            linker::real_linker(&self.user_flags.flags, &self.rustc.host, &self.cargo_config)?;
+        let real = self.platform.linker.clone();
         let wrapper = linker::wrapper(&layout.root().join("linker"), &real)?;
         let setup = LinkerSetup {
             flag: format!(
@@ -428,10 +464,15 @@ impl Session {
                     real.to_string_lossy().into_owned(),
                 ),
                 (linker::SLOTS_ENV.to_owned(), slots.to_string()),
-                // Shared by every stage, so concurrent pgo-build processes share the bound too.
+                // Shared by every stage, target and explore build of the target directory, so
+                // concurrent pgo-build processes share the bound too.
                 (
                     linker::SLOTS_DIR_ENV.to_owned(),
-                    layout.root().join("link-slots").display().to_string(),
+                    self.workspace
+                        .target_dir
+                        .join("pgo-build/link-slots")
+                        .display()
+                        .to_string(),
                 ),
                 (linker::LOG_ENV.to_owned(), log.display().to_string()),
             ],

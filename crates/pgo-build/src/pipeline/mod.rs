@@ -36,7 +36,7 @@ use std::cell::OnceCell;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::cargo_build::{BUILD_ID_FLAG, BuildSettings, StageManifest};
 use crate::cargo_config::{self, CargoConfig};
@@ -49,6 +49,7 @@ use crate::profiles::Accounting;
 use crate::report::Report;
 use crate::rustflags::{self, Sources, UserFlags};
 use crate::state::{RunLock, State};
+use crate::targets::{self, Platform};
 use crate::toolchain::{self, LlvmTool, Rustc};
 use crate::training;
 use crate::workspace::{BinTarget, Selection, Workspace};
@@ -61,6 +62,8 @@ pub struct Session {
     pub config: Config,
     pub layout: Layout,
     pub rustc: Rustc,
+    /// The target this session builds for, and how its binaries run here.
+    pub platform: Platform,
     pub bins: Vec<BinTarget>,
     pub settings: BuildSettings,
     pub user_flags: UserFlags,
@@ -92,15 +95,21 @@ pub struct Session {
     _lock: RunLock,
 }
 
-impl Session {
-    pub fn new(args: &GlobalArgs, printer: Printer) -> Result<Session> {
-        let workspace = Workspace::load(args.manifest_path.as_deref(), &printer)?;
+/// What every target's session shares: the workspace, `pgo-build.toml`, the toolchain and
+/// cargo's configuration, loaded once per command.
+pub struct Loaded {
+    workspace: Workspace,
+    config: Config,
+    rustc: Rustc,
+    cargo_config: CargoConfig,
+    manifest_profiles: Option<toml::Value>,
+}
+
+impl Loaded {
+    pub fn load(args: &GlobalArgs, printer: &Printer) -> Result<Loaded> {
+        let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
         let config = Config::load(args.config.as_deref(), &workspace.root)?;
-        let rustc = Rustc::detect(&workspace.root, &printer)?;
-        let host_cfg = crate::command::Cmd::new(&rustc.program)
-            .args(["--print", "cfg", "--target", &rustc.host])
-            .cwd(&workspace.root)
-            .stdout_checked(&printer)?;
+        let rustc = Rustc::detect(&workspace.root, printer)?;
         let cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
@@ -108,12 +117,93 @@ impl Session {
         // workspace root, so that is where they are looked for.
         let cargo_config = CargoConfig::discover(&workspace.root, cargo_home.as_deref())?;
         let manifest_profiles = cargo_config::manifest_profiles(&workspace.root)?;
+        Ok(Loaded {
+            workspace,
+            config,
+            rustc,
+            cargo_config,
+            manifest_profiles,
+        })
+    }
+
+    /// rustc's host triple.
+    pub fn host(&self) -> &str {
+        &self.rustc.host
+    }
+
+    /// The targets a command works on: `--target`s, else `[build] targets`, else the host
+    /// (`None`: the layout of `target/pgo-build/` itself).
+    pub fn targets(&self, args: &GlobalArgs) -> Vec<Option<String>> {
+        let explicit = if args.targets.is_empty() {
+            &self.config.build.targets
+        } else {
+            &args.targets
+        };
+        if explicit.is_empty() {
+            return vec![None];
+        }
+        let mut targets: Vec<Option<String>> = Vec::new();
+        for triple in explicit {
+            if !targets.iter().flatten().any(|t| t == triple) {
+                targets.push(Some(triple.clone()));
+            }
+        }
+        targets
+    }
+}
+
+impl Session {
+    /// The session of one target (`None`: the host, in `target/pgo-build/`).
+    pub fn new(
+        args: &GlobalArgs,
+        printer: Printer,
+        loaded: &Loaded,
+        target: Option<&str>,
+    ) -> Result<Session> {
+        let Loaded {
+            workspace,
+            config,
+            rustc,
+            cargo_config,
+            manifest_profiles,
+        } = loaded;
+        let (workspace, mut config, rustc) = (workspace.clone(), config.clone(), rustc.clone());
+        let (cargo_config, manifest_profiles) = (cargo_config.clone(), manifest_profiles.clone());
+        let triple = target.unwrap_or(&rustc.host).to_owned();
+        let target_cfg = crate::command::Cmd::new(&rustc.program)
+            .args(["--print", "cfg", "--target", &triple])
+            .cwd(&workspace.root)
+            .stdout_checked(&printer)
+            .with_context(|| {
+                format!(
+                    "rustc does not know the target {triple}; `rustc --print target-list` \
+                     lists the ones it does"
+                )
+            })?;
+        let target_cfg = rustflags::target_cfg(&target_cfg);
         let user_flags = UserFlags::resolve(&Sources {
             env: &|key| std::env::var(key).ok(),
             config: &cargo_config,
-            host: &rustc.host,
-            host_cfg: &rustflags::host_cfg(&host_cfg),
+            target: &triple,
+            target_cfg: &target_cfg,
         })?;
+        let libdir = crate::command::Cmd::new(&rustc.program)
+            .args(["--print", "target-libdir", "--target", &triple])
+            .cwd(&workspace.root)
+            .stdout_checked(&printer)?;
+        let platform = Platform::probe(&targets::Probe {
+            triple: &triple,
+            explicit: target.is_some(),
+            cfg: &target_cfg,
+            libdir: PathBuf::from(libdir.trim()),
+            config: &cargo_config,
+            env: &|key| std::env::var(key).ok(),
+            linker: crate::linker::real_linker(&user_flags.flags, &triple, &cargo_config)?,
+        })?;
+        // A committed profile per target: `{target}` in `[pgo] profile` is the triple.
+        if let Some(profile) = &mut config.pgo.profile {
+            *profile = PathBuf::from(profile.to_string_lossy().replace("{target}", &triple));
+        }
         let bins = workspace.select(&Selection {
             packages: &args.packages,
             cli_bins: &args.bins,
@@ -133,7 +223,7 @@ impl Session {
             BuildSettings {
                 profile,
                 features,
-                host: rustc.host.clone(),
+                target: triple.clone(),
                 rustc: rustc.version_line.clone(),
                 common_rustflags: Vec::new(),
                 profile_settings: cargo_config::profile_settings(
@@ -145,12 +235,16 @@ impl Session {
             &user_flags,
             &config.build.variant(),
         );
-        let layout = Layout::new(&workspace.target_dir);
+        let layout = match target {
+            Some(triple) => Layout::for_target(&workspace.target_dir, triple),
+            None => Layout::new(&workspace.target_dir),
+        };
         let lock = RunLock::acquire(&layout)?;
         for stopped in training::stop_leftovers(&layout.running_dir())? {
             printer.warn(stopped);
         }
-        let report = Report::load_or_new(&layout.report(), &workspace.root);
+        let mut report = Report::load_or_new(&layout.report(), &workspace.root);
+        report.target = target.map(str::to_owned);
         let state = State::load(&layout);
         let continuous = args.continuous || config.pgo.continuous;
         Ok(Session {
@@ -159,6 +253,7 @@ impl Session {
             config,
             layout,
             rustc,
+            platform,
             bins,
             settings,
             user_flags,
@@ -212,10 +307,14 @@ impl Session {
             printer: self.printer,
             workspace: self.workspace.clone(),
             config,
-            report: Report::load_or_new(&layout.report(), &self.workspace.root),
+            report: Report {
+                target: self.report.target.clone(),
+                ..Report::load_or_new(&layout.report(), &self.workspace.root)
+            },
             state: State::load(&layout),
             layout,
             rustc: self.rustc.clone(),
+            platform: self.platform.clone(),
             bins: self.bins.clone(),
             settings,
             user_flags: self.user_flags.clone(),

@@ -1,10 +1,11 @@
 //! Commands that need neither the toolchain nor a [`super::Session`]: `pgo-build report`
 //! (renders the last run's `report.json`) and `pgo-build clean`.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::cargo_build;
 use crate::cli::{GlobalArgs, ReportArgs};
+use crate::config::Config;
 use crate::layout::Layout;
 use crate::printer::Printer;
 use crate::render;
@@ -13,15 +14,54 @@ use crate::state::RunLock;
 use crate::training;
 use crate::workspace::Workspace;
 
-/// `pgo-build report`: renders the last run's report.json; needs no toolchain and no lock.
+/// `pgo-build report`: renders the last run's report.json (each target's, with `--target` or
+/// `[build] targets`); needs no toolchain and no lock.
 pub fn show_report(args: &GlobalArgs, report_args: &ReportArgs, printer: &Printer) -> Result<()> {
     let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
-    let layout = Layout::new(&workspace.target_dir);
+    let targets = if args.targets.is_empty() {
+        // A broken pgo-build.toml does not keep the last report from being shown.
+        Config::load(args.config.as_deref(), &workspace.root)
+            .map(|config| config.build.targets)
+            .unwrap_or_default()
+    } else {
+        args.targets.clone()
+    };
+    if targets.is_empty() {
+        return show_one_report(&Layout::new(&workspace.target_dir), report_args, printer);
+    }
+    if targets.len() > 1 && (report_args.json || report_args.html.is_some()) {
+        bail!(
+            "--json and --html show one target's report; choose one with --target ({})",
+            targets.join(", ")
+        );
+    }
+    for triple in &targets {
+        printer.target_start(triple);
+        show_one_report(
+            &Layout::for_target(&workspace.target_dir, triple),
+            report_args,
+            printer,
+        )?;
+    }
+    Ok(())
+}
+
+fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer) -> Result<()> {
     let text = std::fs::read_to_string(layout.report()).with_context(|| {
-        format!(
-            "there is no report at {}: run `pgo-build run` first",
-            layout.report().display()
-        )
+        let targets = target_reports(layout.root());
+        if targets.is_empty() {
+            format!(
+                "there is no report at {}: run `pgo-build run` first",
+                layout.report().display()
+            )
+        } else {
+            format!(
+                "there is no report at {}; there are reports of the targets {}: choose one \
+                 with --target",
+                layout.report().display(),
+                targets.join(", ")
+            )
+        }
     })?;
     let report: Report = serde_json::from_str(&text).with_context(|| {
         format!(
@@ -53,14 +93,46 @@ pub fn show_report(args: &GlobalArgs, report_args: &ReportArgs, printer: &Printe
     Ok(())
 }
 
+/// The targets with a report of their own under `root` (`<root>/<triple>/report.json`).
+fn target_reports(root: &std::path::Path) -> Vec<String> {
+    target_dirs_with(root, "report.json")
+}
+
+/// The release targets' layouts under `root` (those pgo-build worked in: with a `.lock`).
+fn target_dirs(root: &std::path::Path) -> Vec<String> {
+    target_dirs_with(root, ".lock")
+}
+
+fn target_dirs_with(root: &std::path::Path, file: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut targets: Vec<String> = entries
+        .flatten()
+        .filter(|entry| entry.path().join(file).is_file())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    targets.sort();
+    targets
+}
+
 /// Removes everything under `target/pgo-build/`.
 pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
     let layout = Layout::new(&workspace.target_dir);
     // Refused while another run works there; held while the directory goes away.
-    let _lock = RunLock::acquire(&layout)?;
-    for stopped in training::stop_leftovers(&layout.running_dir())? {
-        printer.warn(stopped);
+    let mut locks = vec![RunLock::acquire(&layout)?];
+    let mut layouts = vec![layout.clone()];
+    // Each release target's stages are a layout of their own, with their own lock.
+    for triple in target_dirs(layout.root()) {
+        let target = Layout::for_target(&workspace.target_dir, &triple);
+        locks.push(RunLock::acquire(&target)?);
+        layouts.push(target);
+    }
+    for layout in &layouts {
+        for stopped in training::stop_leftovers(&layout.running_dir())? {
+            printer.warn(stopped);
+        }
     }
     if layout.root().exists() {
         std::fs::remove_dir_all(layout.root())

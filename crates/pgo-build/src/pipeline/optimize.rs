@@ -486,7 +486,7 @@ pub(super) fn check_same_settings(instrumented: &BuildSettings, now: &BuildSetti
         format!("{:?}", instrumented.features),
         format!("{:?}", now.features),
     );
-    compare("target", instrumented.host.clone(), now.host.clone());
+    compare("target", instrumented.target.clone(), now.target.clone());
     compare("rustc", instrumented.rustc.clone(), now.rustc.clone());
     compare(
         "rustflags",

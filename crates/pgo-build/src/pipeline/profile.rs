@@ -405,7 +405,7 @@ impl Session {
             rustc: self.rustc.version_line.clone(),
             llvm_version: self.rustc.llvm_version.clone(),
             llvm_major: self.rustc.llvm_major,
-            target: self.rustc.host.clone(),
+            target: self.settings.target.clone(),
             cargo_profile: settings.profile.clone(),
             rustflags: settings.common_rustflags.clone(),
             workloads,
@@ -467,12 +467,12 @@ impl Session {
                     self.rustc.llvm_version
                 );
             }
-            if metadata.target != self.rustc.host {
+            if metadata.target != self.settings.target {
                 bail!(
                     "the committed profile {} was made for {}, this build is for {}. Fix: {fix}.",
                     path.display(),
                     metadata.target,
-                    self.rustc.host
+                    self.settings.target
                 );
             }
         } else {

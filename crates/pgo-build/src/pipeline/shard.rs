@@ -82,7 +82,12 @@ impl Session {
         let pack = PackManifest {
             format: PACK_FORMAT.to_owned(),
             format_version: FORMAT_VERSION,
-            provenance: bundle::provenance(&self.rustc, &self.workspace, &self.printer),
+            provenance: bundle::provenance(
+                &self.rustc,
+                &self.settings.target,
+                &self.workspace,
+                &self.printer,
+            ),
             stage: manifest,
         };
         bundle::write(&args.output, &pack, &files)?;
@@ -101,7 +106,12 @@ impl Session {
     pub fn unpack(&mut self, args: &UnpackArgs) -> Result<()> {
         let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
         let what = format!("the pack {}", args.archive.display());
-        let here = bundle::provenance(&self.rustc, &self.workspace, &self.printer);
+        let here = bundle::provenance(
+            &self.rustc,
+            &self.settings.target,
+            &self.workspace,
+            &self.printer,
+        );
         let mut problems = bundle::differences(&pack.provenance, &here, &what);
         if let (Some(theirs), Some(ours)) = (&pack.provenance.git_revision, &here.git_revision) {
             // Files written beside the sources (the pack itself, bundles) make a checkout
@@ -265,7 +275,12 @@ impl Session {
         let manifest = BundleManifest {
             format: BUNDLE_FORMAT.to_owned(),
             format_version: FORMAT_VERSION,
-            provenance: bundle::provenance(&self.rustc, &self.workspace, &self.printer),
+            provenance: bundle::provenance(
+                &self.rustc,
+                &self.settings.target,
+                &self.workspace,
+                &self.printer,
+            ),
             settings_fingerprint: bundle::settings_fingerprint(&instrumented.settings),
             instrumented: instrumented.clone(),
             shard,
@@ -518,7 +533,12 @@ impl Session {
             ));
         }
         // This checkout must build what the bundles' profiles describe.
-        let here = bundle::provenance(&self.rustc, &self.workspace, &self.printer);
+        let here = bundle::provenance(
+            &self.rustc,
+            &self.settings.target,
+            &self.workspace,
+            &self.printer,
+        );
         let what = format!("{}", first_path.display());
         let problems = bundle::differences(&first.provenance, &here, &what);
         if !problems.is_empty() {

@@ -147,16 +147,26 @@ impl Session {
         prepare: &dyn Fn(&Workload) -> Result<training::EnvVars>,
         finish: &dyn Fn(&Workload, &training::Outcome) -> Result<()>,
     ) -> Result<()> {
-        let bin_dir = self.layout.bin_dir(stage);
+        let bin_names: Vec<&str> = manifest.binaries.iter().map(|b| b.name.as_str()).collect();
+        let (bin_dir, platform_env) = self.runnable_bins(&self.layout, stage, &bin_names)?;
+        if !self.emulated_start_hint().is_empty() {
+            self.printer.info(format!(
+                "{} binaries run here only through the runner: a process they start must be \
+                 started through $PGO_BUILD_BIN_<NAME> (see `pgo-build doctor`)",
+                self.platform.arch
+            ));
+        }
         let running = self.layout.running_dir();
         self.remove_logs_of_unknown_workloads(log_prefix, |rest| Some(rest));
         for workload in workloads {
+            let mut extra_env = platform_env.clone();
+            extra_env.extend(prepare(workload)?);
             let target = training::Target {
                 stage,
                 bin_dir: &bin_dir,
-                bin_names: manifest.binaries.iter().map(|b| b.name.as_str()).collect(),
+                bin_names: bin_names.clone(),
                 workspace_root: &self.workspace.root,
-                extra_env: prepare(workload)?,
+                extra_env,
                 wrapper: Vec::new(),
                 log_path: self
                     .layout
@@ -210,18 +220,36 @@ impl Session {
                 } else {
                     bail!(
                         "training workload `{}` {} against the {} binaries. Its output ends \
-                         with:\n{tail}\nFull log: {}\nFix the workload, or set allow_failure = \
-                         true for it in {} if failing is expected.",
+                         with:\n{tail}\nFull log: {}\n{}Fix the workload, or set \
+                         allow_failure = true for it in {} if failing is expected.",
                         workload.run_name(),
                         outcome.status,
                         stage.name(),
                         outcome.log_path.display(),
+                        self.emulated_start_hint(),
                         self.config.display_path()
                     );
                 }
             }
         }
         Ok(())
+    }
+
+    /// Under an emulator the kernel cannot run the target's binaries itself (no binfmt_misc
+    /// entry): what a process an instrumented binary started directly meets, and the fix.
+    /// Empty otherwise.
+    fn emulated_start_hint(&self) -> String {
+        let arch = &self.platform.arch;
+        if !self.platform.execution().emulated() || crate::targets::binfmt_registered(arch) {
+            return String::new();
+        }
+        format!(
+            "If it starts {arch} binaries itself: they run here only through the runner, and a \
+             process started directly (a path, current_exe()) fails with 'Exec format error' \
+             (exit status 127 from a spawn). Start them through $PGO_BUILD_BIN_<NAME>, which \
+             runs the runner, or register qemu-{arch} with binfmt_misc (Debian: `apt-get \
+             install qemu-user-binfmt`).\n"
+        )
     }
 
     pub(crate) fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
