@@ -14,7 +14,10 @@ const COLORS: [&str; 8] = [
 ];
 
 pub fn markdown(report: &Report) -> String {
-    let mut out = String::from("## pgo-build\n\n");
+    let mut out = match &report.target {
+        Some(triple) => format!("## pgo-build: {triple}\n\n"),
+        None => String::from("## pgo-build\n\n"),
+    };
     let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
     out += "| Stage | Result | Duration | Share |\n|---|---|---:|---:|\n";
     for stage in &report.stages {
@@ -47,6 +50,9 @@ pub fn markdown(report: &Report) -> String {
         out += "\n";
     }
     if let Some(compare) = &report.compare {
+        if let Some(note) = &compare.emulated {
+            let _ = writeln!(out, "> **Emulated:** {note}\n");
+        }
         let _ = writeln!(
             out,
             "| Workload | Role | Variant | Median of per-round {:?} ratios (CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|",
@@ -139,7 +145,12 @@ pub fn html(report: &Report) -> String {
     let mut body = String::new();
     let _ = write!(
         body,
-        "<h1>pgo-build report</h1><p class=\"meta\">{}<br/>{}<br/>{}</p>",
+        "<h1>pgo-build report{}</h1><p class=\"meta\">{}<br/>{}<br/>{}</p>",
+        report
+            .target
+            .as_deref()
+            .map(|triple| format!(": {}", escape(triple)))
+            .unwrap_or_default(),
         escape(&report.workspace.display().to_string()),
         escape(report.rustc.as_deref().unwrap_or("")),
         escape(report.llvm_profdata.as_deref().unwrap_or(""))
@@ -333,6 +344,13 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
         compare.rounds,
         escape(&compare.reference)
     );
+    if let Some(note) = &compare.emulated {
+        let _ = write!(
+            out,
+            "<p class=\"slower\"><b>Emulated:</b> {}</p>",
+            escape(note)
+        );
+    }
     for workload in &compare.workloads {
         for (candidate, summary) in workload.in_order(&compare.candidates) {
             let s = summary.by(compare.metric);

@@ -120,6 +120,10 @@ impl Session {
                 stats::TARGET_HALF_WIDTH * 100.0
             ),
         };
+        let emulated = self.emulation_note(args.metric)?;
+        if let Some(note) = &emulated {
+            self.printer.warn(note);
+        }
         let counter = match args.metric {
             Metric::Instructions => Some(Counter::detect(&self.printer)?),
             _ => None,
@@ -175,6 +179,7 @@ impl Session {
             metric: args.metric,
             counter: counter.as_ref().map(Counter::describe),
             rounds: comparisons_rounds(&comparisons),
+            emulated,
             rounds_plan: Some(rounds_text.clone()),
             seed: args.seed,
             reference,
@@ -182,6 +187,36 @@ impl Session {
             workloads: comparisons,
             geometric_mean,
         })
+    }
+
+    /// For a target whose binaries run under an emulator: what the figures mean (wall and CPU
+    /// time of the emulation), or the refusal of instruction counts, which cannot be taken.
+    fn emulation_note(&self, metric: Metric) -> Result<Option<String>> {
+        let execution = self.platform.execution();
+        let Some(runner) = execution.runner().filter(|_| execution.emulated()) else {
+            return Ok(None);
+        };
+        let triple = &self.platform.triple;
+        if metric == Metric::Instructions {
+            bail!(
+                "--metric instructions cannot be measured for {triple} here: its binaries run \
+                 under `{}`, which callgrind cannot run and whose own instructions perf would \
+                 count. Here only wall and CPU time of the emulation can be measured \
+                 (--metric wall or cpu), and they say little about {} hardware: for a figure \
+                 that does, `pgo-build pack` the stages and compare on a machine of that \
+                 architecture",
+                runner.display(),
+                self.platform.arch,
+            );
+        }
+        Ok(Some(format!(
+            "{triple} binaries ran under the emulator `{}`: these times measure the emulation \
+             on this {} machine, not {} hardware; compare on {} hardware for figures that do",
+            runner.display(),
+            std::env::consts::ARCH,
+            self.platform.arch,
+            self.platform.arch
+        )))
     }
 
     fn compare_variants(&self, names: &[String]) -> Result<Vec<Compared>> {
@@ -426,7 +461,10 @@ impl Session {
             order.reverse();
         }
         let running = self.layout.running_dir();
-        let bin_dirs: Vec<PathBuf> = order.iter().map(|v| v.layout.bin_dir(v.stage)).collect();
+        let bin_dirs: Vec<(PathBuf, training::EnvVars)> = order
+            .iter()
+            .map(|v| self.runnable_bins(&v.layout, v.stage, &v.bin_names()))
+            .collect::<Result<_>>()?;
         // Each run's counts alone: callgrind writes one file per process.
         let count_dirs: Vec<PathBuf> = order
             .iter()
@@ -444,12 +482,12 @@ impl Session {
             .iter()
             .zip(&bin_dirs)
             .zip(&count_dirs)
-            .map(|((variant, bin_dir), count_dir)| training::Target {
+            .map(|((variant, (bin_dir, env)), count_dir)| training::Target {
                 stage: variant.stage,
                 bin_dir,
                 bin_names: variant.bin_names(),
                 workspace_root: &self.workspace.root,
-                extra_env: Vec::new(),
+                extra_env: env.clone(),
                 wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
                 log_path: variant.log(workload),
                 running_dir: Some(&running),
@@ -529,13 +567,14 @@ impl Session {
         variant: &Compared,
     ) -> Result<training::Outcome> {
         let running = self.layout.running_dir();
-        let bin_dir = variant.layout.bin_dir(variant.stage);
+        let (bin_dir, env) =
+            self.runnable_bins(&variant.layout, variant.stage, &variant.bin_names())?;
         let target = training::Target {
             stage: variant.stage,
             bin_dir: &bin_dir,
             bin_names: variant.bin_names(),
             workspace_root: &self.workspace.root,
-            extra_env: Vec::new(),
+            extra_env: env,
             wrapper: Vec::new(),
             log_path: variant.log(workload),
             running_dir: Some(&running),

@@ -27,13 +27,17 @@ pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
     pub schema_version: u32,
     pub pgo_build_version: String,
     pub workspace: PathBuf,
+    /// The target triple given with `--target` (or `[build] targets`); absent for the host's
+    /// own build in `target/pgo-build/`.
+    #[serde(default)]
+    pub target: Option<String>,
     pub rustc: Option<String>,
     pub llvm_profdata: Option<String>,
     pub stages: Vec<StageRecord>,

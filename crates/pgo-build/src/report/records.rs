@@ -97,6 +97,10 @@ pub struct CompareResult {
     pub counter: Option<String>,
     /// The most rounds a workload ran.
     pub rounds: usize,
+    /// Set when the binaries ran under an emulator (a foreign target through cargo's runner):
+    /// what ran them, and that the times measure the emulator, not the target's processor.
+    #[serde(default)]
+    pub emulated: Option<String>,
     /// How rounds were chosen: "10 rounds", or `--rounds auto`'s plan.
     #[serde(default)]
     pub rounds_plan: Option<String>,

@@ -498,6 +498,7 @@ mod tests {
                 Metric::Wall
             },
             counter: None,
+            emulated: None,
             rounds: 6,
             rounds_plan: None,
             seed: 1,
