@@ -61,6 +61,10 @@ impl Session {
             "run `pgo-build optimize` first"
         };
         let input = StageManifest::load(&self.layout, input_stage, hint)?;
+        let runtime = crate::targets::bolt_runtime_arch(&bolt.path);
+        if let Some(reason) = self.platform.bolt_unsupported(runtime.as_deref()) {
+            return self.stage_unbolted(&input, &reason);
+        }
         let binaries = self.bolt_inputs(&input)?;
 
         let raw_root = self.layout.bolt_profiles_dir().join("raw");
@@ -103,15 +107,9 @@ impl Session {
             };
             let fdata = fdata_files(&raw_root.join(&binary.name))?;
             let mut record = BoltRecord {
-                input: input_stage.name().to_owned(),
-                bolted: false,
-                reason: None,
                 profile_files: fdata.len(),
-                seconds: None,
-                size_before: binary.size_bytes,
-                size_after: binary.size_bytes,
-                functions_with_profile: None,
-                taken_branches: None,
+                reason: None,
+                ..unbolted_record(&input, binary, "")
             };
             if fdata.is_empty() {
                 let reason = "no BOLT profile: no training workload ran it to a normal exit (BOLT's \
@@ -149,6 +147,38 @@ impl Session {
             self.report.bolt.insert(binary.name.clone(), record);
         }
         self.stage_binaries(Stage::Bolt, flags, staged, &[&input])?;
+        self.printer.table(bolt_table(&self.report.bolt));
+        Ok(())
+    }
+
+    /// The target cannot be BOLTed here (`reason`): every selected binary of the input stage is
+    /// staged as it is, named, so later stages and `compare` find the bolt stage.
+    fn stage_unbolted(&mut self, input: &StageManifest, reason: &str) -> Result<()> {
+        self.caution(format!(
+            "BOLT skipped for {}: {reason}. Its binaries are staged un-BOLTed",
+            self.platform.triple
+        ))?;
+        let mut staged = Vec::new();
+        self.report.bolt.clear();
+        for bin in &self.bins {
+            let binary = input.binary(&bin.name).with_context(|| {
+                format!(
+                    "binary `{}` is not in the {} stage; build it first",
+                    bin.name, input.stage
+                )
+            })?;
+            self.report
+                .bolt
+                .insert(binary.name.clone(), unbolted_record(input, binary, reason));
+            staged.push(StageInput {
+                bin: bin.clone(),
+                source: binary.path.clone(),
+                pgo: binary.pgo,
+                bolted: false,
+            });
+        }
+        let flags = self.bolt_flags();
+        self.stage_binaries(Stage::Bolt, flags, staged, &[input])?;
         self.printer.table(bolt_table(&self.report.bolt));
         Ok(())
     }
@@ -396,6 +426,21 @@ fn fresh_dir(dir: &Path) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
     Ok(dir.to_owned())
+}
+
+/// The record of a binary staged as it is (`reason` says why).
+fn unbolted_record(input: &StageManifest, binary: &StagedBinary, reason: &str) -> BoltRecord {
+    BoltRecord {
+        input: input.stage.clone(),
+        bolted: false,
+        reason: Some(reason.to_owned()),
+        profile_files: 0,
+        seconds: None,
+        size_before: binary.size_bytes,
+        size_after: binary.size_bytes,
+        functions_with_profile: None,
+        taken_branches: None,
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 //! `pgo-build doctor`: what pgo-build found (rustc, LLVM tools, workspace, binaries, config)
 //! and whether it can run; the first stage of `run`.
 
-use anyhow::{Context, Result};
+use std::ffi::OsString;
+
+use anyhow::{Context, Result, bail};
 
 use super::Session;
+use crate::command::Cmd;
 use crate::config::Role;
+use crate::layout::{Layout, Stage};
+use crate::targets::{self, Execution};
 use crate::toolchain;
 
 impl Session {
@@ -67,6 +72,9 @@ impl Session {
         if let Some(problem) = self.no_training() {
             printer.warn(problem);
         }
+        if self.platform.explicit {
+            self.doctor_target()?;
+        }
         let tool = search.require(&self.rustc)?;
         printer.info(format!(
             "llvm-profdata: {} (LLVM {})",
@@ -77,6 +85,188 @@ impl Session {
         self.report.llvm_profdata =
             Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
         let _ = self.profdata.set(tool);
+        Ok(())
+    }
+
+    /// A release target: its standard library, linker and runner, each missing one named with
+    /// its fix; then a small program built and run for it, natively or through the runner.
+    fn doctor_target(&self) -> Result<()> {
+        let platform = &self.platform;
+        let triple = &platform.triple;
+        let printer = self.printer;
+        printer.info(format!(
+            "target: {triple} ({} {}, {} C runtime)",
+            platform.arch,
+            platform.os,
+            if platform.static_crt {
+                "static"
+            } else {
+                "dynamic"
+            }
+        ));
+        let mut problems = Vec::new();
+        match platform.require_std() {
+            Ok(()) => printer.info(format!("standard library: {}", platform.libdir.display())),
+            Err(err) => problems.push(format!("{err}")),
+        }
+        let linker = platform.linker.to_string_lossy().into_owned();
+        let linker_found = program_exists(&platform.linker);
+        if !linker_found {
+            problems.push(format!(
+                "the linker `{linker}` for {triple} is not installed{}",
+                cross_gcc_fix(platform)
+            ));
+        } else if !platform.native_arch() && linker == "cc" {
+            problems.push(format!(
+                "{triple} has no linker configured, and this machine's `cc` cannot link {} \
+                 binaries: set `target.{triple}.linker = \"{}-linux-gnu-gcc\"` in \
+                 .cargo/config.toml{}",
+                platform.arch,
+                platform.arch,
+                cross_gcc_fix(platform)
+            ));
+        } else {
+            printer.info(format!("linker: {linker}"));
+        }
+        if let Some(cc) = dependency_c_compiler(platform, &self.rustc.host)
+            && !program_exists(std::ffi::OsStr::new(&cc))
+        {
+            printer.warn(format!(
+                "crates with C code (built with the cc crate: jemalloc, zstd, ring, …) compile it \
+                 for {triple} with `{cc}`, which is not installed: install it ({}) or set \
+                 CC_{} if the workspace has such crates",
+                if cc == "musl-gcc" {
+                    "`apt-get install musl-tools`".to_owned()
+                } else {
+                    format!("`apt-get install gcc-{}-linux-gnu`", platform.arch)
+                },
+                triple.replace('-', "_")
+            ));
+        }
+        let execution = platform.execution();
+        match &execution {
+            Execution::Native => {
+                printer.info(format!("runs here: natively ({})", std::env::consts::ARCH))
+            }
+            Execution::Runner { runner, emulated } => {
+                if program_exists(std::ffi::OsStr::new(&runner.argv[0])) {
+                    printer.info(format!(
+                        "runner: {} ({}){}",
+                        runner.display(),
+                        runner.source,
+                        if *emulated {
+                            "; times measured under it are the emulator's"
+                        } else {
+                            ""
+                        }
+                    ));
+                } else {
+                    problems.push(format!(
+                        "the runner `{}` ({}) is not installed: {}",
+                        runner.argv[0],
+                        runner.source,
+                        if runner.argv[0].starts_with("qemu-") {
+                            "`apt-get install qemu-user`"
+                        } else {
+                            "install it or fix the runner"
+                        }
+                    ));
+                }
+                if *emulated {
+                    printer.info(if targets::binfmt_registered(&platform.arch) {
+                        format!(
+                            "processes that {} binaries start directly run through binfmt_misc",
+                            platform.arch
+                        )
+                    } else {
+                        format!(
+                            "processes that {} binaries start directly (by path, current_exe()) \
+                             cannot run here (no binfmt_misc entry for qemu-{}); children \
+                             started through $PGO_BUILD_BIN_<NAME> run through the runner",
+                            platform.arch, platform.arch
+                        )
+                    });
+                }
+            }
+            Execution::Impossible(why) => problems.push(why.clone()),
+        }
+        if problems.is_empty() {
+            self.try_target()?;
+            printer.info(format!("a test program for {triple} built and ran here"));
+        }
+        if self.config.bolt.enabled {
+            let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &self.rustc, &printer);
+            let runtime = bolt
+                .tool
+                .as_ref()
+                .and_then(|tool| targets::bolt_runtime_arch(&tool.path));
+            if let Some(reason) = platform.bolt_unsupported(runtime.as_deref()) {
+                printer.warn(format!(
+                    "BOLT is not possible for {triple} here ({reason}): `bolt` stages its \
+                     binaries un-BOLTed"
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            bail!(
+                "it cannot be built and run here:\n{}",
+                problems
+                    .iter()
+                    .map(|p| format!("  - {p}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+        Ok(())
+    }
+
+    /// Builds a small program for the target and runs it as workloads will (natively or
+    /// through the runner): what no inspection of files proves.
+    fn try_target(&self) -> Result<()> {
+        let probe = Layout::at(self.layout.root().join("doctor-probe"));
+        if probe.root().exists() {
+            std::fs::remove_dir_all(probe.root())?;
+        }
+        let bin_dir = probe.bin_dir(Stage::Baseline);
+        std::fs::create_dir_all(&bin_dir)?;
+        let source = probe.root().join("probe.rs");
+        std::fs::write(&source, "fn main() { println!(\"pgo-build probe\"); }\n")?;
+        let mut linker = OsString::from("linker=");
+        linker.push(&self.platform.linker);
+        Cmd::new(&self.rustc.program)
+            .args(["--target", &self.platform.triple, "-C"])
+            .arg(linker)
+            .arg("-o")
+            .arg(bin_dir.join("probe"))
+            .arg(&source)
+            .cwd(probe.root())
+            .stdout_checked(&self.printer)
+            .with_context(|| {
+                format!(
+                    "could not build a test program for {}",
+                    self.platform.triple
+                )
+            })?;
+        let (run_dir, env) = self.runnable_bins(&probe, Stage::Baseline, &["probe"])?;
+        let program = run_dir.join("probe");
+        let mut cmd = Cmd::new(&program).cwd(probe.root());
+        for (key, value) in env {
+            cmd = cmd.env(key, value);
+        }
+        let output = cmd.stdout_checked(&self.printer).with_context(|| {
+            format!(
+                "a test program built for {} did not run here",
+                self.platform.triple
+            )
+        })?;
+        if output.trim() != "pgo-build probe" {
+            bail!(
+                "a test program built for {} printed {:?} instead of \"pgo-build probe\"",
+                self.platform.triple,
+                output.trim()
+            );
+        }
+        std::fs::remove_dir_all(probe.root())?;
         Ok(())
     }
 
@@ -93,5 +283,72 @@ impl Session {
             return None;
         }
         Some(self.no_train_workloads())
+    }
+}
+
+/// Whether `program` (a bare name looked up on PATH, or a path) exists.
+fn program_exists(program: &std::ffi::OsStr) -> bool {
+    let path = std::path::Path::new(program);
+    if path.components().count() > 1 {
+        return path.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// The C compiler the cc crate picks for the target's C code when nothing names one
+/// (`CC_<triple>`, `TARGET_CC`): `musl-gcc` for x86_64 musl, `<arch>-linux-gnu-gcc` for another
+/// architecture's GNU target; none for the host itself.
+fn dependency_c_compiler(platform: &crate::targets::Platform, host: &str) -> Option<String> {
+    let underscored = format!("CC_{}", platform.triple.replace('-', "_"));
+    let named = [
+        format!("CC_{}", platform.triple),
+        underscored,
+        "TARGET_CC".to_owned(),
+    ];
+    if platform.triple == host || named.iter().any(|var| std::env::var_os(var).is_some()) {
+        return None;
+    }
+    if platform.triple == "x86_64-unknown-linux-musl" {
+        Some("musl-gcc".to_owned())
+    } else if platform.triple.ends_with("-linux-gnu") && !platform.native_arch() {
+        Some(format!("{}-linux-gnu-gcc", platform.arch))
+    } else {
+        None
+    }
+}
+
+/// The Debian package of a GNU cross compiler for the target's architecture, as a fix.
+fn cross_gcc_fix(platform: &crate::targets::Platform) -> String {
+    if platform.native_arch() {
+        String::new()
+    } else {
+        format!(
+            " (`apt-get install gcc-{}-linux-gnu`)",
+            platform.arch.replace('_', "-")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::Platform;
+
+    #[test]
+    fn the_c_compiler_of_dependencies_is_the_one_the_cc_crate_would_pick() {
+        let host = "x86_64-unknown-linux-gnu";
+        let musl = Platform::for_tests("x86_64-unknown-linux-musl", "x86_64", "cc");
+        let aarch64 = Platform::for_tests("aarch64-unknown-linux-gnu", "aarch64", "cc");
+        let native = Platform::for_tests(host, "x86_64", "cc");
+        assert_eq!(
+            dependency_c_compiler(&musl, host).as_deref(),
+            Some("musl-gcc")
+        );
+        assert_eq!(
+            dependency_c_compiler(&aarch64, host).as_deref(),
+            Some("aarch64-linux-gnu-gcc")
+        );
+        assert_eq!(dependency_c_compiler(&native, host), None);
     }
 }
