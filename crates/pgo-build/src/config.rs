@@ -52,6 +52,36 @@ pub struct PgoSection {
     /// a larger one fails the stage, and `explore` never recommends it.
     #[serde(default, deserialize_with = "deserialize_growth")]
     pub max_size_growth: Option<Growth>,
+    /// Function order for start-up from temporal profiles (see `startup_order.rs`).
+    #[serde(default)]
+    pub startup_order: StartupOrder,
+}
+
+/// How the optimized link orders functions for start-up (`[pgo] startup_order`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartupOrder {
+    /// The linker's own order.
+    #[default]
+    Off,
+    /// `llvm-profdata order` of the temporal traces, as lld's `--symbol-ordering-file`.
+    OrderingFile,
+    /// lld's balanced partitioning from the profile (`--irpgo-profile --bp-startup-sort`).
+    Balanced,
+    /// Balanced, and the rest ordered for a smaller compressed binary
+    /// (`--bp-compression-sort=function`).
+    BalancedCompression,
+}
+
+impl StartupOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            StartupOrder::Off => "off",
+            StartupOrder::OrderingFile => "ordering-file",
+            StartupOrder::Balanced => "balanced",
+            StartupOrder::BalancedCompression => "balanced-compression",
+        }
+    }
 }
 
 /// A size growth limit, `"5%"`: the fraction it allows, and the text it was written as.

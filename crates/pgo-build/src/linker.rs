@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::cargo_config::CargoConfig;
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,11 @@ fn link() -> Result<u8> {
         std::env::var_os(SLOTS_DIR_ENV).context("PGO_BUILD_LINK_SLOTS_DIR is not set")?,
     );
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if std::env::var_os(crate::startup_order::REQUIRE_LLD_ENV).is_some()
+        && let Some(why) = crate::startup_order::lld_missing(&with_response_files(&args), &real)
+    {
+        bail!("{why}");
+    }
     let waiting = Instant::now();
     let _slot = acquire_slot(&slots_dir, slots)?;
     let wait_secs = waiting.elapsed().as_secs_f64();
@@ -253,6 +258,25 @@ pub fn real_linker(
         return Ok(base.join(path).into_os_string());
     }
     Ok(linker.into())
+}
+
+/// `args` with each `@file` (a response file rustc writes for long command lines) replaced by
+/// the arguments in it, one per line.
+fn with_response_files(args: &[OsString]) -> Vec<OsString> {
+    let mut all = Vec::new();
+    for arg in args {
+        match arg.to_str().and_then(|a| a.strip_prefix('@')) {
+            Some(file) => match std::fs::read_to_string(file) {
+                Ok(text) => all.extend(
+                    text.lines()
+                        .map(|line| OsString::from(line.trim_matches('"'))),
+                ),
+                Err(_) => all.push(arg.clone()),
+            },
+            None => all.push(arg.clone()),
+        }
+    }
+    all
 }
 
 /// `dir/<file name of real>`, a symlink to this executable (created or updated).

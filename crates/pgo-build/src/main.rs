@@ -28,6 +28,7 @@ mod rustc_wrapper;
 mod rustflags;
 mod sccache;
 mod start_marker;
+mod startup_order;
 mod state;
 mod stats;
 mod targets;

@@ -15,7 +15,7 @@ use crate::cargo_build::{
 };
 use crate::cargo_config;
 use crate::cargo_workload;
-use crate::config::LinkJobs;
+use crate::config::{LinkJobs, StartupOrder};
 use crate::config::{Workload, WorkloadCommand};
 use crate::criterion;
 use crate::layout::{Layout, Stage, relative_to};
@@ -26,6 +26,7 @@ use crate::rustc_wrapper::{self, RustcSummary};
 use crate::rustflags;
 use crate::sccache;
 use crate::start_marker;
+use crate::startup_order;
 use crate::state;
 use crate::targets::{self, Execution};
 use crate::training;
@@ -64,6 +65,10 @@ impl Session {
         ];
         if self.continuous {
             flags.extend(CONTINUOUS_FLAGS.map(str::to_owned));
+        }
+        if self.config.pgo.startup_order != StartupOrder::Off {
+            // When each function first runs: the traces `[pgo] startup_order` orders from.
+            flags.push(startup_order::TEMPORAL_FLAG.to_owned());
         }
         let marker = start_marker::object(
             &self.layout.stage_dir(Stage::Instrumented),
@@ -477,6 +482,13 @@ impl Session {
                 (linker::LOG_ENV.to_owned(), log.display().to_string()),
             ],
         };
+        let mut setup = setup;
+        if stage == Stage::Optimized && self.config.pgo.startup_order != StartupOrder::Off {
+            setup.env.push((
+                startup_order::REQUIRE_LLD_ENV.to_owned(),
+                self.config.pgo.startup_order.name().to_owned(),
+            ));
+        }
         self.printer.detail(format!(
             "links: {slots} at a time ({slots_reason}); linker {}",
             real.to_string_lossy()
@@ -583,6 +595,7 @@ impl Session {
                     stage.name().to_owned(),
                     BinaryRecord {
                         size_bytes: staged.size_bytes,
+                        compressed_bytes: staged.compressed_bytes,
                         path: staged.path.clone(),
                         pgo: staged.pgo,
                         bolted: staged.bolted,

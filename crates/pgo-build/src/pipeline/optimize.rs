@@ -21,11 +21,13 @@ use super::train::{cargo_only_message, no_profile_message};
 use crate::cargo_build::VALUE_PROFILING_OFF;
 use crate::cargo_build::{self, BuildSettings, StageManifest};
 use crate::cli::OptimizeArgs;
+use crate::config::StartupOrder;
 use crate::insight;
 use crate::layout::Stage;
 use crate::pgo_diagnostics::{self, Summary};
 use crate::profiles;
 use crate::report::human_bytes;
+use crate::startup_order;
 use crate::workspace::BinTarget;
 
 impl Session {
@@ -82,16 +84,15 @@ impl Session {
         let profile = inputs.path.clone();
 
         self.check_bolt_compatible_profile()?;
+        // Not in the checkout: the same path from every checkout, for a compile cache. (A
+        // path relative to the workspace root would not do: cargo runs rustc for registry
+        // crates in their own directories.)
+        let profile_use = profiles::checkout_independent(&profile);
         let mut flags = vec![
-            // Not in the checkout: the same path from every checkout, for a compile cache. (A
-            // path relative to the workspace root would not do: cargo runs rustc for registry
-            // crates in their own directories.)
-            format!(
-                "-Cprofile-use={}",
-                profiles::checkout_independent(&profile).display()
-            ),
+            format!("-Cprofile-use={}", profile_use.display()),
             "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
         ];
+        flags.extend(self.startup_order_flags(&profile, &profile_use)?);
         if inputs.instrumented.as_ref().is_some_and(|i| i.continuous()) {
             // A continuous-mode profile has no value profiles: without this, profile use
             // expects them at every indirect call and memcpy and warns that each is stale.
@@ -161,6 +162,64 @@ impl Session {
         let upstream: Vec<&StageManifest> = inputs.instrumented.iter().collect();
         self.stage_binaries(Stage::Optimized, flags, executables, &upstream)?;
         Ok(())
+    }
+
+    /// The optimized link's function order (`[pgo] startup_order`) from `profile`'s temporal
+    /// traces, recorded in the report; refused when the profile has none. `profile_use` is the
+    /// copy `-Cprofile-use` names.
+    fn startup_order_flags(&mut self, profile: &Path, profile_use: &Path) -> Result<Vec<String>> {
+        let mode = self.config.pgo.startup_order;
+        self.report.startup_order = None;
+        if mode == StartupOrder::Off {
+            return Ok(Vec::new());
+        }
+        let profdata = self.profdata()?.clone();
+        let traces = startup_order::traces(&profdata, profile, &self.printer)?;
+        if traces.kept == 0 {
+            bail!(
+                "[pgo] startup_order = \"{}\" needs the temporal traces of a training, and {} \
+                 has none: it was trained with binaries instrumented without them. Run \
+                 `pgo-build instrument` and `pgo-build train` again (with startup_order set, \
+                 instrumenting records them){}",
+                mode.name(),
+                profile.display(),
+                if self.config.pgo.profile.is_some() {
+                    ", then `pgo-build export` the profile again"
+                } else {
+                    ""
+                }
+            );
+        }
+        let (order_file, ordered) = if mode == StartupOrder::OrderingFile {
+            let (file, count) = startup_order::order_file(
+                &profdata,
+                profile,
+                &self.layout.profiles_dir(),
+                &self.printer,
+            )?;
+            (Some(file), Some(count))
+        } else {
+            (None, None)
+        };
+        let order_use = order_file.as_deref().map(profiles::checkout_independent);
+        self.printer.info(format!(
+            "start-up order ({}): {} traces from {} processes{}",
+            mode.name(),
+            traces.kept,
+            traces.seen,
+            ordered.map_or(String::new(), |n| format!(", {n} functions ordered"))
+        ));
+        self.report.startup_order = Some(startup_order::OrderRecord {
+            mode,
+            traces,
+            order_file,
+            ordered_functions: ordered,
+        });
+        Ok(startup_order::link_flags(
+            mode,
+            profile_use,
+            order_use.as_deref(),
+        ))
     }
 
     /// The profile of the last training: checked, merged under its content hash; or the one

@@ -13,11 +13,12 @@ use super::train::instrumented_profile_env;
 use crate::cargo_build::{Diagnostic, StageManifest, write_atomically};
 use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
 use crate::command::Cmd;
-use crate::config::Role;
+use crate::config::{Role, StartupOrder};
 use crate::insight::{self, FunctionCounts};
 use crate::layout::Stage;
 use crate::pgo_diagnostics::{self, Kind};
 use crate::profiles::{self, Accounting};
+use crate::startup_order;
 
 /// The metadata `export` writes beside a profile (`<name>.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -77,6 +78,13 @@ impl Session {
         let total: u64 = functions.iter().map(|f| f.total).sum();
         let hot = insight::hottest(&functions, args.top);
         let shares = insight::crate_shares(&functions);
+        let traces = startup_order::traces(&profdata, &profile, &self.printer)?;
+        let ordered = if traces.kept > 0 {
+            let dir = self.layout.profiles_dir();
+            Some(startup_order::order_file(&profdata, &profile, &dir, &self.printer)?.1)
+        } else {
+            None
+        };
         if args.json {
             let coverage: BTreeMap<&String, serde_json::Value> = accounting
                 .iter()
@@ -95,6 +103,8 @@ impl Session {
                 })).collect::<Vec<_>>(),
                 "crates": shares.iter().map(|(krate, share)| serde_json::json!({"crate": krate, "share": share})).collect::<Vec<_>>(),
                 "coverage": coverage,
+                "temporal_traces": traces,
+                "ordered_functions": ordered,
             });
             self.printer.table(serde_json::to_string_pretty(&value)?);
             return Ok(());
@@ -135,6 +145,18 @@ impl Session {
                 }
             }
             self.printer.table(coverage);
+        }
+        match ordered {
+            Some(functions) => self.printer.info(format!(
+                "temporal traces: {} kept of {} processes; the start-up order they give covers \
+                 {functions} functions",
+                traces.kept, traces.seen
+            )),
+            None if self.config.pgo.startup_order != StartupOrder::Off => self.printer.warn(
+                "no temporal traces in this profile: [pgo] startup_order needs a training with \
+                 binaries instrumented for them (`pgo-build instrument`, then `train`)",
+            ),
+            None => {}
         }
         Ok(())
     }

@@ -183,6 +183,7 @@ impl Session {
                 print.text("bins", &format!("{:?}", self.bins));
                 print.text("plain flags", &self.plain_flags().join(" "));
                 print.text("continuous", &self.continuous.to_string());
+                print.text("startup order", self.config.pgo.startup_order.name());
                 for manifest in &self.workspace.manifests {
                     print.file(manifest);
                 }
