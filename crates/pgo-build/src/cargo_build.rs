@@ -420,6 +420,10 @@ pub struct StagedBinary {
     /// Without debug info and symbols (see [`loaded_size`]); absent in older records.
     #[serde(default)]
     pub loaded_bytes: Option<u64>,
+    /// Its loaded part compressed with zstd -19 (see [`compressed_size`]): about what a release
+    /// archive of the stripped binary takes. Absent in older records.
+    #[serde(default)]
+    pub compressed_bytes: Option<u64>,
     pub build_id: Option<String>,
     /// Built with `-Cprofile-use` (optimized stage only).
     pub pgo: bool,
@@ -556,6 +560,7 @@ pub fn stage_binary(input: &StageInput, bin_dir: &Path) -> Result<StagedBinary> 
         package: bin.package.clone(),
         size_bytes: data.len() as u64,
         loaded_bytes: loaded_size(&data).ok(),
+        compressed_bytes: compressed_size(&data).ok(),
         build_id: build_id(&data)
             .with_context(|| format!("could not read {} as an executable", staged.display()))?,
         path: staged,
@@ -582,6 +587,24 @@ pub fn loaded_size(data: &[u8]) -> Result<u64> {
         .filter_map(|section| section.file_range().map(|(_, size)| size))
         .sum();
     Ok((data.len() as u64).saturating_sub(unloaded))
+}
+
+/// The size of an ELF executable's loaded sections (what [`loaded_size`] counts) compressed
+/// with zstd at level 19, as release archives are: function order changes it (`[pgo]
+/// startup_order = "balanced-compression"` aims at it), where the file size does not move.
+pub fn compressed_size(data: &[u8]) -> Result<u64> {
+    use object::{Object, ObjectSection, SectionFlags};
+    let file = object::File::parse(data)?;
+    let mut loaded = Vec::new();
+    for section in file.sections() {
+        let allocated = matches!(section.flags(), SectionFlags::Elf { sh_flags }
+            if sh_flags & u64::from(object::elf::SHF_ALLOC) != 0);
+        if allocated && let Some((offset, size)) = section.file_range() {
+            let range = offset as usize..(offset + size) as usize;
+            loaded.extend_from_slice(data.get(range).context("a section lies outside the file")?);
+        }
+    }
+    Ok(zstd::bulk::compress(&loaded, 19)?.len() as u64)
 }
 
 /// The GNU build id of an ELF executable, as lowercase hex.

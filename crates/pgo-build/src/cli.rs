@@ -362,9 +362,10 @@ pub struct CompareArgs {
     /// --metric instructions, which is slow to count, holdout only)
     #[arg(long, value_enum, value_name = "ROLE")]
     pub role: Option<CompareRole>,
-    /// What decides the verdict: wall-clock time, the process tree's user+system CPU time, or
+    /// What decides the verdict: wall-clock time, the process tree's user+system CPU time,
     /// instructions (perf stat where it can count them, else valgrind's callgrind: noise-free
-    /// but ~50x slower; wall and CPU times are then inflated by the counting tool)
+    /// but ~50x slower; wall and CPU times are then inflated by the counting tool), or the
+    /// process tree's minor+major page faults (what start-up order changes; always recorded)
     #[arg(long, value_enum, default_value_t = Metric::Wall)]
     pub metric: Metric,
     /// Seed of the bootstrap resampling
@@ -423,6 +424,8 @@ pub enum Metric {
     Wall,
     Cpu,
     Instructions,
+    /// Minor and major page faults of the process tree: what start-up order changes.
+    Faults,
 }
 
 #[cfg(test)]

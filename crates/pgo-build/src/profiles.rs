@@ -714,6 +714,7 @@ mod tests {
             source: PathBuf::new(),
             size_bytes: 1,
             loaded_bytes: None,
+            compressed_bytes: None,
             build_id: Some(id.into()),
             pgo: false,
             bolted: false,

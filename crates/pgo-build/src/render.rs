@@ -4,8 +4,12 @@
 
 use std::fmt::Write;
 
+use crate::cli::Metric;
 use crate::report::tables::percent;
-use crate::report::{CompareResult, ExploreResult, Report, WorkloadComparison, human_bytes};
+use crate::report::{
+    BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, human_bytes,
+    metric_label,
+};
 use crate::stats::Verdict;
 
 const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
@@ -42,7 +46,7 @@ pub fn markdown(report: &Report) -> String {
                 .map(|stage| {
                     stages
                         .get(*stage)
-                        .map_or("-".to_owned(), |r| human_bytes(r.size_bytes))
+                        .map_or("-".to_owned(), BinaryRecord::size_text)
                 })
                 .collect();
             let _ = writeln!(out, "| {binary} | {} |", cells.join(" | "));
@@ -273,7 +277,7 @@ fn sizes_section(report: &Report, out: &mut String) {
                 COLORS[i],
                 116.0 + w,
                 y + 11.0,
-                human_bytes(record.size_bytes)
+                record.size_text()
             );
             y += 18.0;
         }
@@ -340,8 +344,9 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
     let _ = write!(
         out,
         "<h2>A/B comparison</h2><p>{} rounds after a warm-up, order alternating; each dot is one \
-         round's wall-time ratio against {}; the band is the 95% interval of the median (bar).</p>",
+         round's {} ratio against {}; the band is the 95% interval of the median (bar).</p>",
         compare.rounds,
+        metric_label(compare.metric),
         escape(&compare.reference)
     );
     if let Some(note) = &compare.emulated {
@@ -375,6 +380,7 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
             );
             out.push_str(&ratio_plot(
                 workload,
+                compare.metric,
                 candidate,
                 &compare.reference,
                 s.median_ratio,
@@ -388,6 +394,7 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
 /// Per-round ratios on an axis around 1.0.
 fn ratio_plot(
     workload: &WorkloadComparison,
+    metric: Metric,
     candidate: &str,
     reference: &str,
     median: f64,
@@ -403,7 +410,7 @@ fn ratio_plot(
                 .runs
                 .iter()
                 .find(|r| r.round == c.round && r.variant == reference)?;
-            Some(c.wall_secs / r.wall_secs)
+            Some(c.value(metric)? / r.value(metric)?)
         })
         .collect();
     let lo = ratios.iter().copied().fold(0.8f64, f64::min).min(low) - 0.02;

@@ -66,6 +66,8 @@ pub struct Outcome {
     /// User + system CPU time of the workload's process tree: the command and every descendant
     /// that was waited for (as `wait4` accounts it).
     pub cpu: Duration,
+    /// Minor and major page faults of the process tree (as `wait4` accounts them, like `cpu`).
+    pub faults: u64,
     pub log_path: PathBuf,
     /// Processes pgo-build had to stop: on timeout, or left running after the command ended.
     pub stopped: Vec<StoppedProcess>,
@@ -211,9 +213,9 @@ impl Target<'_> {
             self.stage.name()
         ));
         let mut stopped = Vec::new();
-        let (status, success, cpu) = loop {
-            if let Some((status, cpu)) = reap(group, false)? {
-                break (status.to_string(), status.success(), cpu);
+        let (status, success, usage) = loop {
+            if let Some((status, usage)) = reap(group, false)? {
+                break (status.to_string(), status.success(), usage);
             }
             if let Some(signal) = window.take_signal() {
                 let stopped = stop(&members, workload.grace_period);
@@ -231,11 +233,11 @@ impl Target<'_> {
             if started.elapsed() >= workload.timeout {
                 // Stopped the way production stops things: SIGTERM first, SIGKILL after the grace.
                 stopped = stop(&members, workload.grace_period);
-                let (_, cpu) = reap(group, true)?.expect("a blocking wait returns the status");
+                let (_, usage) = reap(group, true)?.expect("a blocking wait returns the status");
                 break (
                     format!("timed out after {}s", workload.timeout.as_secs()),
                     false,
-                    cpu,
+                    usage,
                 );
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -250,7 +252,8 @@ impl Target<'_> {
             duration,
             status,
             success,
-            cpu,
+            cpu: usage.cpu,
+            faults: usage.faults,
             log_path: self.log_path.clone(),
             stopped,
         })
@@ -335,9 +338,17 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
     )))
 }
 
-/// Waits for `pid` with `wait4`, which also returns the CPU time of it and its waited-for
-/// descendants. `None` while it is still running (only when not blocking).
-fn reap(pid: libc::pid_t, block: bool) -> Result<Option<(std::process::ExitStatus, Duration)>> {
+/// What `wait4` accounts to a process and its waited-for descendants.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    cpu: Duration,
+    /// Minor and major page faults.
+    faults: u64,
+}
+
+/// Waits for `pid` with `wait4`, which also returns the CPU time and page faults of it and its
+/// waited-for descendants. `None` while it is still running (only when not blocking).
+fn reap(pid: libc::pid_t, block: bool) -> Result<Option<(std::process::ExitStatus, Usage)>> {
     use std::os::unix::process::ExitStatusExt;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value; wait4 only writes to the two out-pointers.
@@ -347,8 +358,11 @@ fn reap(pid: libc::pid_t, block: bool) -> Result<Option<(std::process::ExitStatu
         // SAFETY: `status` and `usage` are valid for writes for the duration of the call.
         let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
         if reaped == pid {
-            let cpu = timeval(usage.ru_utime) + timeval(usage.ru_stime);
-            return Ok(Some((std::process::ExitStatus::from_raw(status), cpu)));
+            let usage = Usage {
+                cpu: timeval(usage.ru_utime) + timeval(usage.ru_stime),
+                faults: (usage.ru_minflt + usage.ru_majflt) as u64,
+            };
+            return Ok(Some((std::process::ExitStatus::from_raw(status), usage)));
         }
         if reaped == 0 {
             return Ok(None);
@@ -638,6 +652,24 @@ mod tests {
             "cpu {:?}",
             outcome.cpu
         );
+    }
+
+    #[test]
+    fn page_faults_include_waited_for_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let printer = Printer::new(crate::printer::Verbosity::Quiet);
+        let faults = |command: &str| {
+            let outcome = target(dir.path())
+                .run(&workload(command, Duration::from_secs(60)), &printer)
+                .unwrap();
+            assert!(outcome.success, "{}", outcome.status);
+            outcome.faults
+        };
+        // A grandchild (the shell's child) touching a 64 MiB buffer: 16384 pages at least.
+        let touching = faults("dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; true");
+        let idle = faults("true");
+        assert!(touching > 16_000, "{touching} faults");
+        assert!(idle < 2_000, "{idle} faults");
     }
 
     #[test]

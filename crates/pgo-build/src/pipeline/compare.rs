@@ -550,6 +550,7 @@ impl Session {
                     wall_secs: wall.as_secs_f64(),
                     cpu_secs: cpu.as_secs_f64(),
                     instructions,
+                    faults: Some(outcome.faults),
                 });
             }
         }
@@ -724,6 +725,9 @@ pub(super) fn summarize_candidates(
                         &ratios(|r| r.instructions.unwrap_or(0) as f64),
                         repeat_spread(runs),
                     )
+                }),
+                faults: runs.iter().all(|r| r.faults.is_some()).then(|| {
+                    stats::summarize_at(&ratios(|r| r.faults.unwrap_or(0) as f64), seed, alpha)
                 }),
                 reference_median_wall_secs: stats::median(&walls(reference)),
                 candidate_median_wall_secs: stats::median(&walls(candidate)),

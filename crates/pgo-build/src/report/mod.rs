@@ -21,13 +21,13 @@ pub mod tables;
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CandidateSummary, CompareResult,
     ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord,
-    RejectedProfile, RunSample, StageRecord, WorkloadComparison, WorkloadRecord,
+    RejectedProfile, RunSample, StageRecord, WorkloadComparison, WorkloadRecord, metric_label,
 };
 pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
@@ -77,6 +77,9 @@ pub struct Report {
     /// The last `pgo-build explore`: variants, their costs and speeds, the recommendation.
     #[serde(default)]
     pub explore: Option<ExploreResult>,
+    /// The optimized link's start-up order (`[pgo] startup_order`), when one was used.
+    #[serde(default)]
+    pub startup_order: Option<crate::startup_order::OrderRecord>,
 }
 
 impl Report {
@@ -146,6 +149,7 @@ impl Report {
                 self.merged_profile = None;
                 self.optimize_diagnostics = None;
                 self.staleness = None;
+                self.startup_order = None;
             }
             "bolt" => self.bolt.clear(),
             "overlap" => self.overlap.clear(),

@@ -46,10 +46,24 @@ pub fn now_unix() -> u64 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BinaryRecord {
     pub size_bytes: u64,
+    /// Its loaded sections compressed with zstd -19 (about a release archive of it, stripped).
+    #[serde(default)]
+    pub compressed_bytes: Option<u64>,
     pub path: PathBuf,
     pub pgo: bool,
     #[serde(default)]
     pub bolted: bool,
+}
+
+impl BinaryRecord {
+    /// "5.1 MiB (zst 1.9 MiB)": the file, and its loaded part compressed when known.
+    pub fn size_text(&self) -> String {
+        let size = super::human_bytes(self.size_bytes);
+        match self.compressed_bytes {
+            Some(compressed) => format!("{size} (zst {})", super::human_bytes(compressed)),
+            None => size,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -146,6 +160,31 @@ pub struct RunSample {
     /// Instructions of the whole process tree (`--metric instructions`).
     #[serde(default)]
     pub instructions: Option<u64>,
+    /// Minor and major page faults of the whole process tree (`wait4`).
+    #[serde(default)]
+    pub faults: Option<u64>,
+}
+
+impl RunSample {
+    /// The run's figure for `metric`, when it was measured.
+    pub fn value(&self, metric: Metric) -> Option<f64> {
+        match metric {
+            Metric::Wall => Some(self.wall_secs),
+            Metric::Cpu => Some(self.cpu_secs),
+            Metric::Instructions => self.instructions.map(|n| n as f64),
+            Metric::Faults => self.faults.map(|n| n as f64),
+        }
+    }
+}
+
+/// How a metric is named in tables and reports ("wall", "page faults").
+pub fn metric_label(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Wall => "wall",
+        Metric::Cpu => "CPU",
+        Metric::Instructions => "instructions",
+        Metric::Faults => "page faults",
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,6 +193,9 @@ pub struct CandidateSummary {
     pub cpu: PairedSummary,
     #[serde(default)]
     pub instructions: Option<PairedSummary>,
+    /// Page faults (every run counts them; absent in older reports).
+    #[serde(default)]
+    pub faults: Option<PairedSummary>,
     pub reference_median_wall_secs: f64,
     pub candidate_median_wall_secs: f64,
 }
@@ -172,9 +214,10 @@ impl WorkloadComparison {
 
 impl CandidateSummary {
     pub fn by(&self, metric: Metric) -> &PairedSummary {
-        match (metric, &self.instructions) {
-            (Metric::Instructions, Some(instructions)) => instructions,
-            (Metric::Cpu, _) => &self.cpu,
+        match (metric, &self.instructions, &self.faults) {
+            (Metric::Instructions, Some(instructions), _) => instructions,
+            (Metric::Faults, _, Some(faults)) => faults,
+            (Metric::Cpu, _, _) => &self.cpu,
             _ => &self.wall,
         }
     }

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 
 use super::{BoltRecord, CompareResult, Report};
-use crate::cli::Metric;
 
 impl Report {
     /// The stage table: duration and share of the total, like rustc's release pipeline prints.
@@ -101,17 +100,19 @@ impl Report {
         let mut table = Table::new();
         table.load_preset(UTF8_FULL_CONDENSED);
         table.set_header(std::iter::once("Binary").chain(stages));
+        // "zst": the loaded sections compressed with zstd -19, as a release archive of the
+        // stripped binary would take.
         for (binary, per_stage) in &self.binaries {
             let mut row = vec![Cell::new(binary)];
             for stage in stages {
                 let text = match per_stage.get(stage) {
                     Some(record) if stage == "optimized" && !record.pgo => {
-                        format!("{} (no PGO)", human_bytes(record.size_bytes))
+                        format!("{} (no PGO)", record.size_text())
                     }
                     Some(record) if stage == "bolt" && !record.bolted => {
-                        format!("{} (not BOLTed)", human_bytes(record.size_bytes))
+                        format!("{} (not BOLTed)", record.size_text())
                     }
-                    Some(record) => human_bytes(record.size_bytes),
+                    Some(record) => record.size_text(),
                     None => "-".to_owned(),
                 };
                 row.push(Cell::new(text).set_alignment(CellAlignment::Right));
@@ -202,6 +203,7 @@ pub fn compare_table(result: &CompareResult) -> String {
         "Wall: median ratio (CI)",
         "CPU: median ratio (CI)",
         "Instructions: ratio (± noise)",
+        "Page faults: median ratio (CI)",
         "Wins",
         "Verdict",
     ]);
@@ -243,6 +245,14 @@ pub fn compare_table(result: &CompareResult) -> String {
                             )
                         }),
                 ),
+                right(summary.faults.as_ref().map_or("-".to_owned(), |faults| {
+                    format!(
+                        "{} ({} … {})",
+                        percent(faults.median_ratio),
+                        percent(faults.ci_low),
+                        percent(faults.ci_high)
+                    )
+                })),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
                 Cell::new(chosen.verdict_text()),
             ]);
@@ -268,11 +278,7 @@ pub fn compare_table(result: &CompareResult) -> String {
             text.push_str(&format!(
                 "\n{role}: {candidate} vs {}: geometric mean of median {} ratios {} ({})",
                 result.reference,
-                match result.metric {
-                    Metric::Wall => "wall",
-                    Metric::Cpu => "CPU",
-                    Metric::Instructions => "instruction",
-                },
+                super::metric_label(result.metric),
                 format_args!("{mean:.3}"),
                 percent(*mean)
             ));
@@ -420,11 +426,7 @@ fn built_by(command: &str) -> Option<crate::layout::Stage> {
 /// baseline and against pgo, its build cost and size, and the fronts it is on.
 pub fn explore_table(result: &super::ExploreResult) -> String {
     let mut table = Table::new();
-    let metric = match result.metric {
-        Metric::Wall => "wall",
-        Metric::Cpu => "CPU",
-        Metric::Instructions => "instructions",
-    };
+    let metric = super::metric_label(result.metric);
     table.load_preset(UTF8_FULL_CONDENSED).set_header([
         "Variant".to_owned(),
         format!("vs baseline ({metric})"),
@@ -479,6 +481,7 @@ fn verdict_word(verdict: crate::stats::Verdict) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::Metric;
     use crate::report::{BenchmarkComparison, CandidateSummary, WorkloadComparison};
     use crate::stats::summarize;
 
@@ -488,6 +491,7 @@ mod tests {
             wall: summarize(&ratios, 1),
             cpu: summarize(&ratios, 1),
             instructions: instructions.then(|| summarize(&[0.8; 7], 1)),
+            faults: None,
             reference_median_wall_secs: 1.0,
             candidate_median_wall_secs: 0.9,
         };
@@ -551,14 +555,15 @@ mod tests {
 
     #[test]
     fn every_compare_row_fills_every_column() {
-        let header_columns = 9;
+        let header_columns = 10;
         let wall = row_cells(&compare_table(&comparison(false)));
         assert_eq!(wall.len(), header_columns, "{wall:?}");
         assert_eq!(wall[6], "-", "{wall:?}");
-        assert_eq!(wall[7], "7/7", "{wall:?}");
-        assert_eq!(wall[8], "faster", "{wall:?}");
+        assert_eq!(wall[7], "-", "{wall:?}");
+        assert_eq!(wall[8], "7/7", "{wall:?}");
+        assert_eq!(wall[9], "faster", "{wall:?}");
         let counted = row_cells(&compare_table(&comparison(true)));
         assert!(counted[6].starts_with("-20.0%"), "{counted:?}");
-        assert_eq!(counted[7], "7/7", "{counted:?}");
+        assert_eq!(counted[8], "7/7", "{counted:?}");
     }
 }
