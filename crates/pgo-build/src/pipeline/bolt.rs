@@ -161,12 +161,7 @@ impl Session {
         let mut staged = Vec::new();
         self.report.bolt.clear();
         for bin in &self.bins {
-            let binary = input.binary(&bin.name).with_context(|| {
-                format!(
-                    "binary `{}` is not in the {} stage; build it first",
-                    bin.name, input.stage
-                )
-            })?;
+            let binary = input_binary(input, bin)?;
             self.report
                 .bolt
                 .insert(binary.name.clone(), unbolted_record(input, binary, reason));
@@ -188,12 +183,7 @@ impl Session {
         let mut binaries = Vec::new();
         let mut refusals = Vec::new();
         for bin in &self.bins {
-            let binary = input.binary(&bin.name).with_context(|| {
-                format!(
-                    "binary `{}` is not in the {} stage; build it first",
-                    bin.name, input.stage
-                )
-            })?;
+            let binary = input_binary(input, bin)?;
             let data = std::fs::read(&binary.path)
                 .with_context(|| format!("could not read {}", binary.path.display()))?;
             if let Err(reason) = check_input(&data) {
@@ -426,6 +416,16 @@ fn fresh_dir(dir: &Path) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
     Ok(dir.to_owned())
+}
+
+/// A selected binary in the stage BOLT works from.
+fn input_binary<'a>(input: &'a StageManifest, bin: &BinTarget) -> Result<&'a StagedBinary> {
+    input.binary(&bin.name).with_context(|| {
+        format!(
+            "binary `{}` is not in the {} stage; build it first",
+            bin.name, input.stage
+        )
+    })
 }
 
 /// The record of a binary staged as it is (`reason` says why).
