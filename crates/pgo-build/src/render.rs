@@ -53,6 +53,9 @@ pub fn markdown(report: &Report) -> String {
         }
         out += "\n";
     }
+    if let Some(order) = &report.startup_order {
+        let _ = writeln!(out, "{}\n", startup_order_text(order));
+    }
     if let Some(compare) = &report.compare {
         if let Some(note) = &compare.emulated {
             let _ = writeln!(out, "> **Emulated:** {note}\n");
@@ -162,6 +165,9 @@ pub fn html(report: &Report) -> String {
     stages_section(report, &mut body);
     sizes_section(report, &mut body);
     profiles_section(report, &mut body);
+    if let Some(order) = &report.startup_order {
+        let _ = write!(body, "<p>{}</p>", escape(&startup_order_text(order)));
+    }
     bolt_section(report, &mut body);
     if let Some(compare) = &report.compare {
         compare_section(compare, &mut body);
@@ -618,6 +624,19 @@ fn escape(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+/// "Start-up order: ordering-file, from 40 traces of 40 processes, 2076 functions ordered."
+fn startup_order_text(order: &crate::startup_order::OrderRecord) -> String {
+    format!(
+        "Start-up order: {}, from {} temporal traces of {} processes{}.",
+        order.mode.name(),
+        order.traces.kept,
+        order.traces.seen,
+        order
+            .ordered_functions
+            .map_or(String::new(), |n| format!(", {n} functions ordered"))
+    )
 }
 
 #[cfg(test)]

@@ -3540,6 +3540,15 @@ fn startup_order_orders_the_optimized_link_from_temporal_traces() {
         .success()
         .stderr_contains("temporal traces: ")
         .stderr_contains("the start-up order they give covers");
+    let markdown = fixture.run(&["report", "--markdown"]);
+    assert!(
+        markdown
+            .success()
+            .stdout()
+            .contains("Start-up order: ordering-file, from "),
+        "{}",
+        markdown.describe()
+    );
     // Balanced partitioning from the same profile: lld reads the profile itself.
     let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
     fixture.write(
