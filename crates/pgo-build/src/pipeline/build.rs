@@ -457,7 +457,7 @@ impl Session {
         let log = layout.stage_dir(stage).join("links.jsonl");
         let real = self.platform.linker.clone();
         let wrapper = linker::wrapper(&layout.root().join("linker"), &real)?;
-        let setup = LinkerSetup {
+        let mut setup = LinkerSetup {
             flag: format!(
                 "-Clinker={}",
                 relative_to(&wrapper, &self.workspace.root).display()
@@ -482,7 +482,6 @@ impl Session {
                 (linker::LOG_ENV.to_owned(), log.display().to_string()),
             ],
         };
-        let mut setup = setup;
         if stage == Stage::Optimized && self.config.pgo.startup_order != StartupOrder::Off {
             setup.env.push((
                 startup_order::REQUIRE_LLD_ENV.to_owned(),

@@ -149,7 +149,7 @@ impl Session {
     ) -> Result<()> {
         let bin_names: Vec<&str> = manifest.binaries.iter().map(|b| b.name.as_str()).collect();
         let (bin_dir, platform_env) = self.runnable_bins(&self.layout, stage, &bin_names)?;
-        if !self.emulated_start_hint().is_empty() {
+        if self.emulated_start_hint().is_some() {
             self.printer.info(format!(
                 "{} binaries run here only through the runner: a process they start must be \
                  started through $PGO_BUILD_BIN_<NAME> (see `pgo-build doctor`)",
@@ -226,7 +226,9 @@ impl Session {
                         outcome.status,
                         stage.name(),
                         outcome.log_path.display(),
-                        self.emulated_start_hint(),
+                        self.emulated_start_hint()
+                            .map(|hint| format!("{hint}\n"))
+                            .unwrap_or_default(),
                         self.config.display_path()
                     );
                 }
@@ -235,21 +237,20 @@ impl Session {
         Ok(())
     }
 
-    /// Under an emulator the kernel cannot run the target's binaries itself (no binfmt_misc
+    /// When the kernel cannot run the target's binaries itself (emulated, no binfmt_misc
     /// entry): what a process an instrumented binary started directly meets, and the fix.
-    /// Empty otherwise.
-    fn emulated_start_hint(&self) -> String {
+    fn emulated_start_hint(&self) -> Option<String> {
         let arch = &self.platform.arch;
         if !self.platform.execution().emulated() || crate::targets::binfmt_registered(arch) {
-            return String::new();
+            return None;
         }
-        format!(
+        Some(format!(
             "If it starts {arch} binaries itself: they run here only through the runner, and a \
              process started directly (a path, current_exe()) fails with 'Exec format error' \
              (exit status 127 from a spawn). Start them through $PGO_BUILD_BIN_<NAME>, which \
              runs the runner, or register qemu-{arch} with binfmt_misc (Debian: `apt-get \
-             install qemu-user-binfmt`).\n"
-        )
+             install qemu-user-binfmt`)."
+        ))
     }
 
     pub(crate) fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
