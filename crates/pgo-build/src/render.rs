@@ -8,7 +8,7 @@ use crate::cli::Metric;
 use crate::report::tables::percent;
 use crate::report::{
     BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, human_bytes,
-    metric_label,
+    metric_label, verdict_text,
 };
 use crate::stats::Verdict;
 
@@ -79,7 +79,7 @@ pub fn markdown(report: &Report) -> String {
                     percent(s.ci_high),
                     s.wins,
                     s.pairs,
-                    s.verdict_text()
+                    verdict_text(s, compare.metric)
                 );
             }
         }
@@ -382,7 +382,7 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
                 percent(s.ci_high),
                 s.wins,
                 s.pairs,
-                s.verdict_text()
+                verdict_text(s, compare.metric)
             );
             out.push_str(&ratio_plot(
                 workload,

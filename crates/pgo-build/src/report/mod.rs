@@ -22,6 +22,7 @@ pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CandidateSummary, CompareResult,
     ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord,
     RejectedProfile, RunSample, StageRecord, WorkloadComparison, WorkloadRecord, metric_label,
+    verdict_text,
 };
 pub use tables::human_bytes;
 

@@ -177,6 +177,15 @@ impl RunSample {
     }
 }
 
+/// A summary's verdict in the words of its metric: fewer page faults are not "faster".
+pub fn verdict_text(summary: &crate::stats::PairedSummary, metric: Metric) -> String {
+    match (metric, summary.verdict) {
+        (Metric::Faults, crate::stats::Verdict::Faster) => "fewer faults".to_owned(),
+        (Metric::Faults, crate::stats::Verdict::Slower) => "more faults".to_owned(),
+        _ => summary.verdict_text(),
+    }
+}
+
 /// How a metric is named in tables and reports ("wall", "page faults").
 pub fn metric_label(metric: Metric) -> &'static str {
     match metric {

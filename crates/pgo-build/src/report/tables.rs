@@ -254,7 +254,7 @@ pub fn compare_table(result: &CompareResult) -> String {
                     )
                 })),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
-                Cell::new(chosen.verdict_text()),
+                Cell::new(super::verdict_text(chosen, result.metric)),
             ]);
         }
     }
@@ -551,6 +551,16 @@ mod tests {
             .split('┆')
             .map(|c| c.trim().to_owned())
             .collect()
+    }
+
+    #[test]
+    fn fewer_page_faults_are_not_called_faster() {
+        let fewer = summarize(&[0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9], 1);
+        assert_eq!(
+            super::super::verdict_text(&fewer, Metric::Faults),
+            "fewer faults"
+        );
+        assert_eq!(super::super::verdict_text(&fewer, Metric::Wall), "faster");
     }
 
     #[test]
