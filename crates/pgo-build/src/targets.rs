@@ -303,25 +303,31 @@ fn runner_words(value: &toml::Value, file: &Path) -> Result<Vec<String>> {
     Ok(words)
 }
 
-/// Whether the kernel runs `arch` binaries through an emulator itself (a binfmt_misc entry of
-/// qemu for it, enabled): then a process an emulated binary starts directly runs too.
+/// Whether the kernel runs `arch` binaries through an emulator itself: an enabled binfmt_misc
+/// entry whose magic is an ELF header of that machine (Debian's qemu-user-binfmt registers
+/// `qemu-aarch64` with `/usr/libexec/qemu-binfmt/aarch64-binfmt-P`, so names do not tell).
+/// Then a process an emulated binary starts directly runs too.
 pub fn binfmt_registered(arch: &str) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc/sys/fs/binfmt_misc") else {
         return false;
     };
-    let qemu = format!("qemu-{arch}");
     entries.flatten().any(|entry| {
-        std::fs::read_to_string(entry.path()).is_ok_and(|text| {
-            text.starts_with("enabled")
-                && text.lines().any(|line| {
-                    line.strip_prefix("interpreter ").is_some_and(|path| {
-                        path.rsplit('/')
-                            .next()
-                            .is_some_and(|n| n.starts_with(&qemu))
-                    })
-                })
-        })
+        std::fs::read_to_string(entry.path()).is_ok_and(|text| binfmt_entry_runs(&text, arch))
     })
+}
+
+/// Whether a binfmt_misc entry (`/proc/sys/fs/binfmt_misc/<name>`) is enabled and matches ELF
+/// executables of `arch` at offset 0.
+fn binfmt_entry_runs(entry: &str, arch: &str) -> bool {
+    let field = |key: &str| entry.lines().find_map(|line| line.strip_prefix(key));
+    let magic: Option<Vec<u8>> = field("magic ").and_then(|hex| {
+        (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+            .collect()
+    });
+    entry.starts_with("enabled")
+        && field("offset ").is_none_or(|offset| offset.trim() == "0")
+        && magic.is_some_and(|magic| elf_arch(&magic).as_deref() == Some(arch))
 }
 
 /// Writes `dir/<name>` for each binary: a script that execs the runner with the staged binary
@@ -519,6 +525,20 @@ mod tests {
             bolt_runtime_arch(&bolt).as_deref(),
             Some(std::env::consts::ARCH)
         );
+    }
+
+    #[test]
+    fn binfmt_entries_are_recognised_by_their_elf_machine() {
+        // As /proc/sys/fs/binfmt_misc/qemu-aarch64 shows Debian's registration.
+        let debian = "enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: POF\noffset 0\nmagic 7f454c460201010000000000000000000200b700\nmask ffffffffffffff00fffffffffffffffffeffffff\n";
+        assert!(binfmt_entry_runs(debian, "aarch64"));
+        assert!(!binfmt_entry_runs(debian, "riscv64"));
+        assert!(!binfmt_entry_runs(
+            &debian.replace("enabled", "disabled"),
+            "aarch64"
+        ));
+        let jar = "enabled\ninterpreter /usr/bin/jexec\nflags: \noffset 0\nmagic 504b0304\n";
+        assert!(!binfmt_entry_runs(jar, "aarch64"));
     }
 
     #[test]
