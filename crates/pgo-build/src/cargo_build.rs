@@ -420,7 +420,7 @@ pub struct StagedBinary {
     /// Without debug info and symbols (see [`loaded_size`]); absent in older records.
     #[serde(default)]
     pub loaded_bytes: Option<u64>,
-    /// Its loaded part compressed with zstd -19 (see [`compressed_size`]): about what a release
+    /// Its loaded part compressed with zstd -9 (see [`compressed_size`]): about what a release
     /// archive of the stripped binary takes. Absent in older records.
     #[serde(default)]
     pub compressed_bytes: Option<u64>,
@@ -590,8 +590,10 @@ pub fn loaded_size(data: &[u8]) -> Result<u64> {
 }
 
 /// The size of an ELF executable's loaded sections (what [`loaded_size`] counts) compressed
-/// with zstd at level 19, as release archives are: function order changes it (`[pgo]
-/// startup_order = "balanced-compression"` aims at it), where the file size does not move.
+/// with zstd at level 9, about what a release archive takes: function order changes it
+/// (`[pgo] startup_order = "balanced-compression"` aims at it) where the file size does not
+/// move. Level 9, not 19: within 10% of its size on ripgrep at a fourteenth of the time
+/// (0.2 s against 2.9 s for 4.8 MB), and this runs for every staged binary.
 pub fn compressed_size(data: &[u8]) -> Result<u64> {
     use object::{Object, ObjectSection, SectionFlags};
     let file = object::File::parse(data)?;
@@ -604,7 +606,7 @@ pub fn compressed_size(data: &[u8]) -> Result<u64> {
             loaded.extend_from_slice(data.get(range).context("a section lies outside the file")?);
         }
     }
-    Ok(zstd::bulk::compress(&loaded, 19)?.len() as u64)
+    Ok(zstd::bulk::compress(&loaded, 9)?.len() as u64)
 }
 
 /// The GNU build id of an ELF executable, as lowercase hex.

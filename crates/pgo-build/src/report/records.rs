@@ -46,7 +46,7 @@ pub fn now_unix() -> u64 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BinaryRecord {
     pub size_bytes: u64,
-    /// Its loaded sections compressed with zstd -19 (about a release archive of it, stripped).
+    /// Its loaded sections compressed with zstd -9 (about a release archive of it, stripped).
     #[serde(default)]
     pub compressed_bytes: Option<u64>,
     pub path: PathBuf,

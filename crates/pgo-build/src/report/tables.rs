@@ -100,7 +100,7 @@ impl Report {
         let mut table = Table::new();
         table.load_preset(UTF8_FULL_CONDENSED);
         table.set_header(std::iter::once("Binary").chain(stages));
-        // "zst": the loaded sections compressed with zstd -19, as a release archive of the
+        // "zst": the loaded sections compressed with zstd -9, as a release archive of the
         // stripped binary would take.
         for (binary, per_stage) in &self.binaries {
             let mut row = vec![Cell::new(binary)];
