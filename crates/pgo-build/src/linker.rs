@@ -232,10 +232,7 @@ pub fn real_linker(
     if let Some(linker) = from_flags {
         return Ok(linker.into());
     }
-    let var = format!(
-        "CARGO_TARGET_{}_LINKER",
-        host.to_uppercase().replace(['-', '.'], "_")
-    );
+    let var = crate::targets::cargo_target_var(host, "LINKER");
     if let Some(linker) = std::env::var_os(&var) {
         return Ok(linker);
     }

@@ -137,10 +137,7 @@ fn from_config(sources: &Sources) -> Result<UserFlags> {
             build_sources.push(format!("build.rustflags in {}", file.display()));
         }
     }
-    let triple_var = format!(
-        "CARGO_TARGET_{}_RUSTFLAGS",
-        sources.target.to_uppercase().replace(['-', '.'], "_")
-    );
+    let triple_var = crate::targets::cargo_target_var(sources.target, "RUSTFLAGS");
     if let Some(flags) = (sources.env)(&triple_var) {
         target_flags.extend(flags.split_whitespace().map(str::to_owned));
         target_sources.push(triple_var);

@@ -114,13 +114,13 @@ impl Platform {
                 "{arch} binaries ({triple}) cannot run on this {here} machine and cargo has no \
                  runner for {triple}: install an emulator (`apt-get install qemu-user`) and set \
                  `target.{triple}.runner = [\"qemu-{arch}\", \"-L\", \"/usr/{gnu}\"]` in \
-                 .cargo/config.toml (or CARGO_TARGET_{var}_RUNNER); training and compare run \
+                 .cargo/config.toml (or {var}); training and compare run \
                  the binaries",
                 arch = self.arch,
                 triple = self.triple,
                 here = std::env::consts::ARCH,
                 gnu = gnu_prefix(&self.arch),
-                var = triple_var(&self.triple),
+                var = cargo_target_var(&self.triple, "RUNNER"),
             )),
         }
     }
@@ -214,8 +214,13 @@ impl Runner {
     }
 }
 
-fn triple_var(triple: &str) -> String {
-    triple.to_uppercase().replace(['-', '.'], "_")
+/// Cargo's per-target variable for `key`: `CARGO_TARGET_<TRIPLE>_<KEY>`
+/// (`CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER`).
+pub fn cargo_target_var(triple: &str, key: &str) -> String {
+    format!(
+        "CARGO_TARGET_{}_{key}",
+        triple.to_uppercase().replace(['-', '.'], "_")
+    )
 }
 
 /// Debian's directory name for an architecture's cross sysroot (`/usr/aarch64-linux-gnu`).
@@ -237,7 +242,7 @@ fn std_installed(libdir: &Path) -> bool {
 /// cargo's runner for the triple: `CARGO_TARGET_<TRIPLE>_RUNNER`, else `target.<triple>.runner`,
 /// else a `target.'cfg(…)'.runner` matching the target (cargo refuses two matching ones).
 fn runner(probe: &Probe) -> Result<Option<Runner>> {
-    let var = format!("CARGO_TARGET_{}_RUNNER", triple_var(probe.triple));
+    let var = cargo_target_var(probe.triple, "RUNNER");
     if let Some(line) = (probe.env)(&var) {
         let argv: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
         if argv.is_empty() {

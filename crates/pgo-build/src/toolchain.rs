@@ -280,8 +280,8 @@ fn parse_major(version: &str) -> Option<u32> {
     version.split('.').next()?.trim().parse().ok()
 }
 
-/// Every `name` on PATH, in PATH order.
-fn which(name: &str) -> Vec<PathBuf> {
+/// `name` on PATH: the first match, if it is there.
+pub(crate) fn which(name: &str) -> Vec<PathBuf> {
     let Some(path) = std::env::var_os("PATH") else {
         return Vec::new();
     };

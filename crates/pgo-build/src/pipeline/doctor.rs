@@ -292,8 +292,7 @@ fn program_exists(program: &std::ffi::OsStr) -> bool {
     if path.components().count() > 1 {
         return path.is_file();
     }
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+    !toolchain::which(&program.to_string_lossy()).is_empty()
 }
 
 /// The C compiler the cc crate picks for the target's C code when nothing names one
