@@ -114,7 +114,13 @@ fn dispatch(command: &Command, session: &mut Session) -> Result<()> {
         Command::Doctor => session.stage("doctor", |s| s.doctor()),
         Command::Build => session.stage("build", |s| s.build_baseline()),
         Command::Instrument => session.stage("instrument", |s| s.instrument()),
-        Command::Train(args) => session.stage("train", |s| s.train(args)),
+        Command::Train(args) => session.stage("train", |s| {
+            let trained = s.train(args)?;
+            match &args.bundle {
+                Some(path) => s.write_bundle(path, &trained),
+                None => Ok(()),
+            }
+        }),
         Command::Pack(args) => session.stage("pack", |s| s.pack(args)),
         Command::Unpack(args) => session.stage("unpack", |s| s.unpack(args)),
         Command::Merge(args) => session.stage("merge", |s| s.merge(args)),

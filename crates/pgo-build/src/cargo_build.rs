@@ -629,6 +629,47 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
         .with_context(|| format!("could not move {} into place", path.display()))
 }
 
+pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
+    if instrumented == now {
+        return Ok(());
+    }
+    let mut differences = Vec::new();
+    let mut compare = |what: &str, then: String, current: String| {
+        if then != current {
+            differences.push(format!("  {what}: instrumented with {then}, now {current}"));
+        }
+    };
+    compare(
+        "cargo profile",
+        instrumented.profile.clone(),
+        now.profile.clone(),
+    );
+    compare(
+        "features",
+        format!("{:?}", instrumented.features),
+        format!("{:?}", now.features),
+    );
+    compare("target", instrumented.target.clone(), now.target.clone());
+    compare("rustc", instrumented.rustc.clone(), now.rustc.clone());
+    compare(
+        "rustflags",
+        format!("{:?}", instrumented.common_rustflags),
+        format!("{:?}", now.common_rustflags),
+    );
+    compare(
+        "profile settings",
+        format!("{:?}", instrumented.profile_settings),
+        format!("{:?}", now.profile_settings),
+    );
+    bail!(
+        "the build settings changed since the instrumented build:\n{}\nProfiles name functions by \
+         crate hash and codegen unit, so an optimized build with other settings would silently \
+         drop most of the profile. Re-run `pgo-build instrument` and `pgo-build train`, or \
+         restore the settings.",
+        differences.join("\n")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -169,6 +169,11 @@ impl Layout {
         self.root.join("profiles")
     }
 
+    /// `merge`'s record of the training merged from bundles (see `pipeline/bundles.rs`).
+    pub fn merged_bundles(&self) -> PathBuf {
+        self.profiles_dir().join("bundles.json")
+    }
+
     pub fn raw_profiles_dir(&self) -> PathBuf {
         self.profiles_dir().join("raw")
     }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 
 use super::Session;
-use super::train::warn_about_error_lines;
+use super::workloads::warn_about_error_lines;
 use crate::cargo_build::{StageManifest, age};
 use crate::cli::{CompareArgs, CompareRole, Metric, Rounds};
 use crate::config::{Role, Workload};

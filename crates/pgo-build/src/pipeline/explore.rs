@@ -550,7 +550,7 @@ impl Session {
             .root()
             .join("exported")
             .join(trained.file_name().unwrap_or_default());
-        if output.is_file() && super::profile::metadata_path(&output).is_file() {
+        if output.is_file() && super::committed::metadata_path(&output).is_file() {
             return Ok(output);
         }
         std::fs::create_dir_all(output.parent().unwrap())?;

@@ -20,8 +20,12 @@
 //! Arrows point down only: `run` → the stages → `train`/`build` → this module → the modules
 //! outside `pipeline/` (records in `report`, plain data below it).
 
+mod accounting;
 mod bolt;
 mod build;
+mod bundles;
+mod cargo_stage;
+mod committed;
 mod compare;
 mod doctor;
 mod explore;
@@ -31,6 +35,7 @@ mod profile;
 mod run;
 mod shard;
 mod train;
+mod workloads;
 
 use std::cell::OnceCell;
 use std::path::PathBuf;

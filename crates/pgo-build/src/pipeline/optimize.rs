@@ -14,12 +14,12 @@ use anyhow::{Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use super::Session;
-use super::build::executables_of;
-use super::profile;
-use super::shard::MergedBundles;
-use super::train::{cargo_only_message, no_profile_message};
+use super::accounting::{cargo_only_message, no_profile_message};
+use super::bundles::MergedBundles;
+use super::cargo_stage::executables_of;
+use super::committed;
 use crate::cargo_build::VALUE_PROFILING_OFF;
-use crate::cargo_build::{self, BuildSettings, StageManifest};
+use crate::cargo_build::{self, StageManifest, check_same_settings};
 use crate::cli::OptimizeArgs;
 use crate::config::StartupOrder;
 use crate::insight;
@@ -436,7 +436,7 @@ impl Session {
         functions: &[insight::FunctionCounts],
         diagnostics: &[cargo_build::Diagnostic],
     ) -> Result<()> {
-        let staleness = profile::staleness(functions, diagnostics);
+        let staleness = committed::staleness(functions, diagnostics);
         self.report.staleness = serde_json::to_value(&staleness).ok();
         self.printer.info(format!(
             "committed profile: {} of {} functions stale ({:.1}%)",
@@ -523,45 +523,4 @@ struct ProfileInputs {
     committed_functions: Option<Vec<insight::FunctionCounts>>,
     /// The instrumented build the trained profile came from (none for a committed profile).
     instrumented: Option<StageManifest>,
-}
-
-pub(super) fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
-    if instrumented == now {
-        return Ok(());
-    }
-    let mut differences = Vec::new();
-    let mut compare = |what: &str, then: String, current: String| {
-        if then != current {
-            differences.push(format!("  {what}: instrumented with {then}, now {current}"));
-        }
-    };
-    compare(
-        "cargo profile",
-        instrumented.profile.clone(),
-        now.profile.clone(),
-    );
-    compare(
-        "features",
-        format!("{:?}", instrumented.features),
-        format!("{:?}", now.features),
-    );
-    compare("target", instrumented.target.clone(), now.target.clone());
-    compare("rustc", instrumented.rustc.clone(), now.rustc.clone());
-    compare(
-        "rustflags",
-        format!("{:?}", instrumented.common_rustflags),
-        format!("{:?}", now.common_rustflags),
-    );
-    compare(
-        "profile settings",
-        format!("{:?}", instrumented.profile_settings),
-        format!("{:?}", now.profile_settings),
-    );
-    bail!(
-        "the build settings changed since the instrumented build:\n{}\nProfiles name functions by \
-         crate hash and codegen unit, so an optimized build with other settings would silently \
-         drop most of the profile. Re-run `pgo-build instrument` and `pgo-build train`, or \
-         restore the settings.",
-        differences.join("\n")
-    )
 }

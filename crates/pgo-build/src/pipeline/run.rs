@@ -97,7 +97,7 @@ impl Session {
             PipelineStage::Instrument => self.cached_stage(stage, args, |s| s.instrument()),
             PipelineStage::Train => self.cached_stage(stage, args, |s| {
                 s.clear_raw_profiles()?;
-                s.train(&crate::cli::TrainArgs::default())
+                s.train(&crate::cli::TrainArgs::default()).map(drop)
             }),
             PipelineStage::Optimize => {
                 self.cached_stage(stage, args, |s| s.optimize(&args.optimize))

@@ -15,51 +15,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use serde::{Deserialize, Serialize};
 
 use super::Session;
-use super::optimize::check_same_settings;
-use super::train::cargo_only_message;
+use super::accounting::Trained;
+use super::accounting::cargo_only_message;
+use super::bundles::{MergedBundle, MergedBundles};
 use crate::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
     PACK_FORMAT, PackManifest,
 };
-use crate::cargo_build::{StageManifest, write_atomically};
-use crate::cli::{MergeArgs, PackArgs, Shard, UnpackArgs, Weights};
-use crate::config::Workload;
+use crate::cargo_build::{StageManifest, check_same_settings, write_atomically};
+use crate::cli::{MergeArgs, PackArgs, UnpackArgs, Weights};
 use crate::layout::Stage;
-use crate::profiles::{self, Accounting, BinaryProfiles, MergedProfile};
+use crate::profiles::{self, BinaryProfiles};
 use crate::report::human_bytes;
-
-/// `profiles/bundles.json`: what `merge` made, read by `optimize`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MergedBundles {
-    pub merged: MergedProfile,
-    /// The instrumented build every bundle trained.
-    pub instrumented: StageManifest,
-    pub weights: Weights,
-    pub bundles: Vec<MergedBundle>,
-    /// Per binary, over all bundles; coverage is that of the merged profile.
-    pub per_binary: BTreeMap<String, BinaryProfiles>,
-    /// Shards of the split that no bundle brought.
-    pub missing_shards: Vec<usize>,
-    /// Cargo workload runs whose bench/test binaries' profiles are in the merge (they count
-    /// for every binary).
-    #[serde(default)]
-    pub cargo_workloads: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MergedBundle {
-    pub file: PathBuf,
-    pub shard: Shard,
-    pub weight: u64,
-    pub total_count: u64,
-    pub git_revision: Option<String>,
-    pub created: String,
-    pub workloads: Vec<BundleWorkload>,
-    pub accounting: BTreeMap<String, BinaryProfiles>,
-}
 
 impl Session {
     /// `pgo-build pack instrumented --output FILE`.
@@ -202,14 +171,14 @@ impl Session {
     }
 
     /// Writes the bundle of a training shard: one merged profile per binary, and the manifest.
-    pub(super) fn write_bundle(
-        &mut self,
-        path: &Path,
-        shard: Shard,
-        runs: &[&Workload],
-        accounting: &Accounting,
-        instrumented: &StageManifest,
-    ) -> Result<()> {
+    pub fn write_bundle(&mut self, path: &Path, trained: &Trained) -> Result<()> {
+        let Trained {
+            instrumented,
+            shard,
+            runs,
+            accounting,
+        } = trained;
+        let shard = *shard;
         let scratch = self.layout.profiles_dir().join("bundle");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;
@@ -441,7 +410,7 @@ impl Session {
             merged.total_functions
         ));
         write_atomically(
-            &self.merged_bundles_path(),
+            &self.layout.merged_bundles(),
             serde_json::to_string_pretty(&record)?.as_bytes(),
         )?;
         self.report.merged_profile = serde_json::to_value(&merged).ok();
@@ -647,39 +616,6 @@ impl Session {
             ]);
         }
         self.printer.table(table);
-    }
-
-    fn merged_bundles_path(&self) -> PathBuf {
-        self.layout.profiles_dir().join("bundles.json")
-    }
-
-    /// The last `merge`'s record, when it is the current training.
-    pub(super) fn merged_bundles(&self) -> Result<Option<MergedBundles>> {
-        let path = self.merged_bundles_path();
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return Ok(None);
-        };
-        let record: MergedBundles = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{} is unreadable; run `pgo-build merge` again",
-                path.display()
-            )
-        })?;
-        Ok(Some(record))
-    }
-
-    /// A local training or a new instrumented build supersedes merged bundles.
-    pub(super) fn forget_merged_bundles(&mut self) -> Result<()> {
-        let path = self.merged_bundles_path();
-        if path.exists() {
-            self.printer.detail(format!(
-                "removing {}: the profile merged from bundles is superseded",
-                path.display()
-            ));
-            std::fs::remove_file(&path)
-                .with_context(|| format!("could not remove {}", path.display()))?;
-        }
-        Ok(())
     }
 }
 

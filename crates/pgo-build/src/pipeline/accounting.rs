@@ -1,0 +1,277 @@
+//! Profile accounting shared by `train`, `optimize`, `profile` and `merge`: which raw profiles
+//! of the last training may be merged, the per-binary figures (processes, profiles written,
+//! processes that ended without writing, coverage), their table, and their record in the report.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+
+use super::Session;
+use crate::cargo_build::StageManifest;
+use crate::cli::Shard;
+use crate::config::{OnCorrupt, Workload};
+use crate::profiles::{self, Accounting, BinaryProfiles};
+use crate::report::{RejectedProfile, human_bytes};
+use crate::state::Fingerprint;
+use crate::training_record;
+
+/// What a training run leaves: the instrumented build it trained, the shard it ran, the runs
+/// whose profiles are usable and their accounting.
+pub struct Trained {
+    pub instrumented: StageManifest,
+    pub shard: Shard,
+    pub runs: Vec<Workload>,
+    pub accounting: Accounting,
+}
+
+impl Session {
+    /// The raw profile directories of the current train workloads whose last run may be
+    /// merged (see `training_record`), and for the others why not.
+    pub(super) fn trained_workloads(
+        &self,
+        instrumented: &StageManifest,
+        runs: &[Workload],
+    ) -> (Vec<(String, PathBuf)>, Vec<String>) {
+        let raw_dir = self.layout.raw_profiles_dir();
+        let mut usable = Vec::new();
+        let mut unusable = Vec::new();
+        for workload in runs {
+            let dir = raw_dir.join(workload.run_name());
+            match training_record::check(&dir, workload, instrumented) {
+                Ok(()) => usable.push((workload.run_name(), dir)),
+                Err(reason) => unusable.push(reason),
+            }
+        }
+        (usable, unusable)
+    }
+
+    /// The profile accounting of the last training: every current train workload's last run,
+    /// refused when one of them has no usable run.
+    pub(crate) fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
+        let (usable, unusable) = self.trained_workloads(instrumented, &self.config.train_runs());
+        if !unusable.is_empty() {
+            bail!(
+                "the training profiles are not complete and current, and a profile of part of \
+                 the training would silently optimize for other work:\n  - {}\n(`pgo-build \
+                 run` trains every workload again.)",
+                unusable.join("\n  - ")
+            );
+        }
+        if usable.is_empty() {
+            bail!("{}", self.no_train_workloads());
+        }
+        self.account_dirs(&usable, instrumented)
+    }
+
+    /// Every raw profile in the given workload directories, checked and attributed, with
+    /// coverage.
+    pub(crate) fn account_dirs(
+        &self,
+        workload_dirs: &[(String, PathBuf)],
+        instrumented: &StageManifest,
+    ) -> Result<Accounting> {
+        let mut key = Fingerprint::new("accounting");
+        key.text("instrumented", &serde_json::to_string(instrumented)?)
+            .text("bins", &format!("{:?}", self.bins));
+        for (name, dir) in workload_dirs {
+            key.text("workload", name).tree(dir);
+        }
+        let key = key.finish();
+        if let Some((cached, accounting)) = self.accounting_cache.borrow().as_ref()
+            && *cached == key
+        {
+            return Ok(accounting.clone());
+        }
+        let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
+        let cargo_runs = self
+            .config
+            .workloads
+            .iter()
+            .filter(|w| w.cargo.is_some())
+            .flat_map(Workload::parts)
+            .map(|w| w.run_name())
+            .collect();
+        let accounting = profiles::account(
+            &profiles::RawDirs {
+                workloads: workload_dirs,
+                cargo_runs: &cargo_runs,
+            },
+            instrumented,
+            &binaries,
+            self.profdata()?,
+            self.rustc.llvm_major,
+            &self.layout.profiles_dir().join("scratch"),
+            &self.printer,
+        )?;
+        *self.accounting_cache.borrow_mut() = Some((key, accounting.clone()));
+        Ok(accounting)
+    }
+
+    /// Prints the per-binary training table, unless this session just printed the same one.
+    pub(super) fn print_accounting(&self, accounting: &Accounting) {
+        let table = accounting_table(&accounting.per_binary);
+        if self.shown_accounting.borrow().as_ref() == Some(&table) {
+            self.printer
+                .detail("the per-binary training table is the one shown above");
+            return;
+        }
+        self.printer.table(&table);
+        *self.shown_accounting.borrow_mut() = Some(table);
+    }
+
+    /// For every cargo workload run with profiles: how much of each binary's own workspace
+    /// code (its crate and the members it depends on) its bench/test binaries ran. Returns
+    /// whether any cargo workload contributed.
+    pub(super) fn print_cargo_coverage(&self, accounting: &Accounting) -> Result<bool> {
+        let runs = accounting.cargo_inputs();
+        if runs.is_empty() {
+            return Ok(false);
+        }
+        let profdata = self.profdata()?.clone();
+        let scratch = self.layout.profiles_dir().join("scratch");
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "Cargo workload",
+            "Profile files",
+            "Binary",
+            "Functions of its workspace crates run",
+        ]);
+        for (run, inputs) in &runs {
+            let merged = scratch.join(format!("cargo-{run}.profdata"));
+            profiles::merge_to(inputs, &merged, &profdata, &self.printer)?;
+            let functions = crate::insight::functions(&merged, &profdata, &self.printer)?;
+            for bin in &self.bins {
+                let crates = self.workspace.own_crates(bin);
+                let own: Vec<_> = functions
+                    .iter()
+                    .filter(|f| crates.contains(&f.krate))
+                    .collect();
+                let run_count = own.iter().filter(|f| f.total > 0).count();
+                table.add_row([
+                    run.to_string(),
+                    inputs.len().to_string(),
+                    bin.name.clone(),
+                    format!(
+                        "{run_count}/{} ({})",
+                        own.len(),
+                        crates.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ]);
+            }
+        }
+        self.printer.table(table);
+        Ok(true)
+    }
+
+    /// Each binary's training figures into the report (`profiles`).
+    pub(super) fn record_binary_figures(&mut self, per_binary: &BTreeMap<String, BinaryProfiles>) {
+        self.report.profiles = per_binary
+            .iter()
+            .map(|(name, figures)| {
+                (
+                    name.clone(),
+                    serde_json::to_value(figures).unwrap_or_default(),
+                )
+            })
+            .collect();
+    }
+
+    /// Records the accounting in the report; corrupt or foreign files are a warning, or an
+    /// error with `[pgo] on_corrupt = "fail"` or `--strict`. (0-byte files are not corrupt:
+    /// they are processes that died, reported per binary.)
+    pub(super) fn report_accounting(&mut self, accounting: &Accounting) -> Result<()> {
+        self.record_binary_figures(&accounting.per_binary);
+        self.report.rejected_profiles = accounting
+            .rejected()
+            .map(|profile| RejectedProfile {
+                path: profile.path.clone(),
+                binary: profile.binary.clone(),
+                reason: profile.rejected.clone().unwrap_or_default(),
+            })
+            .collect();
+        let excluded: Vec<String> = accounting
+            .rejected()
+            .filter(|profile| profile.size_bytes > 0)
+            .map(|profile| {
+                format!(
+                    "  {}: {}",
+                    profile.path.display(),
+                    profile.rejected.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        if excluded.is_empty() {
+            return Ok(());
+        }
+        let message = format!(
+            "{} raw profile{} excluded from the merge:\n{}",
+            excluded.len(),
+            if excluded.len() == 1 { " is" } else { "s are" },
+            excluded.join("\n")
+        );
+        if self.config.pgo.on_corrupt == OnCorrupt::Fail {
+            bail!(
+                "{message}\n([pgo] on_corrupt = \"fail\" in {})",
+                self.config.display_path()
+            );
+        }
+        self.caution(message)
+    }
+}
+
+/// A binary no workload ran, whose profile data comes from cargo workloads only.
+pub(super) fn cargo_only_message(binary: &str) -> String {
+    format!(
+        "`{binary}` itself ran in no train workload: its profile comes from benchmarks or tests \
+         (cargo workloads) only, so the library code they share with it has data but its own \
+         `main` paths look cold"
+    )
+}
+
+pub(super) fn no_profile_message(binary: &str, figures: &profiles::BinaryProfiles) -> String {
+    if figures.processes == 0 {
+        format!("`{binary}` wrote no profile: no training workload ran it")
+    } else if figures.died == figures.processes {
+        format!(
+            "`{binary}`: all {} process{} ended without writing a profile: \
+             {ENDED_WITHOUT_WRITING}",
+            figures.processes,
+            if figures.processes == 1 { "" } else { "es" }
+        )
+    } else {
+        format!(
+            "`{binary}` has {} profile files, none of them usable (see the excluded files above)",
+            figures.files
+        )
+    }
+}
+
+/// Why processes end without writing a profile, and the two fixes.
+pub(super) const ENDED_WITHOUT_WRITING: &str = "stopped by a signal (SIGTERM, SIGKILL) or by abort/_exit \
+    before their exit handlers ran. Call pgo_build_rt::install() first thing in its main \
+    (SIGTERM, SIGINT), or train in continuous mode (--continuous: any signal)";
+
+fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> String {
+    let mut out = Table::new();
+    out.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Binary",
+        "Processes",
+        "Wrote a profile",
+        "Ended without writing",
+        "Profile bytes",
+        "Functions run / instrumented",
+    ]);
+    for (binary, figures) in table {
+        out.add_row([
+            binary.clone(),
+            figures.processes.to_string(),
+            figures.valid_files.to_string(),
+            figures.died.to_string(),
+            human_bytes(figures.bytes),
+            figures.coverage_text(),
+        ]);
+    }
+    out.to_string()
+}

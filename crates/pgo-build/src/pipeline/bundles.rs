@@ -1,0 +1,76 @@
+//! The record of training merged from other machines' bundles (`profiles/bundles.json`):
+//! written by `merge`, read by `optimize` and `profile`, forgotten by a local `train`,
+//! `instrument` or `unpack`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::Session;
+use crate::bundle::BundleWorkload;
+use crate::cargo_build::StageManifest;
+use crate::cli::{Shard, Weights};
+use crate::profiles::{BinaryProfiles, MergedProfile};
+
+/// `profiles/bundles.json`: what `merge` made, read by `optimize`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedBundles {
+    pub merged: MergedProfile,
+    /// The instrumented build every bundle trained.
+    pub instrumented: StageManifest,
+    pub weights: Weights,
+    pub bundles: Vec<MergedBundle>,
+    /// Per binary, over all bundles; coverage is that of the merged profile.
+    pub per_binary: BTreeMap<String, BinaryProfiles>,
+    /// Shards of the split that no bundle brought.
+    pub missing_shards: Vec<usize>,
+    /// Cargo workload runs whose bench/test binaries' profiles are in the merge (they count
+    /// for every binary).
+    #[serde(default)]
+    pub cargo_workloads: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedBundle {
+    pub file: PathBuf,
+    pub shard: Shard,
+    pub weight: u64,
+    pub total_count: u64,
+    pub git_revision: Option<String>,
+    pub created: String,
+    pub workloads: Vec<BundleWorkload>,
+    pub accounting: BTreeMap<String, BinaryProfiles>,
+}
+
+impl Session {
+    /// The last `merge`'s record, when it is the current training.
+    pub(super) fn merged_bundles(&self) -> Result<Option<MergedBundles>> {
+        let path = self.layout.merged_bundles();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(None);
+        };
+        let record: MergedBundles = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is unreadable; run `pgo-build merge` again",
+                path.display()
+            )
+        })?;
+        Ok(Some(record))
+    }
+
+    /// A local training or a new instrumented build supersedes merged bundles.
+    pub(super) fn forget_merged_bundles(&mut self) -> Result<()> {
+        let path = self.layout.merged_bundles();
+        if path.exists() {
+            self.printer.detail(format!(
+                "removing {}: the profile merged from bundles is superseded",
+                path.display()
+            ));
+            std::fs::remove_file(&path)
+                .with_context(|| format!("could not remove {}", path.display()))?;
+        }
+        Ok(())
+    }
+}

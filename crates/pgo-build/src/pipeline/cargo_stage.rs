@@ -1,0 +1,584 @@
+//! One stage's cargo build, shared by `build`, `instrument`, `optimize` (and `explore`'s builds
+//! through them): the rustc wrapper and its memory budget, the link slots that bound the links,
+//! staging the binaries into `<stage>/bin/` with their `stage.json`, and the checks every
+//! staged build passes (size growth, BOLT-compatible profile).
+//!
+//! Invariant kept here: instrumented and optimized builds differ only in the profile flags.
+//! Both get `settings.common_rustflags`; what a stage adds is its `stage_rustflags`, and
+//! `plain_flags` (BOLT's relocations) touches links only.
+
+use anyhow::{Context, Result, bail};
+
+use super::Session;
+use crate::cargo_build::{self, BuildOutput, BuildRequest, LinkerSetup, StageInput, StageManifest};
+use crate::cargo_config;
+use crate::config::{LinkJobs, StartupOrder};
+use crate::layout::{Layout, Stage, relative_to};
+use crate::linker::{self, LinkSummary};
+use crate::profiles;
+use crate::report::{BinaryRecord, human_bytes};
+use crate::rustc_wrapper::{self, RustcSummary};
+use crate::rustflags;
+use crate::sccache;
+use crate::startup_order;
+use crate::state;
+use crate::workspace::BinTarget;
+
+/// Assumed peak memory of one link before any link was measured.
+const DEFAULT_LINK_ESTIMATE: u64 = 2 << 30;
+
+/// Added to the builds BOLT post-processes (see [`Session::plain_flags`]).
+pub const BOLT_INPUT_FLAGS: [&str; 3] = [
+    "-Clink-arg=-Wl,--emit-relocs",
+    "--cfg",
+    "pgo_build_bolt_input",
+];
+
+impl Session {
+    /// One stage's cargo build of `bins`, with the links bounded (see linker.rs) and their
+    /// figures recorded in the report.
+    pub(super) fn cargo_build(
+        &mut self,
+        stage: Stage,
+        bins: &[BinTarget],
+        stage_rustflags: &[String],
+        show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
+    ) -> Result<BuildOutput> {
+        self.platform.require_std()?;
+        let log = self.layout.stage_dir(stage).join("links.jsonl");
+        if log.exists() {
+            std::fs::remove_file(&log)?;
+        }
+        let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage)?;
+        let rustc = self.rustc_wrapper_setup(stage)?;
+        let rustc_log = self.layout.rustc_log(stage);
+        if rustc_log.exists() {
+            std::fs::remove_file(&rustc_log)?;
+        }
+        let request = BuildRequest {
+            stage,
+            bins,
+            settings: &self.settings,
+            stage_rustflags,
+            jobs: Some(rustc.summary.cargo_jobs),
+            workspace_root: &self.workspace.root,
+            layout: &self.layout,
+            linker: &setup,
+            rustc_wrapper: &rustc.env,
+            batch_size: self.config.build.batch_size,
+        };
+        // Warnings the session has shown already are counted, not printed again.
+        let shown = std::cell::RefCell::new(std::mem::take(&mut self.shown_warnings));
+        let repeated = std::cell::Cell::new(0usize);
+        let filter = |diagnostic: &cargo_build::Diagnostic| {
+            if !show_diagnostic(diagnostic) {
+                return false;
+            }
+            if shown.borrow_mut().insert(diagnostic.rendered.clone()) {
+                return true;
+            }
+            repeated.set(repeated.get() + 1);
+            false
+        };
+        // Figures of an earlier build (perhaps with another wrapper) do not describe this one.
+        self.report.sccache.remove(stage.name());
+        self.report.rustc_memory.remove(stage.name());
+        let cache = sccache::wrapper(&self.cargo_config)
+            .and_then(|program| Some((sccache::counters(&program, &self.printer)?, program)));
+        let built = cargo_build::build(&request, &self.printer, &filter);
+        if let Some((before, program)) = cache
+            && let Some(after) = sccache::counters(&program, &self.printer)
+        {
+            let figures = before.since(after);
+            self.printer.detail(format!(
+                "sccache ({} stage): {} hits, {} misses, {} not cacheable",
+                stage.name(),
+                figures.hits,
+                figures.misses,
+                figures.not_cacheable
+            ));
+            self.report.sccache.insert(stage.name().to_owned(), figures);
+        }
+        self.shown_warnings = shown.into_inner();
+        let output = built?;
+        if repeated.get() > 0 {
+            self.printer.info(format!(
+                "the same {} compiler warning{} as an earlier build (shown above)",
+                repeated.get(),
+                if repeated.get() == 1 { "" } else { "s" }
+            ));
+        }
+        let records = linker::read_log(&log);
+        self.report.links.insert(
+            stage.name().to_owned(),
+            LinkSummary::from_records(slots, slots_reason, &records),
+        );
+        self.record_rustc(stage, rustc.summary)?;
+        Ok(output)
+    }
+
+    /// pgo-build as cargo's rustc wrapper for a stage's build (see rustc_wrapper.rs): its
+    /// variables, the budget and how many rustc may run at once. Cargo gets twice the cores as
+    /// job slots (unless `-j` says otherwise), so light crates overtake one waiting for memory.
+    fn rustc_wrapper_setup(&self, stage: Stage) -> Result<RustcWrapper> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
+        let (cpus, cargo_jobs) = match self.jobs {
+            Some(jobs) => (jobs.max(1), jobs.max(1)),
+            None => (cores, cores * 2),
+        };
+        let (budget, budget_reason) = self.memory_budget()?;
+        // cargo, pgo-build and the wrappers waiting in front of rustc live in the budget too.
+        let rustc_budget = budget.saturating_sub(rustc_wrapper::OVERHEAD);
+        let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
+        let chained = sccache::user_wrapper(&self.cargo_config).unwrap_or_default();
+        std::fs::create_dir_all(self.layout.stage_dir(stage))?;
+        if let Err(err) = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage)) {
+            self.printer.warn(format!(
+                "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and the \
+                 file is written again after the build",
+                stage.name()
+            ));
+        }
+        let env = vec![
+            ("RUSTC_WRAPPER".to_owned(), program.display().to_string()),
+            (rustc_wrapper::MODE_ENV.to_owned(), "1".to_owned()),
+            (
+                rustc_wrapper::CHAINED_ENV.to_owned(),
+                chained.to_string_lossy().into_owned(),
+            ),
+            // One ledger per target directory, shared by every pgo-build working in it.
+            (
+                rustc_wrapper::LEDGER_ENV.to_owned(),
+                self.workspace
+                    .target_dir
+                    .join("pgo-build/memory-ledger.json")
+                    .display()
+                    .to_string(),
+            ),
+            (
+                rustc_wrapper::BUDGET_ENV.to_owned(),
+                rustc_budget.to_string(),
+            ),
+            (rustc_wrapper::CPUS_ENV.to_owned(), cpus.to_string()),
+            (
+                rustc_wrapper::ESTIMATES_ENV.to_owned(),
+                self.layout.rustc_estimates(stage).display().to_string(),
+            ),
+            (
+                rustc_wrapper::LOG_ENV.to_owned(),
+                self.layout.rustc_log(stage).display().to_string(),
+            ),
+        ];
+        self.printer.detail(format!(
+            "rustc: {cpus} at a time within {} of the memory budget of {} ({budget_reason}; {} \
+             kept for cargo and pgo-build); cargo -j {cargo_jobs}{}",
+            human_bytes(rustc_budget),
+            human_bytes(budget),
+            human_bytes(rustc_wrapper::OVERHEAD),
+            if chained.is_empty() {
+                String::new()
+            } else {
+                format!("; behind {}", chained.to_string_lossy())
+            }
+        ));
+        Ok(RustcWrapper {
+            env,
+            summary: RustcSummary {
+                budget_bytes: budget,
+                rustc_budget_bytes: rustc_budget,
+                budget_reason,
+                cpus: cpus as usize,
+                cargo_jobs,
+                ..RustcSummary::default()
+            },
+        })
+    }
+
+    /// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
+    /// crates that ran alone or over their estimate (named), and the estimates for next time.
+    fn record_rustc(&mut self, stage: Stage, setup: RustcSummary) -> Result<()> {
+        let records = rustc_wrapper::read_log(&self.layout.rustc_log(stage));
+        if records.is_empty() {
+            return Ok(());
+        }
+        let figures = RustcSummary {
+            budget_bytes: setup.budget_bytes,
+            rustc_budget_bytes: setup.rustc_budget_bytes,
+            budget_reason: setup.budget_reason,
+            cpus: setup.cpus,
+            cargo_jobs: setup.cargo_jobs,
+            ..RustcSummary::from_records(&records)
+        };
+        let peak =
+            |c: &rustc_wrapper::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
+        for krate in &figures.alone {
+            self.printer.warn(format!(
+                "crate `{}` ({}) is estimated at {}, above the whole memory budget for rustc \
+                 ({} of {}): it ran alone (peak {} this time). Raise [build] memory_budget in {} \
+                 if the machine has the memory.",
+                krate.krate,
+                krate.kind,
+                human_bytes(krate.estimate_bytes),
+                human_bytes(figures.rustc_budget_bytes),
+                human_bytes(figures.budget_bytes),
+                peak(krate),
+                self.config.display_path()
+            ));
+        }
+        for krate in &figures.overruns {
+            self.printer.warn(format!(
+                "crate `{}` ({}) peaked at {}, over its estimate of {} (its last measured \
+                 peak): the estimate is updated for the next build",
+                krate.krate,
+                krate.kind,
+                peak(krate),
+                human_bytes(krate.estimate_bytes)
+            ));
+        }
+        if let Some(heaviest) = figures.heaviest.first() {
+            self.printer.info(format!(
+                "rustc ({} stage): {} crates, heaviest `{}` {}; {:.1}s waiting for memory{}",
+                stage.name(),
+                figures.invocations,
+                heaviest.krate,
+                peak(heaviest),
+                figures.wait_secs,
+                figures
+                    .estimate_error
+                    .map(|e| format!("; estimates off by {:.0}% on average", e * 100.0))
+                    .unwrap_or_default()
+            ));
+        }
+        let estimates_path = self.layout.rustc_estimates(stage);
+        // Unusable estimates were reported before the build; this build's peaks replace them.
+        let estimates = rustc_wrapper::read_estimates(&estimates_path).unwrap_or_default();
+        let estimates = rustc_wrapper::updated_estimates(estimates, &records);
+        cargo_build::write_atomically(
+            &estimates_path,
+            serde_json::to_string_pretty(&estimates)?.as_bytes(),
+        )?;
+        self.report
+            .rustc_memory
+            .insert(stage.name().to_owned(), figures);
+        Ok(())
+    }
+
+    /// pgo-build in front of the linker for a stage's builds (see linker.rs): the `-C linker`
+    /// flag and the wrapper's variables, with the link slots and why that many.
+    pub(super) fn linker_setup(
+        &self,
+        layout: &Layout,
+        stage: Stage,
+    ) -> Result<(LinkerSetup, usize, String)> {
+        let (slots, slots_reason) = self.link_slots()?;
+        let log = layout.stage_dir(stage).join("links.jsonl");
+        let real = self.platform.linker.clone();
+        let wrapper = linker::wrapper(&layout.root().join("linker"), &real)?;
+        let mut setup = LinkerSetup {
+            flag: format!(
+                "-Clinker={}",
+                relative_to(&wrapper, &self.workspace.root).display()
+            ),
+            env: vec![
+                (linker::MODE_ENV.to_owned(), "1".to_owned()),
+                (
+                    linker::REAL_LINKER_ENV.to_owned(),
+                    real.to_string_lossy().into_owned(),
+                ),
+                (linker::SLOTS_ENV.to_owned(), slots.to_string()),
+                // Shared by every stage, target and explore build of the target directory, so
+                // concurrent pgo-build processes share the bound too.
+                (
+                    linker::SLOTS_DIR_ENV.to_owned(),
+                    self.workspace
+                        .target_dir
+                        .join("pgo-build/link-slots")
+                        .display()
+                        .to_string(),
+                ),
+                (linker::LOG_ENV.to_owned(), log.display().to_string()),
+            ],
+        };
+        if stage == Stage::Optimized && self.config.pgo.startup_order != StartupOrder::Off {
+            setup.env.push((
+                startup_order::REQUIRE_LLD_ENV.to_owned(),
+                self.config.pgo.startup_order.name().to_owned(),
+            ));
+        }
+        self.printer.detail(format!(
+            "links: {slots} at a time ({slots_reason}); linker {}",
+            real.to_string_lossy()
+        ));
+        Ok((setup, slots, slots_reason))
+    }
+
+    /// `[build] memory_budget`: the size given, or the memory available now less a margin
+    /// (10%, at least 1 GiB); with how it was chosen.
+    fn memory_budget(&self) -> Result<(u64, String)> {
+        match self.config.build.memory_budget.as_deref() {
+            None | Some("auto") => {
+                let available = linker::available_memory().unwrap_or(4 << 30);
+                Ok((
+                    available.saturating_sub((available / 10).max(1 << 30)),
+                    format!("auto: {} available less a margin", human_bytes(available)),
+                ))
+            }
+            Some(text) => Ok((
+                linker::parse_size(text).with_context(|| {
+                    format!(
+                        "[build] memory_budget = {text:?} in {}: expected \"auto\" or a size like \"8G\"",
+                        self.config.display_path()
+                    )
+                })?,
+                format!("[build] memory_budget = {text:?}"),
+            )),
+        }
+    }
+
+    /// How many links may run at once: `[build] link_jobs`, or the memory budget divided by
+    /// the largest link measured so far (a conservative guess before the first build).
+    fn link_slots(&self) -> Result<(usize, String)> {
+        let jobs = self
+            .jobs
+            .map(|j| j as usize)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        if let Some(LinkJobs::Count(count)) = self.config.build.link_jobs {
+            return Ok((count.max(1), format!("[build] link_jobs = {count}")));
+        }
+        let (budget, _) = self.memory_budget()?;
+        let measured = std::fs::read_dir(self.layout.root())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|entry| linker::read_log(&entry.path().join("links.jsonl")))
+            .map(|link: linker::LinkRecord| link.max_rss_bytes)
+            .max();
+        let (per_link, basis) = match measured {
+            Some(bytes) if bytes > 0 => (bytes + bytes / 4, "largest link measured so far + 25%"),
+            _ => (
+                DEFAULT_LINK_ESTIMATE,
+                "no link measured yet: conservative guess",
+            ),
+        };
+        let slots = ((budget / per_link.max(1)) as usize).clamp(1, jobs.max(1));
+        Ok((
+            slots,
+            format!(
+                "memory budget {} / {} per link ({basis})",
+                human_bytes(budget),
+                human_bytes(per_link)
+            ),
+        ))
+    }
+
+    /// Replaces `<stage>/bin/` with the given executables and records them, with the builds
+    /// of other stages they were made from (`upstream`) and the sources they were built from:
+    /// from cargo's dep-info, or for binaries rewritten from another stage's (BOLT), that
+    /// stage's.
+    pub(crate) fn stage_binaries(
+        &mut self,
+        stage: Stage,
+        stage_rustflags: Vec<String>,
+        executables: Vec<StageInput>,
+        upstream: &[&StageManifest],
+    ) -> Result<StageManifest> {
+        if matches!(stage, Stage::Optimized | Stage::Bolt) {
+            self.check_size_growth(stage, &executables)?;
+        }
+        let sources: Vec<&std::path::Path> =
+            executables.iter().map(|e| e.source.as_path()).collect();
+        let lock_file = self.workspace.root.join("Cargo.lock");
+        let sources = state::sources_fingerprint(
+            &sources,
+            &lock_file,
+            &[self.layout.root(), &profiles::checkout_independent_dir()],
+        )
+        .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
+        let bin_dir = self.layout.bin_dir(stage);
+        if bin_dir.exists() {
+            std::fs::remove_dir_all(&bin_dir)
+                .with_context(|| format!("could not clear {}", bin_dir.display()))?;
+        }
+        let mut binaries = Vec::new();
+        for input in executables {
+            let bin = &input.bin;
+            let staged = cargo_build::stage_binary(&input, &bin_dir)?;
+            self.report
+                .binaries
+                .entry(bin.name.clone())
+                .or_default()
+                .insert(
+                    stage.name().to_owned(),
+                    BinaryRecord {
+                        size_bytes: staged.size_bytes,
+                        compressed_bytes: staged.compressed_bytes,
+                        path: staged.path.clone(),
+                        pgo: staged.pgo,
+                        bolted: staged.bolted,
+                    },
+                );
+            self.printer.info(format!(
+                "{} -> {} ({})",
+                bin.name,
+                staged.path.display(),
+                human_bytes(staged.size_bytes)
+            ));
+            binaries.push(staged);
+        }
+        let manifest = StageManifest {
+            stage: stage.name().to_owned(),
+            settings: self.settings.clone(),
+            stage_rustflags,
+            binaries,
+            id: StageManifest::new_id(),
+            sources,
+            upstream: upstream
+                .iter()
+                .map(|m| (m.stage.clone(), m.id.clone()))
+                .collect(),
+        };
+        manifest.save(&self.layout, stage)?;
+        Ok(manifest)
+    }
+
+    /// `[pgo] max_size_growth`: refuses to stage binaries that grew more than that over the
+    /// baseline's, naming each with both sizes. Sizes are loaded sizes (the file less debug
+    /// info and symbol tables: about what a stripped release ships), so BOLT dropping debug
+    /// info does not count as shrinking, nor more debug info as growth.
+    fn check_size_growth(&self, stage: Stage, executables: &[StageInput]) -> Result<()> {
+        let Some(limit) = &self.config.pgo.max_size_growth else {
+            return Ok(());
+        };
+        let Ok(baseline) = StageManifest::load(&self.layout, Stage::Baseline, "") else {
+            return self.caution(format!(
+                "[pgo] max_size_growth = {:?} is not checked for the {} binaries: there is no \
+                 baseline build to compare with (run `pgo-build build`)",
+                limit.text,
+                stage.name()
+            ));
+        };
+        let mut grown = Vec::new();
+        for input in executables {
+            let Some(reference) = baseline.binaries.iter().find(|b| b.name == input.bin.name)
+            else {
+                continue;
+            };
+            let loaded = |path: &std::path::Path| {
+                std::fs::read(path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|data| cargo_build::loaded_size(&data))
+                    .with_context(|| format!("could not read {} as an executable", path.display()))
+            };
+            let size = loaded(&input.source)?;
+            let reference_size = match reference.loaded_bytes {
+                Some(bytes) => bytes,
+                None => loaded(&reference.path)?,
+            };
+            let growth = size as f64 / reference_size.max(1) as f64 - 1.0;
+            if growth > limit.fraction {
+                grown.push(format!(
+                    "  {}: {} -> {} ({:+.1}%, without debug info and symbols)",
+                    input.bin.name,
+                    human_bytes(reference_size),
+                    human_bytes(size),
+                    growth * 100.0
+                ));
+            }
+        }
+        if !grown.is_empty() {
+            bail!(
+                "the {} binaries grew more than [pgo] max_size_growth = {:?} allows over the \
+                 baseline, so they were not staged:\n{}\nRaise the limit in {}, or build with \
+                 settings that grow less (`pgo-build explore` measures size and speed of each).",
+                stage.name(),
+                limit.text,
+                grown.join("\n"),
+                self.config.display_path()
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn build_and_stage(
+        &mut self,
+        stage: Stage,
+        stage_rustflags: Vec<String>,
+    ) -> Result<StageManifest> {
+        let output = self.cargo_build(stage, &self.bins.clone(), &stage_rustflags, &|_| true)?;
+        let executables = executables_of(&self.bins, output, false);
+        self.stage_binaries(stage, stage_rustflags, executables, &[])
+    }
+
+    /// Flags of builds without profile flags beyond the user's: with BOLT enabled, links keep
+    /// relocations (BOLT needs them) and pgo-build-rt learns that BOLT may post-process it.
+    /// Link arguments and that cfg leave the profiled code's control flow untouched.
+    pub(super) fn plain_flags(&self) -> Vec<String> {
+        if self.config.bolt.enabled {
+            BOLT_INPUT_FLAGS.map(str::to_owned).to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// With BOLT enabled, refuses a cargo profile that strips symbols before any build: the
+    /// linker rejects `--strip-all` with `--emit-relocs`, and BOLT needs the symbols anyway.
+    pub(super) fn check_bolt_compatible_profile(&self) -> Result<()> {
+        if !self.config.bolt.enabled {
+            return Ok(());
+        }
+        if let Some((strip, origin)) = cargo_config::strip_setting(
+            self.manifest_profiles.as_ref(),
+            &self.cargo_config,
+            &self.settings.profile,
+        ) && strip != "none"
+            && strip != "false"
+            && strip != "debuginfo"
+        {
+            bail!(
+                "[bolt] enabled = true in {}, but the `{}` profile strips symbols (strip = {strip} \
+                 in {origin}): BOLT needs the symbol table, and linking with relocations \
+                 (-Wl,--emit-relocs) cannot be combined with stripping. Remove `strip` (or use \
+                 strip = \"debuginfo\") for the profile, and strip the BOLTed binaries afterwards \
+                 if needed.",
+                self.config.display_path(),
+                self.settings.profile
+            );
+        }
+        if let Some(flag) = rustflags::stripping_flag(&self.user_flags.flags) {
+            bail!(
+                "[bolt] enabled = true in {}, but the rustflags ({}) strip symbols: `{flag}`. \
+                 BOLT needs the symbol table, and linking with relocations (-Wl,--emit-relocs) \
+                 cannot be combined with stripping. Remove the flag (or use -Cstrip=debuginfo), \
+                 and strip the BOLTed binaries afterwards if needed.",
+                self.config.display_path(),
+                self.user_flags.source
+            );
+        }
+        Ok(())
+    }
+}
+
+/// pgo-build as rustc wrapper for one build: the variables cargo gets, and the settings the
+/// report records with the figures.
+struct RustcWrapper {
+    env: Vec<(String, String)>,
+    summary: RustcSummary,
+}
+
+/// Pairs each binary with the executable cargo reported for it.
+pub(super) fn executables_of(
+    bins: &[BinTarget],
+    mut output: BuildOutput,
+    pgo: bool,
+) -> Vec<StageInput> {
+    bins.iter()
+        .filter_map(|bin| {
+            Some(StageInput {
+                bin: bin.clone(),
+                source: output.executables.remove(&bin.name)?,
+                pgo,
+                bolted: false,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,379 @@
+//! Resolving and running workloads against a stage's binaries, shared by every stage that runs
+//! them (`train`, `bolt`, `compare`, `profile overlap`, `doctor`'s probe): what
+//! `PGO_BUILD_BIN_*` name, a cargo workload's command line with the stage's settings, the
+//! training loop with its checks, and the logs of workloads that are gone.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use super::Session;
+use crate::cargo_build::StageManifest;
+use crate::cargo_workload;
+use crate::config::{Role, Workload, WorkloadCommand};
+use crate::criterion;
+use crate::layout::{Layout, Stage};
+use crate::profiles;
+use crate::report::WorkloadRecord;
+use crate::start_marker;
+use crate::targets::{self, Execution};
+use crate::training;
+
+impl Session {
+    /// Runs training workloads against a stage's binaries, one after the other. `prepare`
+    /// readies a workload's profile directory and returns the variables that point the
+    /// binaries at it; `finish` records how it ended. A failing workload fails the stage
+    /// unless `allow_failure` is set.
+    pub(crate) fn run_training(
+        &mut self,
+        stage: Stage,
+        manifest: &StageManifest,
+        workloads: &[Workload],
+        log_prefix: &str,
+        prepare: &dyn Fn(&Workload) -> Result<training::EnvVars>,
+        finish: &dyn Fn(&Workload, &training::Outcome) -> Result<()>,
+    ) -> Result<()> {
+        let bin_names: Vec<&str> = manifest.binaries.iter().map(|b| b.name.as_str()).collect();
+        let (bin_dir, platform_env) = self.runnable_bins(&self.layout, stage, &bin_names)?;
+        if self.emulated_start_hint().is_some() {
+            self.printer.info(format!(
+                "{} binaries run here only through the runner: a process they start must be \
+                 started through $PGO_BUILD_BIN_<NAME> (see `pgo-build doctor`)",
+                self.platform.arch
+            ));
+        }
+        let running = self.layout.running_dir();
+        self.remove_logs_of_unknown_workloads(log_prefix, |rest| Some(rest));
+        for workload in workloads {
+            let mut extra_env = platform_env.clone();
+            extra_env.extend(prepare(workload)?);
+            let target = training::Target {
+                stage,
+                bin_dir: &bin_dir,
+                bin_names: bin_names.clone(),
+                workspace_root: &self.workspace.root,
+                extra_env,
+                wrapper: Vec::new(),
+                log_path: self
+                    .layout
+                    .logs_dir()
+                    .join(format!("{log_prefix}-{}.log", workload.run_name())),
+                running_dir: Some(&running),
+            };
+            self.printer
+                .info(format!("workload {} ...", workload.run_name()));
+            let running = self.resolve_workload(&self.layout, stage, manifest, workload)?;
+            let outcome = target.run(&running, &self.printer)?;
+            finish(workload, &outcome)?;
+            warn_about_error_lines(&self.printer, &workload.run_name(), &outcome.log_path);
+            self.printer.info(format!(
+                "workload {}: {} in {:.2}s (log: {})",
+                workload.run_name(),
+                outcome.status,
+                outcome.duration.as_secs_f64(),
+                outcome.log_path.display()
+            ));
+            self.report
+                .training
+                .retain(|w| !(w.name == workload.run_name() && w.stage == stage.name()));
+            self.report.training.push(WorkloadRecord {
+                name: workload.run_name().to_owned(),
+                stage: stage.name().to_owned(),
+                status: outcome.status.clone(),
+                success: outcome.success,
+                duration_secs: outcome.duration.as_secs_f64(),
+                log: outcome.log_path.clone(),
+                stopped: outcome.stopped.clone(),
+            });
+            if !outcome.stopped.is_empty() {
+                self.caution(format!(
+                    "pgo-build had to stop processes of workload `{}`: {}. A process stopped by a \
+                     signal writes no profile unless it calls pgo_build_rt::install() (SIGTERM, \
+                     SIGINT) or training runs in continuous mode (any signal). Make the workload \
+                     stop its own children.",
+                    workload.run_name(),
+                    training::describe_stopped(&outcome.stopped)
+                ))?;
+            }
+            if !outcome.success {
+                let tail = training::log_tail(&outcome.log_path, 20);
+                if workload.allow_failure {
+                    self.printer.warn(format!(
+                        "workload `{}` {} (allow_failure = true)",
+                        workload.run_name(),
+                        outcome.status
+                    ));
+                } else {
+                    bail!(
+                        "training workload `{}` {} against the {} binaries. Its output ends \
+                         with:\n{tail}\nFull log: {}\n{}Fix the workload, or set \
+                         allow_failure = true for it in {} if failing is expected.",
+                        workload.run_name(),
+                        outcome.status,
+                        stage.name(),
+                        outcome.log_path.display(),
+                        self.emulated_start_hint()
+                            .map(|hint| format!("{hint}\n"))
+                            .unwrap_or_default(),
+                        self.config.display_path()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// When the kernel cannot run the target's binaries itself (emulated, no binfmt_misc
+    /// entry): what a process an instrumented binary started directly meets, and the fix.
+    fn emulated_start_hint(&self) -> Option<String> {
+        let arch = &self.platform.arch;
+        if !self.platform.execution().emulated() || crate::targets::binfmt_registered(arch) {
+            return None;
+        }
+        Some(format!(
+            "If it starts {arch} binaries itself: they run here only through the runner, and a \
+             process started directly (a path, current_exe()) fails with 'Exec format error' \
+             (exit status 127 from a spawn). Start them through $PGO_BUILD_BIN_<NAME>, which \
+             runs the runner, or register qemu-{arch} with binfmt_misc (Debian: `apt-get \
+             install qemu-user-binfmt`)."
+        ))
+    }
+
+    pub(crate) fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
+        if names.is_empty() {
+            let workloads = self.config.train_runs();
+            if workloads.is_empty() {
+                bail!("{}", self.no_train_workloads());
+            }
+            return Ok(workloads);
+        }
+        let named: Vec<Workload> = names
+            .iter()
+            .map(|name| {
+                let workload = self.config.workload(name).with_context(|| {
+                    format!(
+                        "no workload named `{name}` in {}; defined: {}",
+                        self.config.display_path(),
+                        self.config
+                            .workloads
+                            .iter()
+                            .map(Workload::name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
+                if workload.role != Role::Train {
+                    bail!(
+                        "workload `{name}` has role = \"holdout\": training on it would make the \
+                         held-out comparison meaningless. Change its role in {} to train on it.",
+                        self.config.display_path()
+                    );
+                }
+                Ok(workload.clone())
+            })
+            .collect::<Result<_>>()?;
+        Ok(named.iter().flat_map(Workload::parts).collect())
+    }
+
+    /// Removes `logs/<prefix>-….log` files whose workload (`name_of` the rest of the file
+    /// name) is not in the configuration any more: a stale log beside fresh ones misleads.
+    pub(super) fn remove_logs_of_unknown_workloads(
+        &self,
+        prefix: &str,
+        name_of: impl Fn(&str) -> Option<&str>,
+    ) {
+        for entry in std::fs::read_dir(self.layout.logs_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let Some(workload) = file_name
+                .strip_prefix(&format!("{prefix}-"))
+                .and_then(|rest| rest.strip_suffix(".log"))
+                .and_then(&name_of)
+            else {
+                continue;
+            };
+            if !self.config.has_run(workload) {
+                self.printer.detail(format!(
+                    "removing {}: workload `{workload}` is not configured any more",
+                    entry.path().display()
+                ));
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// A workload as it runs against `stage`: itself, or for a `cargo` workload that cargo
+    /// command with the stage's own build settings, as recorded in its `stage.json` (target
+    /// dir, cargo profile, target, features, rustflags, linker), so the units it shares with
+    /// the staged binaries are reused as they are.
+    pub(crate) fn resolve_workload(
+        &self,
+        layout: &Layout,
+        stage: Stage,
+        manifest: &StageManifest,
+        workload: &Workload,
+    ) -> Result<Workload> {
+        let Some(args) = &workload.cargo else {
+            return Ok(workload.clone());
+        };
+        if !matches!(
+            stage,
+            Stage::Baseline | Stage::Instrumented | Stage::Optimized
+        ) {
+            bail!(
+                "workload `{}` is a cargo workload: it builds its own binaries, and the {} stage \
+                 is made by post-processing staged binaries (BOLT), so it cannot run against it",
+                workload.name(),
+                stage.name()
+            );
+        }
+        let settings = &manifest.settings;
+        cargo_workload::check_profile(args, &settings.profile).map_err(|reason| {
+            anyhow::anyhow!(
+                "workload `{}` in {}: {reason}",
+                workload.name(),
+                self.config.display_path()
+            )
+        })?;
+        let mut flags = settings.common_rustflags.clone();
+        flags.extend(manifest.stage_rustflags.iter().cloned());
+        for flag in &flags {
+            // The optimized stage names its profile by a copy outside the checkout.
+            if let Some(copy) = flag
+                .strip_prefix("-Cprofile-use=")
+                .map(std::path::Path::new)
+                && !copy.is_file()
+            {
+                let original = layout
+                    .profiles_dir()
+                    .join(copy.file_name().unwrap_or_default());
+                if !original.is_file() || profiles::checkout_independent(&original) != copy {
+                    bail!(
+                        "the profile the {} stage was built with ({}) is gone; run `pgo-build \
+                         optimize` again before running cargo workload `{}` against it",
+                        stage.name(),
+                        copy.display(),
+                        workload.name()
+                    );
+                }
+            }
+        }
+        if stage == Stage::Instrumented {
+            // Its flags link the start marker, which an unpacked stage (another machine's
+            // build) does not bring: made again here, under the same content-addressed name.
+            start_marker::object(&layout.stage_dir(stage), &self.platform, &self.printer)?;
+        }
+        let (linker, _, _) = self.linker_setup(layout, stage)?;
+        flags.push(linker.flag.clone());
+        let mut line = vec![
+            crate::workspace::cargo_program()
+                .to_string_lossy()
+                .into_owned(),
+        ];
+        line.extend(cargo_workload::command_line(
+            args,
+            &settings.profile,
+            &settings.target,
+            &layout.cargo_target_dir(stage),
+            &settings.features,
+            &settings.cargo_config,
+        ));
+        let mut resolved = workload.clone();
+        resolved.command = WorkloadCommand::Argv(line);
+        resolved.cargo = None;
+        resolved
+            .env
+            .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
+        resolved.env.extend(linker.env);
+        // criterion's results per stage, not one directory that mixes variants.
+        resolved.env.insert(
+            "CRITERION_HOME".to_owned(),
+            criterion::home(&layout.cargo_target_dir(stage))
+                .display()
+                .to_string(),
+        );
+        Ok(resolved)
+    }
+
+    /// Where workloads find a stage's binaries, and the variables those need: the staged
+    /// binaries themselves, or for a target with a runner, scripts in `<stage>/run/` that exec
+    /// the runner with them (so `PGO_BUILD_BIN_<NAME>` runs directly for every target).
+    pub(crate) fn runnable_bins(
+        &self,
+        layout: &Layout,
+        stage: Stage,
+        names: &[&str],
+    ) -> Result<(std::path::PathBuf, training::EnvVars)> {
+        let bin_dir = layout.bin_dir(stage);
+        match self.platform.execution() {
+            Execution::Native => Ok((bin_dir, Vec::new())),
+            Execution::Impossible(why) => bail!("{why}"),
+            Execution::Runner { runner, .. } => {
+                let dir = targets::write_runner_scripts(
+                    &layout.stage_dir(stage).join("run"),
+                    &bin_dir,
+                    names,
+                    &runner,
+                )?;
+                // Processes started directly (through binfmt_misc, without the runner's
+                // arguments) find the target's libraries here.
+                let env = runner
+                    .ld_prefix()
+                    .map(|prefix| vec![("QEMU_LD_PREFIX".to_owned(), prefix.to_owned())])
+                    .unwrap_or_default();
+                Ok((dir, env))
+            }
+        }
+    }
+}
+
+/// Readies `raw_dir/<workload>/` for a run against the instrumented binaries and returns the
+/// variables pointing them at it.
+pub(crate) fn instrumented_profile_env(
+    raw_dir: &Path,
+    continuous: bool,
+    workload: &Workload,
+) -> Result<training::EnvVars> {
+    let profile_dir = raw_dir.join(workload.run_name());
+    // Profiles of an earlier run of this workload would be merged twice.
+    if profile_dir.exists() {
+        std::fs::remove_dir_all(&profile_dir)?;
+    }
+    // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then do not
+    // create it themselves.
+    std::fs::create_dir_all(&profile_dir)?;
+    Ok(vec![
+        (
+            "LLVM_PROFILE_FILE".to_owned(),
+            profile_dir
+                .join(profiles::raw_pattern(continuous))
+                .display()
+                .to_string(),
+        ),
+        (
+            start_marker::START_DIR_ENV.to_owned(),
+            profile_dir.display().to_string(),
+        ),
+    ])
+}
+
+/// Says when a workload's output has lines that look like errors: it may have failed at what
+/// it was meant to do and still exited 0.
+pub(super) fn warn_about_error_lines(
+    printer: &crate::printer::Printer,
+    workload: &str,
+    log: &Path,
+) {
+    if let Some((count, first)) = training::error_lines(log) {
+        printer.warn(format!(
+            "workload `{workload}` printed {count} line{} that look{} like errors (first: \
+             \"{first}\"); it exited successfully, so check that it did its work: {}",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "s" } else { "" },
+            log.display()
+        ));
+    }
+}
