@@ -14,7 +14,7 @@ use crate::cargo_build::{StageManifest, write_atomically};
 use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
 use crate::command::Cmd;
 use crate::config::{Role, StartupOrder};
-use crate::insight::{self};
+use crate::insight;
 use crate::layout::Stage;
 use crate::profiles::{self, Accounting};
 use crate::startup_order;

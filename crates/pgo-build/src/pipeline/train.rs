@@ -15,7 +15,7 @@ use crate::cargo_build::StageManifest;
 use crate::cli::{Shard, TrainArgs};
 use crate::config::Workload;
 use crate::layout::Stage;
-use crate::profiles::{self};
+use crate::profiles;
 use crate::training_record::TrainingRecord;
 
 impl Session {

@@ -1,0 +1,374 @@
+//! One build per set of settings: a [`Session`] in its own layout under
+//! `explore/builds/<key>/` (or the pipeline's own session when the settings are its own),
+//! built through `run`'s cached stages; BOLT and profile-use-only variants reuse a training
+//! through an exported profile. The `--budget` clock.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::variants::{Variant, training_settings};
+use crate::cargo_build::{StageManifest, write_atomically};
+use crate::cli::{PipelineStage, RunArgs};
+use crate::config::BuildVariant;
+use crate::layout::{Layout, Stage};
+use crate::pipeline::Session;
+use crate::pipeline::compare::Compared;
+use crate::report::ExploreStageCost;
+use crate::state::Fingerprint;
+
+/// Which build a set of settings is made in.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum BuildKind {
+    /// Baseline, instrumented and optimized stages.
+    Plain,
+    /// Optimized with the profile of a plain build whose settings train alike (see
+    /// [`PROFILE_USE_ONLY`]).
+    Profiled,
+    /// Linked with relocations and post-processed by BOLT: of the optimized binaries (built
+    /// from the plain build's profile) or, without PGO, of the baseline ones.
+    Bolt { pgo: bool },
+}
+
+/// One of explore's builds.
+pub(super) struct Build<'a> {
+    settings: &'a BuildVariant,
+    kind: BuildKind,
+}
+
+/// A variant once built: what to measure, and what building it cost.
+pub(super) struct Built {
+    pub(super) compared: Compared,
+    pub(super) costs: Vec<ExploreStageCost>,
+}
+
+/// The clock of `--budget`.
+pub(super) struct Clock {
+    pub(super) started: Instant,
+    pub(super) budget: Option<Duration>,
+}
+
+impl Clock {
+    pub(super) fn exhausted(&self) -> bool {
+        self.budget.is_some_and(|b| self.started.elapsed() >= b)
+    }
+}
+
+pub(super) fn budget_note(clock: &Clock) -> String {
+    format!(
+        "the budget ({}) ran out after {}",
+        clock
+            .budget
+            .map(crate::printer::duration)
+            .unwrap_or_default(),
+        crate::printer::duration(clock.started.elapsed())
+    )
+}
+
+/// Runs `stages` on `session`, cached as in `run`, each one's cost added to `costs`. Returns
+/// false when the budget ran out before a stage.
+pub(super) fn run_stages(
+    session: &mut Session,
+    label: &str,
+    stages: &[PipelineStage],
+    args: &RunArgs,
+    clock: &Clock,
+    costs: &mut Vec<ExploreStageCost>,
+) -> Result<bool> {
+    for &stage in stages {
+        if clock.exhausted() {
+            return Ok(false);
+        }
+        session.pipeline_stage(stage, args)?;
+        let record = session.report.stage_record(stage.name());
+        costs.push(ExploreStageCost {
+            build: label.to_owned(),
+            stage: stage.name().to_owned(),
+            secs: record.map_or(0.0, |r| r.duration_secs),
+            peak_memory_bytes: record.and_then(|r| r.peak_memory_bytes),
+            cached: record.is_some_and(|r| r.result == "cached"),
+        });
+    }
+    Ok(true)
+}
+
+/// A variant's staged binaries, ready to compare.
+pub(super) fn compared(variant: &Variant, layout: Layout, stage: Stage) -> Result<Compared> {
+    let manifest = StageManifest::load(&layout, stage, "run `pgo-build explore` again")?;
+    Ok(Compared {
+        name: variant.name.clone(),
+        stage,
+        layout,
+        manifest,
+        log_prefix: "explore",
+        rebuild: "explore",
+    })
+}
+
+/// The profile a plain build's optimize used (content-addressed, so it names one profile).
+pub(super) fn trained_profile(layout: &Layout) -> Result<PathBuf> {
+    let manifest = StageManifest::load(layout, Stage::Optimized, "run `pgo-build explore` again")?;
+    let used = manifest
+        .stage_rustflags
+        .iter()
+        .find_map(|flag| flag.strip_prefix("-Cprofile-use="))
+        .map(PathBuf::from)
+        .with_context(|| {
+            format!(
+                "the optimized build in {} has no profile flag; run `pgo-build explore` again",
+                layout.root().display()
+            )
+        })?;
+    let original = layout
+        .profiles_dir()
+        .join(used.file_name().unwrap_or_default());
+    Ok(if original.is_file() { original } else { used })
+}
+
+/// The directory name of a build: a hash of its settings.
+pub(super) fn build_key(build: &Build) -> String {
+    let mut print = Fingerprint::new("explore build");
+    print.text("settings", &describe_build(build));
+    print.finish()[..12].to_owned()
+}
+
+pub(super) fn describe_build(build: &Build) -> String {
+    let kind = match build.kind {
+        BuildKind::Plain => "plain",
+        BuildKind::Profiled => "optimized with the profile trained without profile-use-only flags",
+        BuildKind::Bolt { pgo: true } => "bolt of pgo",
+        BuildKind::Bolt { pgo: false } => "bolt without pgo",
+    };
+    format!("{kind}: {}", build.settings.describe())
+}
+
+impl Session {
+    /// Builds what `variant` needs, through `run`'s cached stages; `None` when the budget ran
+    /// out first.
+    pub(super) fn build_variant(
+        &mut self,
+        variant: &Variant,
+        clock: &Clock,
+    ) -> Result<Option<Built>> {
+        let trains_alike = training_settings(&variant.build) == variant.build;
+        let (kind, stages, stage): (BuildKind, &[PipelineStage], Stage) =
+            match (variant.pgo, variant.bolt) {
+                (false, false) => (BuildKind::Plain, &[PipelineStage::Build], Stage::Baseline),
+                (true, false) if trains_alike => (
+                    BuildKind::Plain,
+                    &[
+                        PipelineStage::Instrument,
+                        PipelineStage::Train,
+                        PipelineStage::Optimize,
+                    ],
+                    Stage::Optimized,
+                ),
+                (true, false) => (
+                    BuildKind::Profiled,
+                    &[PipelineStage::Optimize],
+                    Stage::Optimized,
+                ),
+                (pgo, true) => (
+                    BuildKind::Bolt { pgo },
+                    if pgo {
+                        &[PipelineStage::Optimize, PipelineStage::Bolt]
+                    } else {
+                        &[PipelineStage::Build, PipelineStage::Bolt]
+                    },
+                    Stage::Bolt,
+                ),
+            };
+        let mut costs = Vec::new();
+        let profile = match kind {
+            BuildKind::Profiled | BuildKind::Bolt { pgo: true } => {
+                let Some(profile) =
+                    self.train_for(&training_settings(&variant.build), clock, &mut costs)?
+                else {
+                    return Ok(None);
+                };
+                Some(profile)
+            }
+            _ => None,
+        };
+        let build = Build {
+            settings: &variant.build,
+            kind,
+        };
+        let Some(layout) = self.run_build(&build, stages, profile, clock, &mut costs)? else {
+            return Ok(None);
+        };
+        Ok(Some(Built {
+            compared: compared(variant, layout, stage)?,
+            costs,
+        }))
+    }
+
+    /// The profile trained with `settings` (their plain build: instrument, train, and the
+    /// optimize that merges the profile), exported; the training's costs are added to `costs`
+    /// (not that optimize: its build is another variant's). `None` when the budget ran out.
+    pub(super) fn train_for(
+        &mut self,
+        settings: &BuildVariant,
+        clock: &Clock,
+        costs: &mut Vec<ExploreStageCost>,
+    ) -> Result<Option<PathBuf>> {
+        let plain = Build {
+            settings,
+            kind: BuildKind::Plain,
+        };
+        let training = [
+            PipelineStage::Instrument,
+            PipelineStage::Train,
+            PipelineStage::Optimize,
+        ];
+        let mut plain_costs = Vec::new();
+        let Some(layout) = self.run_build(&plain, &training, None, clock, &mut plain_costs)? else {
+            return Ok(None);
+        };
+        costs.extend(plain_costs.into_iter().filter(|c| c.stage != "optimize"));
+        Ok(Some(self.export_trained(&plain, &layout)?))
+    }
+
+    /// Runs `stages` of `build` (cached as in `run`), adding each one's cost to `costs`.
+    /// Returns the build's layout, or `None` when the budget ran out first.
+    pub(super) fn run_build(
+        &mut self,
+        build: &Build,
+        stages: &[PipelineStage],
+        profile: Option<PathBuf>,
+        clock: &Clock,
+        costs: &mut Vec<ExploreStageCost>,
+    ) -> Result<Option<Layout>> {
+        let run_args = RunArgs {
+            bolt_without_pgo: build.kind == BuildKind::Bolt { pgo: false },
+            ..RunArgs::default()
+        };
+        let (done, layout) = self.in_build(build, profile, |session, label| {
+            run_stages(session, label, stages, &run_args, clock, costs)
+        })?;
+        Ok(done.then_some(layout))
+    }
+
+    /// Runs `work` with the session of `build`: this one when the settings are the
+    /// pipeline's own (built where `run` builds them), else one in `explore/builds/<key>/`.
+    /// `work` gets the build's name for the report.
+    pub(super) fn in_build<T>(
+        &mut self,
+        build: &Build,
+        profile: Option<PathBuf>,
+        work: impl FnOnce(&mut Session, &str) -> Result<T>,
+    ) -> Result<(T, Layout)> {
+        let bolt = matches!(build.kind, BuildKind::Bolt { .. });
+        let own = build.kind == BuildKind::Plain
+            && *build.settings == self.config.build.variant()
+            && !self.config.bolt.enabled
+            && self.config.pgo.profile.is_none();
+        if own {
+            // explore judges size itself: a variant over [pgo] max_size_growth is measured and
+            // flagged, not left unbuilt.
+            let limit = self.config.pgo.max_size_growth.take();
+            let result = work(self, "target/pgo-build");
+            self.config.pgo.max_size_growth = limit;
+            return Ok((result?, self.layout.clone()));
+        }
+        let key = build_key(build);
+        let layout = Layout::at(self.layout.explore_dir().join("builds").join(&key));
+        std::fs::create_dir_all(layout.root())?;
+        write_atomically(
+            &layout.root().join("settings.txt"),
+            format!("{}\n", describe_build(build)).as_bytes(),
+        )?;
+        let mut session = self.with_build(layout.clone(), build.settings, bolt, profile)?;
+        session.config.pgo.max_size_growth = None;
+        let result = work(&mut session, &format!("explore/builds/{key}"));
+        // Warnings it showed are not shown again by later builds.
+        self.shown_warnings
+            .extend(std::mem::take(&mut session.shown_warnings));
+        self.shown_cautions
+            .borrow_mut()
+            .extend(session.shown_cautions.take());
+        Ok((result?, layout))
+    }
+
+    /// The profile a plain build trained, exported with its metadata (toolchain, target) the
+    /// way a committed profile is, so the BOLT build's `optimize` checks it like one. Exported
+    /// once per profile: the name is the content-addressed one `optimize` merged.
+    pub(super) fn export_trained(&mut self, build: &Build, layout: &Layout) -> Result<PathBuf> {
+        let trained = trained_profile(layout)?;
+        let output = layout
+            .root()
+            .join("exported")
+            .join(trained.file_name().unwrap_or_default());
+        if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
+            return Ok(output);
+        }
+        std::fs::create_dir_all(output.parent().unwrap())?;
+        let args = crate::cli::ExportArgs {
+            output: output.clone(),
+            internal: true,
+        };
+        self.in_build(build, None, |session, _| session.export(&args))?;
+        Ok(output)
+    }
+
+    /// Copies a variant's binaries to `explore/<variant>/bin/` (hard links where possible).
+    pub(super) fn publish(&self, name: &str, variant: &Compared) -> Result<PathBuf> {
+        let dir = self.layout.explore_dir().join(name).join("bin");
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("could not clear {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        for binary in &variant.manifest.binaries {
+            let to = dir.join(&binary.name);
+            if std::fs::hard_link(&binary.path, &to).is_err() {
+                std::fs::copy(&binary.path, &to).with_context(|| {
+                    format!(
+                        "could not copy {} to {}",
+                        binary.path.display(),
+                        to.display()
+                    )
+                })?;
+            }
+        }
+        Ok(dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::explore::variants::builtin_variants;
+
+    #[test]
+    fn builds_with_the_same_settings_share_a_key_and_others_do_not() {
+        let variants = builtin_variants();
+        let key = |name: &str, kind: BuildKind| {
+            build_key(&Build {
+                settings: &variants.iter().find(|v| v.name == name).unwrap().build,
+                kind,
+            })
+        };
+        assert_eq!(
+            key("pgo", BuildKind::Plain),
+            key("baseline", BuildKind::Plain)
+        );
+        assert_eq!(
+            key("pgo+lto+cgu1", BuildKind::Plain),
+            key("pgo+lto+cgu1+bolt", BuildKind::Plain)
+        );
+        assert_ne!(
+            key("pgo", BuildKind::Plain),
+            key("pgo+lto", BuildKind::Plain)
+        );
+        assert_ne!(
+            key("pgo", BuildKind::Plain),
+            key("pgo", BuildKind::Bolt { pgo: true })
+        );
+        assert_ne!(
+            key("pgo", BuildKind::Bolt { pgo: false }),
+            key("pgo", BuildKind::Bolt { pgo: true })
+        );
+    }
+}

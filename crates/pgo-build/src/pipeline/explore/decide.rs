@@ -1,0 +1,365 @@
+//! The decision, from records only (pure, unit-tested): Pareto fronts of speed against build
+//! time and size, and the recommendation with its evidence.
+
+use super::variants::{BASELINE, PGO};
+use crate::config::{self, Growth};
+use crate::report::{ExploreRecommendation, ExploreSpeed, ExploreVariantRecord};
+use std::collections::BTreeMap;
+
+use crate::stats::{self, PairedSummary, Verdict};
+
+/// Marks the variants on the Pareto front of speed against each cost: no other measured
+/// variant is at least as fast and at least as cheap, and better in one of the two.
+pub fn mark_fronts(records: &mut [ExploreVariantRecord]) {
+    type Cost = fn(&ExploreVariantRecord) -> Option<f64>;
+    let costs: [(&str, Cost); 3] = [
+        ("build time", |r| r.build_secs),
+        ("peak memory", |r| r.peak_memory_bytes.map(|b| b as f64)),
+        ("size", |r| r.loaded_bytes.map(|b| b as f64)),
+    ];
+    let points: Vec<Option<(f64, [Option<f64>; 3])>> = records
+        .iter()
+        .map(|r| {
+            let speed = r.vs_baseline.as_ref().map(|s| s.ratio).or(
+                // The baseline is the unit of speed.
+                (r.name == BASELINE && r.status == "measured").then_some(1.0),
+            )?;
+            Some((speed, costs.map(|(_, cost)| cost(r))))
+        })
+        .collect();
+    for (i, record) in records.iter_mut().enumerate() {
+        record.front.clear();
+        let Some((speed, own)) = points[i] else {
+            continue;
+        };
+        for (c, (name, _)) in costs.iter().enumerate() {
+            let Some(cost) = own[c] else { continue };
+            let dominated = points.iter().enumerate().any(|(j, other)| {
+                let Some((other_speed, other_costs)) = other else {
+                    return false;
+                };
+                let Some(other_cost) = other_costs[c] else {
+                    return false;
+                };
+                j != i
+                    && *other_speed <= speed
+                    && other_cost <= cost
+                    && (*other_speed < speed || other_cost < cost)
+            });
+            if !dominated {
+                record.front.push((*name).to_owned());
+            }
+        }
+    }
+}
+
+/// The variant to ship: the fastest that beat `pgo` (faster on every holdout workload, by the
+/// paired test) within the size limit; else `pgo` when it beat the baseline; else the
+/// baseline.
+pub fn recommend(
+    records: &[ExploreVariantRecord],
+    limit: Option<&config::Growth>,
+) -> ExploreRecommendation {
+    let percent = |ratio: f64| (1.0 - ratio) * 100.0;
+    let costs = |r: &ExploreVariantRecord, reference: Option<&ExploreVariantRecord>| {
+        let mut words = Vec::new();
+        if let (Some(own), Some(other)) = (r.build_secs, reference.and_then(|p| p.build_secs)) {
+            words.push(format!("build time {:.1}x pgo's", own / other.max(1e-3)));
+        }
+        if let Some(change) = r.size_change {
+            words.push(format!("size {:+.1}% over the baseline", change * 100.0));
+        }
+        words.join(", ")
+    };
+    let pgo = records.iter().find(|r| r.name == PGO);
+    let better = records
+        .iter()
+        .filter(|r| r.name != PGO && r.name != BASELINE && r.status == "measured")
+        .filter(|r| !r.over_size_limit)
+        .filter(|r| {
+            r.vs_pgo
+                .as_ref()
+                .is_some_and(|s| s.verdict == Verdict::Faster)
+        })
+        .min_by(|a, b| {
+            let ratio = |r: &ExploreVariantRecord| r.vs_pgo.as_ref().map_or(1.0, |s| s.ratio);
+            ratio(a).total_cmp(&ratio(b))
+        });
+    if let Some(best) = better {
+        let vs_pgo = best.vs_pgo.as_ref().expect("filtered on it");
+        return ExploreRecommendation {
+            variant: best.name.clone(),
+            better_than_pgo: true,
+            evidence: format!(
+                "{:.1}% faster than pgo ({}), {:.1}% faster than the baseline; {}",
+                percent(vs_pgo.ratio),
+                evidence_of(vs_pgo),
+                best.vs_baseline.as_ref().map_or(0.0, |s| percent(s.ratio)),
+                costs(best, pgo)
+            ),
+        };
+    }
+    let candidates = records
+        .iter()
+        .filter(|r| r.name != PGO && r.name != BASELINE && r.status == "measured")
+        .count();
+    let none_better = format!(
+        "no variant is better than pgo ({candidates} measured against it{})",
+        limit
+            .map(|l| format!(", [pgo] max_size_growth = {:?}", l.text))
+            .unwrap_or_default()
+    );
+    match pgo.and_then(|p| p.vs_baseline.as_ref().map(|s| (p, s))) {
+        Some((pgo, vs_baseline))
+            if vs_baseline.verdict == Verdict::Faster && !pgo.over_size_limit =>
+        {
+            ExploreRecommendation {
+                variant: PGO.to_owned(),
+                better_than_pgo: false,
+                evidence: format!(
+                    "{none_better}; pgo is {:.1}% faster than the baseline ({})",
+                    percent(vs_baseline.ratio),
+                    evidence_of(vs_baseline)
+                ),
+            }
+        }
+        Some((_, vs_baseline)) => ExploreRecommendation {
+            variant: BASELINE.to_owned(),
+            better_than_pgo: false,
+            evidence: format!(
+                "{none_better}, and pgo is not shown faster than the baseline ({}: {:+.1}%, {})",
+                vs_baseline
+                    .workloads
+                    .values()
+                    .map(|s| s.verdict_text())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                -percent(vs_baseline.ratio),
+                evidence_of(vs_baseline)
+            ),
+        },
+        None => ExploreRecommendation {
+            variant: BASELINE.to_owned(),
+            better_than_pgo: false,
+            evidence: format!("{none_better}, and pgo was not measured"),
+        },
+    }
+}
+
+/// "interval 0.95-0.97 on `a`; 10/10 rounds faster on `b`".
+pub(super) fn evidence_of(speed: &ExploreSpeed) -> String {
+    speed
+        .workloads
+        .iter()
+        .map(|(workload, s)| {
+            format!(
+                "`{workload}`: {:.3} [{:.3}, {:.3}], {}/{} rounds faster",
+                s.median_ratio, s.ci_low, s.ci_high, s.wins, s.pairs
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A speed over several workloads: the geometric mean of their median ratios; faster (or
+/// slower) only when every workload's verdict is.
+pub(super) fn speed(per_workload: impl Iterator<Item = (String, PairedSummary)>) -> ExploreSpeed {
+    let workloads: BTreeMap<String, PairedSummary> = per_workload.collect();
+    let ratios: Vec<f64> = workloads.values().map(|s| s.median_ratio).collect();
+    let verdicts: Vec<Verdict> = workloads.values().map(|s| s.verdict).collect();
+    let all = |verdict: Verdict| verdicts.iter().all(|v| *v == verdict);
+    let verdict = if all(Verdict::Faster) {
+        Verdict::Faster
+    } else if all(Verdict::Slower) {
+        Verdict::Slower
+    } else if verdicts.contains(&Verdict::TooFewRounds) {
+        Verdict::TooFewRounds
+    } else if all(Verdict::NoDifference) {
+        Verdict::NoDifference
+    } else {
+        Verdict::Inconclusive
+    };
+    ExploreSpeed {
+        ratio: stats::geometric_mean(&ratios),
+        verdict,
+        workloads,
+    }
+}
+
+/// Each built variant's loaded size against the baseline's, and whether a PGO variant grew
+/// past `[pgo] max_size_growth` (such a variant is measured, but never recommended).
+pub(super) fn mark_size_changes(records: &mut [ExploreVariantRecord], limit: Option<&Growth>) {
+    let baseline_size = records
+        .iter()
+        .find(|r| r.name == BASELINE)
+        .and_then(|r| r.loaded_bytes);
+    for record in records {
+        if let (Some(size), Some(baseline)) = (record.loaded_bytes, baseline_size) {
+            let change = size as f64 / baseline.max(1) as f64 - 1.0;
+            record.size_change = Some(change);
+            record.over_size_limit =
+                limit.is_some_and(|limit| record.pgo && change > limit.fraction);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BuildVariant;
+    use crate::pipeline::explore::variants::{Variant, builtin_variants, new_record};
+
+    fn summary(ratio: f64, verdict: Verdict) -> PairedSummary {
+        PairedSummary {
+            pairs: 10,
+            median_ratio: ratio,
+            ci_low: ratio - 0.01,
+            ci_high: ratio + 0.01,
+            confidence: 0.95,
+            wins: if ratio < 1.0 { 10 } else { 0 },
+            wilcoxon_p: 0.002,
+            sign_test_p: 0.002,
+            verdict,
+            bound: None,
+            more_rounds: None,
+            resolves: None,
+            resolution_note: None,
+        }
+    }
+
+    fn measured(
+        name: &str,
+        vs_baseline: f64,
+        vs_pgo: Option<(f64, Verdict)>,
+        build_secs: f64,
+        size: u64,
+    ) -> ExploreVariantRecord {
+        let mut record = new_record(&Variant {
+            name: name.to_owned(),
+            build: BuildVariant::default(),
+            pgo: name != BASELINE,
+            bolt: false,
+        });
+        record.status = "measured".to_owned();
+        record.build_secs = Some(build_secs);
+        record.peak_memory_bytes = Some(100);
+        record.size_bytes = Some(size);
+        record.loaded_bytes = Some(size);
+        record.size_change = Some(size as f64 / 1000.0 - 1.0);
+        let verdict = if vs_baseline < 0.98 {
+            Verdict::Faster
+        } else {
+            Verdict::NoDifference
+        };
+        if name != BASELINE {
+            record.vs_baseline = Some(speed(
+                [("h".to_owned(), summary(vs_baseline, verdict))].into_iter(),
+            ));
+        }
+        record.vs_pgo = vs_pgo
+            .map(|(ratio, verdict)| speed([("h".to_owned(), summary(ratio, verdict))].into_iter()));
+        record
+    }
+
+    #[test]
+    fn the_fastest_variant_that_beat_pgo_within_the_size_limit_is_recommended() {
+        let mut records = vec![
+            measured("baseline", 1.0, None, 10.0, 1000),
+            measured("pgo", 0.9, None, 30.0, 1010),
+            measured("pgo+lto", 0.85, Some((0.94, Verdict::Faster)), 60.0, 900),
+            measured("pgo+cgu1", 0.80, Some((0.89, Verdict::Faster)), 50.0, 1300),
+            measured(
+                "pgo+split",
+                0.89,
+                Some((0.99, Verdict::NoDifference)),
+                31.0,
+                1000,
+            ),
+        ];
+        let chosen = recommend(&records, None);
+        assert_eq!(chosen.variant, "pgo+cgu1");
+        assert!(chosen.better_than_pgo);
+        assert!(
+            chosen.evidence.contains("11.0% faster than pgo"),
+            "{}",
+            chosen.evidence
+        );
+        // Over the size limit: the next best.
+        records[3].over_size_limit = true;
+        let chosen = recommend(&records, None);
+        assert_eq!(chosen.variant, "pgo+lto");
+        // Nothing beat pgo: pgo, said so.
+        records[2].vs_pgo = Some(speed(
+            [("h".to_owned(), summary(0.99, Verdict::Inconclusive))].into_iter(),
+        ));
+        let chosen = recommend(&records, None);
+        assert_eq!(chosen.variant, "pgo");
+        assert!(!chosen.better_than_pgo);
+        assert!(
+            chosen.evidence.starts_with("no variant is better than pgo"),
+            "{}",
+            chosen.evidence
+        );
+        // And pgo no faster than the baseline: the baseline.
+        records[1] = measured("pgo", 0.995, None, 30.0, 1010);
+        assert_eq!(recommend(&records, None).variant, "baseline");
+    }
+
+    #[test]
+    fn a_variant_is_on_a_front_unless_another_is_as_fast_and_as_cheap() {
+        let mut records = vec![
+            measured("baseline", 1.0, None, 10.0, 1000),
+            measured("pgo", 0.9, None, 30.0, 1010),
+            // Slower and costlier than pgo in every respect: on no front.
+            measured("pgo+split", 0.95, None, 40.0, 1020),
+            measured("pgo+lto", 0.85, None, 60.0, 900),
+        ];
+        records.push(new_record(&builtin_variants()[4]));
+        mark_fronts(&mut records);
+        let fronts: Vec<(&str, Vec<String>)> = records
+            .iter()
+            .map(|r| (r.name.as_str(), r.front.clone()))
+            .collect();
+        // Everything measured used the same peak memory: only the fastest is on that front.
+        assert_eq!(fronts[0].1, ["build time"]);
+        assert_eq!(fronts[1].1, ["build time"]);
+        assert!(fronts[2].1.is_empty());
+        assert_eq!(fronts[3].1, ["build time", "peak memory", "size"]);
+        assert!(
+            fronts[4].1.is_empty(),
+            "unmeasured variants are on no front"
+        );
+    }
+
+    #[test]
+    fn only_pgo_variants_past_the_growth_limit_are_marked() {
+        let sized = |variant: &Variant, bytes: u64| ExploreVariantRecord {
+            loaded_bytes: Some(bytes),
+            ..new_record(variant)
+        };
+        let variants = builtin_variants();
+        let mut baseline_grown = variants[0].clone();
+        baseline_grown.name = "opt3".to_owned();
+        let mut records = vec![
+            sized(&variants[0], 1000),
+            sized(&variants[1], 1040),
+            sized(&variants[2], 1100),
+            sized(&baseline_grown, 1200),
+        ];
+        let limit = Growth {
+            fraction: 0.05,
+            text: "5%".to_owned(),
+        };
+        mark_size_changes(&mut records, Some(&limit));
+        let marked: Vec<(f64, bool)> = records
+            .iter()
+            .map(|r| ((r.size_change.unwrap() * 100.0).round(), r.over_size_limit))
+            .collect();
+        assert_eq!(
+            marked,
+            [(0.0, false), (4.0, false), (10.0, true), (20.0, false)]
+        );
+        mark_size_changes(&mut records, None);
+        assert!(records.iter().all(|r| !r.over_size_limit));
+    }
+}

@@ -1,0 +1,238 @@
+//! Measuring the built variants on the holdout workloads, against the baseline and `pgo`, in
+//! the same rounds as their references, through `compare`'s machinery; measurements cached
+//! in `explore/measurements.json` by what they measured.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use super::builds::Clock;
+use super::decide::speed;
+use super::variants::{BASELINE, PGO};
+use crate::cargo_build::write_atomically;
+use crate::cli::{CompareArgs, CompareRole, Metric, Rounds};
+use crate::config::{self, Role};
+use crate::pipeline::Session;
+use crate::pipeline::compare::{Compared, summarize_candidates};
+use crate::report::{ExploreSpeed, ExploreVariantRecord};
+use crate::state::Fingerprint;
+use crate::stats;
+
+/// `explore/measurements.json`: each variant's last measurement, by the key of what it
+/// measured.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct Measurements {
+    variants: BTreeMap<String, Measurement>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Measurement {
+    key: String,
+    vs_baseline: ExploreSpeed,
+    vs_pgo: Option<ExploreSpeed>,
+}
+
+impl Session {
+    /// Measures the built variants that have no current measurement: first one run of every
+    /// holdout workload each (a variant that fails one is refused), then paired, interleaved
+    /// rounds of them with `baseline` and `pgo`.
+    pub(super) fn measure_variants(
+        &mut self,
+        built: &BTreeMap<String, Compared>,
+        records: &mut [ExploreVariantRecord],
+        metric: Metric,
+        rounds: usize,
+        clock: &Clock,
+    ) -> Result<()> {
+        let (Some(baseline), Some(pgo)) = (built.get(BASELINE), built.get(PGO)) else {
+            bail!("explore needs the baseline and pgo variants built to measure the others");
+        };
+        let workloads: Vec<config::Workload> = self
+            .config
+            .workloads_with_role(Role::Holdout)
+            .cloned()
+            .collect();
+        let key_of = |variant: &Compared| {
+            let mut print = Fingerprint::new("explore measurement");
+            for (label, id) in [
+                ("variant", &variant.manifest.id),
+                ("baseline", &baseline.manifest.id),
+                ("pgo", &pgo.manifest.id),
+            ] {
+                print.text(label, id);
+            }
+            for workload in &workloads {
+                print.text("workload", &workload.fingerprint());
+            }
+            print.text("metric", &format!("{metric:?}"));
+            print.text("rounds", &rounds.to_string());
+            print.finish()
+        };
+        let path = self.layout.explore_dir().join("measurements.json");
+        let mut cache: Measurements = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        let mut missing: Vec<&str> = built
+            .iter()
+            .filter(|(name, variant)| {
+                name.as_str() != BASELINE
+                    && cache
+                        .variants
+                        .get(name.as_str())
+                        .is_none_or(|m| m.key != key_of(variant))
+            })
+            .map(|(name, _)| name.as_str())
+            .collect();
+        // In the order they were built.
+        missing.sort_by_key(|name| records.iter().position(|r| &r.name == name));
+        let cached = built.len() - 1 - missing.len();
+        if cached > 0 {
+            self.printer.info(format!(
+                "{cached} variant{} measured before against the same builds and workloads: not \
+                 measured again",
+                if cached == 1 { "" } else { "s" }
+            ));
+        }
+        if !missing.is_empty() && clock.exhausted() {
+            for record in records.iter_mut() {
+                if missing.contains(&record.name.as_str()) {
+                    record.detail = Some("the budget ran out first".to_owned());
+                }
+            }
+        } else if !missing.is_empty() {
+            let mut measured: Vec<&Compared> = vec![baseline, pgo];
+            measured.extend(
+                missing
+                    .iter()
+                    .filter(|name| **name != PGO)
+                    .map(|name| &built[*name]),
+            );
+            let refused = self.check_correctness(&measured, &workloads)?;
+            for (name, reason) in &refused {
+                let record = records.iter_mut().find(|r| &r.name == name).unwrap();
+                record.status = "failed".to_owned();
+                record.detail = Some(reason.clone());
+            }
+            measured.retain(|v| !refused.contains_key(&v.name));
+            let compared: Vec<Compared> = measured.iter().map(|v| (*v).clone()).collect();
+            let result = self.measure(
+                &compared,
+                &CompareArgs {
+                    rounds: Some(Rounds::Fixed(rounds)),
+                    workloads: workloads.iter().map(|w| w.name().to_owned()).collect(),
+                    role: Some(CompareRole::Holdout),
+                    metric,
+                    seed: 1,
+                    ..CompareArgs::default()
+                },
+            )?;
+            for variant in &compared[1..] {
+                let vs_baseline = speed(workloads.iter().map(|w| {
+                    let comparison = result
+                        .workloads
+                        .iter()
+                        .find(|c| c.workload == w.name())
+                        .expect("every holdout workload was compared");
+                    (
+                        w.name().to_owned(),
+                        comparison.candidates[&variant.name].by(metric).clone(),
+                    )
+                }));
+                let vs_pgo = (variant.name != PGO).then(|| {
+                    speed(result.workloads.iter().map(|comparison| {
+                        let summaries = summarize_candidates(
+                            &comparison.runs,
+                            PGO,
+                            &[variant.name.as_str()],
+                            rounds,
+                            stats::ALPHA,
+                            1,
+                            metric == Metric::Instructions,
+                        );
+                        (
+                            comparison.workload.clone(),
+                            summaries[&variant.name].by(metric).clone(),
+                        )
+                    }))
+                });
+                cache.variants.insert(
+                    variant.name.clone(),
+                    Measurement {
+                        key: key_of(variant),
+                        vs_baseline,
+                        vs_pgo,
+                    },
+                );
+            }
+            write_atomically(&path, serde_json::to_string_pretty(&cache)?.as_bytes())?;
+        }
+        for record in records.iter_mut() {
+            if record.name == BASELINE && built.contains_key(BASELINE) {
+                record.status = "measured".to_owned();
+                continue;
+            }
+            let Some(variant) = built.get(&record.name) else {
+                continue;
+            };
+            if record.status == "failed" {
+                continue;
+            }
+            if let Some(measurement) = cache
+                .variants
+                .get(&record.name)
+                .filter(|m| m.key == key_of(variant))
+            {
+                record.status = "measured".to_owned();
+                record.detail = None;
+                record.vs_baseline = Some(measurement.vs_baseline.clone());
+                record.vs_pgo = measurement.vs_pgo.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every holdout workload once against each variant. Variants that fail one are
+    /// refused (returned, by name, with what failed); the references failing is an error.
+    pub(super) fn check_correctness(
+        &self,
+        variants: &[&Compared],
+        workloads: &[config::Workload],
+    ) -> Result<BTreeMap<String, String>> {
+        let mut refused = BTreeMap::new();
+        for workload in workloads.iter().filter(|w| !w.allow_failure) {
+            for variant in variants {
+                if refused.contains_key(&variant.name) {
+                    continue;
+                }
+                let outcome = self.run_once(workload, variant)?;
+                if outcome.success {
+                    continue;
+                }
+                let reason = format!(
+                    "holdout workload `{}` {} against its binaries. Its output ends with:\n{}\n\
+                     Full log: {}",
+                    workload.name(),
+                    outcome.status,
+                    crate::training::log_tail(&outcome.log_path, 10),
+                    outcome.log_path.display()
+                );
+                if variant.name == BASELINE || variant.name == PGO {
+                    bail!(
+                        "the `{}` variant failed: {reason}\nEvery other variant is measured \
+                         against it; fix the workload first.",
+                        variant.name
+                    );
+                }
+                self.caution(format!(
+                    "variant `{}` is refused: {reason}\nIts binaries do not do what the \
+                     baseline's do, so it is neither measured nor recommended.",
+                    variant.name
+                ))?;
+                refused.insert(variant.name.clone(), reason);
+            }
+        }
+        Ok(refused)
+    }
+}

@@ -1,0 +1,228 @@
+//! The variants `explore` knows: the built-in ones (baseline, pgo, +lto, +cgu1, +split,
+//! +bolt) and the user's `[[explore.variant]]`s, which settings train alike, and their names.
+
+use anyhow::{Result, bail};
+
+use crate::config::{self, BuildVariant};
+use crate::report::ExploreVariantRecord;
+
+/// Machine function splitting: the cold blocks of hot functions move out of the hot code, by
+/// the profile (rustc 1.95 passes it to LLVM; whether it helps is what explore measures).
+pub const SPLIT_FLAG: &str = "-Cllvm-args=-enable-split-machine-functions";
+
+/// Flags that act only where there is a profile, so a build with them trains exactly as one
+/// without: instrumentation is added before codegen, and LLVM's machine function splitter
+/// returns early for functions without profile data. A variant that adds only these is
+/// optimized with the profile trained without them (one training fewer).
+pub(super) const PROFILE_USE_ONLY: [&str; 1] = [SPLIT_FLAG];
+
+/// The settings a variant trains with: its own, less [`PROFILE_USE_ONLY`] flags.
+pub(super) fn training_settings(settings: &BuildVariant) -> BuildVariant {
+    BuildVariant {
+        rustflags: settings
+            .rustflags
+            .iter()
+            .filter(|flag| !PROFILE_USE_ONLY.contains(&flag.as_str()))
+            .cloned()
+            .collect(),
+        ..settings.clone()
+    }
+}
+
+/// The two variants every exploration measures: the others are judged against them.
+pub(super) const BASELINE: &str = "baseline";
+
+pub(super) const PGO: &str = "pgo";
+
+/// A build configuration to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant {
+    pub name: String,
+    /// What it adds to the workspace's own settings.
+    pub build: BuildVariant,
+    /// Built with the profile of its training.
+    pub pgo: bool,
+    /// Post-link optimized with BOLT.
+    pub bolt: bool,
+}
+
+/// The built-in variants, in the order they are built and listed.
+pub fn builtin_variants() -> Vec<Variant> {
+    let lto = || ("lto", toml::Value::String("fat".to_owned()));
+    let cgu1 = || ("codegen-units", toml::Value::Integer(1));
+    let variant =
+        |name: &str, overrides: Vec<(&str, toml::Value)>, flags: &[&str], pgo, bolt| Variant {
+            name: name.to_owned(),
+            build: BuildVariant {
+                profile_overrides: overrides
+                    .into_iter()
+                    .map(|(key, value)| (key.to_owned(), value))
+                    .collect(),
+                rustflags: flags.iter().map(|f| f.to_string()).collect(),
+            },
+            pgo,
+            bolt,
+        };
+    vec![
+        variant(BASELINE, vec![], &[], false, false),
+        variant(PGO, vec![], &[], true, false),
+        variant("pgo+lto", vec![lto()], &[], true, false),
+        variant("pgo+cgu1", vec![cgu1()], &[], true, false),
+        variant("pgo+lto+cgu1", vec![lto(), cgu1()], &[], true, false),
+        variant("pgo+split", vec![], &[SPLIT_FLAG], true, false),
+        variant("pgo+bolt", vec![], &[], true, true),
+        variant("pgo+lto+cgu1+bolt", vec![lto(), cgu1()], &[], true, true),
+    ]
+}
+
+/// Every variant known: the built-in ones, then `[[explore.variant]]`.
+pub(super) fn known_variants(config: &config::Config) -> Result<Vec<Variant>> {
+    let mut variants = builtin_variants();
+    for own in &config.explore.variant {
+        let name = own.name.get_ref();
+        if variants.iter().any(|v| &v.name == name) {
+            bail!(
+                "[[explore.variant]] {name:?} in {} has the name of a built-in variant; built-in: \
+                 {}. Rename it.",
+                config.display_path(),
+                builtin_variants()
+                    .iter()
+                    .map(|v| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        variants.push(Variant {
+            name: name.clone(),
+            build: BuildVariant {
+                profile_overrides: own.profile_overrides.clone(),
+                rustflags: own.rustflags.clone(),
+            },
+            pgo: own.pgo,
+            bolt: own.bolt,
+        });
+    }
+    Ok(variants)
+}
+
+/// The variants `--variants` names (all known ones when it names none), with `baseline` and
+/// `pgo` always first: they are the references.
+pub fn select_variants(config: &config::Config, names: &[String]) -> Result<Vec<Variant>> {
+    let known = known_variants(config)?;
+    for name in names {
+        if !known.iter().any(|v| &v.name == name) {
+            bail!(
+                "unknown variant `{name}`; variants: {} (add your own with [[explore.variant]] \
+                 in {})",
+                known
+                    .iter()
+                    .map(|v| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                config.display_path()
+            );
+        }
+    }
+    Ok(known
+        .into_iter()
+        .filter(|v| {
+            names.is_empty() || v.name == BASELINE || v.name == PGO || names.contains(&v.name)
+        })
+        .collect())
+}
+
+pub(super) fn describe(variant: &Variant) -> String {
+    let mut words = vec![if variant.pgo { "PGO" } else { "no PGO" }.to_owned()];
+    if !variant.build.profile_overrides.is_empty() || !variant.build.rustflags.is_empty() {
+        words.push(variant.build.describe());
+    }
+    if variant.bolt {
+        words.push("BOLT".to_owned());
+    }
+    words.join(", ")
+}
+
+pub(super) fn new_record(variant: &Variant) -> ExploreVariantRecord {
+    ExploreVariantRecord {
+        name: variant.name.clone(),
+        pgo: variant.pgo,
+        bolt: variant.bolt,
+        profile_overrides: variant
+            .build
+            .profile_overrides
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect(),
+        rustflags: variant.build.rustflags.clone(),
+        status: String::new(),
+        detail: None,
+        bin_dir: None,
+        stages: Vec::new(),
+        build_secs: None,
+        peak_memory_bytes: None,
+        size_bytes: None,
+        loaded_bytes: None,
+        size_change: None,
+        over_size_limit: false,
+        vs_baseline: None,
+        vs_pgo: None,
+        front: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> config::Config {
+        config::Config::parse(text, std::path::Path::new("/ws/pgo-build.toml")).unwrap()
+    }
+
+    fn names(variants: &[Variant]) -> Vec<&str> {
+        variants.iter().map(|v| v.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_references_are_always_selected_and_unknown_names_are_refused() {
+        let own = config(
+            "[[explore.variant]]\nname = \"opt1\"\nprofile_overrides = { opt-level = 1 }\npgo = false\n",
+        );
+        let all = select_variants(&own, &[]).unwrap();
+        assert_eq!(
+            names(&all),
+            [
+                "baseline",
+                "pgo",
+                "pgo+lto",
+                "pgo+cgu1",
+                "pgo+lto+cgu1",
+                "pgo+split",
+                "pgo+bolt",
+                "pgo+lto+cgu1+bolt",
+                "opt1"
+            ]
+        );
+        assert!(!all[8].pgo);
+        let some = select_variants(&own, &["opt1".into(), "pgo+lto".into()]).unwrap();
+        assert_eq!(names(&some), ["baseline", "pgo", "pgo+lto", "opt1"]);
+        let err = select_variants(&own, &["pgo+lt0".into()]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown variant `pgo+lt0`; variants: baseline, pgo,"),
+            "{err:#}"
+        );
+        let clash = config("[[explore.variant]]\nname = \"pgo+lto\"\n");
+        let err = select_variants(&clash, &[]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("name of a built-in variant"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn split_trains_with_pgos_settings_and_lto_with_its_own() {
+        let variants = builtin_variants();
+        let settings = |name: &str| &variants.iter().find(|v| v.name == name).unwrap().build;
+        assert_eq!(training_settings(settings("pgo+split")), *settings("pgo"));
+        assert_eq!(training_settings(settings("pgo+lto")), *settings("pgo+lto"));
+    }
+}
