@@ -1,0 +1,129 @@
+//! `pgo-build bolt`: BOLTed binaries, and the inputs it refuses.
+
+use crate::support::*;
+
+#[test]
+fn bolted_binaries_run_and_match_the_baseline() {
+    let fixture = bolt_fixture(
+        &["$PGO_BUILD_BIN_APP work 20000 && $PGO_BUILD_BIN_HELPER"],
+        "",
+    );
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("pgo-build stage bolt ok");
+    for (name, args) in [("app", &["work", "3000"][..]), ("helper", &[][..])] {
+        let bolted = fixture.stage_bin("bolt", name);
+        assert!(
+            std::fs::symlink_metadata(&bolted)
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        assert_eq!(
+            run_binary(&bolted, args),
+            run_binary(&fixture.stage_bin("baseline", name), args),
+            "{name}"
+        );
+    }
+    let record = &fixture.report()["bolt"]["app"];
+    assert_eq!(record["bolted"], true, "{record}");
+    assert_eq!(record["input"], "optimized");
+    assert!(
+        record["functions_with_profile"]
+            .as_str()
+            .unwrap()
+            .ends_with("functions"),
+        "{record}"
+    );
+    // `compare` accepts the bolt variant.
+    fixture
+        .run(&["compare", "baseline", "bolt", "--rounds", "2"])
+        .success();
+    assert!(fixture.report()["compare"]["workloads"][0]["candidates"]["bolt"].is_object());
+}
+
+#[test]
+fn a_binary_linked_without_relocations_is_refused_with_the_fix() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    fixture
+        .run(&["bolt"])
+        .failure()
+        .stderr_contains("linked without relocations")
+        .stderr_contains("set `[bolt] enabled = true`");
+    assert!(!fixture.stage_bin("bolt", "app").exists());
+}
+
+#[test]
+fn a_stripped_binary_is_refused_with_the_fix() {
+    // Built stripped while BOLT was off, then handed to `bolt`.
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    let mut build = fixture.command(&["build"]);
+    build.env("CARGO_PROFILE_RELEASE_STRIP", "symbols");
+    fixture.run_with(build).success();
+    let mut bolt = fixture.command(&["bolt", "--without-pgo"]);
+    bolt.env("CARGO_PROFILE_RELEASE_STRIP", "symbols");
+    fixture
+        .run_with(bolt)
+        .failure()
+        .stderr_contains("stripped (no symbol table)")
+        .stderr_contains("no `strip` in the cargo profile");
+}
+
+#[test]
+fn bolt_with_a_stripping_profile_is_refused_before_building() {
+    let fixture = bolt_fixture(&["$PGO_BUILD_BIN_APP work 1000"], "");
+    let manifest = std::fs::read_to_string(fixture.root().join("Cargo.toml")).unwrap();
+    fixture.write(
+        "Cargo.toml",
+        &format!("{manifest}\n[profile.release]\nstrip = true\n"),
+    );
+    fixture
+        .run(&["build"])
+        .failure()
+        .stderr_contains("the `release` profile strips symbols (strip = true in")
+        .stderr_contains("strip = \"debuginfo\"");
+}
+
+#[test]
+fn bolt_with_stripping_rustflags_is_refused_before_building() {
+    let fixture = bolt_fixture(&["$PGO_BUILD_BIN_APP work 1000"], "");
+    for flags in ["-Cstrip=symbols", "-C link-arg=-s"] {
+        let mut command = fixture.command(&["build"]);
+        command.env("RUSTFLAGS", flags);
+        fixture
+            .run_with(command)
+            .failure()
+            .stderr_contains("the rustflags (RUSTFLAGS) strip symbols")
+            .stderr_contains("-Cstrip=debuginfo");
+        assert!(
+            !fixture
+                .root()
+                .join("target/pgo-build/baseline/cargo-target")
+                .exists(),
+            "refused only after building with {flags}"
+        );
+    }
+}
+
+#[test]
+fn a_binary_no_workload_runs_is_named_and_not_bolted() {
+    let fixture = bolt_fixture(&["$PGO_BUILD_BIN_APP work 5000"], "funcs = [\"main\"]");
+    fixture.run(&["build"]).success();
+    let run = fixture.run(&["-v", "bolt", "--without-pgo"]);
+    run.success().stderr_contains("`helper`: no BOLT profile");
+    // `[bolt] funcs` reaches llvm-bolt.
+    run.stderr_contains("-funcs=main");
+    let report = fixture.report();
+    assert_eq!(report["bolt"]["helper"]["bolted"], false);
+    assert_eq!(report["bolt"]["app"]["bolted"], true);
+    assert_eq!(report["bolt"]["app"]["input"], "baseline");
+    assert_eq!(
+        std::fs::read(fixture.stage_bin("bolt", "helper")).unwrap(),
+        std::fs::read(fixture.stage_bin("baseline", "helper")).unwrap(),
+        "the un-BOLTed binary is staged as it was"
+    );
+}

@@ -1,0 +1,270 @@
+//! `pgo-build compare`: verdicts, instruction counts, `--rounds auto`, and the variants it refuses.
+
+use crate::support::*;
+
+/// A fixture with both variants staged: `compare` runs `holdout_command` against them.
+fn compared_fixture(holdout_command: &str) -> Fixture {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        &format!(
+            "[[workload]]\nname = \"train\"\nrole = \"train\"\ncommand = \"$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER\"\n\n\
+             [[workload]]\nname = \"holdout\"\nrole = \"holdout\"\ncommand = {holdout_command:?}\n"
+        ),
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    fixture
+}
+
+#[test]
+fn compare_reports_a_slower_variant_as_slower() {
+    // The optimized variant does extra work on purpose.
+    let fixture = compared_fixture(
+        "$PGO_BUILD_BIN_APP work 100; if [ \"$PGO_BUILD_STAGE\" = optimized ]; then sleep 0.25; fi; sleep 0.02",
+    );
+    let run = fixture.run(&[
+        "compare",
+        "--workload",
+        "holdout",
+        "--rounds",
+        "7",
+        "--fail-if-slower",
+    ]);
+    run.failure()
+        .stderr_contains("--fail-if-slower: optimized is");
+    let report = fixture.report();
+    let holdout = &report["compare"]["workloads"][0];
+    assert_eq!(holdout["workload"], "holdout");
+    let summary = &holdout["candidates"]["optimized"]["wall"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    assert_eq!(summary["wins"], 0);
+    assert_eq!(summary["pairs"], 7);
+    // Every counted run is recorded, and the order alternates between rounds.
+    let runs = holdout["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 14);
+    assert_eq!(
+        runs[0]["variant"], "optimized",
+        "round 1 runs the reversed order"
+    );
+    assert_eq!(
+        runs[2]["variant"], "baseline",
+        "round 2 runs the reference first"
+    );
+    assert!(run.stdout().contains("slower"), "{}", run.describe());
+}
+
+#[test]
+fn compare_does_not_call_equivalent_builds_faster() {
+    // The binaries' work is negligible next to the sleep: both variants take the same time.
+    let fixture = compared_fixture("$PGO_BUILD_BIN_APP work 10; sleep 0.1");
+    fixture
+        .run(&[
+            "compare",
+            "--workload",
+            "holdout",
+            "--rounds",
+            "8",
+            "--fail-if-slower",
+        ])
+        .success();
+    let verdict =
+        fixture.report()["compare"]["workloads"][0]["candidates"]["optimized"]["wall"]["verdict"]
+            .clone();
+    assert_ne!(verdict, "faster");
+    assert_ne!(verdict, "slower");
+}
+
+#[test]
+fn compare_refuses_variants_that_were_not_built() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.run(&["build"]).success();
+    fixture
+        .run(&["compare", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("the optimized stage has not been built");
+    fixture
+        .run(&["compare", "baseline", "bolted"])
+        .failure()
+        .stderr_contains("unknown variant `bolted`");
+}
+
+#[test]
+fn compare_counts_instructions_and_sees_extra_work() {
+    // The optimized variant does ten times the work on purpose.
+    let fixture = compared_fixture(
+        "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 3000; else $PGO_BUILD_BIN_APP work 300; fi",
+    );
+    let run = fixture.run(&[
+        "compare",
+        "--workload",
+        "holdout",
+        "--rounds",
+        "6",
+        "--metric",
+        "instructions",
+    ]);
+    run.success();
+    let compare = fixture.report()["compare"].clone();
+    assert_eq!(compare["metric"], "instructions");
+    let counter = compare["counter"].as_str().unwrap();
+    assert!(
+        counter.contains("callgrind") || counter.contains("perf"),
+        "{counter}"
+    );
+    let runs = compare["workloads"][0]["runs"].as_array().unwrap();
+    assert!(
+        runs.iter()
+            .all(|r| r["instructions"].as_u64().unwrap() > 100_000),
+        "{runs:?}"
+    );
+    let summary = &compare["workloads"][0]["candidates"]["optimized"]["instructions"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    assert!(summary["median_ratio"].as_f64().unwrap() > 2.0, "{summary}");
+}
+
+#[test]
+fn instruction_counts_run_each_variant_once_and_repeat_it_once() {
+    let fixture = compared_fixture(
+        "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 3000; else $PGO_BUILD_BIN_APP work 300; fi",
+    );
+    // `[compare] rounds` is sized for noisy times; counts keep their one repeat.
+    fixture.prepend_config("[compare]\nrounds = 9\n\n");
+    let run = fixture.run(&["compare", "--metric", "instructions", "-v"]);
+    run.success();
+    // Counts do not mind sharing the machine: with a core per variant, side by side.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(
+        run.stderr().contains("(side by side)"),
+        cores >= 2,
+        "{}",
+        run.describe()
+    );
+    let compare = fixture.report()["compare"].clone();
+    // Holdout only by default: the train workload is not counted.
+    let workloads = compare["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 1, "{compare}");
+    assert_eq!(workloads[0]["workload"], "holdout");
+    // Two counted runs per variant (the warm-up is neither counted nor run under the counter).
+    let runs = workloads[0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    let summary = &workloads[0]["candidates"]["optimized"]["instructions"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    assert!(
+        summary["resolution_note"]
+            .as_str()
+            .unwrap()
+            .contains("instruction counts repeated within"),
+        "{summary}"
+    );
+    // --role all widens it to the train workloads.
+    fixture
+        .run(&["compare", "--metric", "instructions", "--role", "all"])
+        .success();
+    let workloads = fixture.report()["compare"]["workloads"].clone();
+    assert_eq!(workloads.as_array().unwrap().len(), 2, "{workloads}");
+}
+
+#[test]
+fn rounds_auto_stops_at_the_first_look_that_settles_the_question() {
+    let fixture = compared_fixture(
+        "$PGO_BUILD_BIN_APP work 100; if [ \"$PGO_BUILD_STAGE\" = optimized ]; then sleep 0.25; fi; sleep 0.02",
+    );
+    fixture
+        .run(&["compare", "--workload", "holdout", "--rounds", "auto"])
+        .success()
+        .stderr_contains("looks after 10, 20, 40 rounds");
+    let compare = fixture.report()["compare"].clone();
+    assert_eq!(compare["rounds"], 10, "{compare}");
+    assert!(compare["rounds_plan"].as_str().unwrap().contains("auto"));
+    let summary = &compare["workloads"][0]["candidates"]["optimized"]["wall"];
+    assert_eq!(summary["verdict"], "slower", "{summary}");
+    // Each of the three looks is made at a third of the 5% level.
+    let confidence = summary["confidence"].as_f64().unwrap();
+    assert!((confidence - (1.0 - 0.05 / 3.0)).abs() < 1e-9, "{summary}");
+    fixture
+        .run(&["compare", "--rounds", "0"])
+        .failure()
+        .stderr_contains("expected a number of rounds (at least 1) or `auto`");
+}
+
+#[test]
+fn compare_refuses_the_old_binaries_of_an_optimize_that_failed() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // Training no longer runs helper: optimize refuses, and its previous binaries stay on disk.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000"]);
+    fixture.run(&["train"]).success();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("refusing to build with PGO");
+    assert!(fixture.stage_bin("optimized", "app").exists());
+    fixture
+        .run(&["compare", "--rounds", "1", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("the optimized stage did not complete")
+        .stderr_contains("`pgo-build optimize`")
+        .stderr_contains("failed or was interrupted");
+    let app = &fixture.report()["binaries"]["app"];
+    assert!(
+        app.get("optimized").is_none(),
+        "the report must not keep the sizes of the old optimized binaries: {app}"
+    );
+}
+
+#[test]
+fn compare_refuses_variants_built_from_different_sources() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // The engine changes; only the baseline is rebuilt.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    fixture.write(
+        "app/src/main.rs",
+        &source.replace(
+            "steps += 1;",
+            "steps += 1;\n        std::hint::black_box(steps);",
+        ),
+    );
+    fixture.run(&["build"]).success();
+    fixture
+        .run(&["compare", "--rounds", "1", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("`baseline` and `optimized` were built from different sources");
+}
+
+#[test]
+fn compare_refuses_a_variant_whose_binary_was_replaced_after_staging() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // The baseline's app copied over the optimized one: an A/A comparison in disguise.
+    std::fs::copy(
+        fixture.stage_bin("baseline", "app"),
+        fixture.stage_bin("optimized", "app"),
+    )
+    .unwrap();
+    fixture
+        .run(&["compare", "--rounds", "1", "baseline", "optimized"])
+        .failure()
+        .stderr_contains("is not the binary the optimized stage staged")
+        .stderr_contains("pgo-build run");
+}
+
+#[test]
+fn compare_refuses_bolt_binaries_of_an_earlier_optimized_build() {
+    let fixture = bolt_fixture(
+        &["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"],
+        "",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    fixture.run(&["optimize"]).success();
+    fixture
+        .run(&["compare", "--rounds", "1", "optimized", "bolt"])
+        .failure()
+        .stderr_contains("the bolt binaries were made from an earlier optimized build")
+        .stderr_contains("run `pgo-build bolt` again");
+}

@@ -1,0 +1,19 @@
+//! End-to-end tests: the real `pgo-build` binary against a copy of a fixture workspace, with
+//! real cargo builds, real instrumented binaries and the real llvm-profdata. One file per
+//! command family; `support/` holds the fixture and the shared helpers.
+
+mod support;
+
+mod bolt;
+mod cargo_workloads;
+mod compare;
+mod explore;
+mod memory;
+mod pipeline;
+mod profile;
+mod report;
+mod run;
+mod shard;
+mod signals;
+mod startup_order;
+mod targets;

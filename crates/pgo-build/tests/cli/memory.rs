@@ -1,0 +1,314 @@
+//! Links and rustc under the memory budget, linkers and rustc wrappers, sccache.
+
+use std::process::Command;
+
+use crate::support::*;
+
+#[test]
+fn with_one_link_job_links_never_overlap() {
+    let fixture = Fixture::new("twobins");
+    fixture.write("pgo-build.toml", "[build]\nlink_jobs = 1\n");
+    fixture.run(&["build", "-j", "2"]).success();
+    let mut spans: Vec<(f64, f64)> = links(&fixture, "baseline")
+        .iter()
+        .map(|l| {
+            (
+                l["start_unix"].as_f64().unwrap(),
+                l["end_unix"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        spans.len(),
+        2,
+        "both binaries were linked through the wrapper"
+    );
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(spans[0].1 <= spans[1].0, "links overlap: {spans:?}");
+    let summary = &fixture.report()["links"]["baseline"];
+    assert_eq!(summary["slots"], 1, "{summary}");
+    assert_eq!(summary["links"], 2);
+    assert!(summary["max_rss_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        fixture.report()["stages"][0]["peak_memory_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn a_user_configured_linker_still_runs_with_rustcs_arguments() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["true"]);
+    fixture.write_executable(
+        "tools/fixture-cc",
+        "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/../linker-calls.txt\"\nexec cc \"$@\"\n",
+    );
+    fixture.write(
+        ".cargo/config.toml",
+        &format!(
+            "[target.{}]\nlinker = \"tools/fixture-cc\"\n",
+            host_triple()
+        ),
+    );
+    // What rustc passes to that linker without pgo-build.
+    let plain = Command::new("cargo")
+        .args(["build", "--release", "--bin", "app", "--target-dir"])
+        .arg(fixture.root().join("plain-target"))
+        .current_dir(fixture.root())
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let calls = fixture.root().join("linker-calls.txt");
+    let plain_args = std::fs::read_to_string(&calls).unwrap();
+    std::fs::remove_file(&calls).unwrap();
+
+    fixture.run(&["build"]).success();
+    let wrapped_args = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(
+        wrapped_args.lines().count(),
+        2,
+        "one call per binary: {wrapped_args}"
+    );
+    assert_eq!(
+        plain_args.contains("-fuse-ld=lld"),
+        wrapped_args.contains("-fuse-ld=lld"),
+        "rustc passes the same kind of arguments through the wrapper\nplain: {plain_args}\nwrapped: {wrapped_args}"
+    );
+    assert_eq!(links(&fixture, "baseline").len(), 2);
+    assert_eq!(
+        run_binary(&fixture.stage_bin("baseline", "helper"), &[]),
+        "helper 23331668\n"
+    );
+}
+
+#[test]
+fn a_failing_link_fails_the_build_with_the_linkers_message() {
+    let fixture = Fixture::new("twobins");
+    fixture.write_executable(
+        "tools/refusing-cc",
+        "#!/bin/sh\necho 'fixture linker refuses to link' >&2\nexit 3\n",
+    );
+    fixture.write(
+        ".cargo/config.toml",
+        &format!(
+            "[target.{}]\nlinker = \"tools/refusing-cc\"\n",
+            host_triple()
+        ),
+    );
+    fixture
+        .run(&["build"])
+        .failure()
+        .stderr_contains("fixture linker refuses to link");
+    let logged = links(&fixture, "baseline");
+    assert!(
+        !logged.is_empty() && logged.iter().all(|l| l["success"] == false),
+        "{logged:?}"
+    );
+}
+
+#[test]
+fn batch_size_builds_the_binaries_in_groups() {
+    let fixture = Fixture::new("twobins");
+    fixture.write("pgo-build.toml", "[build]\nbatch_size = 1\n");
+    let run = fixture.run(&["build"]);
+    run.success();
+    assert_eq!(
+        run.stderr().matches("cargo build of 1 binaries").count(),
+        2,
+        "{}",
+        run.describe()
+    );
+    assert!(
+        fixture.stage_bin("baseline", "app").exists()
+            && fixture.stage_bin("baseline", "helper").exists()
+    );
+}
+
+/// sccache as RUSTC_WRAPPER through pgo-build's stages: a clean rebuild is served from the
+/// cache, also in a checkout at another path (pgo-build's own files are not named by absolute
+/// paths on rustc's command line), and report.json records the figures per stage.
+#[test]
+fn sccache_serves_clean_rebuilds_in_the_same_and_another_checkout() {
+    let cache = tempfile::tempdir().unwrap();
+    // A server of this test's own, on a port of its own.
+    let port = (4300 + std::process::id() % 1000).to_string();
+    let with_sccache = |fixture: &Fixture, args: &[&str]| {
+        let mut command = fixture.command(args);
+        command
+            .env("RUSTC_WRAPPER", "sccache")
+            .env("SCCACHE_DIR", cache.path())
+            .env("SCCACHE_SERVER_PORT", &port);
+        fixture.run_with(command)
+    };
+    let stage_cache = |fixture: &Fixture, stage: &str| fixture.report()["sccache"][stage].clone();
+    let first = Fixture::at("signals", "one");
+    with_sccache(&first, &["build", "--features", "rt"]).success();
+    let cold = stage_cache(&first, "baseline");
+    assert_eq!(cold["hits"], 0, "{cold}");
+    // libc and pgo-build-rt are cacheable; the binary never is.
+    assert!(cold["misses"].as_u64().unwrap() >= 2, "{cold}");
+    assert!(cold["not_cacheable"].as_u64().unwrap() >= 1, "{cold}");
+
+    std::fs::remove_dir_all(first.root().join("target")).unwrap();
+    with_sccache(&first, &["build", "--features", "rt"]).success();
+    let warm = stage_cache(&first, "baseline");
+    assert_eq!(warm["hits"], cold["misses"], "{warm}");
+    assert_eq!(warm["misses"], 0, "{warm}");
+
+    let elsewhere = Fixture::at("signals", "another/checkout");
+    with_sccache(&elsewhere, &["build", "--features", "rt"]).success();
+    // Every dependency crate hits; the fixture's own library misses: sccache keys on
+    // CARGO_MANIFEST_DIR and the working directory, which are the checkout's.
+    let moved = stage_cache(&elsewhere, "baseline");
+    assert_eq!(moved["misses"], 1, "{moved}");
+    assert_eq!(
+        moved["hits"].as_u64().unwrap(),
+        cold["misses"].as_u64().unwrap() - 1,
+        "{moved}"
+    );
+
+    let mut stop = Command::new("sccache");
+    stop.arg("--stop-server").env("SCCACHE_SERVER_PORT", &port);
+    let _ = stop.output();
+}
+
+fn rustc_log(fixture: &Fixture, stage: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(
+        fixture
+            .root()
+            .join("target/pgo-build")
+            .join(stage)
+            .join("rustc.jsonl"),
+    )
+    .unwrap()
+    .lines()
+    .map(|line| serde_json::from_str(line).unwrap())
+    .collect()
+}
+
+fn rustc_record(records: &[serde_json::Value], krate: &str) -> serde_json::Value {
+    records
+        .iter()
+        .find(|r| r["krate"] == krate)
+        .unwrap_or_else(|| panic!("no rustc of {krate} in {records:?}"))
+        .clone()
+}
+
+#[test]
+fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.run(&["build"]).success();
+    let first = rustc_record(&rustc_log(&fixture, "baseline"), "app/app");
+    assert_eq!(first["guessed"], true, "{first}");
+    assert_eq!(first["kind"], "bin");
+    let peak = first["peak_bytes"].as_u64().unwrap();
+    assert!(peak > 10 << 20, "rustc's peak RSS is measured: {first}");
+    let estimates: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            fixture
+                .root()
+                .join("target/pgo-build/baseline/rustc-estimates.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(estimates["app/app|bin"], peak);
+    let summary = &fixture.report()["rustc_memory"]["baseline"];
+    assert_eq!(summary["invocations"], 2, "{summary}");
+    assert!(summary["heaviest"][0]["peak_bytes"].as_u64().unwrap() > 0);
+
+    // The second build of the crate starts from that measurement, not from the guess.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, source.replace("usage: app", "usage (2): app")).unwrap();
+    fixture.run(&["build"]).success();
+    let second = rustc_record(&rustc_log(&fixture, "baseline"), "app/app");
+    assert_eq!(second["guessed"], false, "{second}");
+    assert_eq!(second["estimate_bytes"], peak);
+    assert!(
+        fixture.report()["rustc_memory"]["baseline"]["estimate_error"]
+            .as_f64()
+            .is_some()
+    );
+    let shown = fixture.run(&["report"]);
+    shown.success();
+    for column in ["Waiting for memory", "Estimate error", "app/app"] {
+        assert!(shown.stdout().contains(column), "{}", shown.describe());
+    }
+
+    // A damaged estimates file: said, guesses stand in, and the build writes it again.
+    let estimates_file = fixture
+        .root()
+        .join("target/pgo-build/baseline/rustc-estimates.json");
+    std::fs::write(&estimates_file, "{ not json").unwrap();
+    std::fs::write(&main, source.replace("usage: app", "usage (3): app")).unwrap();
+    fixture
+        .run(&["build"])
+        .success()
+        .stderr_contains("rustc-estimates.json is not a file of rustc estimates")
+        .stderr_contains("the baseline stage's rustc are admitted by guessed peaks this time");
+    assert_eq!(
+        rustc_record(&rustc_log(&fixture, "baseline"), "app/app")["guessed"],
+        true
+    );
+    let rewritten: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&estimates_file).unwrap()).unwrap();
+    assert!(rewritten["app/app|bin"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_crate_estimated_above_the_whole_budget_runs_alone_and_is_named() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.prepend_config("[build]\nmemory_budget = \"64M\"\n\n");
+    fixture
+        .run(&["build"])
+        .success()
+        .stderr_contains("crate `app/app` (bin) is estimated at 1.0 GiB, above the whole memory budget for rustc (0 B of 64.0 MiB): it ran alone");
+    let records = rustc_log(&fixture, "baseline");
+    assert!(records.iter().all(|r| r["alone"] == true), "{records:?}");
+    // Alone means alone: no two of them overlapped.
+    let app = rustc_record(&records, "app/app");
+    let helper = rustc_record(&records, "app/helper");
+    assert!(app["success"] == true && helper["success"] == true);
+    assert_eq!(
+        fixture.report()["rustc_memory"]["baseline"]["alone"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(run_binary(&fixture.stage_bin("baseline", "app"), &["work", "3000"]).contains("216"));
+}
+
+#[test]
+fn a_users_rustc_wrapper_still_runs_behind_pgo_builds() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    let calls = fixture.root().join("wrapper-calls.txt");
+    fixture.write_executable(
+        "my-wrapper.sh",
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec \"$@\"\n",
+            calls.display()
+        ),
+    );
+    let mut build = fixture.command(&["-v", "build"]);
+    build.env("RUSTC_WRAPPER", fixture.root().join("my-wrapper.sh"));
+    fixture.run_with(build).success().stderr_contains("behind ");
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    assert!(calls.contains("--crate-name app"), "{calls}");
+    let records = rustc_log(&fixture, "baseline");
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(
+        records
+            .iter()
+            .all(|r| r["peak_bytes"].as_u64().unwrap() > 0),
+        "{records:?}"
+    );
+}

@@ -1,0 +1,439 @@
+//! The pipeline end to end (`build`, `instrument`, `train`, `optimize`) and its refusals: profiles
+//! that are empty, corrupt, stale or of another LLVM; changed flags; bad configuration.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::*;
+
+#[test]
+fn full_pipeline_produces_optimized_binaries_that_run() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 20000",
+        "\"$PGO_BUILD_BIN_DIR/helper\"",
+    ]);
+    let run = fixture.run(&["run"]);
+    run.success()
+        .stderr_contains("pgo-build stage instrument start")
+        .stderr_contains("pgo-build stage optimize ok");
+    assert!(
+        run.stdout().contains("│ optimize"),
+        "no stage table\n{}",
+        run.describe()
+    );
+    // Not a terminal: nothing animated.
+    assert!(
+        !run.stderr().contains('\r') && !run.stderr().contains("\x1b["),
+        "{}",
+        run.describe()
+    );
+
+    for name in ["app", "helper"] {
+        let optimized = fixture.stage_bin("optimized", name);
+        let metadata = std::fs::symlink_metadata(&optimized).unwrap();
+        assert!(
+            metadata.file_type().is_file(),
+            "{} is not a real file",
+            optimized.display()
+        );
+        let args: &[&str] = if name == "app" {
+            &["work", "5000"]
+        } else {
+            &[]
+        };
+        assert_eq!(
+            run_binary(&optimized, args),
+            run_binary(&fixture.stage_bin("baseline", name), args),
+            "optimized and baseline {name} disagree"
+        );
+    }
+    // The profile really was used: it is named by content hash and rustc got it.
+    let report = fixture.report();
+    let merged = report["merged_profile"]["path"].as_str().unwrap();
+    assert!(
+        merged.contains("/profiles/merged-") && merged.ends_with(".profdata"),
+        "{merged}"
+    );
+    assert!(
+        report["merged_profile"]["total_functions"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let stages: Vec<&str> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        ["doctor", "build", "instrument", "train", "optimize"]
+    );
+    for stage in ["baseline", "instrumented", "optimized"] {
+        assert!(
+            report["binaries"]["app"][stage]["size_bytes"]
+                .as_u64()
+                .unwrap()
+                > 0,
+            "{stage}"
+        );
+    }
+    assert_eq!(report["binaries"]["app"]["optimized"]["pgo"], true);
+}
+
+#[test]
+fn user_rustflags_from_cargo_config_survive_into_every_stage() {
+    let fixture = Fixture::new("twobins");
+    fixture
+        .config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"])
+        .write(
+            ".cargo/config.toml",
+            "[build]\nrustflags = [\"--cfg\", \"fixture_flag\"]\n",
+        );
+    fixture.run(&["run"]).success();
+    for stage in ["baseline", "instrumented", "optimized"] {
+        assert_eq!(
+            run_binary(&fixture.stage_bin(stage, "app"), &["flag"]),
+            "flag=on\n",
+            "{stage}"
+        );
+    }
+}
+
+#[test]
+fn binary_no_workload_runs_is_named_and_refused() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    fixture
+        .run(&["run"])
+        .failure()
+        .stderr_contains("warning: `helper` wrote no profile: no training workload ran it")
+        .stderr_contains("refusing to build with PGO")
+        .stderr_contains("--allow-missing-profile");
+    assert!(!fixture.stage_bin("optimized", "helper").exists());
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+
+    // Opting out builds helper without PGO, and says so in the report.
+    fixture
+        .run(&["optimize", "--allow-missing-profile", "helper"])
+        .success();
+    let report = fixture.report();
+    assert_eq!(report["binaries"]["helper"]["optimized"]["pgo"], false);
+    assert_eq!(report["binaries"]["app"]["optimized"]["pgo"], true);
+    assert_eq!(
+        run_binary(&fixture.stage_bin("optimized", "helper"), &[]),
+        "helper 23331668\n"
+    );
+}
+
+#[test]
+fn only_zero_byte_profiles_are_refused() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        "[build]\nbins = [\"app\"]\n\n[[workload]]\nname = \"dies\"\nrole = \"train\"\n\
+         command = \"$PGO_BUILD_BIN_APP abort\"\nallow_failure = true\n",
+    );
+    let run = fixture.run(&["run"]);
+    run.failure()
+        .stderr_contains("`app`: all 1 process ended without writing a profile")
+        .stderr_contains("refusing to build with PGO");
+    let names: Vec<String> = std::fs::read_dir(fixture.raw_profile_dir("dies"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    // The aborted process left its recorded start and an empty profile.
+    assert_eq!(
+        names.iter().filter(|n| n.ends_with(".start")).count(),
+        1,
+        "{names:?}"
+    );
+    let profile = names
+        .iter()
+        .find(|n| n.ends_with(".profraw"))
+        .expect("a profile file");
+    assert_eq!(
+        std::fs::metadata(fixture.raw_profile_dir("dies").join(profile))
+            .unwrap()
+            .len(),
+        0
+    );
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn corrupt_and_stale_profiles_are_excluded_with_reasons() {
+    let fixture = Fixture::new("twobins");
+    // The workload leaves, beside the real profiles, a truncated copy of one of them and a
+    // file from a binary that no longer exists (faults no real tool produces on demand).
+    fixture.config(&[r#"$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER
+dir=$(dirname "$LLVM_PROFILE_FILE")
+real=$(ls "$dir"/*.profraw | head -n 1)
+build_id=$(basename "$real" | cut -d_ -f1)
+head -c $(( $(stat -c %s "$real") / 3 )) "$real" > "$dir/${build_id}_1.profraw"
+cp "$real" "$dir/0123abcd_1.profraw""#]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    fixture
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("llvm-profdata cannot read it")
+        .stderr_contains("not one of the current instrumented binaries (build id 0123abcd)");
+    assert_eq!(
+        fixture.report()["rejected_profiles"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // Profile bytes count what is merged, not the excluded files.
+    let merged: u64 = std::fs::read_dir(fixture.raw_profile_dir("t0"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|ext| ext == "profraw"))
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            !name.ends_with("_1.profraw")
+        })
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    let reported: u64 = ["app", "helper"]
+        .iter()
+        .map(|b| profile_figures(&fixture, b)["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(reported, merged);
+
+    // With on_corrupt = "fail" the same files fail the stage.
+    fixture.prepend_config("[pgo]\non_corrupt = \"fail\"\n\n");
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("2 raw profiles are excluded from the merge")
+        .stderr_contains("on_corrupt = \"fail\"");
+}
+
+#[test]
+fn changed_rustflags_after_instrument_are_refused() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let mut optimize = fixture.command(&["optimize"]);
+    optimize.env("RUSTFLAGS", "-Ccodegen-units=1");
+    fixture
+        .run_with(optimize)
+        .failure()
+        .stderr_contains("the build settings changed since the instrumented build")
+        .stderr_contains("-Ccodegen-units=1");
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn mismatched_llvm_profdata_is_refused_with_the_fix() {
+    let old = Path::new("/usr/bin/llvm-profdata");
+    assert!(
+        old.exists(),
+        "this test uses the machine's LLVM 14 llvm-profdata at {}",
+        old.display()
+    );
+    let fixture = Fixture::new("twobins");
+    let mut doctor = fixture.command(&["doctor"]);
+    doctor.env("PGO_BUILD_LLVM_PROFDATA", old);
+    fixture
+        .run_with(doctor)
+        .failure()
+        .stderr_contains("LLVM 14")
+        .stderr_contains("does not match rustc's LLVM 22")
+        .stderr_contains("apt-get install llvm-22")
+        .stderr_contains("rustup component add llvm-tools");
+}
+
+#[test]
+fn bad_config_is_an_error_naming_the_line() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"t\"\nrole = \"train\"\ncomand = \"true\"\n",
+    );
+    fixture
+        .run(&["build"])
+        .failure()
+        .stderr_contains("pgo-build.toml, line 4")
+        .stderr_contains("comand");
+}
+
+#[test]
+fn failing_workload_fails_training_with_its_output() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["echo about to fail; exit 7"]);
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("training workload `t0` exit status: 7 against the instrumented binaries")
+        .stderr_contains("about to fail");
+}
+
+#[test]
+fn functions_changed_since_training_are_summarised_per_crate() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    let changed = source.replace(
+        "steps += 1;",
+        "steps += 1;\n        if steps == 1_000_000 { println!(\"long\"); }",
+    );
+    assert_ne!(source, changed);
+    std::fs::write(&main, changed).unwrap();
+    let run = fixture.run(&["optimize"]);
+    run.success()
+        .stderr_contains("changed since the profile was recorded");
+    assert!(
+        run.stdout()
+            .contains("Changed since training (hash mismatch)"),
+        "{}",
+        run.describe()
+    );
+    fixture
+        .run(&["optimize", "--strict"])
+        .failure()
+        .stderr_contains("--strict turns this warning into an error");
+    fixture.run(&["optimize"]).success();
+    let diagnostics = &fixture.report()["optimize_diagnostics"]["per_crate"]["app"];
+    assert!(
+        diagnostics["mismatched_functions"].as_u64().unwrap() >= 1,
+        "{diagnostics}"
+    );
+}
+
+/// An llvm-profdata that passes everything to the real one, except that the final merge
+/// writes an empty profile, and with LIE_ABOUT_FUNCTIONS `show` of the merged profile claims
+/// functions anyway: faults the real tool cannot be made to produce, to reach the last two
+/// guards before a build without PGO.
+fn empty_merging_profdata(dir: &Path) -> PathBuf {
+    let script = dir.join("llvm-profdata");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+real=llvm-profdata-22
+case "$1 $2 $3" in
+"merge -o "*merged.profdata.partial)
+    empty=$(mktemp); "$real" merge -o "$3" "$empty"; status=$?; rm -f "$empty"; exit $status ;;
+"show "*/merged-*)
+    if [ -n "$LIE_ABOUT_FUNCTIONS" ]; then echo "Total functions: 5"; exit 0; fi ;;
+esac
+exec "$real" "$@"
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script
+}
+
+#[test]
+fn a_profile_rustc_cannot_use_fails_instead_of_building_without_pgo() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let tools = tempfile::tempdir().unwrap();
+    let fake = empty_merging_profdata(tools.path());
+
+    let mut optimize = fixture.command(&["optimize"]);
+    optimize.env("PGO_BUILD_LLVM_PROFDATA", &fake);
+    fixture
+        .run_with(optimize)
+        .failure()
+        .stderr_contains("contains no functions");
+
+    let mut optimize = fixture.command(&["optimize"]);
+    optimize
+        .env("PGO_BUILD_LLVM_PROFDATA", &fake)
+        .env("LIE_ABOUT_FUNCTIONS", "1");
+    fixture
+        .run_with(optimize)
+        .failure()
+        .stderr_contains("rustc could not use the profile")
+        .stderr_contains("Not an IR level instrumentation profile");
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn a_workspace_without_training_workloads_is_told_before_anything_is_built() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"h\"\nrole = \"holdout\"\ncommand = \"true\"\n",
+    );
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("there are no training workloads");
+    fixture
+        .run(&["run"])
+        .failure()
+        .stderr_contains("there are no training workloads")
+        .stderr_contains("nothing was built");
+    assert!(!fixture.root().join("target/pgo-build/baseline").exists());
+}
+
+#[test]
+fn cargo_config_target_dir_is_honoured_from_outside_the_workspace() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.write(
+        ".cargo/config.toml",
+        "[build]\ntarget-dir = \"custom-target\"\n",
+    );
+    let outside = tempfile::tempdir().unwrap();
+    let mut command = fixture.command(&["build"]);
+    command.current_dir(outside.path());
+    fixture.run_with(command).success();
+    assert!(
+        fixture
+            .root()
+            .join("custom-target/pgo-build/baseline/bin/app")
+            .exists()
+    );
+    assert!(!fixture.root().join("target").exists());
+}
+
+#[test]
+fn a_workspace_under_a_path_with_spaces_and_quotes_runs_end_to_end() {
+    let fixture = Fixture::at("twobins", "my work's \"dir\"");
+    fixture.config(&[r#""$PGO_BUILD_BIN_APP" work 2000 && "$PGO_BUILD_BIN_HELPER""#]);
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("pgo-build stage optimize ok");
+    assert!(fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn optimized_binaries_that_grew_more_than_allowed_are_not_staged() {
+    // Hot code aligned to 2 MiB pages pads the small BOLTed binaries to several MiB.
+    let fixture = bolt_fixture(
+        &["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"],
+        "huge_pages = true\n",
+    );
+    fixture.append_config("\n[pgo]\nmax_size_growth = \"50%\"\n");
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains("the bolt binaries grew more than [pgo] max_size_growth = \"50%\" allows")
+        .stderr_contains("so they were not staged");
+    // The optimized binaries are within the limit and staged; the BOLTed ones are not.
+    assert!(fixture.stage_bin("optimized", "app").is_file());
+    assert!(!fixture.stage_bin("bolt", "app").exists());
+    assert!(
+        !fixture
+            .root()
+            .join("target/pgo-build/bolt/stage.json")
+            .exists()
+    );
+}

@@ -1,0 +1,163 @@
+//! `profile show`, `profile overlap`, `export` and committed profiles.
+
+use std::process::Command;
+
+use crate::support::*;
+
+#[test]
+fn profile_show_lists_the_hot_function_first() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 20000 && $PGO_BUILD_BIN_HELPER",
+        "true",
+    );
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let run = fixture.run(&["-q", "profile", "show", "--top", "3", "--json"]);
+    run.success();
+    let shown: serde_json::Value = serde_json::from_str(&run.stdout()).expect("JSON on stdout");
+    let hottest = &shown["hottest"][0];
+    assert_eq!(hottest["name"], "app::collatz_steps", "{shown}");
+    assert_eq!(hottest["crate"], "app");
+    assert_eq!(shown["crates"][0]["crate"], "app", "{shown}");
+    assert!(
+        shown["coverage"]["app"]["covered"].as_u64().unwrap() > 0,
+        "{shown}"
+    );
+    // One binary's profile, as a table.
+    let run = fixture.run(&["profile", "show", "--binary", "helper"]);
+    run.success();
+    assert!(run.stdout().contains("helper::main"), "{}", run.describe());
+}
+
+#[test]
+fn profile_overlap_is_high_for_the_same_work_and_low_for_other_work() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 20000",
+        "$PGO_BUILD_BIN_APP work 20000",
+    );
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    fixture.run(&["profile", "overlap"]).success();
+    let same = fixture.report()["overlap"]["app"]["edge_overlap"]
+        .as_f64()
+        .unwrap();
+    assert!(same > 0.95, "identical workloads overlap {same}");
+
+    write_train_holdout(
+        &fixture,
+        "$PGO_BUILD_BIN_APP work 20000",
+        "$PGO_BUILD_BIN_APP primes 20000",
+    );
+    fixture
+        .run(&["profile", "overlap"])
+        .success()
+        .stderr_contains("training represents holdout poorly for `app`")
+        .stderr_contains("app::is_prime");
+    let other = fixture.report()["overlap"]["app"]["edge_overlap"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        other < 0.5 && other < same,
+        "disjoint workloads overlap {other}"
+    );
+}
+
+#[test]
+fn a_committed_profile_is_used_and_its_staleness_reported() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 20000 && $PGO_BUILD_BIN_HELPER",
+        "true",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    // Holdout runs (from `profile overlap`) are recorded too, but are not training.
+    fixture.run(&["profile", "overlap"]).success();
+    fixture
+        .run(&["export", "--output", "pgo/profile.profdata"])
+        .success();
+    let metadata: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture.root().join("pgo/profile.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(metadata["llvm_major"], 22);
+    assert_eq!(metadata["workloads"], serde_json::json!(["train"]));
+    fixture.prepend_config("[pgo]\nprofile = \"pgo/profile.profdata\"\n\n");
+    fixture.run(&["clean"]).success();
+
+    // Unchanged sources: nothing is stale, and no training runs.
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("0 of ");
+    let report = fixture.report();
+    assert_eq!(
+        report["staleness"]["stale_functions"], 0,
+        "{}",
+        report["staleness"]
+    );
+    let stages: Vec<&str> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["doctor", "build", "optimize"]);
+    assert!(fixture.stage_bin("optimized", "app").exists());
+
+    // An edited function is reported stale by name.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(
+        &main,
+        source.replace(
+            "steps += 1;",
+            "steps += 1;\n        if steps == 999_999 { println!(\"long\"); }",
+        ),
+    )
+    .unwrap();
+    fixture
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("Changed since the profile was recorded: app::collatz_steps");
+    assert!(
+        fixture.report()["staleness"]["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "app::collatz_steps")
+    );
+
+    // Above [pgo] max_stale it is refused.
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture.write(
+        "pgo-build.toml",
+        &config.replace("[pgo]\n", "[pgo]\nmax_stale = 0.001\n"),
+    );
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("the committed profile is stale");
+}
+
+#[test]
+fn a_profile_made_by_another_llvm_is_refused_with_the_fix() {
+    let fixture = train_holdout_fixture("$PGO_BUILD_BIN_APP work 100", "true");
+    // A real profile, written by the machine's LLVM 14 llvm-profdata.
+    fixture.write(
+        "pgo/old.proftext",
+        "# IR level Instrumentation Flag\n:ir\n_ZN3app4main17h0123456789abcdefE\n1\n1\n5\n",
+    );
+    let status = Command::new("/usr/bin/llvm-profdata")
+        .args(["merge", "-o"])
+        .arg(fixture.root().join("pgo/old.profdata"))
+        .arg(fixture.root().join("pgo/old.proftext"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    fixture.prepend_config("[pgo]\nprofile = \"pgo/old.profdata\"\n\n");
+    fixture.run(&["build"]).success();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("was made by another LLVM than rustc's (indexed format version 7")
+        .stderr_contains("Fix: re-create it with this toolchain");
+}

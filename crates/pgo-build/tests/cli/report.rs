@@ -1,0 +1,76 @@
+//! `report.json` against its schema, and `pgo-build report` (HTML, Markdown).
+
+use crate::support::schema::*;
+use crate::support::*;
+
+#[test]
+fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 3000",
+    );
+    let summary = fixture.root().join("step-summary.md");
+    let mut run = fixture.command(&["run", "--compare-rounds", "2"]);
+    run.env("GITHUB_STEP_SUMMARY", &summary);
+    fixture.run_with(run).success();
+    check_schema(&fixture.report(), &report_schema(), "report");
+    assert!(
+        std::fs::read_to_string(&summary)
+            .unwrap()
+            .contains("| optimize | ok |")
+    );
+
+    let page = fixture.root().join("report.html");
+    fixture
+        .run(&["report", "--html", page.to_str().unwrap()])
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&html);
+    let mut elements = 0;
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(quick_xml::events::Event::Start(_) | quick_xml::events::Event::Empty(_)) => {
+                elements += 1
+            }
+            Ok(_) => {}
+            Err(err) => panic!(
+                "report.html is not well-formed at {}: {err}",
+                reader.buffer_position()
+            ),
+        }
+    }
+    assert!(elements > 50, "{elements} elements");
+    for text in [
+        "<svg",
+        "instrument",
+        "optimize",
+        "compare",
+        "A/B comparison",
+        "holdout (holdout): optimized vs baseline",
+    ] {
+        assert!(html.contains(text), "report.html lacks {text:?}");
+    }
+    let duration = fixture.report()["stages"][1]["duration_secs"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        html.contains(&format!("{duration:.2}s")),
+        "the build's duration is on the page"
+    );
+
+    let run = fixture.run(&["report", "--markdown"]);
+    run.success();
+    assert!(
+        run.stdout()
+            .contains("| Stage | Result | Duration | Share |"),
+        "{}",
+        run.describe()
+    );
+    let run = fixture.run(&["report", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(
+        json["schema_version"],
+        report_schema()["properties"]["schema_version"]["const"]
+    );
+}

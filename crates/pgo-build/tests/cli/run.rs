@@ -1,0 +1,312 @@
+//! `pgo-build run`: stage caching, resuming, the lock, and what training it trusts.
+
+use crate::support::*;
+
+/// Stage name → result ("ok", "cached", "failed") of the last `run`, from the report.
+fn stage_results(fixture: &Fixture) -> Vec<(String, String)> {
+    fixture.report()["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["result"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn result_of(results: &[(String, String)], stage: &str) -> String {
+    results
+        .iter()
+        .find(|(name, _)| name == stage)
+        .map(|(_, r)| r.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_second_run_with_nothing_changed_reuses_every_stage() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 3000",
+    );
+    fixture.run(&["run", "--compare-rounds", "2"]).success();
+    fixture
+        .run(&["run", "--compare-rounds", "2"])
+        .success()
+        .stderr_contains("pgo-build stage build cached");
+    let results = stage_results(&fixture);
+    for stage in ["build", "instrument", "train", "optimize", "compare"] {
+        assert_eq!(result_of(&results, stage), "cached", "{stage}: {results:?}");
+    }
+    assert!(
+        fixture.report()["compare"].is_object(),
+        "cached stages keep their report sections"
+    );
+    // Each cached stage keeps the duration and time of the run that did its work.
+    for stage in fixture.report()["stages"].as_array().unwrap() {
+        if stage["result"] == "cached" {
+            assert!(stage["duration_secs"].as_f64().unwrap() > 0.0, "{stage}");
+            assert!(stage["ran_at_unix"].as_u64().is_some(), "{stage}");
+        }
+    }
+
+    // Another number of rounds is another comparison; the builds stay cached.
+    fixture.run(&["run", "--compare-rounds", "3"]).success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "compare"), "ok");
+    assert_eq!(result_of(&results, "optimize"), "cached");
+
+    // --from re-runs from the given stage on.
+    fixture
+        .run(&["run", "--compare-rounds", "3", "--from", "optimize"])
+        .success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "train"), "cached");
+    assert_eq!(result_of(&results, "optimize"), "ok");
+    assert_eq!(result_of(&results, "compare"), "ok");
+
+    // A changed source file rebuilds, and everything after it runs again.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, source.replace("usage: app", "usage (changed): app")).unwrap();
+    fixture.run(&["run", "--compare-rounds", "3"]).success();
+    let results = stage_results(&fixture);
+    for stage in ["build", "instrument", "train", "optimize"] {
+        assert_eq!(result_of(&results, stage), "ok", "{stage}: {results:?}");
+    }
+}
+
+#[test]
+fn a_run_interrupted_during_training_resumes_at_training() {
+    let fixture = Fixture::new("twobins");
+    // The first time, the workload kills pgo-build itself (its parent) in the middle of training.
+    fixture.config(&[
+        "if [ -e interrupted-once ]; then $PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER; \
+         else touch interrupted-once; kill -TERM $PPID; fi",
+    ]);
+    let first = fixture.run(&["run", "--no-compare"]);
+    assert!(!first.output.status.success(), "{}", first.describe());
+    fixture.run(&["run", "--no-compare"]).success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "build"), "cached", "{results:?}");
+    assert_eq!(result_of(&results, "instrument"), "cached", "{results:?}");
+    assert_eq!(result_of(&results, "train"), "ok", "{results:?}");
+    assert_eq!(result_of(&results, "optimize"), "ok", "{results:?}");
+}
+
+#[test]
+fn a_concurrent_run_is_refused_while_the_first_holds_the_lock() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&[
+        "touch training-started; sleep 3; $PGO_BUILD_BIN_APP work 100 && $PGO_BUILD_BIN_HELPER",
+    ]);
+    fixture.run(&["instrument"]).success();
+    let mut first = fixture
+        .command(&["train"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = fixture.root().join("training-started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    fixture
+        .run(&["build"])
+        .failure()
+        .stderr_contains("another pgo-build is working in")
+        .stderr_contains(&format!("pid {}", first.id()));
+    assert!(first.wait().unwrap().success());
+    fixture.run(&["build"]).success();
+}
+
+#[test]
+fn optimize_refuses_the_profiles_of_a_failed_training() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 2000",
+        "$PGO_BUILD_BIN_HELPER; exit 3",
+    ]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).failure();
+    // t1 ran helper (which wrote a profile) before failing: none of it may be merged.
+    fixture
+        .run(&["optimize", "--allow-missing-profile", "helper"])
+        .failure()
+        .stderr_contains("the last training run of `t1`")
+        .stderr_contains("failed (exit status: 3)")
+        .stderr_contains("pgo-build train t1");
+    assert!(!fixture.stage_bin("optimized", "app").exists());
+}
+
+#[test]
+fn profiles_of_removed_or_holdout_workloads_are_never_merged() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000", "$PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    // t1, the only workload that runs helper, becomes a holdout: its profiles must not count.
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    let holdout = config.replacen(
+        "name = \"t1\"\nrole = \"train\"",
+        "name = \"t1\"\nrole = \"holdout\"",
+        1,
+    );
+    assert_ne!(holdout, config);
+    fixture.write("pgo-build.toml", &holdout);
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`helper` wrote no profile: no training workload ran it");
+    // Removed altogether, the same.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000"]);
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`helper` wrote no profile");
+    // A standalone train removes what no current train workload owns.
+    fixture
+        .run(&["train"])
+        .success()
+        .stderr_contains("removing the raw profiles of `t1`: not a train workload");
+    assert!(!fixture.raw_profile_dir("t1").exists());
+    // Nor its log: a stale log beside fresh ones misleads.
+    assert!(
+        !fixture
+            .root()
+            .join("target/pgo-build/logs/train-t1.log")
+            .exists()
+    );
+}
+
+#[test]
+fn profiles_changed_after_training_are_refused_and_train_is_not_reused() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // Every raw profile destroyed (truncated to 0 bytes) after training completed.
+    for entry in std::fs::read_dir(fixture.raw_profile_dir("t0")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "profraw") {
+            std::fs::write(&path, b"").unwrap();
+        }
+    }
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("the raw profiles of `t0` changed after its training run completed")
+        .stderr_contains("pgo-build train t0");
+    fixture.run(&["run", "--no-compare"]).success();
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "train"), "ok", "{results:?}");
+    assert_eq!(result_of(&results, "optimize"), "ok", "{results:?}");
+}
+
+#[test]
+fn re_training_does_not_pile_up_optimized_builds() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // Another training: another profile, other flags, other unit hashes.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 3000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture
+        .run(&["run", "--no-compare", "-v"])
+        .success()
+        .stderr_contains("units of earlier optimized builds");
+    let deps = fixture
+        .root()
+        .join("target/pgo-build/optimized/cargo-target/x86_64-unknown-linux-gnu/release/deps");
+    let units = |prefix: &str| {
+        std::fs::read_dir(&deps)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(prefix) && !n.ends_with(".d"))
+            .count()
+    };
+    assert_eq!(units("app-"), 1);
+    assert_eq!(units("helper-"), 1);
+    // What the last build used is kept: optimizing again compiles nothing.
+    let again = fixture.run(&["optimize", "-v"]);
+    again.success();
+    assert!(
+        !again.stderr().contains("Compiling app"),
+        "{}",
+        again.describe()
+    );
+}
+
+#[test]
+fn compiler_warnings_and_the_training_table_are_printed_once_per_run() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    fixture.write(
+        "app/src/main.rs",
+        &format!("{source}\nfn never_called_in_the_fixture() {{}}\n"),
+    );
+    let run = fixture.run(&["run", "--no-compare"]);
+    run.success()
+        .stderr_contains("the same 1 compiler warning as an earlier build (shown above)");
+    let warning = "never_called_in_the_fixture` is never used";
+    assert_eq!(
+        run.stderr().matches(warning).count(),
+        1,
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        run.stdout().matches("Functions run / instrumented").count(),
+        1,
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn profiles_that_are_not_current_are_refused_with_the_workload_to_retrain() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    // The workload's command changed since it was trained.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 3000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`t0` changed in the configuration since it was trained")
+        .stderr_contains("pgo-build train t0");
+    // A workload added since: not trained yet.
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 3000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 10",
+    ]);
+    fixture.run(&["train", "t0"]).success();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`t1` has not been trained yet: run `pgo-build train t1`");
+    // Instrumented again with nothing changed: the same binaries, the profiles still hold.
+    fixture.run(&["train"]).success();
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["optimize"]).success();
+    // Instrumented again after a change: the profiles belong to the earlier binaries.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    fixture.write(
+        "app/src/main.rs",
+        &source.replace(
+            "steps += 1;",
+            "steps += 1;\n        std::hint::black_box(steps);",
+        ),
+    );
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("`t0` was trained against an earlier instrumented build");
+}

@@ -1,0 +1,260 @@
+//! Processes stopped by signals: the start markers, `pgo-build-rt`, continuous mode, leftovers,
+//! and interrupting pgo-build itself.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::*;
+
+#[test]
+fn workers_stopped_by_sigterm_without_help_are_named_and_refused() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER TERM 2"]);
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains("`replica`: all 2 processes ended without writing a profile")
+        .stderr_contains("refusing to build with PGO");
+    // Children of an instrumented process leave no file at all when killed: only the recorded
+    // starts show that they ran.
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["processes"], 2, "{replica}");
+    assert_eq!(replica["died"], 2, "{replica}");
+    assert_eq!(replica["valid_files"], 0);
+    assert_eq!(profile_figures(&fixture, "server")["valid_files"], 1);
+}
+
+#[test]
+fn pgo_build_rt_writes_the_profile_of_workers_stopped_by_sigterm() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER TERM 2"]);
+    let run = fixture.run(&["run", "--no-compare", "--features", "rt", "-v"]);
+    // pgo-build-rt's instrumented-only code differs from the profile by design: not a warning.
+    run.success()
+        .stderr_contains("of pgo_build_rt differ from the profile by design");
+    assert!(
+        !run.stderr()
+            .contains("changed since the profile was recorded"),
+        "{}",
+        run.describe()
+    );
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 2, "{replica}");
+    assert!(
+        replica["covered_functions"].as_u64().unwrap() > 0,
+        "{replica}"
+    );
+    // The worker still dies by SIGTERM, as without the runtime crate.
+    let log =
+        std::fs::read_to_string(fixture.root().join("target/pgo-build/logs/train-t0.log")).unwrap();
+    assert!(log.contains("signal: 15 (SIGTERM)"), "{log}");
+    assert!(fixture.stage_bin("optimized", "replica").exists());
+}
+
+#[test]
+fn one_worker_of_three_ending_without_a_profile_is_a_warning_and_fails_strict() {
+    let fixture = Fixture::new("signals");
+    // Two replicas write their profile on SIGTERM (pgo-build-rt); the third is SIGKILLed.
+    fixture.config(&["$PGO_BUILD_BIN_SERVER TERM 2 && $PGO_BUILD_BIN_SERVER KILL 1"]);
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    fixture
+        .run(&["train", "--features", "rt"])
+        .success()
+        .stderr_contains("1 of 3 processes of `replica` ended without writing a profile");
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 2, "{replica}");
+    fixture
+        .run(&["train", "--features", "rt", "--strict"])
+        .failure()
+        .stderr_contains("1 of 3 processes of `replica` ended without writing a profile")
+        .stderr_contains("--strict");
+}
+
+#[test]
+fn pgo_build_rt_flush_keeps_counts_of_workers_killed_later() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER KILL 1 flush"]);
+    fixture
+        .run(&["run", "--no-compare", "--features", "rt"])
+        .success();
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 1, "{replica}");
+}
+
+#[test]
+fn continuous_mode_keeps_counts_of_workers_killed_by_sigkill() {
+    let fixture = Fixture::new("signals");
+    fixture.config(&["$PGO_BUILD_BIN_SERVER KILL 2"]);
+    let run = fixture.run(&["run", "--no-compare", "--continuous"]);
+    run.success();
+    // Value profiling is off on both sides: no "stale profile" warnings about value sites.
+    assert!(
+        !run.stderr().contains("Inconsistent number of value sites"),
+        "{}",
+        run.describe()
+    );
+    let optimized =
+        std::fs::read_to_string(fixture.root().join("target/pgo-build/optimized/stage.json"))
+            .unwrap();
+    assert!(optimized.contains("-Cllvm-args=-disable-vp"), "{optimized}");
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["valid_files"], 2, "{replica}");
+    assert!(
+        replica["covered_functions"].as_u64().unwrap() > 0,
+        "{replica}"
+    );
+    let flags = std::fs::read_to_string(
+        fixture
+            .root()
+            .join("target/pgo-build/instrumented/stage.json"),
+    )
+    .unwrap();
+    assert!(flags.contains("-runtime-counter-relocation"), "{flags}");
+
+    // The same training without continuous mode loses both replicas.
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains("`replica`: all 2 processes ended without writing a profile");
+}
+
+#[test]
+fn processes_a_workload_leaves_behind_are_stopped_and_reported() {
+    let fixture = Fixture::new("signals");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"leaves-one\"\nrole = \"train\"\ncommand = \"$PGO_BUILD_BIN_SERVER orphan\"\ngrace_period = \"2s\"\n",
+    );
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    fixture
+        .run(&["train", "--features", "rt"])
+        .success()
+        .stderr_contains("pgo-build had to stop processes of workload `leaves-one`: replica (pid");
+    let stopped = fixture.report()["training"][0]["stopped"].clone();
+    assert_eq!(stopped.as_array().unwrap().len(), 1, "{stopped}");
+    assert_eq!(stopped[0]["name"], "replica");
+    assert_eq!(stopped[0]["signal"], "SIGTERM");
+    // Stopped with SIGTERM, the replica wrote its profile through pgo-build-rt.
+    assert_eq!(profile_figures(&fixture, "replica")["valid_files"], 1);
+    // --strict turns the warning into a failure.
+    fixture
+        .run(&["train", "--features", "rt", "--strict"])
+        .failure()
+        .stderr_contains("--strict turns this warning into an error");
+}
+
+/// Waits up to 60 s for a file a workload writes, and returns its trimmed contents.
+fn wait_for_file(path: &Path) -> String {
+    for _ in 0..600 {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && !text.trim().is_empty()
+        {
+            return text.trim().to_owned();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{} was never written", path.display());
+}
+
+/// A train workload that runs app, records its shell's pid and that of a process that leaves
+/// the process group (`setsid`), then runs until stopped.
+fn long_training_config(fixture: &Fixture) {
+    let root = fixture.root().display().to_string();
+    fixture.write(
+        "pgo-build.toml",
+        &format!(
+            r#"[[workload]]
+name = "long"
+role = "train"
+command = '"$PGO_BUILD_BIN_APP" work 1000; setsid sleep 300 & echo $! > "{root}/escaped.pid"; echo $$ > "{root}/shell.pid"; sleep 300'
+timeout = 600
+grace_period = "2s"
+"#
+        ),
+    );
+}
+
+#[test]
+fn interrupting_training_stops_the_workload_and_nothing_of_it_is_used() {
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let fixture = Fixture::new("twobins");
+        long_training_config(&fixture);
+        fixture.run(&["instrument"]).success();
+        let child = fixture
+            .command(&["train"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let shell = wait_for_file(&fixture.root().join("shell.pid"));
+        let escaped = wait_for_file(&fixture.root().join("escaped.pid"));
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let run = Run {
+            output: child.wait_with_output().unwrap(),
+        };
+        assert_eq!(run.output.status.code(), Some(code), "{}", run.describe());
+        run.stderr_contains(&format!("interrupted by SIG{signal} while workload `long`"))
+            .stderr_contains(&format!("(pid {escaped}, SIGTERM)"))
+            .stderr_contains("run the same command again");
+        assert!(
+            ended(&shell),
+            "the workload's shell {shell} is still running"
+        );
+        assert!(
+            ended(&escaped),
+            "the setsid'd process {escaped} is still running"
+        );
+        fixture
+            .run(&["optimize"])
+            .failure()
+            .stderr_contains("the last training run of `long`")
+            .stderr_contains("was interrupted");
+    }
+}
+
+#[test]
+fn processes_left_by_a_killed_pgo_build_are_stopped_by_the_next_command() {
+    let fixture = Fixture::new("twobins");
+    long_training_config(&fixture);
+    fixture.run(&["instrument"]).success();
+    let mut child = fixture.command(&["train"]).spawn().unwrap();
+    let shell = wait_for_file(&fixture.root().join("shell.pid"));
+    let escaped = wait_for_file(&fixture.root().join("escaped.pid"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        alive(&shell) && alive(&escaped),
+        "SIGKILL leaves the workload running"
+    );
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("ended while workload `long` ran against the instrumented binaries")
+        .stderr_contains(&format!("(pid {escaped}"));
+    assert!(ended(&shell) && ended(&escaped));
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("was interrupted");
+}
+
+#[test]
+fn processes_that_leave_the_process_group_are_stopped_and_reported() {
+    let fixture = Fixture::new("twobins");
+    let root = fixture.root().display().to_string();
+    fixture.config(&[&format!(
+        "$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER; setsid sleep 300 & echo $! > {root}/escaped.pid"
+    )]);
+    fixture.run(&["instrument"]).success();
+    let run = fixture.run(&["train"]);
+    let escaped = wait_for_file(&fixture.root().join("escaped.pid"));
+    // Found while still `setsid` or already `sleep`: the pid is what identifies it.
+    run.success()
+        .stderr_contains(&format!("(pid {escaped}, SIGTERM)"));
+    assert!(ended(&escaped));
+}

@@ -1,0 +1,319 @@
+//! What every test file shares: [`Fixture`] (a copy of a fixture workspace and pgo-build
+//! run on it), [`Run`] (one invocation, with assertions that print everything), paths in
+//! pgo-build's layout.
+
+pub mod schema;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh copy of a fixture workspace and a way to run pgo-build on it.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub subdir: String,
+}
+
+/// One pgo-build invocation's result, with assertions that print everything on failure.
+pub struct Run {
+    pub output: Output,
+}
+
+impl Fixture {
+    pub fn new(name: &str) -> Fixture {
+        Fixture::at(name, "")
+    }
+
+    /// A copy of the fixture in `subdir` of a fresh temporary directory.
+    pub fn at(name: &str, subdir: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(name),
+            &dir.path().join(subdir),
+        );
+        Fixture {
+            dir,
+            subdir: subdir.to_owned(),
+        }
+    }
+
+    /// A copy of the bundled example workspace (`examples/`) in `subdir`.
+    pub fn example(subdir: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"),
+            &dir.path().join(subdir),
+        );
+        Fixture {
+            dir,
+            subdir: subdir.to_owned(),
+        }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join(&self.subdir)
+    }
+
+    pub fn write(&self, relative: &str, contents: &str) -> &Fixture {
+        let path = self.root().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+        self
+    }
+
+    pub fn write_executable(&self, relative: &str, contents: &str) -> &Fixture {
+        self.write(relative, contents);
+        std::fs::set_permissions(
+            self.root().join(relative),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        self
+    }
+
+    /// TOML put before the fixture's `pgo-build.toml` (tables, ahead of its `[[workload]]`s).
+    pub fn prepend_config(&self, text: &str) -> &Fixture {
+        let config = std::fs::read_to_string(self.root().join("pgo-build.toml")).unwrap();
+        self.write("pgo-build.toml", &format!("{text}{config}"))
+    }
+
+    /// TOML put after the fixture's `pgo-build.toml` (more array entries, or tables).
+    pub fn append_config(&self, text: &str) -> &Fixture {
+        let config = std::fs::read_to_string(self.root().join("pgo-build.toml")).unwrap();
+        self.write("pgo-build.toml", &format!("{config}{text}"))
+    }
+
+    /// `pgo-build.toml` with one train workload per command.
+    pub fn config(&self, train_commands: &[&str]) -> &Fixture {
+        let mut text = String::new();
+        for (i, command) in train_commands.iter().enumerate() {
+            text += &format!(
+                "[[workload]]\nname = \"t{i}\"\nrole = \"train\"\ncommand = {command:?}\ntimeout = 120\n\n"
+            );
+        }
+        self.write("pgo-build.toml", &text)
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pgo-build"));
+        command
+            .arg("--manifest-path")
+            .arg(self.root().join("Cargo.toml"))
+            .args(args)
+            .current_dir(self.root())
+            // The test process's own flags must not leak into the fixture's builds.
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("CARGO_BUILD_RUSTFLAGS")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("PGO_BUILD_LLVM_PROFDATA");
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with(self.command(args))
+    }
+
+    pub fn run_with(&self, mut command: Command) -> Run {
+        Run {
+            output: command.output().unwrap(),
+        }
+    }
+
+    pub fn stage_bin(&self, stage: &str, name: &str) -> PathBuf {
+        self.root()
+            .join("target/pgo-build")
+            .join(stage)
+            .join("bin")
+            .join(name)
+    }
+
+    pub fn report(&self) -> serde_json::Value {
+        let text =
+            std::fs::read_to_string(self.root().join("target/pgo-build/report.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    pub fn raw_profile_dir(&self, workload: &str) -> PathBuf {
+        self.root()
+            .join("target/pgo-build/profiles/raw")
+            .join(workload)
+    }
+}
+
+impl Run {
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "status: {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.output.status,
+            self.stdout(),
+            self.stderr()
+        )
+    }
+
+    pub fn success(&self) -> &Run {
+        assert!(
+            self.output.status.success(),
+            "expected success\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    pub fn failure(&self) -> &Run {
+        assert!(
+            !self.output.status.success(),
+            "expected failure\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    pub fn stderr_contains(&self, text: &str) -> &Run {
+        assert!(
+            self.stderr().contains(text),
+            "stderr lacks {text:?}\n{}",
+            self.describe()
+        );
+        self
+    }
+}
+
+/// Copies a fixture, pointing `@PGO_BUILD_RT@` in manifests at this repository's runtime crate.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            if entry.file_name() != "target" {
+                copy_dir(&entry.path(), &target);
+            }
+        } else if entry.file_name() == "Cargo.toml" {
+            let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pgo-build-rt");
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            std::fs::write(
+                &target,
+                text.replace("@PGO_BUILD_RT@", runtime.to_str().unwrap())
+                    // The example's own path, relative to the repository.
+                    .replace("../../crates/pgo-build-rt", runtime.to_str().unwrap()),
+            )
+            .unwrap();
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+pub fn run_binary(path: &Path, args: &[&str]) -> String {
+    let output = Command::new(path).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{} {args:?} failed: {output:?}",
+        path.display()
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The per-binary accounting `train` recorded for `binary`.
+pub fn profile_figures(fixture: &Fixture, binary: &str) -> serde_json::Value {
+    fixture.report()["profiles"][binary].clone()
+}
+
+/// `pgo-build.toml` with BOLT enabled (plus `bolt_extra`) and one train workload per command.
+pub fn bolt_fixture(train_commands: &[&str], bolt_extra: &str) -> Fixture {
+    let fixture = Fixture::new("twobins");
+    let mut text = format!("[bolt]\nenabled = true\n{bolt_extra}\n");
+    for (i, command) in train_commands.iter().enumerate() {
+        text +=
+            &format!("[[workload]]\nname = \"t{i}\"\nrole = \"train\"\ncommand = {command:?}\n\n");
+    }
+    fixture.write("pgo-build.toml", &text);
+    fixture
+}
+
+/// The twobins fixture with one train and one holdout workload.
+pub fn train_holdout_fixture(train: &str, holdout: &str) -> Fixture {
+    let fixture = Fixture::new("twobins");
+    write_train_holdout(&fixture, train, holdout);
+    fixture
+}
+
+pub fn write_train_holdout(fixture: &Fixture, train: &str, holdout: &str) {
+    fixture.write(
+        "pgo-build.toml",
+        &format!(
+            "[[workload]]\nname = \"train\"\nrole = \"train\"\ncommand = {train:?}\n\n\
+             [[workload]]\nname = \"holdout\"\nrole = \"holdout\"\ncommand = {holdout:?}\n"
+        ),
+    );
+}
+
+pub fn host_triple() -> String {
+    let output = Command::new("rustc").arg("-vV").output().unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .unwrap()
+        .to_owned()
+}
+
+/// The links the wrapper logged for a stage.
+pub fn links(fixture: &Fixture, stage: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(
+        fixture
+            .root()
+            .join("target/pgo-build")
+            .join(stage)
+            .join("links.jsonl"),
+    )
+    .unwrap_or_default()
+    .lines()
+    .map(|line| serde_json::from_str(line).unwrap())
+    .collect()
+}
+
+/// Whether `pid` is a running process (zombies have ended).
+pub fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .next();
+        state != Some("Z")
+    })
+}
+
+/// Waits up to 30 s for `pid` to end.
+pub fn ended(pid: &str) -> bool {
+    for _ in 0..300 {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+pub fn merged_profile(fixture: &Fixture) -> PathBuf {
+    let dir = fixture.root().join("target/pgo-build/profiles");
+    let found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("merged-") && name.ends_with(".profdata")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
