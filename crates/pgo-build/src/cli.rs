@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::bundle::{Shard, Weights};
+use crate::measurement::{Metric, Rounds};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -117,50 +119,6 @@ pub struct TrainArgs {
     /// Write this training's profiles and accounting to a bundle file for `pgo-build merge`
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
-}
-
-/// `--shard I/N`: shard `index` (1-based) of `count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Shard {
-    pub index: usize,
-    pub count: usize,
-}
-
-impl Shard {
-    /// Everything, as one shard.
-    pub const WHOLE: Shard = Shard { index: 1, count: 1 };
-
-    /// The runs that belong to this shard: every `count`-th in configuration order, starting
-    /// at `index`. Depends only on the configuration, so every job computes the same split.
-    pub fn select<T>(self, runs: Vec<T>) -> Vec<T> {
-        runs.into_iter()
-            .enumerate()
-            .filter(|(position, _)| position % self.count == self.index - 1)
-            .map(|(_, run)| run)
-            .collect()
-    }
-}
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.index, self.count)
-    }
-}
-
-impl std::str::FromStr for Shard {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Shard, String> {
-        let parsed = text
-            .split_once('/')
-            .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)));
-        match parsed {
-            Some((index, count)) if index >= 1 && index <= count => Ok(Shard { index, count }),
-            _ => Err(format!(
-                "`{text}`: expected I/N with 1 <= I <= N, e.g. 1/4 for the first of four shards"
-            )),
-        }
-    }
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -303,16 +261,6 @@ pub struct MergeArgs {
     pub weight: Vec<String>,
 }
 
-/// `merge --weights`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Weights {
-    Counts,
-    Equal,
-}
-
 #[derive(Debug, Args, Clone, Default)]
 pub struct BoltArgs {
     /// BOLT the baseline binaries instead of the PGO-optimized ones
@@ -384,50 +332,6 @@ pub enum CompareRole {
     All,
 }
 
-/// `--rounds N` or `--rounds auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rounds {
-    Fixed(usize),
-    Auto,
-}
-
-impl std::str::FromStr for Rounds {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Rounds, String> {
-        if text == "auto" {
-            return Ok(Rounds::Auto);
-        }
-        match text.parse::<usize>() {
-            Ok(rounds) if rounds >= 1 => Ok(Rounds::Fixed(rounds)),
-            _ => Err(format!(
-                "`{text}`: expected a number of rounds (at least 1) or `auto`"
-            )),
-        }
-    }
-}
-
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Metric {
-    #[default]
-    Wall,
-    Cpu,
-    Instructions,
-    /// Minor and major page faults of the process tree: what start-up order changes.
-    Faults,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,20 +340,6 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn shards_split_runs_round_robin_and_cover_each_run_once() {
-        let runs: Vec<usize> = (0..7).collect();
-        let shards: Vec<Vec<usize>> = (1..=3)
-            .map(|index| Shard { index, count: 3 }.select(runs.clone()))
-            .collect();
-        assert_eq!(shards, [vec![0, 3, 6], vec![1, 4], vec![2, 5]]);
-        assert_eq!(Shard::WHOLE.select(runs.clone()), runs);
-        assert_eq!("2/4".parse::<Shard>(), Ok(Shard { index: 2, count: 4 }));
-        for bad in ["0/2", "3/2", "1", "a/b", "1/0"] {
-            assert!(bad.parse::<Shard>().is_err(), "{bad}");
-        }
     }
 
     #[test]

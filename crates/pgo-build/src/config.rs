@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use crate::cli::Rounds;
+use crate::measurement::Rounds;
 
 pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);

@@ -17,6 +17,7 @@ mod insight;
 mod interrupt;
 mod layout;
 mod linker;
+mod measurement;
 mod memory;
 mod pgo_diagnostics;
 mod pipeline;

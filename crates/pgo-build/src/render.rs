@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::cli::Metric;
+use crate::measurement::Metric;
 use crate::report::tables::percent;
 use crate::report::{
     BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, human_bytes,

@@ -9,8 +9,8 @@ use anyhow::{Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use super::Session;
+use crate::bundle::Shard;
 use crate::cargo_build::StageManifest;
-use crate::cli::Shard;
 use crate::config::{OnCorrupt, Workload};
 use crate::profiles::{self, Accounting, BinaryProfiles};
 use crate::report::{RejectedProfile, human_bytes};

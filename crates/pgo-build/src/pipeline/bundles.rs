@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Session;
 use crate::bundle::BundleWorkload;
+use crate::bundle::Shard;
+use crate::bundle::Weights;
 use crate::cargo_build::StageManifest;
-use crate::cli::{Shard, Weights};
 use crate::profiles::{BinaryProfiles, MergedProfile};
 
 /// `profiles/bundles.json`: what `merge` made, read by `optimize`.

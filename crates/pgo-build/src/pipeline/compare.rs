@@ -15,22 +15,19 @@ use anyhow::{Context, Result, bail};
 use super::Session;
 use super::workloads::warn_about_error_lines;
 use crate::cargo_build::{StageManifest, age};
-use crate::cli::{CompareArgs, CompareRole, Metric, Rounds};
+use crate::cli::{CompareArgs, CompareRole};
 use crate::config::{Role, Workload};
 use crate::counter::Counter;
 use crate::criterion;
 use crate::layout::{Layout, Stage};
+use crate::measurement::Rounds;
+use crate::measurement::{DEFAULT_ROUNDS, INSTRUCTION_ROUNDS, Metric};
 use crate::report::tables::{benchmark_table, compare_table};
 use crate::report::{
     BenchmarkComparison, CandidateSummary, CompareResult, RunSample, WorkloadComparison,
 };
 use crate::stats::{self, Verdict};
 use crate::training;
-
-pub const DEFAULT_ROUNDS: usize = 10;
-/// With `--metric instructions`: one count per variant and one repeat that measures how
-/// stable the counts are.
-pub const INSTRUCTION_ROUNDS: usize = 2;
 
 impl Session {
     /// Runs the comparison, prints its table and records it in the report.

@@ -20,12 +20,13 @@ use super::Session;
 use super::accounting::Trained;
 use super::accounting::cargo_only_message;
 use super::bundles::{MergedBundle, MergedBundles};
+use crate::bundle::Weights;
 use crate::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
     PACK_FORMAT, PackManifest,
 };
 use crate::cargo_build::{StageManifest, check_same_settings, write_atomically};
-use crate::cli::{MergeArgs, PackArgs, UnpackArgs, Weights};
+use crate::cli::{MergeArgs, PackArgs, UnpackArgs};
 use crate::layout::Stage;
 use crate::profiles::{self, BinaryProfiles};
 use crate::report::human_bytes;

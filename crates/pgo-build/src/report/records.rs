@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::Metric;
+use crate::measurement::Metric;
 use crate::stats::PairedSummary;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

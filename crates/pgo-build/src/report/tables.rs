@@ -481,7 +481,7 @@ fn verdict_word(verdict: crate::stats::Verdict) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Metric;
+    use crate::measurement::Metric;
     use crate::report::{BenchmarkComparison, CandidateSummary, WorkloadComparison};
     use crate::stats::summarize;
 

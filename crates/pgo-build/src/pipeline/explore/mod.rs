@@ -27,9 +27,11 @@ use anyhow::{Result, bail};
 
 use super::Session;
 use super::compare::Compared;
-use crate::cli::{ExploreArgs, Metric, Rounds};
+use crate::cli::ExploreArgs;
 use crate::config::{self, Role};
 use crate::interrupt;
+use crate::measurement::Rounds;
+use crate::measurement::{self, Metric};
 use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 use builds::{Clock, budget_note};
@@ -52,10 +54,10 @@ impl Session {
         // times need rounds against noise.
         let rounds = match (args.rounds, args.metric) {
             (Some(rounds), _) => rounds,
-            (None, Metric::Instructions) => super::compare::INSTRUCTION_ROUNDS,
+            (None, Metric::Instructions) => measurement::INSTRUCTION_ROUNDS,
             (None, _) => match self.config.compare.rounds {
                 Some(Rounds::Fixed(n)) => n,
-                _ => super::compare::DEFAULT_ROUNDS,
+                _ => measurement::DEFAULT_ROUNDS,
             },
         };
         if rounds == 0 {
