@@ -14,6 +14,7 @@ use cargo_metadata::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::command::Cmd;
+use crate::files::write_atomically;
 use crate::layout::{Layout, Stage};
 use crate::printer::Printer;
 use crate::workspace::{BinTarget, cargo_program};
@@ -618,17 +619,8 @@ pub fn build_id(data: &[u8]) -> Result<Option<String>> {
         .map(|id| id.iter().map(|byte| format!("{byte:02x}")).collect()))
 }
 
-/// Writes through a temporary file and a rename, so a reader never sees half a file.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
-    let dir = path.parent().context("path has no parent")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
-    let partial = path.with_extension("partial");
-    std::fs::write(&partial, contents)
-        .with_context(|| format!("could not write {}", partial.display()))?;
-    std::fs::rename(&partial, path)
-        .with_context(|| format!("could not move {} into place", path.display()))
-}
-
+/// Refuses a profile-use build whose settings differ from the instrumented build's: the
+/// profile's function names and hashes would not match, naming each setting that changed.
 pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
     if instrumented == now {
         return Ok(());

@@ -8,15 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-/// One benchmark's median time per iteration with its confidence interval, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    pub median_ns: f64,
-    pub lower_ns: f64,
-    pub upper_ns: f64,
-}
+use crate::report::Estimate;
 
 /// A stage's criterion directory (`CRITERION_HOME`).
 pub fn home(stage_cargo_target: &Path) -> PathBuf {

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 
 use crate::cargo_config::CargoConfig;
+use crate::report::LinkSummary;
 use serde::{Deserialize, Serialize};
 
 pub const MODE_ENV: &str = "PGO_BUILD_LINKER_MODE";
@@ -183,17 +184,6 @@ pub fn read_log<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect()
-}
-
-/// Link figures of one build, for the report.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct LinkSummary {
-    pub slots: usize,
-    /// How the number of slots was chosen.
-    pub slots_reason: String,
-    pub links: usize,
-    pub max_rss_bytes: u64,
-    pub wait_secs: f64,
 }
 
 impl LinkSummary {

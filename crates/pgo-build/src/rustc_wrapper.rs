@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::report::{CrateFigures, RustcSummary};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -358,42 +359,6 @@ pub fn release(path: &Path, pid: u32) -> Result<()> {
         ledger.running.retain(|e| e.pid != pid);
         ledger.waiting.retain(|e| e.pid != pid);
     })
-}
-
-/// What the rustc of one stage's build did against the budget, for the report.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct RustcSummary {
-    pub budget_bytes: u64,
-    /// What of it rustc may use: the budget less [`OVERHEAD`].
-    pub rustc_budget_bytes: u64,
-    /// How the budget was chosen.
-    pub budget_reason: String,
-    /// rustc allowed at once (CPUs), and cargo's job slots.
-    pub cpus: usize,
-    pub cargo_jobs: u32,
-    pub invocations: usize,
-    /// The heaviest ten crates measured, heaviest first.
-    pub heaviest: Vec<CrateFigures>,
-    /// Time rustc spent waiting for admission, summed over crates.
-    pub wait_secs: f64,
-    /// Mean of |peak - estimate| / peak over crates measured against an earlier measurement.
-    pub estimate_error: Option<f64>,
-    /// Crates whose peak exceeded their (measured, not guessed) estimate.
-    pub overruns: Vec<CrateFigures>,
-    /// Crates estimated above the whole budget, which ran alone.
-    pub alone: Vec<CrateFigures>,
-    /// Crates whose peak could not be measured (compiled by sccache's server).
-    pub unmeasured: usize,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CrateFigures {
-    pub krate: String,
-    pub kind: String,
-    pub peak_bytes: Option<u64>,
-    pub estimate_bytes: u64,
-    pub wall_secs: f64,
-    pub wait_secs: f64,
 }
 
 impl RustcSummary {

@@ -7,11 +7,10 @@
 
 use std::ffi::OsString;
 
-use serde::{Deserialize, Serialize};
-
 use crate::cargo_config::CargoConfig;
 use crate::command::Cmd;
 use crate::printer::Printer;
+use crate::report::StageCache;
 
 /// The rustc wrapper cargo would run, as cargo finds it (pgo-build runs it behind its own).
 pub fn user_wrapper(cargo_config: &CargoConfig) -> Option<OsString> {
@@ -39,19 +38,6 @@ pub struct Counters {
     hits: u64,
     misses: u64,
     not_cacheable: u64,
-}
-
-/// What sccache did during one stage's build.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct StageCache {
-    /// rustc invocations sccache saw.
-    pub requests: u64,
-    pub hits: u64,
-    pub misses: u64,
-    /// Invocations sccache does not cache (binaries, build scripts, incremental builds).
-    pub not_cacheable: u64,
-    /// hits / (hits + misses).
-    pub hit_rate: Option<f64>,
 }
 
 /// The server's counters (`sccache --show-stats --stats-format=json`), or `None` when sccache

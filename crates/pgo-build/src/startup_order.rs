@@ -28,31 +28,13 @@ use crate::command::Cmd;
 use crate::config::StartupOrder;
 use crate::printer::Printer;
 use crate::profiles;
+use crate::report::Traces;
 use crate::toolchain::LlvmTool;
 
 /// Added to the instrumented build when `startup_order` is not off.
 pub const TEMPORAL_FLAG: &str = "-Cllvm-args=-pgo-temporal-instrumentation";
 /// Set for the optimized link: the linker wrapper refuses a linker other than lld with it.
 pub const REQUIRE_LLD_ENV: &str = "PGO_BUILD_REQUIRE_LLD";
-
-/// The temporal traces a merged profile keeps.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Traces {
-    /// Traces kept in the profile (a reservoir sample of what was seen).
-    pub kept: u64,
-    /// Processes that recorded one.
-    pub seen: u64,
-}
-
-/// What `optimize` did for start-up order: the report's `startup_order`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct OrderRecord {
-    pub mode: StartupOrder,
-    pub traces: Traces,
-    /// With `ordering-file`: the file and how many functions it orders.
-    pub order_file: Option<PathBuf>,
-    pub ordered_functions: Option<usize>,
-}
 
 /// Reads the traces `llvm-profdata show --temporal-profile-traces` reports for `profile`.
 pub fn traces(profdata: &LlvmTool, profile: &Path, printer: &Printer) -> Result<Traces> {

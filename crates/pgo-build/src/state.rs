@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::cargo_build::write_atomically;
+use crate::files::write_atomically;
 use crate::layout::Layout;
 use crate::report::StageRecord;
 

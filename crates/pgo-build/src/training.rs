@@ -19,6 +19,7 @@ use crate::config::{Workload, WorkloadCommand};
 use crate::interrupt;
 use crate::layout::Stage;
 use crate::printer::Printer;
+use crate::report::StoppedProcess;
 use crate::workspace::bin_env_var;
 
 /// Left in the environment by an instrumented parent: children that inherit it skip creating
@@ -71,15 +72,6 @@ pub struct Outcome {
     pub log_path: PathBuf,
     /// Processes pgo-build had to stop: on timeout, or left running after the command ended.
     pub stopped: Vec<StoppedProcess>,
-}
-
-/// A process of the workload that pgo-build stopped, and the signal that stopped it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StoppedProcess {
-    pub pid: i32,
-    pub name: String,
-    /// SIGTERM when it ended within the grace period, else SIGKILL.
-    pub signal: String,
 }
 
 impl Target<'_> {
@@ -180,7 +172,7 @@ impl Target<'_> {
                 stage: self.stage.name().to_owned(),
                 grace_period: workload.grace_period,
             };
-            crate::cargo_build::write_atomically(
+            crate::files::write_atomically(
                 record,
                 serde_json::to_string_pretty(&running)?.as_bytes(),
             )?;

@@ -13,8 +13,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cargo_build::{StageManifest, age, write_atomically};
+use crate::cargo_build::{StageManifest, age};
 use crate::config::Workload;
+use crate::files::write_atomically;
 
 const FILE_NAME: &str = "training.json";
 

@@ -14,10 +14,10 @@ use crate::cargo_build::{self, BuildOutput, BuildRequest, LinkerSetup, StageInpu
 use crate::cargo_config;
 use crate::config::{LinkJobs, StartupOrder};
 use crate::layout::{Layout, Stage, relative_to};
-use crate::linker::{self, LinkSummary};
+use crate::linker;
 use crate::profiles;
-use crate::report::{BinaryRecord, human_bytes};
-use crate::rustc_wrapper::{self, RustcSummary};
+use crate::report::{BinaryRecord, LinkSummary, RustcSummary, human_bytes};
+use crate::rustc_wrapper;
 use crate::rustflags;
 use crate::sccache;
 use crate::startup_order;
@@ -210,7 +210,7 @@ impl Session {
             ..RustcSummary::from_records(&records)
         };
         let peak =
-            |c: &rustc_wrapper::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
+            |c: &crate::report::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
         for krate in &figures.alone {
             self.printer.warn(format!(
                 "crate `{}` ({}) is estimated at {}, above the whole memory budget for rustc \
@@ -253,7 +253,7 @@ impl Session {
         // Unusable estimates were reported before the build; this build's peaks replace them.
         let estimates = rustc_wrapper::read_estimates(&estimates_path).unwrap_or_default();
         let estimates = rustc_wrapper::updated_estimates(estimates, &records);
-        cargo_build::write_atomically(
+        crate::files::write_atomically(
             &estimates_path,
             serde_json::to_string_pretty(&estimates)?.as_bytes(),
         )?;

@@ -3,12 +3,11 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::cargo_build;
 use crate::cli::{GlobalArgs, ReportArgs};
 use crate::config::Config;
 use crate::layout::Layout;
 use crate::printer::Printer;
-use crate::render;
+use crate::report::render;
 use crate::report::{Report, tables};
 use crate::state::RunLock;
 use crate::training;
@@ -70,7 +69,7 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
         )
     })?;
     if let Some(file) = &report_args.html {
-        cargo_build::write_atomically(file, render::html(&report).as_bytes())?;
+        crate::files::write_atomically(file, render::html(&report).as_bytes())?;
         printer.info(format!("wrote {}", file.display()));
     }
     if report_args.json {

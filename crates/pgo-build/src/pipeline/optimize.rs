@@ -209,7 +209,7 @@ impl Session {
             traces.seen,
             ordered.map_or(String::new(), |n| format!(", {n} functions ordered"))
         ));
-        self.report.startup_order = Some(startup_order::OrderRecord {
+        self.report.startup_order = Some(crate::report::OrderRecord {
             mode,
             traces,
             order_file,

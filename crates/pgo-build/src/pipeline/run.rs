@@ -12,7 +12,7 @@ use crate::cargo_build::StageManifest;
 use crate::cli::{BoltArgs, CompareArgs, PipelineStage, RunArgs};
 use crate::config::Role;
 use crate::layout::Stage;
-use crate::render;
+use crate::report::render;
 use crate::state::{self, Fingerprint};
 
 impl Session {

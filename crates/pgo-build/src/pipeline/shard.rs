@@ -25,8 +25,9 @@ use crate::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
     PACK_FORMAT, PackManifest,
 };
-use crate::cargo_build::{StageManifest, check_same_settings, write_atomically};
+use crate::cargo_build::{StageManifest, check_same_settings};
 use crate::cli::{MergeArgs, PackArgs, UnpackArgs};
+use crate::files::write_atomically;
 use crate::layout::Stage;
 use crate::profiles::{self, BinaryProfiles};
 use crate::report::human_bytes;

@@ -13,16 +13,18 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cargo_build::write_atomically;
+use crate::files::write_atomically;
 
 mod records;
+pub mod render;
 pub mod tables;
 
 pub use records::{
-    BenchmarkComparison, BinaryRecord, BoltRecord, CandidateSummary, CompareResult,
-    ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord,
-    RejectedProfile, RunSample, StageRecord, WorkloadComparison, WorkloadRecord, metric_label,
-    verdict_text,
+    BenchmarkComparison, BinaryRecord, BoltRecord, CandidateSummary, CompareResult, CrateFigures,
+    Estimate, ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost,
+    ExploreVariantRecord, LinkSummary, OrderRecord, RejectedProfile, RunSample, RustcSummary,
+    StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
+    metric_label, verdict_text,
 };
 pub use tables::human_bytes;
 
@@ -53,7 +55,7 @@ pub struct Report {
     pub optimize_diagnostics: Option<serde_json::Value>,
     /// Stage → the links of its last build: slots, count, peak RSS, time waiting for a slot.
     #[serde(default)]
-    pub links: BTreeMap<String, crate::linker::LinkSummary>,
+    pub links: BTreeMap<String, LinkSummary>,
     /// Per binary: what BOLT did (or why it did not).
     #[serde(default)]
     pub bolt: BTreeMap<String, BoltRecord>,
@@ -71,16 +73,16 @@ pub struct Report {
     pub bundles: Option<serde_json::Value>,
     /// Stage → what sccache (cargo's rustc wrapper, when it is sccache) did in its last build.
     #[serde(default)]
-    pub sccache: BTreeMap<String, crate::sccache::StageCache>,
+    pub sccache: BTreeMap<String, StageCache>,
     /// Stage → what its build's rustc did against the memory budget (rustc_wrapper.rs).
     #[serde(default)]
-    pub rustc_memory: BTreeMap<String, crate::rustc_wrapper::RustcSummary>,
+    pub rustc_memory: BTreeMap<String, RustcSummary>,
     /// The last `pgo-build explore`: variants, their costs and speeds, the recommendation.
     #[serde(default)]
     pub explore: Option<ExploreResult>,
     /// The optimized link's start-up order (`[pgo] startup_order`), when one was used.
     #[serde(default)]
-    pub startup_order: Option<crate::startup_order::OrderRecord>,
+    pub startup_order: Option<OrderRecord>,
 }
 
 impl Report {

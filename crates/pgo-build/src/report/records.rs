@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::StartupOrder;
 use crate::measurement::Metric;
 use crate::stats::PairedSummary;
 
@@ -75,7 +76,7 @@ pub struct WorkloadRecord {
     pub duration_secs: f64,
     pub log: PathBuf,
     /// Processes pgo-build had to stop (timeout, or left running), and with which signal.
-    pub stopped: Vec<crate::training::StoppedProcess>,
+    pub stopped: Vec<crate::report::StoppedProcess>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -145,8 +146,8 @@ pub struct WorkloadComparison {
 pub struct BenchmarkComparison {
     pub benchmark: String,
     pub candidate: String,
-    pub reference_estimate: crate::criterion::Estimate,
-    pub candidate_estimate: crate::criterion::Estimate,
+    pub reference_estimate: crate::report::Estimate,
+    pub candidate_estimate: crate::report::Estimate,
     /// candidate median / reference median.
     pub ratio: f64,
 }
@@ -343,4 +344,100 @@ pub struct ExploreRecommendation {
     /// Whether a variant beat `pgo` with evidence (false: "no variant is better than pgo").
     pub better_than_pgo: bool,
     pub evidence: String,
+}
+
+/// Link figures of one build, for the report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LinkSummary {
+    pub slots: usize,
+    /// How the number of slots was chosen.
+    pub slots_reason: String,
+    pub links: usize,
+    pub max_rss_bytes: u64,
+    pub wait_secs: f64,
+}
+
+/// What sccache did during one stage's build.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StageCache {
+    /// rustc invocations sccache saw.
+    pub requests: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Invocations sccache does not cache (binaries, build scripts, incremental builds).
+    pub not_cacheable: u64,
+    /// hits / (hits + misses).
+    pub hit_rate: Option<f64>,
+}
+
+/// What the rustc of one stage's build did against the budget, for the report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RustcSummary {
+    pub budget_bytes: u64,
+    /// What of it rustc may use: the budget less `rustc_wrapper::OVERHEAD`.
+    pub rustc_budget_bytes: u64,
+    /// How the budget was chosen.
+    pub budget_reason: String,
+    /// rustc allowed at once (CPUs), and cargo's job slots.
+    pub cpus: usize,
+    pub cargo_jobs: u32,
+    pub invocations: usize,
+    /// The heaviest ten crates measured, heaviest first.
+    pub heaviest: Vec<CrateFigures>,
+    /// Time rustc spent waiting for admission, summed over crates.
+    pub wait_secs: f64,
+    /// Mean of |peak - estimate| / peak over crates measured against an earlier measurement.
+    pub estimate_error: Option<f64>,
+    /// Crates whose peak exceeded their (measured, not guessed) estimate.
+    pub overruns: Vec<CrateFigures>,
+    /// Crates estimated above the whole budget, which ran alone.
+    pub alone: Vec<CrateFigures>,
+    /// Crates whose peak could not be measured (compiled by sccache's server).
+    pub unmeasured: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CrateFigures {
+    pub krate: String,
+    pub kind: String,
+    pub peak_bytes: Option<u64>,
+    pub estimate_bytes: u64,
+    pub wall_secs: f64,
+    pub wait_secs: f64,
+}
+
+/// The temporal traces a merged profile keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Traces {
+    /// Traces kept in the profile (a reservoir sample of what was seen).
+    pub kept: u64,
+    /// Processes that recorded one.
+    pub seen: u64,
+}
+
+/// What `optimize` did for start-up order: the report's `startup_order`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderRecord {
+    pub mode: StartupOrder,
+    pub traces: Traces,
+    /// With `ordering-file`: the file and how many functions it orders.
+    pub order_file: Option<PathBuf>,
+    pub ordered_functions: Option<usize>,
+}
+
+/// A process of the workload that pgo-build stopped, and the signal that stopped it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoppedProcess {
+    pub pid: i32,
+    pub name: String,
+    /// SIGTERM when it ended within the grace period, else SIGKILL.
+    pub signal: String,
+}
+
+/// One benchmark's median time per iteration with its confidence interval, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub median_ns: f64,
+    pub lower_ns: f64,
+    pub upper_ns: f64,
 }

@@ -154,7 +154,7 @@ pub fn benchmark_table(result: &CompareResult) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
-    let time = |e: &crate::criterion::Estimate| {
+    let time = |e: &crate::report::Estimate| {
         format!(
             "{} ({} … {})",
             nanos(e.median_ns),
@@ -351,7 +351,7 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
     heaviest.load_preset(UTF8_FULL_CONDENSED).set_header([
         "Stage", "Crate", "Kind", "Peak", "Estimate", "Wall", "Waited",
     ]);
-    let names = |crates: &[crate::rustc_wrapper::CrateFigures]| {
+    let names = |crates: &[super::CrateFigures]| {
         if crates.is_empty() {
             "-".to_owned()
         } else {
@@ -523,7 +523,7 @@ mod tests {
     fn criterion_estimates_get_a_table_of_their_own() {
         let mut result = comparison(false);
         assert!(benchmark_table(&result).is_none(), "no criterion, no table");
-        let estimate = |median_ns| crate::criterion::Estimate {
+        let estimate = |median_ns| crate::report::Estimate {
             median_ns,
             lower_ns: median_ns - 1000.0,
             upper_ns: median_ns + 1000.0,

@@ -4,8 +4,8 @@
 use anyhow::{Context, Result, bail};
 
 use super::variants::{Variant, known_variants};
-use crate::cargo_build::write_atomically;
 use crate::config;
+use crate::files::write_atomically;
 use crate::pipeline::Session;
 use crate::report::ExploreResult;
 

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::variants::{Variant, training_settings};
-use crate::cargo_build::{StageManifest, write_atomically};
+use crate::cargo_build::StageManifest;
 use crate::cli::{PipelineStage, RunArgs};
 use crate::config::BuildVariant;
+use crate::files::write_atomically;
 use crate::layout::{Layout, Stage};
 use crate::pipeline::Session;
 use crate::pipeline::compare::Compared;

@@ -627,7 +627,7 @@ fn escape(text: &str) -> String {
 }
 
 /// "Start-up order: ordering-file, from 40 traces of 40 processes, 2076 functions ordered."
-fn startup_order_text(order: &crate::startup_order::OrderRecord) -> String {
+fn startup_order_text(order: &crate::report::OrderRecord) -> String {
     format!(
         "Start-up order: {}, from {} temporal traces of {} processes{}.",
         order.mode.name(),
