@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 use crate::measurement::Rounds;
+use crate::memory::MemoryBudget;
 
 pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -108,6 +109,23 @@ impl std::str::FromStr for Growth {
     }
 }
 
+fn deserialize_memory_budget<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<MemoryBudget, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Text(String),
+        Other(toml::Value),
+    }
+    match Written::deserialize(deserializer)? {
+        Written::Text(text) => text.parse().map_err(serde::de::Error::custom),
+        Written::Other(value) => Err(serde::de::Error::custom(format!(
+            "memory_budget = {value}: expected \"auto\" or a size in quotes, like \"8G\""
+        ))),
+    }
+}
+
 fn deserialize_growth<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Growth>, D::Error> {
@@ -177,9 +195,10 @@ pub struct BuildSection {
     /// Features passed to cargo.
     #[serde(default)]
     pub features: Vec<String>,
-    /// Memory the links of one build may use together: "auto" (available memory at the
-    /// start, less a margin; the default) or a size such as "8G".
-    pub memory_budget: Option<String>,
+    /// Memory the links and rustc of one build may use together: "auto" (available memory at
+    /// the start, less a margin; the default) or a size such as "8G".
+    #[serde(default, deserialize_with = "deserialize_memory_budget")]
+    pub memory_budget: MemoryBudget,
     /// Links allowed at once: "auto" (from the budget and measured link sizes; the default)
     /// or a number.
     pub link_jobs: Option<LinkJobs>,
@@ -1030,7 +1049,7 @@ allow_failure = true
         let config = parse(&readme[start..end]).unwrap();
         assert_eq!(config.workloads.len(), 1);
         assert!(matches!(config.build.link_jobs, Some(LinkJobs::Auto(_))));
-        assert_eq!(config.build.memory_budget.as_deref(), Some("auto"));
+        assert_eq!(config.build.memory_budget, MemoryBudget::Auto);
     }
 
     #[test]
@@ -1082,6 +1101,18 @@ allow_failure = true
         for bad in ["\"5\"", "\"-1%\"", "5", "\"x%\""] {
             let err = parse(&format!("[pgo]\nmax_size_growth = {bad}\n")).unwrap_err();
             assert!(format!("{err:#}").contains("line 2"), "{bad}: {err:#}");
+        }
+    }
+
+    #[test]
+    fn a_bad_memory_budget_is_an_error_naming_its_line_at_load() {
+        let config = parse("[build]\nmemory_budget = \"6G\"\n").unwrap();
+        assert_eq!(config.build.memory_budget.resolve().0, 6 << 30);
+        for bad in ["\"8Q\"", "\"0\"", "8"] {
+            let err = parse(&format!("[build]\nbins = []\nmemory_budget = {bad}\n")).unwrap_err();
+            let text = format!("{err:#}");
+            assert!(text.contains("line 3"), "{bad}: {text}");
+            assert!(text.contains("memory_budget"), "{bad}: {text}");
         }
     }
 }

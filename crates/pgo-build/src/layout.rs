@@ -58,16 +58,17 @@ impl Stage {
             .find(|stage| stage.name() == name)
     }
 
+    /// Every staged stage, in pipeline order.
+    pub const ALL: [Stage; 5] = [
+        Stage::Baseline,
+        Stage::Instrumented,
+        Stage::Optimized,
+        Stage::BoltInstrumented,
+        Stage::Bolt,
+    ];
+
     pub fn from_name(name: &str) -> Option<Stage> {
-        [
-            Stage::Baseline,
-            Stage::Instrumented,
-            Stage::Optimized,
-            Stage::BoltInstrumented,
-            Stage::Bolt,
-        ]
-        .into_iter()
-        .find(|stage| stage.name() == name)
+        Stage::ALL.into_iter().find(|stage| stage.name() == name)
     }
 
     pub fn name(self) -> &'static str {
@@ -156,6 +157,24 @@ impl Layout {
     }
 
     /// Each rustc of the stage's last build, as the rustc wrapper logged it.
+    /// Each link of the stage's last build (linker mode writes it; see linker.rs).
+    pub fn links_log(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("links.jsonl")
+    }
+
+    /// The link slots, shared by every layout of the cargo target directory (each target's,
+    /// explore's builds) so that concurrent pgo-build processes share the bound.
+    pub fn link_slots_dir(cargo_target_dir: &Path) -> PathBuf {
+        cargo_target_dir.join("pgo-build").join("link-slots")
+    }
+
+    /// The rustc admitted now against the memory budget, shared like the link slots.
+    pub fn memory_ledger(cargo_target_dir: &Path) -> PathBuf {
+        cargo_target_dir
+            .join("pgo-build")
+            .join("memory-ledger.json")
+    }
+
     pub fn rustc_log(&self, stage: Stage) -> PathBuf {
         self.stage_dir(stage).join("rustc.jsonl")
     }

@@ -285,51 +285,9 @@ pub fn wrapper(dir: &Path, real: &OsString) -> Result<PathBuf> {
     Ok(wrapper)
 }
 
-/// "auto" or a size like "8G", "512M", "16GiB", "1000000000".
-pub fn parse_size(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale = match unit
-        .trim()
-        .to_ascii_lowercase()
-        .trim_end_matches("ib")
-        .trim_end_matches('b')
-    {
-        "" => 1.0,
-        "k" => 1024.0,
-        "m" => 1024.0 * 1024.0,
-        "g" => 1024.0 * 1024.0 * 1024.0,
-        "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    Some((number * scale) as u64)
-}
-
-/// MemAvailable from /proc/meminfo.
-pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("8G"), Some(8 << 30));
-        assert_eq!(parse_size("512MiB"), Some(512 << 20));
-        assert_eq!(parse_size("1.5g"), Some(3 << 29));
-        assert_eq!(parse_size("1000"), Some(1000));
-        assert_eq!(parse_size("lots"), None);
-        assert_eq!(parse_size("5 parsecs"), None);
-    }
 
     #[test]
     fn the_users_linker_is_found() {

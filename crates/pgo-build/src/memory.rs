@@ -108,6 +108,90 @@ pub fn tree_rss(root: i32) -> u64 {
     total
 }
 
+/// `[build] memory_budget`: what the links and rustc of one build may use together. Parsed
+/// when the configuration is loaded, so a bad value is an error naming file and line before
+/// anything runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum MemoryBudget {
+    /// The memory available when a build starts, less a margin (10%, at least 1 GiB).
+    #[default]
+    Auto,
+    /// A size, with the text it was written as.
+    Size { bytes: u64, text: String },
+}
+
+impl std::str::FromStr for MemoryBudget {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<MemoryBudget, String> {
+        if text.trim() == "auto" {
+            return Ok(MemoryBudget::Auto);
+        }
+        match parse_size(text) {
+            Some(bytes) if bytes > 0 => Ok(MemoryBudget::Size {
+                bytes,
+                text: text.to_owned(),
+            }),
+            _ => Err(format!(
+                "memory_budget = {text:?}: expected \"auto\" or a size like \"8G\" or \"512M\""
+            )),
+        }
+    }
+}
+
+impl MemoryBudget {
+    /// The budget in bytes now, and how it was chosen (for the report).
+    pub fn resolve(&self) -> (u64, String) {
+        match self {
+            MemoryBudget::Auto => {
+                let available = available_memory().unwrap_or(4 << 30);
+                (
+                    available.saturating_sub((available / 10).max(1 << 30)),
+                    format!(
+                        "auto: {} available less a margin",
+                        crate::report::human_bytes(available)
+                    ),
+                )
+            }
+            MemoryBudget::Size { bytes, text } => {
+                (*bytes, format!("[build] memory_budget = {text:?}"))
+            }
+        }
+    }
+}
+
+/// A size like "8G", "512M", "16GiB", "1000000000".
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match unit
+        .trim()
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some((number * scale) as u64)
+}
+
+/// MemAvailable from /proc/meminfo.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +229,26 @@ mod tests {
         );
         let sampler = PeakSampler::start();
         assert!(sampler.stop() > 0);
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("8G"), Some(8 << 30));
+        assert_eq!(parse_size("512MiB"), Some(512 << 20));
+        assert_eq!(parse_size("1.5g"), Some(3 << 29));
+        assert_eq!(parse_size("1000"), Some(1000));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("5 parsecs"), None);
+        assert_eq!("auto".parse(), Ok(MemoryBudget::Auto));
+        assert_eq!(
+            "6G".parse(),
+            Ok(MemoryBudget::Size {
+                bytes: 6 << 30,
+                text: "6G".to_owned()
+            })
+        );
+        for bad in ["8Q", "0", "", "lots"] {
+            assert!(bad.parse::<MemoryBudget>().is_err(), "{bad}");
+        }
     }
 }

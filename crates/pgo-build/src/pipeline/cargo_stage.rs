@@ -45,12 +45,14 @@ impl Session {
         show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
     ) -> Result<BuildOutput> {
         self.platform.require_std()?;
-        let log = self.layout.stage_dir(stage).join("links.jsonl");
+        let log = self.layout.links_log(stage);
         if log.exists() {
             std::fs::remove_file(&log)?;
         }
-        let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage)?;
-        let rustc = self.rustc_wrapper_setup(stage)?;
+        // Resolved once per build: "auto" is what is available when the build starts.
+        let budget = self.config.build.memory_budget.resolve();
+        let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage, budget.0)?;
+        let rustc = self.rustc_wrapper_setup(stage, budget)?;
         let rustc_log = self.layout.rustc_log(stage);
         if rustc_log.exists() {
             std::fs::remove_file(&rustc_log)?;
@@ -120,13 +122,16 @@ impl Session {
     /// pgo-build as cargo's rustc wrapper for a stage's build (see rustc_wrapper.rs): its
     /// variables, the budget and how many rustc may run at once. Cargo gets twice the cores as
     /// job slots (unless `-j` says otherwise), so light crates overtake one waiting for memory.
-    fn rustc_wrapper_setup(&self, stage: Stage) -> Result<RustcWrapper> {
+    fn rustc_wrapper_setup(
+        &self,
+        stage: Stage,
+        (budget, budget_reason): (u64, String),
+    ) -> Result<RustcWrapper> {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
         let (cpus, cargo_jobs) = match self.jobs {
             Some(jobs) => (jobs.max(1), jobs.max(1)),
             None => (cores, cores * 2),
         };
-        let (budget, budget_reason) = self.memory_budget()?;
         // cargo, pgo-build and the wrappers waiting in front of rustc live in the budget too.
         let rustc_budget = budget.saturating_sub(rustc_wrapper::OVERHEAD);
         let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
@@ -149,9 +154,7 @@ impl Session {
             // One ledger per target directory, shared by every pgo-build working in it.
             (
                 rustc_wrapper::LEDGER_ENV.to_owned(),
-                self.workspace
-                    .target_dir
-                    .join("pgo-build/memory-ledger.json")
+                Layout::memory_ledger(&self.workspace.target_dir)
                     .display()
                     .to_string(),
             ),
@@ -269,9 +272,10 @@ impl Session {
         &self,
         layout: &Layout,
         stage: Stage,
+        budget: u64,
     ) -> Result<(LinkerSetup, usize, String)> {
-        let (slots, slots_reason) = self.link_slots()?;
-        let log = layout.stage_dir(stage).join("links.jsonl");
+        let (slots, slots_reason) = self.link_slots(budget);
+        let log = layout.links_log(stage);
         let real = self.platform.linker.clone();
         let wrapper = linker::wrapper(&layout.root().join("linker"), &real)?;
         let mut setup = LinkerSetup {
@@ -290,9 +294,7 @@ impl Session {
                 // concurrent pgo-build processes share the bound too.
                 (
                     linker::SLOTS_DIR_ENV.to_owned(),
-                    self.workspace
-                        .target_dir
-                        .join("pgo-build/link-slots")
+                    Layout::link_slots_dir(&self.workspace.target_dir)
                         .display()
                         .to_string(),
                 ),
@@ -312,45 +314,19 @@ impl Session {
         Ok((setup, slots, slots_reason))
     }
 
-    /// `[build] memory_budget`: the size given, or the memory available now less a margin
-    /// (10%, at least 1 GiB); with how it was chosen.
-    fn memory_budget(&self) -> Result<(u64, String)> {
-        match self.config.build.memory_budget.as_deref() {
-            None | Some("auto") => {
-                let available = linker::available_memory().unwrap_or(4 << 30);
-                Ok((
-                    available.saturating_sub((available / 10).max(1 << 30)),
-                    format!("auto: {} available less a margin", human_bytes(available)),
-                ))
-            }
-            Some(text) => Ok((
-                linker::parse_size(text).with_context(|| {
-                    format!(
-                        "[build] memory_budget = {text:?} in {}: expected \"auto\" or a size like \"8G\"",
-                        self.config.display_path()
-                    )
-                })?,
-                format!("[build] memory_budget = {text:?}"),
-            )),
-        }
-    }
-
     /// How many links may run at once: `[build] link_jobs`, or the memory budget divided by
     /// the largest link measured so far (a conservative guess before the first build).
-    fn link_slots(&self) -> Result<(usize, String)> {
+    fn link_slots(&self, budget: u64) -> (usize, String) {
         let jobs = self
             .jobs
             .map(|j| j as usize)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
         if let Some(LinkJobs::Count(count)) = self.config.build.link_jobs {
-            return Ok((count.max(1), format!("[build] link_jobs = {count}")));
+            return (count.max(1), format!("[build] link_jobs = {count}"));
         }
-        let (budget, _) = self.memory_budget()?;
-        let measured = std::fs::read_dir(self.layout.root())
+        let measured = Stage::ALL
             .into_iter()
-            .flatten()
-            .flatten()
-            .flat_map(|entry| linker::read_log(&entry.path().join("links.jsonl")))
+            .flat_map(|stage| linker::read_log(&self.layout.links_log(stage)))
             .map(|link: linker::LinkRecord| link.max_rss_bytes)
             .max();
         let (per_link, basis) = match measured {
@@ -361,14 +337,14 @@ impl Session {
             ),
         };
         let slots = ((budget / per_link.max(1)) as usize).clamp(1, jobs.max(1));
-        Ok((
+        (
             slots,
             format!(
                 "memory budget {} / {} per link ({basis})",
                 human_bytes(budget),
                 human_bytes(per_link)
             ),
-        ))
+        )
     }
 
     /// Replaces `<stage>/bin/` with the given executables and records them, with the builds

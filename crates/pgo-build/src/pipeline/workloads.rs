@@ -266,7 +266,8 @@ impl Session {
             // build) does not bring: made again here, under the same content-addressed name.
             start_marker::object(&layout.stage_dir(stage), &self.platform, &self.printer)?;
         }
-        let (linker, _, _) = self.linker_setup(layout, stage)?;
+        let budget = self.config.build.memory_budget.resolve().0;
+        let (linker, _, _) = self.linker_setup(layout, stage, budget)?;
         flags.push(linker.flag.clone());
         let mut line = vec![
             crate::workspace::cargo_program()
