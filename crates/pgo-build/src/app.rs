@@ -10,6 +10,7 @@ use crate::cli::{Cli, Command, ProfileCommand};
 use crate::interrupt;
 use crate::pipeline::{self, Loaded, Session};
 use crate::printer::{Printer, Verbosity};
+use crate::step::Step;
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -111,29 +112,29 @@ fn per_target_paths(command: &Command, triple: &str, several: bool) -> Result<Co
 
 fn dispatch(command: &Command, session: &mut Session) -> Result<()> {
     match command {
-        Command::Doctor => session.stage("doctor", |s| s.doctor()),
-        Command::Build => session.stage("build", |s| s.build_baseline()),
-        Command::Instrument => session.stage("instrument", |s| s.instrument()),
-        Command::Train(args) => session.stage("train", |s| {
+        Command::Doctor => session.stage(Step::Doctor, |s| s.doctor()),
+        Command::Build => session.stage(Step::Build, |s| s.build_baseline()),
+        Command::Instrument => session.stage(Step::Instrument, |s| s.instrument()),
+        Command::Train(args) => session.stage(Step::Train, |s| {
             let trained = s.train(args)?;
             match &args.bundle {
                 Some(path) => s.write_bundle(path, &trained),
                 None => Ok(()),
             }
         }),
-        Command::Pack(args) => session.stage("pack", |s| s.pack(args)),
-        Command::Unpack(args) => session.stage("unpack", |s| s.unpack(args)),
-        Command::Merge(args) => session.stage("merge", |s| s.merge(args)),
-        Command::Optimize(args) => session.stage("optimize", |s| s.optimize(args)),
-        Command::Bolt(args) => session.stage("bolt", |s| s.bolt(args)),
+        Command::Pack(args) => session.stage(Step::Pack, |s| s.pack(args)),
+        Command::Unpack(args) => session.stage(Step::Unpack, |s| s.unpack(args)),
+        Command::Merge(args) => session.stage(Step::Merge, |s| s.merge(args)),
+        Command::Optimize(args) => session.stage(Step::Optimize, |s| s.optimize(args)),
+        Command::Bolt(args) => session.stage(Step::Bolt, |s| s.bolt(args)),
         Command::Profile(args) => match &args.command {
             ProfileCommand::Show(show) => session.profile_show(show),
             ProfileCommand::Overlap(overlap) => {
-                session.stage("overlap", |s| s.profile_overlap(overlap))
+                session.stage(Step::Overlap, |s| s.profile_overlap(overlap))
             }
         },
-        Command::Export(args) => session.stage("export", |s| s.export(args)),
-        Command::Compare(args) => session.stage("compare", |s| s.compare(args).map(drop)),
+        Command::Export(args) => session.stage(Step::Export, |s| s.export(args)),
+        Command::Compare(args) => session.stage(Step::Compare, |s| s.compare(args).map(drop)),
         Command::Run(args) => session.run_all(args),
         Command::Explore(args) => session.explore(args),
         Command::Clean | Command::Report(_) => unreachable!("handled above"),

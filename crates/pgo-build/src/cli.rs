@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::bundle::{Shard, Weights};
 use crate::measurement::{Metric, Rounds};
+use crate::step::Step;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -138,7 +139,7 @@ pub struct RunArgs {
     pub force: bool,
     /// Run this stage and every later one, even if their inputs have not changed
     #[arg(long, value_enum, value_name = "STAGE")]
-    pub from: Option<PipelineStage>,
+    pub from: Option<Step>,
     /// Skip the closing baseline/optimized comparison on the holdout workloads
     #[arg(long)]
     pub no_compare: bool,
@@ -266,30 +267,6 @@ pub struct BoltArgs {
     /// BOLT the baseline binaries instead of the PGO-optimized ones
     #[arg(long)]
     pub without_pgo: bool,
-}
-
-/// The stages of `run` that can be reused when their inputs are unchanged, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
-pub enum PipelineStage {
-    Build,
-    Instrument,
-    Train,
-    Optimize,
-    Bolt,
-    Compare,
-}
-
-impl PipelineStage {
-    pub fn name(self) -> &'static str {
-        match self {
-            PipelineStage::Build => "build",
-            PipelineStage::Instrument => "instrument",
-            PipelineStage::Train => "train",
-            PipelineStage::Optimize => "optimize",
-            PipelineStage::Bolt => "bolt",
-            PipelineStage::Compare => "compare",
-        }
-    }
 }
 
 #[derive(Debug, Args, Clone, Default)]

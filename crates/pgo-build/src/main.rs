@@ -32,6 +32,7 @@ mod start_marker;
 mod startup_order;
 mod state;
 mod stats;
+mod step;
 mod targets;
 mod toolchain;
 mod training;

@@ -47,7 +47,7 @@ use crate::cargo_build::{BUILD_ID_FLAG, BuildSettings, StageManifest};
 use crate::cargo_config::{self, CargoConfig};
 use crate::cli::GlobalArgs;
 use crate::config::Config;
-use crate::layout::{Layout, Stage};
+use crate::layout::Layout;
 use crate::memory::PeakSampler;
 use crate::printer::Printer;
 use crate::profiles::Accounting;
@@ -59,6 +59,7 @@ use crate::toolchain::{self, LlvmTool, Rustc};
 use crate::training;
 use crate::workspace::{BinTarget, Selection, Workspace};
 
+use crate::step::Step;
 pub use offline::{clean, show_report};
 
 pub struct Session {
@@ -340,15 +341,16 @@ impl Session {
     /// Runs one stage in a timer section: start and end lines, a record in the report.
     pub fn stage<T>(
         &mut self,
-        name: &str,
+        step: Step,
         body: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<T> {
+        let name = step.name();
         // The stage's outputs are about to change: its record of completion no longer holds
         // (`run` records it again once the stage completes), and the variants it rewrites
         // count as attempted, not built, until it has staged them.
-        self.forget_stage(name)?;
+        self.forget_stage(step)?;
         self.report.forget_outputs_of(name);
-        for stage in staged_by(name) {
+        for stage in step.rewrites() {
             StageManifest::begin(&self.layout, *stage, name)?;
             for per_stage in self.report.binaries.values_mut() {
                 per_stage.remove(stage.name());
@@ -402,8 +404,8 @@ impl Session {
     }
 
     /// Drops a stage's record (its outputs are about to change).
-    pub fn forget_stage(&mut self, name: &str) -> Result<()> {
-        if self.state.stages.remove(name).is_some() {
+    pub fn forget_stage(&mut self, step: Step) -> Result<()> {
+        if self.state.stages.remove(step.name()).is_some() {
             self.state.save(&self.layout)?;
         }
         Ok(())
@@ -434,16 +436,5 @@ pub(crate) fn variant_settings(
         cargo_config,
         profile_settings,
         ..base
-    }
-}
-
-/// The staged stages a command rewrites.
-fn staged_by(command: &str) -> &'static [Stage] {
-    match command {
-        "build" => &[Stage::Baseline],
-        "instrument" => &[Stage::Instrumented],
-        "optimize" => &[Stage::Optimized],
-        "bolt" => &[Stage::BoltInstrumented, Stage::Bolt],
-        _ => &[],
     }
 }

@@ -9,11 +9,12 @@ use anyhow::{Result, bail};
 
 use super::Session;
 use crate::cargo_build::StageManifest;
-use crate::cli::{BoltArgs, CompareArgs, PipelineStage, RunArgs};
+use crate::cli::{BoltArgs, CompareArgs, RunArgs};
 use crate::config::Role;
 use crate::layout::Stage;
 use crate::report::render;
 use crate::state::{self, Fingerprint};
+use crate::step::Step;
 
 impl Session {
     /// doctor → build → instrument → train → optimize → compare, then the stage table.
@@ -53,18 +54,18 @@ impl Session {
     }
 
     fn run_stages(&mut self, args: &RunArgs) -> Result<()> {
-        self.stage("doctor", |s| s.doctor())?;
+        self.stage(Step::Doctor, |s| s.doctor())?;
         if let Some(problem) = self.no_training() {
             bail!("{problem}; nothing was built");
         }
-        self.pipeline_stage(PipelineStage::Build, args)?;
+        self.pipeline_stage(Step::Build, args)?;
         if self.config.pgo.profile.is_none() {
-            self.pipeline_stage(PipelineStage::Instrument, args)?;
-            self.pipeline_stage(PipelineStage::Train, args)?;
+            self.pipeline_stage(Step::Instrument, args)?;
+            self.pipeline_stage(Step::Train, args)?;
         }
-        self.pipeline_stage(PipelineStage::Optimize, args)?;
+        self.pipeline_stage(Step::Optimize, args)?;
         if self.config.bolt.enabled {
-            self.pipeline_stage(PipelineStage::Bolt, args)?;
+            self.pipeline_stage(Step::Bolt, args)?;
         }
         if args.no_compare {
             return Ok(());
@@ -83,31 +84,27 @@ impl Session {
             return Ok(());
         }
         let compare = run_compare_args(self, args);
-        self.cached_stage(PipelineStage::Compare, args, |s| {
-            s.compare(&compare).map(drop)
-        })
+        self.cached_stage(Step::Compare, args, |s| s.compare(&compare).map(drop))
     }
 
     /// One build stage of `run` (not compare), cached as `cached_stage` says. BOLT post-processes
     /// the optimized binaries, or the baseline's when there is no PGO (`[pgo] profile` and
     /// training both absent is refused earlier; `explore` asks for it with `bolt_without_pgo`).
-    pub(super) fn pipeline_stage(&mut self, stage: PipelineStage, args: &RunArgs) -> Result<()> {
+    pub(super) fn pipeline_stage(&mut self, stage: Step, args: &RunArgs) -> Result<()> {
         match stage {
-            PipelineStage::Build => self.cached_stage(stage, args, |s| s.build_baseline()),
-            PipelineStage::Instrument => self.cached_stage(stage, args, |s| s.instrument()),
-            PipelineStage::Train => self.cached_stage(stage, args, |s| {
+            Step::Build => self.cached_stage(stage, args, |s| s.build_baseline()),
+            Step::Instrument => self.cached_stage(stage, args, |s| s.instrument()),
+            Step::Train => self.cached_stage(stage, args, |s| {
                 s.clear_raw_profiles()?;
                 s.train(&crate::cli::TrainArgs::default()).map(drop)
             }),
-            PipelineStage::Optimize => {
-                self.cached_stage(stage, args, |s| s.optimize(&args.optimize))
-            }
-            PipelineStage::Bolt => self.cached_stage(stage, args, |s| {
+            Step::Optimize => self.cached_stage(stage, args, |s| s.optimize(&args.optimize)),
+            Step::Bolt => self.cached_stage(stage, args, |s| {
                 s.bolt(&BoltArgs {
                     without_pgo: args.bolt_without_pgo,
                 })
             }),
-            PipelineStage::Compare => bail!("compare is not a build stage"),
+            other => bail!("{} is not a build stage of `run`", other.name()),
         }
     }
 
@@ -115,7 +112,7 @@ impl Session {
     /// it completed and its outputs are intact (shown as "cached").
     fn cached_stage(
         &mut self,
-        stage: PipelineStage,
+        stage: Step,
         args: &RunArgs,
         body: impl FnOnce(&mut Session) -> Result<()>,
     ) -> Result<()> {
@@ -132,7 +129,7 @@ impl Session {
                 .record_cached_stage(name, self.state.runs.get(name));
             return self.report.save(&self.layout.report());
         }
-        self.stage(name, body)?;
+        self.stage(stage, body)?;
         if let Some(fingerprint) = self.fingerprint(stage, args)? {
             self.state.stages.insert(name.to_owned(), fingerprint);
             if let Some(record) = self.report.stage_record(name) {
@@ -143,28 +140,31 @@ impl Session {
         Ok(())
     }
 
-    fn outputs_intact(&self, stage: PipelineStage) -> bool {
+    fn outputs_intact(&self, stage: Step) -> bool {
         let manifest_intact =
             |stage: Stage| StageManifest::load(&self.layout, stage, "").is_ok_and(|m| m.intact());
         match stage {
-            PipelineStage::Build => manifest_intact(Stage::Baseline),
-            PipelineStage::Instrument => manifest_intact(Stage::Instrumented),
+            Step::Build => manifest_intact(Stage::Baseline),
+            Step::Instrument => manifest_intact(Stage::Instrumented),
             // Every train workload's last run completed, and its files are as it left them.
-            PipelineStage::Train => StageManifest::load(&self.layout, Stage::Instrumented, "")
-                .is_ok_and(|instrumented| {
+            Step::Train => StageManifest::load(&self.layout, Stage::Instrumented, "").is_ok_and(
+                |instrumented| {
                     self.trained_workloads(&instrumented, &self.config.train_runs())
                         .1
                         .is_empty()
-                }),
-            PipelineStage::Optimize => manifest_intact(Stage::Optimized),
-            PipelineStage::Bolt => manifest_intact(Stage::Bolt),
-            PipelineStage::Compare => self.report.compare.is_some(),
+                },
+            ),
+            Step::Optimize => manifest_intact(Stage::Optimized),
+            Step::Bolt => manifest_intact(Stage::Bolt),
+            Step::Compare => self.report.compare.is_some(),
+            // Not a stage of `run`: never reused.
+            _ => false,
         }
     }
 
     /// The fingerprint of a stage's inputs as they are now; `None` when they cannot be known
     /// yet (a build that never ran has no dep-info).
-    fn fingerprint(&self, stage: PipelineStage, args: &RunArgs) -> Result<Option<String>> {
+    fn fingerprint(&self, stage: Step, args: &RunArgs) -> Result<Option<String>> {
         let mut print = Fingerprint::new(stage.name());
         print.text("pgo-build", env!("CARGO_PKG_VERSION"));
         let stage_json = |print: &mut Fingerprint, stage: Stage| -> bool {
@@ -178,7 +178,7 @@ impl Session {
             }
         };
         match stage {
-            PipelineStage::Build | PipelineStage::Instrument | PipelineStage::Optimize => {
+            Step::Build | Step::Instrument | Step::Optimize => {
                 print.text("settings", &serde_json::to_string(&self.settings)?);
                 print.text("bins", &format!("{:?}", self.bins));
                 print.text("plain flags", &self.plain_flags().join(" "));
@@ -188,10 +188,8 @@ impl Session {
                     print.file(manifest);
                 }
                 print.file(&self.workspace.root.join("Cargo.lock"));
-                let built = match stage {
-                    PipelineStage::Build => Stage::Baseline,
-                    PipelineStage::Instrument => Stage::Instrumented,
-                    _ => Stage::Optimized,
+                let Some(built) = stage.cargo_build() else {
+                    return Ok(None);
                 };
                 let Ok(manifest) = StageManifest::load(&self.layout, built, "") else {
                     return Ok(None);
@@ -204,7 +202,7 @@ impl Session {
                         print.file(&source);
                     }
                 }
-                if stage == PipelineStage::Optimize {
+                if stage == Step::Optimize {
                     print.text(
                         "allow missing",
                         &args.optimize.allow_missing_profile.join(","),
@@ -215,11 +213,11 @@ impl Session {
                     };
                 }
             }
-            PipelineStage::Train => {
+            Step::Train => {
                 stage_json(&mut print, Stage::Instrumented);
                 workloads(&mut print, Role::Train);
             }
-            PipelineStage::Bolt => {
+            Step::Bolt => {
                 if args.bolt_without_pgo {
                     print.text("without pgo", "true");
                     stage_json(&mut print, Stage::Baseline);
@@ -229,7 +227,7 @@ impl Session {
                 print.text("bolt", &format!("{:?}", self.config.bolt));
                 workloads(&mut print, Role::Train);
             }
-            PipelineStage::Compare => {
+            Step::Compare => {
                 for stage in Stage::VARIANTS {
                     stage_json(&mut print, stage);
                 }
@@ -237,6 +235,8 @@ impl Session {
                 print.text("compare", &format!("{:?}", compare));
                 workloads(&mut print, Role::Holdout);
             }
+            // Not a stage of `run`: nothing to compare with.
+            _ => return Ok(None),
         }
         Ok(Some(print.finish()))
     }

@@ -31,6 +31,7 @@ use crate::files::write_atomically;
 use crate::layout::Stage;
 use crate::profiles::{self, BinaryProfiles};
 use crate::report::human_bytes;
+use crate::step::Step;
 
 impl Session {
     /// `pgo-build pack instrumented --output FILE`.
@@ -155,8 +156,8 @@ impl Session {
         std::fs::remove_dir_all(&unpacking)?;
         manifest.save(&self.layout, stage)?;
         // What was trained or merged against the previous instrumented build is now stale.
-        self.forget_stage("instrument")?;
-        self.forget_stage("train")?;
+        self.forget_stage(Step::Instrument)?;
+        self.forget_stage(Step::Train)?;
         self.forget_merged_bundles()?;
         self.printer.info(format!(
             "unpacked the {} stage ({} binaries, built {} at {}) into {}",

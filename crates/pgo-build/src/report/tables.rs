@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 
 use super::{BoltRecord, CompareResult, Report};
+use crate::step::Step;
 
 impl Report {
     /// The stage table: duration and share of the total, like rustc's release pipeline prints.
@@ -367,8 +368,9 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
             .stages
             .iter()
             .filter(|s| {
-                crate::layout::Stage::from_name(stage)
-                    .is_some_and(|st| built_by(&s.name) == Some(st))
+                crate::layout::Stage::from_name(stage).is_some_and(|st| {
+                    Step::from_name(&s.name).and_then(Step::cargo_build) == Some(st)
+                })
             })
             .find_map(|s| s.peak_memory_bytes);
         stages.add_row([
@@ -409,17 +411,6 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         }
     }
     Some(format!("{stages}\n{heaviest}"))
-}
-
-/// The staged stage a command's build makes (`build` makes the baseline).
-fn built_by(command: &str) -> Option<crate::layout::Stage> {
-    use crate::layout::Stage;
-    match command {
-        "build" => Some(Stage::Baseline),
-        "instrument" => Some(Stage::Instrumented),
-        "optimize" => Some(Stage::Optimized),
-        _ => None,
-    }
 }
 
 /// `explore`'s table: one row per variant, fastest first, with its speed against the

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use super::variants::{Variant, training_settings};
 use crate::cargo_build::StageManifest;
-use crate::cli::{PipelineStage, RunArgs};
+use crate::cli::RunArgs;
 use crate::config::BuildVariant;
 use crate::files::write_atomically;
 use crate::layout::{Layout, Stage};
@@ -18,6 +18,7 @@ use crate::pipeline::Session;
 use crate::pipeline::compare::Compared;
 use crate::report::ExploreStageCost;
 use crate::state::Fingerprint;
+use crate::step::Step;
 
 /// Which build a set of settings is made in.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,7 +73,7 @@ pub(super) fn budget_note(clock: &Clock) -> String {
 pub(super) fn run_stages(
     session: &mut Session,
     label: &str,
-    stages: &[PipelineStage],
+    stages: &[Step],
     args: &RunArgs,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
@@ -153,33 +154,24 @@ impl Session {
         clock: &Clock,
     ) -> Result<Option<Built>> {
         let trains_alike = training_settings(&variant.build) == variant.build;
-        let (kind, stages, stage): (BuildKind, &[PipelineStage], Stage) =
-            match (variant.pgo, variant.bolt) {
-                (false, false) => (BuildKind::Plain, &[PipelineStage::Build], Stage::Baseline),
-                (true, false) if trains_alike => (
-                    BuildKind::Plain,
-                    &[
-                        PipelineStage::Instrument,
-                        PipelineStage::Train,
-                        PipelineStage::Optimize,
-                    ],
-                    Stage::Optimized,
-                ),
-                (true, false) => (
-                    BuildKind::Profiled,
-                    &[PipelineStage::Optimize],
-                    Stage::Optimized,
-                ),
-                (pgo, true) => (
-                    BuildKind::Bolt { pgo },
-                    if pgo {
-                        &[PipelineStage::Optimize, PipelineStage::Bolt]
-                    } else {
-                        &[PipelineStage::Build, PipelineStage::Bolt]
-                    },
-                    Stage::Bolt,
-                ),
-            };
+        let (kind, stages, stage): (BuildKind, &[Step], Stage) = match (variant.pgo, variant.bolt) {
+            (false, false) => (BuildKind::Plain, &[Step::Build], Stage::Baseline),
+            (true, false) if trains_alike => (
+                BuildKind::Plain,
+                &[Step::Instrument, Step::Train, Step::Optimize],
+                Stage::Optimized,
+            ),
+            (true, false) => (BuildKind::Profiled, &[Step::Optimize], Stage::Optimized),
+            (pgo, true) => (
+                BuildKind::Bolt { pgo },
+                if pgo {
+                    &[Step::Optimize, Step::Bolt]
+                } else {
+                    &[Step::Build, Step::Bolt]
+                },
+                Stage::Bolt,
+            ),
+        };
         let mut costs = Vec::new();
         let profile = match kind {
             BuildKind::Profiled | BuildKind::Bolt { pgo: true } => {
@@ -218,11 +210,7 @@ impl Session {
             settings,
             kind: BuildKind::Plain,
         };
-        let training = [
-            PipelineStage::Instrument,
-            PipelineStage::Train,
-            PipelineStage::Optimize,
-        ];
+        let training = [Step::Instrument, Step::Train, Step::Optimize];
         let mut plain_costs = Vec::new();
         let Some(layout) = self.run_build(&plain, &training, None, clock, &mut plain_costs)? else {
             return Ok(None);
@@ -236,7 +224,7 @@ impl Session {
     pub(super) fn run_build(
         &mut self,
         build: &Build,
-        stages: &[PipelineStage],
+        stages: &[Step],
         profile: Option<PathBuf>,
         clock: &Clock,
         costs: &mut Vec<ExploreStageCost>,
