@@ -100,10 +100,7 @@ fn bolt_with_stripping_rustflags_is_refused_before_building() {
             .stderr_contains("the rustflags (RUSTFLAGS) strip symbols")
             .stderr_contains("-Cstrip=debuginfo");
         assert!(
-            !fixture
-                .root()
-                .join("target/pgo-build/baseline/cargo-target")
-                .exists(),
+            !fixture.layout().path("baseline/cargo-target").exists(),
             "refused only after building with {flags}"
         );
     }

@@ -106,8 +106,8 @@ fn cargo_bench_and_test_workloads_train_the_binaries_and_a_held_out_bench_is_com
         compare.describe()
     );
     for stage in ["baseline", "optimized"] {
-        let deps = fixture.root().join(format!(
-            "target/pgo-build/{stage}/cargo-target/{}/release/deps",
+        let deps = fixture.layout().path(&format!(
+            "{stage}/cargo-target/{}/release/deps",
             host_triple()
         ));
         assert!(
@@ -194,9 +194,9 @@ cargo = ["bench", "-p", "calc", "--bench", "sums"]
     for stage in ["baseline", "optimized"] {
         assert!(
             fixture
-                .root()
-                .join(format!(
-                    "target/pgo-build/{stage}/cargo-target/criterion/total_2000/new/estimates.json"
+                .layout()
+                .path(&format!(
+                    "{stage}/cargo-target/criterion/total_2000/new/estimates.json"
                 ))
                 .is_file(),
             "criterion wrote no results for the {stage} stage in its own home"

@@ -36,11 +36,7 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
         let record = explored(&fixture, name);
         assert_eq!(record["status"], "measured", "{record}");
         assert!(record["build_secs"].as_f64().unwrap() > 0.0, "{record}");
-        let app = fixture
-            .root()
-            .join("target/pgo-build/explore")
-            .join(name)
-            .join("bin/app");
+        let app = fixture.layout().path("explore").join(name).join("bin/app");
         assert_eq!(run_binary(&app, &["work", "3000"]), "work 3000: 216\n");
     }
     // The pipeline's own settings are built where `run` builds them.
@@ -274,5 +270,5 @@ fn explore_refuses_what_it_cannot_measure_or_train_before_building() {
         .run(&["explore"])
         .failure()
         .stderr_contains("sets [pgo] profile");
-    assert!(!fixture.root().join("target/pgo-build/baseline").exists());
+    assert!(!fixture.layout().path("baseline").exists());
 }

@@ -177,17 +177,11 @@ fn sccache_serves_clean_rebuilds_in_the_same_and_another_checkout() {
 }
 
 fn rustc_log(fixture: &Fixture, stage: &str) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(
-        fixture
-            .root()
-            .join("target/pgo-build")
-            .join(stage)
-            .join("rustc.jsonl"),
-    )
-    .unwrap()
-    .lines()
-    .map(|line| serde_json::from_str(line).unwrap())
-    .collect()
+    std::fs::read_to_string(fixture.layout().dir().join(stage).join("rustc.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }
 
 fn rustc_record(records: &[serde_json::Value], krate: &str) -> serde_json::Value {
@@ -209,12 +203,7 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     let peak = first["peak_bytes"].as_u64().unwrap();
     assert!(peak > 10 << 20, "rustc's peak RSS is measured: {first}");
     let estimates: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            fixture
-                .root()
-                .join("target/pgo-build/baseline/rustc-estimates.json"),
-        )
-        .unwrap(),
+        &std::fs::read_to_string(fixture.layout().path("baseline/rustc-estimates.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(estimates["app/app|bin"], peak);
@@ -242,9 +231,7 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     }
 
     // A damaged estimates file: said, guesses stand in, and the build writes it again.
-    let estimates_file = fixture
-        .root()
-        .join("target/pgo-build/baseline/rustc-estimates.json");
+    let estimates_file = fixture.layout().path("baseline/rustc-estimates.json");
     std::fs::write(&estimates_file, "{ not json").unwrap();
     std::fs::write(&main, source.replace("usage: app", "usage (3): app")).unwrap();
     fixture

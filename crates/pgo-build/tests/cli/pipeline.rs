@@ -379,7 +379,7 @@ fn a_workspace_without_training_workloads_is_told_before_anything_is_built() {
         .failure()
         .stderr_contains("there are no training workloads")
         .stderr_contains("nothing was built");
-    assert!(!fixture.root().join("target/pgo-build/baseline").exists());
+    assert!(!fixture.layout().path("baseline").exists());
 }
 
 #[test]
@@ -430,10 +430,5 @@ fn optimized_binaries_that_grew_more_than_allowed_are_not_staged() {
     // The optimized binaries are within the limit and staged; the BOLTed ones are not.
     assert!(fixture.stage_bin("optimized", "app").is_file());
     assert!(!fixture.stage_bin("bolt", "app").exists());
-    assert!(
-        !fixture
-            .root()
-            .join("target/pgo-build/bolt/stage.json")
-            .exists()
-    );
+    assert!(!fixture.layout().path("bolt/stage.json").exists());
 }

@@ -174,12 +174,7 @@ fn profiles_of_removed_or_holdout_workloads_are_never_merged() {
         .stderr_contains("removing the raw profiles of `t1`: not a train workload");
     assert!(!fixture.raw_profile_dir("t1").exists());
     // Nor its log: a stale log beside fresh ones misleads.
-    assert!(
-        !fixture
-            .root()
-            .join("target/pgo-build/logs/train-t1.log")
-            .exists()
-    );
+    assert!(!fixture.layout().path("logs/train-t1.log").exists());
 }
 
 #[test]
@@ -217,8 +212,8 @@ fn re_training_does_not_pile_up_optimized_builds() {
         .success()
         .stderr_contains("units of earlier optimized builds");
     let deps = fixture
-        .root()
-        .join("target/pgo-build/optimized/cargo-target/x86_64-unknown-linux-gnu/release/deps");
+        .layout()
+        .path("optimized/cargo-target/x86_64-unknown-linux-gnu/release/deps");
     let units = |prefix: &str| {
         std::fs::read_dir(&deps)
             .unwrap()

@@ -67,13 +67,9 @@ fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
         .stderr_contains("shard 1/2: small, split.part2of2")
         .stderr_contains("wrote the bundle of shard 1/2");
     assert!(
-        std::fs::read_to_string(
-            train_job
-                .root()
-                .join("target/pgo-build/logs/train-split.part2of2.log")
-        )
-        .unwrap()
-        .contains("part 1 of 2"),
+        std::fs::read_to_string(train_job.layout().path("logs/train-split.part2of2.log"))
+            .unwrap()
+            .contains("part 1 of 2"),
         "PGO_BUILD_SHARD_INDEX/COUNT reach the workload"
     );
     train_job
@@ -87,10 +83,10 @@ fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
         .success()
         .stderr_contains("shard 2/2: split.part1of2");
     assert!(
-        !train_job.root().join("target/pgo-build/baseline").exists()
+        !train_job.layout().path("baseline").exists()
             && !train_job
-                .root()
-                .join("target/pgo-build/instrumented/cargo-target")
+                .layout()
+                .path("instrumented/cargo-target")
                 .exists(),
         "the training job built something"
     );
@@ -153,12 +149,7 @@ fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
 
     // A local training supersedes the merged bundles.
     merge_job.run(&["instrument"]).success();
-    assert!(
-        !merge_job
-            .root()
-            .join("target/pgo-build/profiles/bundles.json")
-            .exists()
-    );
+    assert!(!merge_job.layout().path("profiles/bundles.json").exists());
 }
 
 /// A bundle with one manifest field replaced: another toolchain cannot be installed here.

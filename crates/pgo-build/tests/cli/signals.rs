@@ -45,8 +45,7 @@ fn pgo_build_rt_writes_the_profile_of_workers_stopped_by_sigterm() {
         "{replica}"
     );
     // The worker still dies by SIGTERM, as without the runtime crate.
-    let log =
-        std::fs::read_to_string(fixture.root().join("target/pgo-build/logs/train-t0.log")).unwrap();
+    let log = std::fs::read_to_string(fixture.layout().path("logs/train-t0.log")).unwrap();
     assert!(log.contains("signal: 15 (SIGTERM)"), "{log}");
     assert!(fixture.stage_bin("optimized", "replica").exists());
 }
@@ -93,9 +92,7 @@ fn continuous_mode_keeps_counts_of_workers_killed_by_sigkill() {
         "{}",
         run.describe()
     );
-    let optimized =
-        std::fs::read_to_string(fixture.root().join("target/pgo-build/optimized/stage.json"))
-            .unwrap();
+    let optimized = std::fs::read_to_string(fixture.layout().path("optimized/stage.json")).unwrap();
     assert!(optimized.contains("-Cllvm-args=-disable-vp"), "{optimized}");
     let replica = profile_figures(&fixture, "replica");
     assert_eq!(replica["valid_files"], 2, "{replica}");
@@ -103,12 +100,7 @@ fn continuous_mode_keeps_counts_of_workers_killed_by_sigkill() {
         replica["covered_functions"].as_u64().unwrap() > 0,
         "{replica}"
     );
-    let flags = std::fs::read_to_string(
-        fixture
-            .root()
-            .join("target/pgo-build/instrumented/stage.json"),
-    )
-    .unwrap();
+    let flags = std::fs::read_to_string(fixture.layout().path("instrumented/stage.json")).unwrap();
     assert!(flags.contains("-runtime-counter-relocation"), "{flags}");
 
     // The same training without continuous mode loses both replicas.

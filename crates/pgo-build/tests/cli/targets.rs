@@ -1,6 +1,6 @@
 //! Release targets: musl, aarch64 through qemu, `doctor` per target.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::support::*;
 
@@ -23,25 +23,6 @@ fn elf_machine_and_interpreter(path: &Path) -> (u16, bool) {
     (u16_at(18), interpreter)
 }
 
-fn target_stage_bin(fixture: &Fixture, triple: &str, stage: &str, name: &str) -> PathBuf {
-    fixture
-        .root()
-        .join("target/pgo-build")
-        .join(triple)
-        .join(stage)
-        .join("bin")
-        .join(name)
-}
-
-fn target_report(fixture: &Fixture, triple: &str) -> serde_json::Value {
-    let path = fixture
-        .root()
-        .join("target/pgo-build")
-        .join(triple)
-        .join("report.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 #[test]
 fn a_static_musl_target_is_trained_and_optimized_in_its_own_stages() {
     let fixture = Fixture::new("twobins");
@@ -58,11 +39,11 @@ fn a_static_musl_target_is_trained_and_optimized_in_its_own_stages() {
         .stderr_contains(&format!("BOLT skipped for {MUSL}"))
         .stderr_contains("links its C runtime statically");
     assert!(
-        !fixture.root().join("target/pgo-build/optimized").exists(),
+        !fixture.layout().path("optimized").exists(),
         "a target's stages live in target/pgo-build/<triple>/"
     );
-    let optimized = target_stage_bin(&fixture, MUSL, "optimized", "app");
-    let baseline = target_stage_bin(&fixture, MUSL, "baseline", "app");
+    let optimized = fixture.target_layout(MUSL).bin("optimized", "app");
+    let baseline = fixture.target_layout(MUSL).bin("baseline", "app");
     for binary in [&optimized, &baseline] {
         assert_eq!(
             elf_machine_and_interpreter(binary),
@@ -75,7 +56,7 @@ fn a_static_musl_target_is_trained_and_optimized_in_its_own_stages() {
         run_binary(&optimized, &["work", "3000"]),
         run_binary(&baseline, &["work", "3000"])
     );
-    let report = target_report(&fixture, MUSL);
+    let report = fixture.target_layout(MUSL).report();
     assert_eq!(report["target"], MUSL);
     let merged = &report["merged_profile"];
     assert!(merged["total_functions"].as_u64().unwrap() > 0, "{merged}");
@@ -92,7 +73,7 @@ fn a_static_musl_target_is_trained_and_optimized_in_its_own_stages() {
     assert_eq!(report["bolt"]["app"]["bolted"], false, "{report}");
     // The bolt stage holds the optimized binary, un-BOLTed.
     assert_eq!(
-        std::fs::read(target_stage_bin(&fixture, MUSL, "bolt", "app")).unwrap(),
+        std::fs::read(fixture.target_layout(MUSL).bin("bolt", "app")).unwrap(),
         std::fs::read(&optimized).unwrap()
     );
     fixture
@@ -160,7 +141,7 @@ fn an_aarch64_target_trains_through_cargos_runner_and_children_started_by_variab
         .stderr_contains("instrumentation runtime here is built for x86_64")
         .stderr_contains("ran under the emulator `qemu-aarch64 -L /usr/aarch64-linux-gnu`")
         .stderr_contains("not aarch64 hardware");
-    let report = target_report(&fixture, AARCH64);
+    let report = fixture.target_layout(AARCH64).report();
     assert_eq!(
         report["profiles"]["helper"]["valid_files"], 1,
         "{}",
@@ -172,8 +153,8 @@ fn an_aarch64_target_trains_through_cargos_runner_and_children_started_by_variab
             .unwrap()
             .contains("qemu-aarch64")
     );
-    let optimized = target_stage_bin(&fixture, AARCH64, "optimized", "app");
-    let baseline = target_stage_bin(&fixture, AARCH64, "baseline", "app");
+    let optimized = fixture.target_layout(AARCH64).bin("optimized", "app");
+    let baseline = fixture.target_layout(AARCH64).bin("baseline", "app");
     assert_eq!(
         elf_machine_and_interpreter(&optimized).0,
         183,

@@ -121,24 +121,50 @@ impl Fixture {
         }
     }
 
+    /// pgo-build's layout of the host: `target/pgo-build/`.
+    pub fn layout(&self) -> TestLayout {
+        TestLayout(self.root().join("target/pgo-build"))
+    }
+
+    /// The layout of a `--target`: `target/pgo-build/<triple>/`.
+    pub fn target_layout(&self, triple: &str) -> TestLayout {
+        TestLayout(self.layout().0.join(triple))
+    }
+
     pub fn stage_bin(&self, stage: &str, name: &str) -> PathBuf {
-        self.root()
-            .join("target/pgo-build")
-            .join(stage)
-            .join("bin")
-            .join(name)
+        self.layout().bin(stage, name)
     }
 
     pub fn report(&self) -> serde_json::Value {
-        let text =
-            std::fs::read_to_string(self.root().join("target/pgo-build/report.json")).unwrap();
-        serde_json::from_str(&text).unwrap()
+        self.layout().report()
     }
 
     pub fn raw_profile_dir(&self, workload: &str) -> PathBuf {
-        self.root()
-            .join("target/pgo-build/profiles/raw")
-            .join(workload)
+        self.layout().path("profiles/raw").join(workload)
+    }
+}
+
+/// Paths in one of pgo-build's layouts, as tests read them (the public interface: these are
+/// the paths users and CI scripts find).
+pub struct TestLayout(PathBuf);
+
+impl TestLayout {
+    pub fn dir(&self) -> PathBuf {
+        self.0.clone()
+    }
+
+    /// A path relative to the layout's root, e.g. `"logs/train-t0.log"`.
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.0.join(relative)
+    }
+
+    pub fn bin(&self, stage: &str, name: &str) -> PathBuf {
+        self.0.join(stage).join("bin").join(name)
+    }
+
+    pub fn report(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.0.join("report.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
     }
 }
 
@@ -269,17 +295,11 @@ pub fn host_triple() -> String {
 
 /// The links the wrapper logged for a stage.
 pub fn links(fixture: &Fixture, stage: &str) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(
-        fixture
-            .root()
-            .join("target/pgo-build")
-            .join(stage)
-            .join("links.jsonl"),
-    )
-    .unwrap_or_default()
-    .lines()
-    .map(|line| serde_json::from_str(line).unwrap())
-    .collect()
+    std::fs::read_to_string(fixture.layout().dir().join(stage).join("links.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }
 
 /// Whether `pid` is a running process (zombies have ended).
@@ -304,7 +324,7 @@ pub fn ended(pid: &str) -> bool {
 }
 
 pub fn merged_profile(fixture: &Fixture) -> PathBuf {
-    let dir = fixture.root().join("target/pgo-build/profiles");
+    let dir = fixture.layout().path("profiles");
     let found: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
