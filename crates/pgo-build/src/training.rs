@@ -8,6 +8,7 @@
 //! fork) are found too, and so are processes a killed pgo-build left behind: the running
 //! workload is recorded in `running/<token>.json` until it has ended.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::command::Cmd;
-use crate::config::{Workload, WorkloadCommand};
+use crate::config::{Part, Workload, WorkloadCommand};
 use crate::interrupt;
 use crate::layout::Stage;
 use crate::printer::Printer;
@@ -74,8 +75,44 @@ pub struct Outcome {
     pub stopped: Vec<StoppedProcess>,
 }
 
+/// A workload as it runs against one stage: its configuration, with the command resolved
+/// for that stage (a cargo workload's command line is made with the stage's settings by
+/// `pipeline/workloads.rs`). Only a job runs, so no run meets an unresolved cargo workload.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The workload's name and, for a workload with `shards = K`, which of its runs this is.
+    name: String,
+    part: Option<Part>,
+    command: WorkloadCommand,
+    /// The workload's `env`, and what the stage adds for a cargo workload.
+    pub env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    timeout: Duration,
+    grace_period: Duration,
+}
+
+impl Job {
+    /// `workload` running `command`: its own for a plain workload, the resolved command
+    /// line for a cargo one.
+    pub fn new(workload: &Workload, command: WorkloadCommand) -> Job {
+        Job {
+            name: workload.name().to_owned(),
+            part: workload.part,
+            command,
+            env: workload.env.clone(),
+            cwd: workload.cwd.clone(),
+            timeout: workload.timeout,
+            grace_period: workload.grace_period,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 impl Target<'_> {
-    fn variables(&self, workload: &Workload) -> Vec<(String, String)> {
+    fn variables(&self, workload: &Job) -> Vec<(String, String)> {
         let mut vars = vec![
             (
                 "PGO_BUILD_BIN_DIR".to_owned(),
@@ -97,13 +134,7 @@ impl Target<'_> {
         vars
     }
 
-    fn command(&self, workload: &Workload) -> Result<Cmd> {
-        if workload.cargo.is_some() {
-            bail!(
-                "workload `{}` is a cargo command, which runs only as resolved for a stage",
-                workload.name()
-            );
-        }
+    fn command(&self, workload: &Job) -> Result<Cmd> {
         let vars = self.variables(workload);
         let words: Vec<std::ffi::OsString> = match &workload.command {
             WorkloadCommand::Shell(line) => shell_words(line),
@@ -132,7 +163,7 @@ impl Target<'_> {
         Ok(cmd)
     }
 
-    pub fn run(&self, workload: &Workload, printer: &Printer) -> Result<Outcome> {
+    pub fn run(&self, workload: &Job, printer: &Printer) -> Result<Outcome> {
         let cmd = self.command(workload)?;
         if let Some(dir) = self.log_path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -571,15 +602,16 @@ mod tests {
         assert_eq!(expand("${PGO_BUILD_BIN_A}/x", &vars), "/a/x");
     }
 
-    fn workload(command: &str, timeout: Duration) -> Workload {
+    fn workload(command: &str, timeout: Duration) -> Job {
         let text = format!(
             "[[workload]]\nname = \"w\"\nrole = \"train\"\ncommand = {command:?}\ntimeout = {}\n",
             timeout.as_secs()
         );
-        crate::config::Config::parse(&text, Path::new("pgo-build.toml"))
+        let workload = crate::config::Config::parse(&text, Path::new("pgo-build.toml"))
             .unwrap()
             .workloads
-            .remove(0)
+            .remove(0);
+        Job::new(&workload, workload.command.clone())
     }
 
     fn target(dir: &Path) -> Target<'_> {

@@ -491,7 +491,7 @@ impl Session {
             })
             .collect();
         // A cargo workload builds and runs its benches with each variant's own build settings.
-        let resolved: Vec<Workload> = order
+        let resolved: Vec<crate::training::Job> = order
             .iter()
             .map(|v| self.resolve_workload(&v.layout, v.stage, &v.manifest, workload))
             .collect::<Result<_>>()?;

@@ -18,6 +18,7 @@ use crate::report::WorkloadRecord;
 use crate::start_marker;
 use crate::targets::{self, Execution};
 use crate::training;
+use crate::training::Job;
 
 impl Session {
     /// Runs training workloads against a stage's binaries, one after the other. `prepare`
@@ -215,9 +216,9 @@ impl Session {
         stage: Stage,
         manifest: &StageManifest,
         workload: &Workload,
-    ) -> Result<Workload> {
+    ) -> Result<Job> {
         let Some(args) = &workload.cargo else {
-            return Ok(workload.clone());
+            return Ok(Job::new(workload, workload.command.clone()));
         };
         if !matches!(
             stage,
@@ -282,21 +283,18 @@ impl Session {
             &settings.features,
             &settings.cargo_config,
         ));
-        let mut resolved = workload.clone();
-        resolved.command = WorkloadCommand::Argv(line);
-        resolved.cargo = None;
-        resolved
-            .env
+        let mut job = Job::new(workload, WorkloadCommand::Argv(line));
+        job.env
             .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
-        resolved.env.extend(linker.env);
+        job.env.extend(linker.env);
         // criterion's results per stage, not one directory that mixes variants.
-        resolved.env.insert(
+        job.env.insert(
             "CRITERION_HOME".to_owned(),
             criterion::home(&layout.cargo_target_dir(stage))
                 .display()
                 .to_string(),
         );
-        Ok(resolved)
+        Ok(job)
     }
 
     /// Where workloads find a stage's binaries, and the variables those need: the staged
