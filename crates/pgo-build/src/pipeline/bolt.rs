@@ -67,8 +67,6 @@ impl Session {
         }
         let binaries = self.bolt_inputs(&input)?;
 
-        let raw_root = self.layout.bolt_profiles_dir().join("raw");
-        let instrumented = self.bolt_instrument(&bolt, &input, &binaries, &raw_root)?;
         // Cargo workloads run binaries of their own (benches, tests), never the staged ones
         // BOLT instruments: they cannot train it.
         let (workloads, cargo): (Vec<_>, Vec<_>) = self
@@ -87,6 +85,10 @@ impl Session {
                 }
             ));
         }
+        // Commit point: the inputs, tools and workloads are checked.
+        self.begin_outputs()?;
+        let raw_root = self.layout.bolt_profiles_dir().join("raw");
+        let instrumented = self.bolt_instrument(&bolt, &input, &binaries, &raw_root)?;
         self.run_training(
             Stage::BoltInstrumented,
             &instrumented,

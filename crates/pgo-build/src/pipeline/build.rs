@@ -21,8 +21,6 @@ impl Session {
     }
 
     pub fn instrument(&mut self) -> Result<()> {
-        // Profiles merged from bundles were recorded with the binaries this build replaces.
-        self.forget_merged_bundles()?;
         let mut flags = vec![
             format!(
                 "-Cprofile-generate={}",

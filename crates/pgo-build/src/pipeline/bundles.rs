@@ -60,18 +60,4 @@ impl Session {
         })?;
         Ok(Some(record))
     }
-
-    /// A local training or a new instrumented build supersedes merged bundles.
-    pub(super) fn forget_merged_bundles(&mut self) -> Result<()> {
-        let path = self.layout.merged_bundles();
-        if path.exists() {
-            self.printer.detail(format!(
-                "removing {}: the profile merged from bundles is superseded",
-                path.display()
-            ));
-            std::fs::remove_file(&path)
-                .with_context(|| format!("could not remove {}", path.display()))?;
-        }
-        Ok(())
-    }
 }

@@ -45,14 +45,16 @@ impl Session {
         show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
     ) -> Result<BuildOutput> {
         self.platform.require_std()?;
-        let log = self.layout.links_log(stage);
-        if log.exists() {
-            std::fs::remove_file(&log)?;
-        }
         // Resolved once per build: "auto" is what is available when the build starts.
         let budget = self.config.build.memory_budget.resolve();
         let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage, budget.0)?;
         let rustc = self.rustc_wrapper_setup(stage, budget)?;
+        // Commit point of build, instrument and optimize: everything they check holds.
+        self.begin_outputs()?;
+        let log = self.layout.links_log(stage);
+        if log.exists() {
+            std::fs::remove_file(&log)?;
+        }
         let rustc_log = self.layout.rustc_log(stage);
         if rustc_log.exists() {
             std::fs::remove_file(&rustc_log)?;
@@ -370,6 +372,7 @@ impl Session {
             &[self.layout.root(), &profiles::checkout_independent_dir()],
         )
         .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
+        self.begin_outputs()?;
         let bin_dir = self.layout.bin_dir(stage);
         if bin_dir.exists() {
             std::fs::remove_dir_all(&bin_dir)

@@ -216,55 +216,86 @@ impl Session {
         )))
     }
 
+    /// The variants named, or by default the baseline and the newest current variant (BOLT,
+    /// else optimized): one that is not current (an interrupted stage, binaries replaced, made
+    /// from an older build) is skipped and named with why, not a reason to compare nothing.
     fn compare_variants(&self, names: &[String]) -> Result<Vec<Compared>> {
-        let stages: Vec<Stage> = if names.is_empty() {
-            let newest = Stage::VARIANTS[1..]
-                .iter()
-                .rev()
-                .find(|stage| self.layout.stage_manifest(**stage).is_file())
-                .copied()
-                .unwrap_or(Stage::Optimized);
-            vec![Stage::Baseline, newest]
-        } else {
-            names
-                .iter()
-                .map(|name| {
-                    Stage::from_variant(name).ok_or_else(|| {
-                        let known: Vec<&str> = Stage::VARIANTS.iter().map(|s| s.name()).collect();
-                        anyhow::anyhow!("unknown variant `{name}`; variants: {}", known.join(", "))
-                    })
+        if names.is_empty() {
+            return self.default_variants();
+        }
+        let stages: Vec<Stage> = names
+            .iter()
+            .map(|name| {
+                Stage::from_variant(name).ok_or_else(|| {
+                    let known: Vec<&str> = Stage::VARIANTS.iter().map(|s| s.name()).collect();
+                    anyhow::anyhow!("unknown variant `{name}`; variants: {}", known.join(", "))
                 })
-                .collect::<Result<_>>()?
-        };
+            })
+            .collect::<Result<_>>()?;
         if stages.len() < 2 {
             bail!(
                 "compare needs at least two variants, e.g. `pgo-build compare baseline optimized`"
             );
         }
-        stages
+        let variants = stages
             .into_iter()
-            .map(|stage| {
-                let hint = match stage {
-                    Stage::Baseline => "run `pgo-build build` first",
-                    Stage::Bolt => {
-                        "run `pgo-build bolt` (or `run` with [bolt] enabled = true) first"
+            .map(|stage| self.staged_variant(stage))
+            .collect::<Result<Vec<_>>>()?;
+        self.check_comparable(&variants)?;
+        Ok(variants)
+    }
+
+    fn default_variants(&self) -> Result<Vec<Compared>> {
+        let mut skipped = Vec::new();
+        for stage in Stage::VARIANTS[1..].iter().rev().copied() {
+            let attempted = self.layout.stage_manifest(stage).is_file()
+                || self.layout.stage_attempt(stage).is_file();
+            if !attempted && stage != Stage::Optimized {
+                continue;
+            }
+            let pair = self.staged_variant(stage).and_then(|candidate| {
+                let pair = vec![self.staged_variant(Stage::Baseline)?, candidate];
+                self.check_comparable(&pair)?;
+                Ok(pair)
+            });
+            match pair {
+                Ok(pair) => {
+                    for (name, reason) in skipped {
+                        self.caution(format!(
+                            "not comparing the {name} variant, which is not current: {reason:#}"
+                        ))?;
                     }
-                    _ => "run `pgo-build run` (or instrument, train, optimize) first",
-                };
-                Ok(Compared {
-                    name: stage.name().to_owned(),
-                    stage,
-                    manifest: StageManifest::load(&self.layout, stage, hint)?,
-                    log_prefix: "compare",
-                    rebuild: "run",
-                    layout: self.layout.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()
-            .and_then(|variants| {
-                self.check_comparable(&variants)?;
-                Ok(variants)
-            })
+                    return Ok(pair);
+                }
+                Err(err) if skipped.is_empty() && stage == Stage::Optimized => return Err(err),
+                Err(err) => skipped.push((stage.name(), err)),
+            }
+        }
+        let reasons: Vec<String> = skipped
+            .iter()
+            .map(|(name, reason)| format!("{name}: {reason:#}"))
+            .collect();
+        bail!(
+            "no variant is current enough to compare with the baseline:\n  - {}",
+            reasons.join("\n  - ")
+        )
+    }
+
+    /// A staged stage of this session's layout as a variant, refused when it did not complete.
+    fn staged_variant(&self, stage: Stage) -> Result<Compared> {
+        let hint = match stage {
+            Stage::Baseline => "run `pgo-build build` first",
+            Stage::Bolt => "run `pgo-build bolt` (or `run` with [bolt] enabled = true) first",
+            _ => "run `pgo-build run` (or instrument, train, optimize) first",
+        };
+        Ok(Compared {
+            name: stage.name().to_owned(),
+            stage,
+            manifest: StageManifest::load(&self.layout, stage, hint)?,
+            log_prefix: "compare",
+            rebuild: "run",
+            layout: self.layout.clone(),
+        })
     }
 
     /// Refuses variants that are not what their records say (a binary replaced in bin/), or

@@ -97,8 +97,15 @@ pub struct Session {
     /// The per-binary training table last printed: `optimize` after `train` in one `run`
     /// would print it again.
     shown_accounting: std::cell::RefCell<Option<String>>,
+    /// The step running now (inside `Session::stage`), and whether it passed its commit point.
+    running: Option<RunningStep>,
     /// Held until the session ends.
     _lock: RunLock,
+}
+
+struct RunningStep {
+    step: Step,
+    outputs_begun: bool,
 }
 
 /// What every target's session shares: the workspace, `pgo-build.toml`, the toolchain and
@@ -275,6 +282,7 @@ impl Session {
             shown_warnings: Default::default(),
             shown_cautions: Default::default(),
             shown_accounting: Default::default(),
+            running: None,
             _lock: lock,
         })
     }
@@ -334,6 +342,7 @@ impl Session {
             shown_warnings: self.shown_warnings.clone(),
             shown_cautions: self.shown_cautions.clone(),
             shown_accounting: Default::default(),
+            running: None,
             _lock: lock,
         })
     }
@@ -345,22 +354,36 @@ impl Session {
         body: impl FnOnce(&mut Session) -> Result<T>,
     ) -> Result<T> {
         let name = step.name();
-        // The stage's outputs are about to change: its record of completion no longer holds
-        // (`run` records it again once the stage completes), and the variants it rewrites
-        // count as attempted, not built, until it has staged them.
-        self.forget_stage(step)?;
+        // What the step will replace in the report goes now (the step fills it again), but
+        // only in memory: a step that fails before its commit point (`begin_outputs`) gets
+        // the report back as it was, so a refusal loses nothing.
+        let report_before = self.report.clone();
         self.report.forget_outputs_of(name);
         for stage in step.rewrites() {
-            StageManifest::begin(&self.layout, *stage, name)?;
             for per_stage in self.report.binaries.values_mut() {
                 per_stage.remove(stage.name());
             }
         }
+        let outer = self.running.replace(RunningStep {
+            step,
+            outputs_begun: false,
+        });
         self.printer.stage_start(name);
         let started = Instant::now();
         let memory = PeakSampler::start();
         let result = body(self);
         let peak = memory.stop();
+        let running = std::mem::replace(&mut self.running, outer).expect("set above");
+        let result = match result {
+            Err(err) if !running.outputs_begun => {
+                self.report = report_before;
+                Err(err)
+            }
+            // A step that changed what it produces without a commit point: its record of
+            // completion no longer holds (`run` records it again).
+            Ok(value) if !running.outputs_begun => self.forget_stage(step).map(|()| value),
+            other => other,
+        };
         let outcome = if result.is_ok() { "ok" } else { "failed" };
         self.printer.stage_end(name, outcome, started.elapsed());
         self.report
@@ -370,6 +393,32 @@ impl Session {
                 .warn(format!("could not write the report: {err:#}"));
         }
         result
+    }
+
+    /// The commit point of the running step: every precondition (tools, configuration,
+    /// inputs, profile checks) holds, and its outputs are about to change. Until now a
+    /// failure left everything as it was; from now on the step's record of completion no
+    /// longer holds (`run` records it again once it completes), and the stages it rewrites
+    /// count as attempted, not built, until it has staged them. Only the first call acts.
+    pub(crate) fn begin_outputs(&mut self) -> Result<()> {
+        let Some(running) = &mut self.running else {
+            return Ok(());
+        };
+        if running.outputs_begun {
+            return Ok(());
+        }
+        running.outputs_begun = true;
+        let step = running.step;
+        self.forget_stage(step)?;
+        for stage in step.rewrites() {
+            StageManifest::begin(&self.layout, *stage, step.name())?;
+        }
+        // A local training or a new instrumented build supersedes profiles merged from other
+        // machines' bundles.
+        if matches!(step, Step::Train | Step::Instrument) {
+            self.forget_merged_bundles()?;
+        }
+        Ok(())
     }
 
     /// The llvm-profdata matching rustc's LLVM, or the error saying how to get one.
@@ -401,6 +450,20 @@ impl Session {
              [[workload]] with role = \"train\" (or a committed profile, [pgo] profile)",
             self.config.display_path()
         )
+    }
+
+    /// A local training or a new instrumented build supersedes merged bundles.
+    pub(crate) fn forget_merged_bundles(&mut self) -> Result<()> {
+        let path = self.layout.merged_bundles();
+        if path.exists() {
+            self.printer.detail(format!(
+                "removing {}: the profile merged from bundles is superseded",
+                path.display()
+            ));
+            std::fs::remove_file(&path)
+                .with_context(|| format!("could not remove {}", path.display()))?;
+        }
+        Ok(())
     }
 
     /// Drops a stage's record (its outputs are about to change).

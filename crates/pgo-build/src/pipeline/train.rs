@@ -44,8 +44,11 @@ impl Session {
                 }
             ));
         }
-        // A local training supersedes profiles merged from other machines' bundles.
-        self.forget_merged_bundles()?;
+        // Accounting needs it after the runs: a missing or mismatched one is refused first.
+        self.profdata()?;
+        // Commit point: from here on the last training is being replaced (and with it any
+        // profile merged from other machines' bundles).
+        self.begin_outputs()?;
         let raw_dir = self.layout.raw_profiles_dir();
         self.remove_profiles_of_other_workloads(&raw_dir)?;
         let continuous = instrumented.continuous();

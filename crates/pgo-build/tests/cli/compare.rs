@@ -193,13 +193,33 @@ fn compare_refuses_the_old_binaries_of_an_optimize_that_failed() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
     fixture.run(&["run", "--no-compare"]).success();
-    // Training no longer runs helper: optimize refuses, and its previous binaries stay on disk.
+    // Training no longer runs helper: optimize refuses before building, so the optimized
+    // variant it would have replaced stays as it was, complete and comparable.
     fixture.config(&["$PGO_BUILD_BIN_APP work 2000"]);
     fixture.run(&["train"]).success();
     fixture
         .run(&["optimize"])
         .failure()
         .stderr_contains("refusing to build with PGO");
+    fixture
+        .run(&["compare", "--rounds", "1", "baseline", "optimized"])
+        .success();
+    assert!(
+        fixture.report()["binaries"]["app"]
+            .get("optimized")
+            .is_some()
+    );
+    // An optimize that fails while building: its previous binaries stay on disk, unused.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["train"]).success();
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(
+        &main,
+        format!("{source}\nfn broken() -> u32 {{ \"not a number\" }}\n"),
+    )
+    .unwrap();
+    fixture.run(&["optimize"]).failure();
     assert!(fixture.stage_bin("optimized", "app").exists());
     fixture
         .run(&["compare", "--rounds", "1", "baseline", "optimized"])
@@ -267,4 +287,22 @@ fn compare_refuses_bolt_binaries_of_an_earlier_optimized_build() {
         .failure()
         .stderr_contains("the bolt binaries were made from an earlier optimized build")
         .stderr_contains("run `pgo-build bolt` again");
+    // Without variants named, compare takes the newest current one and names what it skipped.
+    let compared = fixture.run(&["compare", "--rounds", "1"]);
+    compared
+        .success()
+        .stderr_contains("not comparing the bolt variant, which is not current")
+        .stderr_contains("made from an earlier optimized build");
+    assert!(
+        compared.stdout().contains("optimized"),
+        "{}",
+        compared.describe()
+    );
+    let result = &fixture.report()["compare"];
+    assert_eq!(result["reference"], "baseline", "{result}");
+    assert_eq!(
+        result["candidates"],
+        serde_json::json!(["optimized"]),
+        "{result}"
+    );
 }

@@ -305,3 +305,34 @@ fn profiles_that_are_not_current_are_refused_with_the_workload_to_retrain() {
         .failure()
         .stderr_contains("`t0` was trained against an earlier instrumented build");
 }
+
+#[test]
+fn a_refused_command_loses_nothing() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 3000",
+    );
+    fixture.run(&["run", "--compare-rounds", "2"]).success();
+    let compared = fixture.report()["compare"].clone();
+    // Refused at their toolchain check, before they change anything.
+    for command in ["train", "optimize"] {
+        let mut refused = fixture.command(&[command]);
+        refused.env("PGO_BUILD_LLVM_PROFDATA", "/usr/bin/llvm-profdata");
+        fixture
+            .run_with(refused)
+            .failure()
+            .stderr_contains("does not match rustc's LLVM 22");
+    }
+    // Refused before measuring: the last comparison stays.
+    fixture
+        .run(&["compare", "--workload", "nope"])
+        .failure()
+        .stderr_contains("nope");
+    assert_eq!(fixture.report()["compare"], compared);
+    // Nothing was rebuilt or retrained, so nothing is stale: every stage is reused.
+    fixture.run(&["run", "--compare-rounds", "2"]).success();
+    let results = stage_results(&fixture);
+    for stage in ["build", "instrument", "train", "optimize", "compare"] {
+        assert_eq!(result_of(&results, stage), "cached", "{stage}: {results:?}");
+    }
+}
