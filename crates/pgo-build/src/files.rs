@@ -15,3 +15,18 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     std::fs::rename(&partial, path)
         .with_context(|| format!("could not move {} into place", path.display()))
 }
+
+/// The SHA-256 of a file's content, read in pieces (raw profiles can be large).
+pub fn sha256_of(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("could not open {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)
+        .with_context(|| format!("could not read {}", path.display()))?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect())
+}

@@ -3,9 +3,9 @@
 //!
 //! Raw profiles count only together with a record that says the run completed, against the
 //! current instrumented build, with the workload defined as it is now, and with the files as
-//! they were when it completed. So a run that failed or was interrupted, a workload that was
-//! removed, changed or made a holdout, and files truncated, removed or added afterwards (by a
-//! process left running) are never merged.
+//! they were when it completed (sizes and SHA-256). So a run that failed or was interrupted, a
+//! workload that was removed, changed or made a holdout, and files truncated, changed in
+//! place, removed or added afterwards (by a process left running) are never merged.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cargo_build::{StageManifest, age};
 use crate::config::Workload;
-use crate::files::write_atomically;
+use crate::files::{sha256_of, write_atomically};
 
 const FILE_NAME: &str = "training.json";
 
@@ -34,6 +34,10 @@ pub struct TrainingRecord {
     pub status: Option<String>,
     /// File name → size of every file of the run when it completed.
     pub files: BTreeMap<String, u64>,
+    /// File name → SHA-256 of its content when the run completed, so a file changed in place
+    /// (same size) is caught too. Empty in the records of older pgo-builds.
+    #[serde(default)]
+    pub sha256: BTreeMap<String, String>,
 }
 
 impl TrainingRecord {
@@ -46,6 +50,7 @@ impl TrainingRecord {
             completed: false,
             status: None,
             files: BTreeMap::new(),
+            sha256: BTreeMap::new(),
         }
         .save(dir)
     }
@@ -53,16 +58,30 @@ impl TrainingRecord {
     /// Records how the run in `dir` ended; `usable` when its profiles may be merged.
     pub fn finish(dir: &Path, status: &str, usable: bool) -> Result<()> {
         let mut record = TrainingRecord::load(dir)
+            .map_err(anyhow::Error::msg)?
             .with_context(|| format!("the training record in {} is gone", dir.display()))?;
         record.status = Some(status.to_owned());
         record.completed = usable;
         record.files = files_of(dir);
+        record.sha256 = record
+            .files
+            .keys()
+            .map(|file| Ok((file.clone(), sha256_of(&dir.join(file))?)))
+            .collect::<Result<_>>()?;
         record.save(dir)
     }
 
-    fn load(dir: &Path) -> Option<TrainingRecord> {
-        let text = std::fs::read_to_string(dir.join(FILE_NAME)).ok()?;
-        serde_json::from_str(&text).ok()
+    /// The record in `dir`; `None` when there is none, an error when it cannot be read.
+    fn load(dir: &Path) -> Result<Option<TrainingRecord>, String> {
+        let path = dir.join(FILE_NAME);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(format!("could not read {}: {err}", path.display())),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|err| format!("{} is corrupt ({err})", path.display()))
     }
 
     fn save(&self, dir: &Path) -> Result<()> {
@@ -78,8 +97,15 @@ impl TrainingRecord {
 pub fn check(dir: &Path, workload: &Workload, instrumented: &StageManifest) -> Result<(), String> {
     let name = workload.name();
     let retrain = format!("run `pgo-build train {name}`");
-    let Some(record) = TrainingRecord::load(dir) else {
-        return Err(format!("`{name}` has not been trained yet: {retrain}"));
+    let record = match TrainingRecord::load(dir) {
+        Ok(Some(record)) => record,
+        Ok(None) => return Err(format!("`{name}` has not been trained yet: {retrain}")),
+        Err(problem) => {
+            return Err(format!(
+                "the training record of `{name}`: {problem}, so its profiles cannot be \
+                 trusted: {retrain}"
+            ));
+        }
     };
     if !record.completed {
         let how = match &record.status {
@@ -119,6 +145,25 @@ pub fn check(dir: &Path, workload: &Workload, instrumented: &StageManifest) -> R
              of {} files removed or resized, {added} added) in {}: {retrain}",
             record.files.len(),
             dir.display()
+        ));
+    }
+    if record.sha256.is_empty() && !record.files.is_empty() {
+        return Err(format!(
+            "the training record of `{name}` was written by an older pgo-build, without the \
+             content hashes that show its raw profiles are as the run left them: {retrain}"
+        ));
+    }
+    let changed: Vec<String> = record
+        .sha256
+        .iter()
+        .filter(|(file, hash)| sha256_of(&dir.join(file)).ok().as_ref() != Some(*hash))
+        .map(|(file, _)| dir.join(file).display().to_string())
+        .collect();
+    if !changed.is_empty() {
+        return Err(format!(
+            "the raw profiles of `{name}` changed in place after its training run completed \
+             (same size, other content): {}: {retrain}",
+            changed.join(", ")
         ));
     }
     Ok(())

@@ -201,6 +201,45 @@ fn profiles_changed_after_training_are_refused_and_train_is_not_reused() {
 }
 
 #[test]
+fn profiles_changed_in_place_or_a_garbled_record_are_refused_naming_the_file() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    // 8 KiB in the middle of the largest raw profile zeroed: the same size, other counts.
+    let largest = std::fs::read_dir(fixture.raw_profile_dir("t0"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "profraw"))
+        .max_by_key(|path| std::fs::metadata(path).unwrap().len())
+        .unwrap();
+    let mut data = std::fs::read(&largest).unwrap();
+    let middle = data.len() / 2;
+    let end = (middle + 8192).min(data.len());
+    data[middle..end].fill(0);
+    std::fs::write(&largest, &data).unwrap();
+    let name = largest.file_name().unwrap().to_string_lossy().into_owned();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("changed in place after its training run completed")
+        .stderr_contains(&name)
+        .stderr_contains("pgo-build train t0");
+    // A garbled record is called corrupt, not "not trained".
+    std::fs::write(
+        fixture.raw_profile_dir("t0").join("training.json"),
+        "{ garbled",
+    )
+    .unwrap();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("training.json is corrupt")
+        .stderr_contains("pgo-build train t0");
+    fixture.run(&["run", "--no-compare"]).success();
+    assert_eq!(result_of(&stage_results(&fixture), "train"), "ok");
+}
+
+#[test]
 fn re_training_does_not_pile_up_optimized_builds() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
