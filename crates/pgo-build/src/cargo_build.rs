@@ -14,7 +14,7 @@ use cargo_metadata::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::command::Cmd;
-use crate::files::write_atomically;
+use crate::files::{sha256_hex, sha256_of, write_atomically};
 use crate::layout::{Layout, Stage};
 use crate::printer::Printer;
 use crate::workspace::{BinTarget, cargo_program};
@@ -431,6 +431,35 @@ pub struct StagedBinary {
     /// Post-processed by BOLT with a profile (bolt stage only).
     #[serde(default)]
     pub bolted: bool,
+    /// Its SHA-256 when staged: a binary replaced by one of the same size is caught too.
+    /// Absent in older records (the size alone is checked then).
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+impl StagedBinary {
+    /// How the file in `bin/` differs from what was staged there, if it does.
+    pub fn changed(&self) -> Option<String> {
+        let Ok(meta) = std::fs::metadata(&self.path) else {
+            return Some("it is gone".to_owned());
+        };
+        if !meta.is_file() {
+            return Some("it is not a file".to_owned());
+        }
+        if meta.len() != self.size_bytes {
+            return Some(format!(
+                "{} bytes were staged, it has {} now",
+                self.size_bytes,
+                meta.len()
+            ));
+        }
+        match &self.sha256 {
+            Some(staged) if sha256_of(&self.path).ok().as_ref() != Some(staged) => {
+                Some("the same size as what was staged, but other content".to_owned())
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What to stage: the binary, the file to copy, and how it was made.
@@ -511,14 +540,26 @@ impl StageManifest {
 
     /// Whether every staged binary is still there, as recorded.
     pub fn intact(&self) -> bool {
-        self.changed_binaries().next().is_none()
+        self.binaries.iter().all(|b| b.changed().is_none())
     }
 
-    /// Staged binaries that are gone or not what was staged (another size).
-    pub fn changed_binaries(&self) -> impl Iterator<Item = &StagedBinary> {
-        self.binaries.iter().filter(|b| {
-            !std::fs::metadata(&b.path).is_ok_and(|m| m.is_file() && m.len() == b.size_bytes)
-        })
+    /// Refuses a stage whose staged binaries were removed or replaced after staging: every
+    /// consumer of staged binaries (compare, explore, bolt, pack, `run`'s cache) checks this
+    /// first, since workloads and tools take whatever is in `bin/`. `variant` names the stage
+    /// in the message, `rebuild` the command that stages it again.
+    pub fn check_staged(&self, variant: &str, rebuild: &str) -> Result<()> {
+        for binary in &self.binaries {
+            if let Some(how) = binary.changed() {
+                bail!(
+                    "{} is not the binary the {} stage staged ({how}): it was removed or \
+                     replaced since, so the {variant} variant is not what its record says. \
+                     Rebuild it with `pgo-build {rebuild}`.",
+                    binary.path.display(),
+                    self.stage
+                );
+            }
+        }
+        Ok(())
     }
 
     pub fn binary(&self, name: &str) -> Option<&StagedBinary> {
@@ -568,6 +609,7 @@ pub fn stage_binary(input: &StageInput, bin_dir: &Path) -> Result<StagedBinary> 
         source: input.source.clone(),
         pgo: input.pgo,
         bolted: input.bolted,
+        sha256: Some(sha256_hex(&data)),
     })
 }
 

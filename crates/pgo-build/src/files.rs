@@ -16,6 +16,15 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
         .with_context(|| format!("could not move {} into place", path.display()))
 }
 
+/// The SHA-256 of `data`, in hex.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// The SHA-256 of a file's content, read in pieces (raw profiles can be large).
 pub fn sha256_of(path: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};

@@ -718,6 +718,7 @@ mod tests {
             build_id: Some(id.into()),
             pgo: false,
             bolted: false,
+            sha256: None,
         };
         StageManifest {
             stage: "instrumented".into(),

@@ -61,6 +61,13 @@ impl Session {
             "run `pgo-build optimize` first"
         };
         let input = StageManifest::load(&self.layout, input_stage, hint)?;
+        // BOLT takes whatever is in bin/: it must be what the stage staged.
+        let rebuild = if args.without_pgo {
+            "build"
+        } else {
+            "optimize"
+        };
+        input.check_staged(input_stage.name(), rebuild)?;
         let runtime = crate::targets::bolt_runtime_arch(&bolt.path);
         if let Some(reason) = self.platform.bolt_unsupported(runtime.as_deref()) {
             return self.stage_unbolted(&input, &reason);

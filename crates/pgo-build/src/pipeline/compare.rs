@@ -307,18 +307,7 @@ impl Session {
         for variant in variants {
             let manifest = &variant.manifest;
             // Workloads run what is in bin/: it must be what the stage staged.
-            if let Some(binary) = manifest.changed_binaries().next() {
-                bail!(
-                    "{} is not the binary the {} stage staged ({} bytes were staged): it was \
-                     removed or replaced since, so the {} variant is not what its record says. \
-                     Rebuild it with `pgo-build {}`.",
-                    binary.path.display(),
-                    variant.stage.name(),
-                    binary.size_bytes,
-                    variant.name,
-                    variant.rebuild
-                );
-            }
+            manifest.check_staged(&variant.name, variant.rebuild)?;
             for other in variants {
                 if let (Some(ours), Some(theirs)) = (&manifest.sources, &other.manifest.sources)
                     && ours != theirs

@@ -185,6 +185,7 @@ impl Session {
             Stage::Instrumented,
             "run `pgo-build instrument` and `pgo-build train` first",
         )?;
+        instrumented.check_staged(Stage::Instrumented.name(), "instrument")?;
         let holdout: Vec<_> = self
             .config
             .workloads_with_role(Role::Holdout)

@@ -39,13 +39,7 @@ impl Session {
         let stage = Stage::Instrumented;
         let manifest =
             StageManifest::load(&self.layout, stage, "run `pgo-build instrument` first")?;
-        if !manifest.intact() {
-            bail!(
-                "the instrumented binaries in {} were removed or replaced after `pgo-build \
-                 instrument` staged them; run it again before packing",
-                self.layout.bin_dir(stage).display()
-            );
-        }
+        manifest.check_staged(stage.name(), "instrument")?;
         let files: Vec<(String, PathBuf)> = manifest
             .binaries
             .iter()

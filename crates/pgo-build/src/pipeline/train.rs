@@ -29,6 +29,7 @@ impl Session {
             Stage::Instrumented,
             "run `pgo-build instrument` (or `pgo-build unpack` a packed instrumented stage) first",
         )?;
+        instrumented.check_staged(Stage::Instrumented.name(), "instrument")?;
         let mut runs = self.training_workloads(&args.workloads)?;
         if let Some(shard) = args.shard {
             runs = shard.select(runs);

@@ -124,3 +124,48 @@ fn a_binary_no_workload_runs_is_named_and_not_bolted() {
         "the un-BOLTed binary is staged as it was"
     );
 }
+
+#[test]
+fn a_staged_binary_replaced_after_staging_is_refused_by_every_consumer() {
+    let fixture = bolt_fixture(
+        &["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"],
+        "",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    let optimized = fixture.stage_bin("optimized", "app");
+    let staged = std::fs::read(&optimized).unwrap();
+    // The baseline's app copied over the optimized one.
+    std::fs::copy(fixture.stage_bin("baseline", "app"), &optimized).unwrap();
+    fixture
+        .run(&["bolt"])
+        .failure()
+        .stderr_contains("is not the binary the optimized stage staged")
+        .stderr_contains("pgo-build optimize");
+    // The same size, one byte changed: caught by the content hash recorded at staging.
+    let mut changed = staged.clone();
+    let middle = changed.len() / 2;
+    changed[middle] ^= 0xff;
+    std::fs::write(&optimized, &changed).unwrap();
+    for args in [
+        &["bolt"][..],
+        &["compare", "--rounds", "1", "baseline", "optimized"],
+    ] {
+        fixture
+            .run(args)
+            .failure()
+            .stderr_contains("the same size as what was staged, but other content");
+    }
+    let instrumented = fixture.stage_bin("instrumented", "app");
+    let mut data = std::fs::read(&instrumented).unwrap();
+    let middle = data.len() / 2;
+    data[middle] ^= 0xff;
+    std::fs::write(&instrumented, &data).unwrap();
+    let pack = fixture.root().join("instrumented.tar.zst");
+    fixture
+        .run(&["pack", "instrumented", "--output", pack.to_str().unwrap()])
+        .failure()
+        .stderr_contains("is not the binary the instrumented stage staged");
+    // Put back as staged, every consumer takes it again.
+    std::fs::write(&optimized, &staged).unwrap();
+    fixture.run(&["bolt"]).success();
+}

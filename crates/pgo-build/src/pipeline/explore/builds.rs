@@ -303,6 +303,7 @@ impl Session {
 
     /// Copies a variant's binaries to `explore/<variant>/bin/` (hard links where possible).
     pub(super) fn publish(&self, name: &str, variant: &Compared) -> Result<PathBuf> {
+        variant.manifest.check_staged(name, variant.rebuild)?;
         let dir = self.layout.explore_dir().join(name).join("bin");
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
