@@ -21,6 +21,12 @@
 //! Long-running servers can call [`flush`] to write the profile so far, e.g. from an admin
 //! endpoint, so a later SIGKILL loses only what came after.
 //!
+//! A process writes one profile, whatever the order of signal, flush and exit: the signal
+//! thread, [`flush`] and an exit handler of this crate (which runs before the runtime's own)
+//! take one lock. A per-process file is emptied before each write, since the runtime appends
+//! and llvm-profdata would read a second copy as more counts (or, when two writes overlap, as
+//! a malformed file).
+//!
 //! The cfg is evaluated here, never in the caller: code behind a cfg changes the control-flow
 //! hash of the function containing it, which would then get no profile data in the optimized
 //! build. The functions below are `#[inline(never)]` for the same reason.
@@ -36,7 +42,10 @@ pub const BOLT_TRAINING_ENV: &str = "PGO_BUILD_BOLT_TRAINING";
 #[inline(never)]
 pub fn install() {
     #[cfg(pgo_build_instrument)]
-    signal_thread::install(instrumented::write_and_reraise);
+    if signal_thread::install(instrumented::write_and_reraise) {
+        // SAFETY: registers a plain `extern "C" fn()`.
+        unsafe { libc::atexit(instrumented::on_exit) };
+    }
     #[cfg(all(pgo_build_bolt_input, not(pgo_build_instrument)))]
     if std::env::var_os(BOLT_TRAINING_ENV).is_some() {
         signal_thread::install(bolt_training::exit_normally);
@@ -84,7 +93,8 @@ pub fn flush_action(pattern: Option<&str>) -> FlushAction {
 
 #[cfg(pgo_build_instrument)]
 mod instrumented {
-    use std::ffi::c_int;
+    use std::ffi::{CStr, c_char, c_int, c_uint};
+    use std::sync::Mutex;
 
     use super::{FlushAction, flush_action};
 
@@ -93,32 +103,130 @@ mod instrumented {
     unsafe extern "C" {
         fn __llvm_profile_write_file() -> c_int;
         fn __llvm_profile_reset_counters();
+        fn __llvm_profile_get_filename() -> *const c_char;
+        /// Makes the runtime's own exit-time write a no-op (what `__llvm_profile_dump` sets,
+        /// without its warning about clobbering).
+        fn lprofSetProfileDumped(value: c_uint);
+    }
+
+    /// Where the process is with its profile. One profile write per process at a time, and
+    /// none after the last: two writes into a per-process file append (llvm-profdata then
+    /// reads the counts twice), and two at once interleave into a file it calls malformed.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum State {
+        /// `flushed`: a flush wrote into the file, which the final write must replace.
+        Running { flushed: bool },
+        /// The process is exiting normally: the runtime's exit handler writes the profile.
+        Exiting,
+        /// Written for the last time (on a signal): the runtime's exit handler skips it.
+        Written,
+    }
+
+    static STATE: Mutex<State> = Mutex::new(State::Running { flushed: false });
+
+    fn state() -> std::sync::MutexGuard<'static, State> {
+        STATE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registered by `install`, after the profiler runtime registered its own exit handler,
+    /// so it runs first (exit handlers run in reverse order): from here on the runtime's
+    /// handler writes, and a signal arriving now does not write beside it.
+    pub extern "C" fn on_exit() {
+        let mut state = state();
+        if let State::Running { flushed } = *state {
+            if flushed {
+                empty_profile_file();
+            }
+            *state = State::Exiting;
+        }
+    }
+
+    /// Empties the process's own profile file. The runtime appends to it, and it must hold
+    /// one profile, the last.
+    fn empty_profile_file() {
+        // SAFETY: the runtime returns its current file name, or null.
+        let name = unsafe { __llvm_profile_get_filename() };
+        if name.is_null() {
+            return;
+        }
+        // SAFETY: a NUL-terminated string owned by the runtime.
+        let path = unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned();
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path);
+    }
+
+    /// Writes the counters into the file. A per-process file is emptied first: the runtime
+    /// appends, and the file must hold one profile.
+    fn write(action: FlushAction) -> c_int {
+        if action == FlushAction::Write {
+            // SAFETY: the runtime returns its current file name, or null.
+            let name = unsafe { __llvm_profile_get_filename() };
+            if !name.is_null() {
+                // SAFETY: a NUL-terminated string owned by the runtime.
+                let path = unsafe { CStr::from_ptr(name) }
+                    .to_string_lossy()
+                    .into_owned();
+                let _ = std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(path);
+            }
+        }
+        // SAFETY: runtime function without preconditions; this thread holds STATE.
+        unsafe { __llvm_profile_write_file() }
     }
 
     pub fn flush() -> std::io::Result<()> {
         let pattern = std::env::var("LLVM_PROFILE_FILE").ok();
         let action = flush_action(pattern.as_deref());
+        let mut state = state();
+        let State::Running { .. } = *state else {
+            return Ok(());
+        };
         if action == FlushAction::Nothing {
             return Ok(());
         }
-        // SAFETY: runtime functions without preconditions.
-        if unsafe { __llvm_profile_write_file() } != 0 {
+        *state = State::Running {
+            flushed: action == FlushAction::Write,
+        };
+        if write(action) != 0 {
             return Err(std::io::Error::other(
                 "the profiler runtime could not write the profile",
             ));
         }
         if action == FlushAction::WriteAndReset {
-            // SAFETY: as above.
+            // SAFETY: runtime function without preconditions.
             unsafe { __llvm_profile_reset_counters() };
         }
         Ok(())
     }
 
-    /// Writes the whole profile so far, then terminates the way the signal would have.
+    /// Writes the whole profile so far, then terminates the way the signal would have; when
+    /// the process is already exiting normally, lets the exit write it instead.
     pub fn write_and_reraise(signal: c_int) {
-        // The process ends right after, so no reset is needed.
-        // SAFETY: runtime function without preconditions.
-        unsafe { __llvm_profile_write_file() };
+        {
+            let mut state = state();
+            match *state {
+                State::Exiting => return,
+                State::Written => {}
+                State::Running { .. } => {
+                    let pattern = std::env::var("LLVM_PROFILE_FILE").ok();
+                    let action = flush_action(pattern.as_deref());
+                    if action != FlushAction::Nothing {
+                        write(action);
+                    }
+                    *state = State::Written;
+                    // SAFETY: runtime function without preconditions.
+                    unsafe { lprofSetProfileDumped(1) };
+                }
+            }
+        }
         super::signal_thread::reraise(signal);
     }
 }
@@ -145,9 +253,10 @@ mod signal_thread {
     static INSTALLED: AtomicBool = AtomicBool::new(false);
     static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
-    pub fn install(action: fn(c_int)) {
+    /// Starts the signal thread and installs the handlers; `true` the first time.
+    pub fn install(action: fn(c_int)) -> bool {
         if INSTALLED.swap(true, Ordering::SeqCst) {
-            return;
+            return false;
         }
         let mut fds = [0 as c_int; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
@@ -155,23 +264,23 @@ mod signal_thread {
             eprintln!(
                 "pgo-build-rt: could not create a pipe; profiles of signalled processes will be lost"
             );
-            return;
+            return false;
         }
         SIGNAL_PIPE.store(fds[1], Ordering::SeqCst);
         let reader = fds[0];
         let spawned = std::thread::Builder::new()
             .name("pgo-build-rt".into())
             .spawn(move || {
+                // The action ends the process, or returns when it is already ending.
                 if let Some(signal) = wait_for_signal(reader) {
                     action(signal);
-                    reraise(signal);
                 }
             });
         if spawned.is_err() {
             eprintln!(
                 "pgo-build-rt: could not start its thread; profiles of signalled processes will be lost"
             );
-            return;
+            return false;
         }
         for signal in [libc::SIGTERM, libc::SIGINT] {
             // SAFETY: sigaction with valid pointers; an all-zero sigaction is a valid value.
@@ -188,6 +297,7 @@ mod signal_thread {
                 libc::sigaction(signal, &handler, std::ptr::null_mut());
             }
         }
+        true
     }
 
     extern "C" fn on_signal(signal: c_int) {
@@ -214,6 +324,7 @@ mod signal_thread {
     }
 
     /// Terminates the process with the signal's default action.
+    #[cfg(pgo_build_instrument)]
     pub fn reraise(signal: c_int) {
         // SAFETY: plain libc calls on this process.
         unsafe {

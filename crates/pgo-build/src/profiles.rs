@@ -257,6 +257,10 @@ pub struct BinaryProfiles {
     pub bytes: u64,
     /// 0-byte files: processes that were stopped after the runtime created their file.
     pub empty_files: usize,
+    /// Non-empty files that cannot be merged (corrupt, written twice, another LLVM's): their
+    /// processes wrote, but nothing usable.
+    #[serde(default)]
+    pub unusable_files: usize,
     /// Functions with non-zero counts in this binary's merged profile.
     pub covered_functions: Option<u64>,
     /// Instrumented functions in this binary's profile.
@@ -420,6 +424,8 @@ fn per_binary<'a>(
     for (binary, figures) in table.iter_mut() {
         figures.processes = figures.files.max(starts.get(binary).copied().unwrap_or(0));
         figures.died = figures.processes - (figures.files - figures.empty_files);
+        figures.unusable_files =
+            (figures.files - figures.empty_files).saturating_sub(figures.valid_files);
     }
     table
 }

@@ -254,24 +254,35 @@ pub(super) const ENDED_WITHOUT_WRITING: &str = "stopped by a signal (SIGTERM, SI
     (SIGTERM, SIGINT), or train in continuous mode (--continuous: any signal)";
 
 fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> String {
+    // Every process is in one column: wrote a usable profile, wrote one that cannot be used,
+    // or ended without writing. The middle one only when some binary has such files.
+    let unusable = table.values().any(|f| f.unusable_files > 0);
     let mut out = Table::new();
-    out.load_preset(UTF8_FULL_CONDENSED).set_header([
-        "Binary",
-        "Processes",
-        "Wrote a profile",
+    let mut header = vec!["Binary", "Processes", "Wrote a profile"];
+    if unusable {
+        header.push("Wrote an unusable one");
+    }
+    header.extend([
         "Ended without writing",
         "Profile bytes",
         "Functions run / instrumented",
     ]);
+    out.load_preset(UTF8_FULL_CONDENSED).set_header(header);
     for (binary, figures) in table {
-        out.add_row([
+        let mut row = vec![
             binary.clone(),
             figures.processes.to_string(),
             figures.valid_files.to_string(),
+        ];
+        if unusable {
+            row.push(figures.unusable_files.to_string());
+        }
+        row.extend([
             figures.died.to_string(),
             human_bytes(figures.bytes),
             figures.coverage_text(),
         ]);
+        out.add_row(row);
     }
     out.to_string()
 }

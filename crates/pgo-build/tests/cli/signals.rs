@@ -250,3 +250,36 @@ fn processes_that_leave_the_process_group_are_stopped_and_reported() {
         .stderr_contains(&format!("(pid {escaped}, SIGTERM)"));
     assert!(ended(&escaped));
 }
+
+#[test]
+fn pgo_build_rt_writes_one_profile_per_process_whatever_the_order_of_signal_flush_and_exit() {
+    let fixture = Fixture::new("signals");
+    // A flush and a normal exit: one profile, not the flushed one and the final one after it
+    // (the runtime appends, and llvm-profdata would read both). SIGTERM at the moment the
+    // process exits (the delay between them sweeping the time a write takes): one writer,
+    // never two, one after the other or at once.
+    fixture.config(&[
+        "\"$PGO_BUILD_BIN_REPLICA\" exit && \"$PGO_BUILD_BIN_REPLICA\" flush-exit \
+         && for us in $(seq 0 25 1000); do \"$PGO_BUILD_BIN_REPLICA\" term-exit $us || true; done",
+    ]);
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    fixture.run(&["train"]).success();
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["processes"], 43, "{replica}");
+    assert_eq!(replica["valid_files"], 43, "{replica}");
+    assert_eq!(replica["unusable_files"], 0, "{replica}");
+    assert_eq!(replica["died"], 0, "{replica}");
+    // Every file holds one profile: the size of a plain exit's.
+    let sizes: Vec<u64> = std::fs::read_dir(fixture.raw_profile_dir("t0"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "profraw"))
+        .map(|path| std::fs::metadata(path).unwrap().len())
+        .filter(|size| *size > 0)
+        .collect();
+    let smallest = *sizes.iter().min().unwrap();
+    assert!(
+        sizes.iter().all(|size| *size < smallest * 3 / 2),
+        "a profile written twice into one file: {sizes:?}"
+    );
+}
