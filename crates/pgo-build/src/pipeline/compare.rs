@@ -46,6 +46,8 @@ impl Session {
                 }
             }
         }
+        // Measured: the result stands, whatever --fail-if-slower says of it.
+        self.begin_outputs()?;
         self.report.compare = Some(result.clone());
         if args.fail_if_slower {
             let slower: Vec<String> = result

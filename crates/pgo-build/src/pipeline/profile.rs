@@ -309,6 +309,7 @@ impl Session {
                     if listed.is_empty() { "none stand out".to_owned() } else { listed.join(", ") }
                 ));
             }
+            self.begin_outputs()?;
             self.report.overlap.insert(
                 bin.name.clone(),
                 serde_json::json!({"edge_overlap": overlap, "missed_by_training": missed}),

@@ -406,6 +406,7 @@ impl Session {
             human_bytes(merged.size_bytes),
             merged.total_functions
         ));
+        self.begin_outputs()?;
         write_atomically(
             &self.layout.merged_bundles(),
             serde_json::to_string_pretty(&record)?.as_bytes(),
