@@ -192,7 +192,12 @@ fn build_batch(
     let stderr_thread = std::thread::spawn(move || {
         let mut tail = Vec::new();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            quiet_printer.detail(&line);
+            // pgo-build's own notes from its wrappers (a crate waiting for memory) are shown;
+            // cargo's progress only with -v.
+            match line.strip_prefix(WRAPPER_NOTE_PREFIX) {
+                Some(note) => quiet_printer.info(note),
+                None => quiet_printer.detail(&line),
+            }
             tail.push(line);
         }
         tail
@@ -660,6 +665,9 @@ pub fn build_id(data: &[u8]) -> Result<Option<String>> {
         .build_id()?
         .map(|id| id.iter().map(|byte| format!("{byte:02x}")).collect()))
 }
+
+/// Lines with this prefix on cargo's stderr are pgo-build's own, from its rustc wrapper.
+pub const WRAPPER_NOTE_PREFIX: &str = "pgo-build: ";
 
 /// Refuses a profile-use build whose settings differ from the instrumented build's: the
 /// profile's function names and hashes would not match, naming each setting that changed.

@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::report::{CrateFigures, RustcSummary};
+use crate::cargo_build::WRAPPER_NOTE_PREFIX;
+use crate::report::{CrateFigures, RustcSummary, human_bytes};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -252,6 +253,11 @@ pub struct Ledger {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Entry {
     pub pid: u32,
+    /// When the process started (clock ticks since boot, from `/proc/<pid>/stat`): after an
+    /// owner died (an OOM kill), its pid can belong to another process, which is not this
+    /// entry. Absent in entries of older pgo-builds.
+    #[serde(default)]
+    pub started: Option<u64>,
     pub krate: String,
     pub bytes: u64,
     /// When it started waiting (seconds since 1970).
@@ -279,16 +285,66 @@ impl Ledger {
         !goes_first && fits(me)
     }
 
-    /// Drops entries of processes that are gone (a killed build leaves its entries behind).
+    /// Drops entries of processes that are gone (a killed build leaves its entries behind),
+    /// including zombies and processes that took a dead owner's pid since.
     fn prune(&mut self) {
-        let alive = |pid: u32| {
+        let alive = |entry: &Entry| {
             // SAFETY: signal 0 only checks that the process exists.
-            let exists = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
-            exists || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+            let exists = unsafe { libc::kill(entry.pid as libc::pid_t, 0) } == 0
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+            // Where /proc cannot say more, the pid alone has to do.
+            exists
+                && match process_stat(entry.pid) {
+                    Some(stat) if stat.zombie => false,
+                    Some(stat) => entry.started.is_none_or(|started| started == stat.started),
+                    None => true,
+                }
         };
-        self.running.retain(|e| alive(e.pid));
-        self.waiting.retain(|e| alive(e.pid));
+        self.running.retain(alive);
+        self.waiting.retain(alive);
     }
+
+    /// What a waiting crate waits behind, for the message a long wait prints.
+    fn describe_running(&self) -> String {
+        if self.running.is_empty() {
+            return "nothing is running; older waiters go first".to_owned();
+        }
+        let used: u64 = self.running.iter().map(|e| e.bytes).sum();
+        let crates: Vec<String> = self
+            .running
+            .iter()
+            .map(|e| format!("{} (pid {}, {})", e.krate, e.pid, human_bytes(e.bytes)))
+            .collect();
+        format!(
+            "{} running, {} estimated together: {}",
+            self.running.len(),
+            human_bytes(used),
+            crates.join(", ")
+        )
+    }
+}
+
+/// What `/proc/<pid>/stat` says of a process that matters to the ledger.
+struct ProcessStat {
+    /// Ended, not yet reaped: it holds no memory.
+    zombie: bool,
+    /// Clock ticks since boot (field 22).
+    started: u64,
+}
+
+fn process_stat(pid: u32) -> Option<ProcessStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: count after it.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some(ProcessStat {
+        zombie: *fields.first()? == "Z",
+        started: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// A process's start time, which with its pid identifies it.
+pub fn process_start(pid: u32) -> Option<u64> {
+    process_stat(pid).map(|stat| stat.started)
 }
 
 /// Runs `change` on the ledger under its lock and writes it back.
@@ -331,11 +387,14 @@ pub fn admit(
     with_ledger(path, |ledger| {
         ledger.waiting.push(Entry {
             pid,
+            started: process_start(pid),
             krate: krate.to_owned(),
             bytes,
             since: crate::linker::unix_now(),
         })
     })?;
+    let waiting = Instant::now();
+    let mut next_note = WAIT_NOTE_AFTER;
     loop {
         let admitted = with_ledger(path, |ledger| {
             if !ledger.admits(pid, budget, cpus, crate::linker::unix_now()) {
@@ -349,9 +408,25 @@ pub fn admit(
         if admitted {
             return Ok(());
         }
+        if waiting.elapsed() >= next_note {
+            // Said on stderr, which cargo passes on: a build that waits is never silent.
+            let behind = with_ledger(path, |ledger| ledger.describe_running())?;
+            eprintln!(
+                "{WRAPPER_NOTE_PREFIX}crate `{krate}` (estimated {}) has waited {}s for memory or a CPU \
+                 slot (rustc budget {}, {cpus} at once): {behind}",
+                human_bytes(bytes),
+                waiting.elapsed().as_secs(),
+                human_bytes(budget)
+            );
+            next_note += WAIT_NOTE_EVERY;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A crate waiting this long says what it waits behind, and again every [`WAIT_NOTE_EVERY`].
+const WAIT_NOTE_AFTER: Duration = Duration::from_secs(5);
+const WAIT_NOTE_EVERY: Duration = Duration::from_secs(30);
 
 /// Removes `pid` from the ledger.
 pub fn release(path: &Path, pid: u32) -> Result<()> {
@@ -422,6 +497,7 @@ mod tests {
     fn entry(pid: u32, bytes: u64, since: f64) -> Entry {
         Entry {
             pid,
+            started: None,
             krate: format!("c{pid}"),
             bytes,
             since,
@@ -479,6 +555,35 @@ mod tests {
         assert_eq!(ledger.running[0].krate, "first");
         release(&path, me).unwrap();
         assert!(with_ledger(&path, |l| l.running.is_empty()).unwrap());
+    }
+
+    #[test]
+    fn an_entry_whose_pid_another_process_took_holds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.json");
+        // A live process (this one) under an entry recorded for another start: pid reuse
+        // after its owner was killed. Its estimate would block every crate for ever.
+        let me = std::process::id();
+        let started = process_start(me).unwrap();
+        let reused = Entry {
+            started: Some(started + 1),
+            ..entry(me, 64 * GIB, 0.0)
+        };
+        let owner = Entry {
+            started: Some(started),
+            ..entry(me, GIB, 0.0)
+        };
+        // A process that ended and is not reaped yet holds no memory either.
+        let mut ended = std::process::Command::new("true").spawn().unwrap();
+        while process_stat(ended.id()).is_some_and(|stat| !stat.zombie) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let zombie = entry(ended.id(), 64 * GIB, 0.0);
+        with_ledger(&path, |l| l.running = vec![reused, zombie, owner.clone()]).unwrap();
+        let ledger = with_ledger(&path, |l| l.clone()).unwrap();
+        ended.wait().unwrap();
+        assert_eq!(ledger.running, [owner]);
+        assert!(ledger.describe_running().contains("1 running"));
     }
 
     #[test]

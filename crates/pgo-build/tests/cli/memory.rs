@@ -299,3 +299,74 @@ fn a_users_rustc_wrapper_still_runs_behind_pgo_builds() {
         "{records:?}"
     );
 }
+
+/// A memory-ledger entry for `pid`, holding more memory than any budget, as if a rustc of
+/// another build had it; `started` is what the ledger records as the process's start.
+fn hold_ledger(fixture: &Fixture, pid: u32, started: u64) {
+    let ledger = serde_json::json!({
+        "running": [{"pid": pid, "started": started, "krate": "held-by-test",
+                     "bytes": 64u64 << 30, "since": 0.0}],
+        "waiting": [],
+    });
+    std::fs::create_dir_all(fixture.layout().dir()).unwrap();
+    std::fs::write(
+        fixture.layout().path("memory-ledger.json"),
+        ledger.to_string(),
+    )
+    .unwrap();
+}
+
+/// Field 22 of /proc/<pid>/stat: the process's start time.
+fn start_time(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    after_name
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_ledger_entry_of_another_process_never_hangs_the_build_and_waits_are_explained() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    // A process that reuses a dead rustc's pid: alive, but not what the entry recorded.
+    let mut stranger = Command::new("sleep").arg("300").spawn().unwrap();
+    hold_ledger(&fixture, stranger.id(), start_time(stranger.id()) + 1);
+    let mut build = Command::new("timeout");
+    build
+        .arg("300")
+        .arg(fixture.command(&["build"]).get_program());
+    let probe = fixture.command(&["build"]);
+    build
+        .args(probe.get_args())
+        .current_dir(fixture.root())
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR");
+    let run = fixture.run_with(build);
+    run.success();
+    assert!(
+        !run.stderr().contains("has waited"),
+        "nothing to wait behind: {}",
+        run.describe()
+    );
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+    // The owner itself, alive for a while: crates wait for it, and say what they wait behind.
+    let mut owner = Command::new("sleep").arg("8").spawn().unwrap();
+    hold_ledger(&fixture, owner.id(), start_time(owner.id()));
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(
+        &main,
+        format!("{source}\n// changed, so rustc runs again\n"),
+    )
+    .unwrap();
+    let run = fixture.run(&["build"]);
+    owner.wait().unwrap();
+    run.success()
+        .stderr_contains("has waited 5s for memory or a CPU slot")
+        .stderr_contains("held-by-test");
+}
