@@ -17,6 +17,7 @@ use crate::command::Cmd;
 use crate::files::{sha256_hex, sha256_of, write_atomically};
 use crate::layout::{Layout, Stage};
 use crate::printer::Printer;
+use crate::training::TrackedTree;
 use crate::workspace::{BinTarget, cargo_program};
 
 /// Added to every stage (so baseline and optimized stay comparable): `%b` in the profile file
@@ -179,7 +180,9 @@ fn build_batch(
     printer: &Printer,
     show_diagnostic: &dyn Fn(&Diagnostic) -> bool,
 ) -> Result<BuildOutput> {
-    let cmd = request.command(bins);
+    // cargo, rustc and the linkers stop with pgo-build (see TrackedTree).
+    let tree = TrackedTree::start(Some(&request.layout.running_dir()), request.stage)?;
+    let cmd = tree.tag(request.command(bins));
     printer.info(format!(
         "cargo build of {} binaries ({} stage)",
         bins.len(),
@@ -266,6 +269,7 @@ fn build_batch(
     bar.finish_and_clear();
     let status = child.wait().context("could not wait for cargo")?;
     let stderr_tail = stderr_thread.join().unwrap_or_default();
+    tree.finish()?;
     if !status.success() {
         let tail: Vec<&str> = stderr_tail
             .iter()

@@ -1,11 +1,10 @@
 //! SIGINT, SIGTERM and SIGHUP sent to pgo-build.
 //!
 //! Workloads run in process groups of their own, so Ctrl-C at the terminal reaches pgo-build
-//! but not them. While a workload runs, the handler only records the signal; the loop waiting
-//! for the workload sees it, stops the workload's processes (SIGTERM, grace period, SIGKILL)
-//! and returns [`Interrupted`], and pgo-build exits with 128 + the signal number. At any other
-//! time the signal keeps its default action (cargo and rustc, in pgo-build's own process group,
-//! get Ctrl-C themselves).
+//! but not them. While a workload or a stage's cargo build runs, the handler only records the
+//! signal; the loop waiting for the workload (or the build's watcher) sees it, stops its
+//! processes (SIGTERM, grace period, SIGKILL) and returns [`Interrupted`], and pgo-build exits
+//! with 128 + the signal number. At any other time the signal keeps its default action.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
@@ -85,12 +84,13 @@ impl Drop for WorkloadWindow {
     }
 }
 
-/// pgo-build was interrupted while a workload ran; its processes were stopped.
+/// pgo-build was interrupted while a workload or a build ran; its processes were stopped.
 #[derive(Debug)]
 pub struct Interrupted {
     pub signal: i32,
-    pub workload: String,
-    pub stage: String,
+    /// What ran: "workload `t0` ran against the instrumented binaries", "the cargo build of
+    /// the baseline stage ran".
+    pub during: String,
     /// "coordinator (pid 12, SIGTERM), …"
     pub stopped: String,
 }
@@ -115,13 +115,11 @@ impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "interrupted by {} while workload `{}` ran against the {} binaries; stopped its \
-             processes: {}. The interrupted stage is not recorded as complete and none of its \
-             outputs are used: run the same command again (`pgo-build run` resumes at the first \
-             stage that did not complete).",
+            "interrupted by {} while {}; stopped its processes: {}. The interrupted stage is not \
+             recorded as complete and none of its outputs are used: run the same command again \
+             (`pgo-build run` resumes at the first stage that did not complete).",
             signal_name(self.signal),
-            self.workload,
-            self.stage,
+            self.during,
             if self.stopped.is_empty() {
                 "none were left"
             } else {

@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -38,9 +40,23 @@ pub const TOKEN_ENV: &str = "PGO_BUILD_WORKLOAD_TOKEN";
 struct RunningWorkload {
     token: String,
     pgo_build_pid: u32,
+    /// The workload's name; empty for a stage's cargo build.
     workload: String,
     stage: String,
     grace_period: Duration,
+}
+
+impl RunningWorkload {
+    fn describe(&self) -> String {
+        if self.workload.is_empty() {
+            format!("the cargo build of the {} stage ran", self.stage)
+        } else {
+            format!(
+                "workload `{}` ran against the {} binaries",
+                self.workload, self.stage
+            )
+        }
+    }
 }
 
 /// The stage a workload runs against.
@@ -247,8 +263,11 @@ impl Target<'_> {
                 forget_running(record.as_deref());
                 return Err(interrupt::Interrupted {
                     signal,
-                    workload: workload.name().to_owned(),
-                    stage: self.stage.name().to_owned(),
+                    during: format!(
+                        "workload `{}` ran against the {} binaries",
+                        workload.name(),
+                        self.stage.name()
+                    ),
                     stopped: describe_stopped(&stopped),
                 }
                 .into());
@@ -284,6 +303,116 @@ impl Target<'_> {
 }
 
 /// Removes the record of a workload that has ended.
+/// A process tree pgo-build starts besides workloads (a stage's cargo build, with its rustc
+/// and linkers): tagged with a token and recorded in `running/` like a workload, and stopped
+/// (SIGTERM, grace period, SIGKILL) when pgo-build is asked to stop, so neither an interrupted
+/// nor a killed pgo-build leaves it running (the next command stops what a killed one left).
+pub struct TrackedTree {
+    token: String,
+    record: Option<PathBuf>,
+    during: String,
+    done: Arc<AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<StoppedBy>>,
+}
+
+/// The signal that stopped a tracked tree, and what was stopped.
+type StoppedBy = Option<(i32, Vec<StoppedProcess>)>;
+
+/// How long a build's processes get between SIGTERM and SIGKILL.
+const BUILD_GRACE_PERIOD: Duration = Duration::from_secs(10);
+
+impl TrackedTree {
+    /// Records the tree about to start (`stage`'s cargo build) and starts watching for
+    /// signals; [`TrackedTree::tag`] the command that starts it.
+    pub fn start(running_dir: Option<&Path>, stage: Stage) -> Result<TrackedTree> {
+        let token = format!(
+            "{}-{}-build-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+            stage.name()
+        );
+        let record = running_dir.map(|dir| dir.join(format!("{token}.json")));
+        if let Some(record) = &record {
+            let running = RunningWorkload {
+                token: token.clone(),
+                pgo_build_pid: std::process::id(),
+                workload: String::new(),
+                stage: stage.name().to_owned(),
+                grace_period: BUILD_GRACE_PERIOD,
+            };
+            crate::files::write_atomically(
+                record,
+                serde_json::to_string_pretty(&running)?.as_bytes(),
+            )?;
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        // Open before the tree starts: from now on a signal is recorded, not fatal.
+        let window = interrupt::WorkloadWindow::open();
+        let watcher = {
+            let (done, token) = (done.clone(), token.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    if let Some(signal) = window.take_signal() {
+                        let members = Members {
+                            group: 0,
+                            token: &token,
+                        };
+                        return Some((signal, stop(&members, BUILD_GRACE_PERIOD)));
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                None
+            })
+        };
+        Ok(TrackedTree {
+            token,
+            record,
+            during: format!("the cargo build of the {} stage ran", stage.name()),
+            done,
+            watcher: Some(watcher),
+        })
+    }
+
+    /// The command, with the token its processes inherit.
+    pub fn tag(&self, cmd: Cmd) -> Cmd {
+        cmd.env(TOKEN_ENV, &self.token)
+    }
+
+    /// Once the tree has ended: [`interrupt::Interrupted`] when a signal stopped it.
+    pub fn finish(mut self) -> Result<()> {
+        self.done.store(true, Ordering::SeqCst);
+        let stopped = self.watcher.take().and_then(|w| w.join().ok()).flatten();
+        forget_running(self.record.take().as_deref());
+        match stopped {
+            Some((signal, stopped)) => Err(interrupt::Interrupted {
+                signal,
+                during: self.during.clone(),
+                stopped: describe_stopped(&stopped),
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TrackedTree {
+    /// An error while the tree ran (pgo-build returns early): the tree is stopped too.
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
+            let members = Members {
+                group: 0,
+                token: &self.token,
+            };
+            stop(&members, BUILD_GRACE_PERIOD);
+        }
+        forget_running(self.record.as_deref());
+    }
+}
+
 fn forget_running(record: Option<&Path>) {
     if let Some(record) = record {
         let _ = std::fs::remove_file(record);
@@ -327,10 +456,10 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
     let still_alive = members.live();
     if !still_alive.is_empty() {
         bail!(
-            "processes left running by an earlier pgo-build (pid {}, workload `{}`) could not be \
+            "processes left running by an earlier pgo-build (pid {}, while {}) could not be \
              stopped: {}. Stop them (kill -KILL {}) and try again.",
             running.pgo_build_pid,
-            running.workload,
+            running.describe(),
             still_alive
                 .iter()
                 .map(|(pid, name)| format!("{name} (pid {pid})"))
@@ -345,11 +474,10 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
     }
     std::fs::remove_file(record)?;
     Ok(Some(format!(
-        "an earlier pgo-build (pid {}) ended while workload `{}` ran against the {} binaries, \
-         without stopping it; {}. That run did not complete and none of its outputs are used.",
+        "an earlier pgo-build (pid {}) ended while {}, without stopping it; {}. That run did \
+         not complete and none of its outputs are used.",
         running.pgo_build_pid,
-        running.workload,
-        running.stage,
+        running.describe(),
         if stopped.is_empty() {
             "none of its processes were left".to_owned()
         } else {

@@ -283,3 +283,54 @@ fn pgo_build_rt_writes_one_profile_per_process_whatever_the_order_of_signal_flus
         "a profile written twice into one file: {sizes:?}"
     );
 }
+
+/// A build script that says its pid and then keeps the build busy: cargo, and with it the
+/// stage's build, runs until it is stopped.
+const SLOW_BUILD_SCRIPT: &str = r#"fn main() {
+    let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    std::fs::write(dir.join("../build-script.pid"), std::process::id().to_string()).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(300));
+}
+"#;
+
+#[test]
+fn stopping_pgo_build_during_a_build_stops_cargo_and_everything_it_started() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.write("app/build.rs", SLOW_BUILD_SCRIPT);
+    let pid_file = fixture.root().join("build-script.pid");
+    // SIGTERM, as a cancelled CI job or `timeout` sends it, to pgo-build alone.
+    let child = fixture
+        .command(&["build"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = wait_for_file(&pid_file);
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.contains("interrupted by SIGTERM while the cargo build of the baseline stage ran"),
+        "{stderr}"
+    );
+    assert!(ended(&script), "the build script outlived pgo-build");
+    // SIGKILL cannot be caught: the next command stops what it left.
+    std::fs::remove_file(&pid_file).unwrap();
+    let mut child = fixture.command(&["build"]).spawn().unwrap();
+    let script = wait_for_file(&pid_file);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(alive(&script), "SIGKILL leaves the build running");
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("ended while the cargo build of the baseline stage ran")
+        .stderr_contains("stopped the processes it left running");
+    assert!(ended(&script));
+}
