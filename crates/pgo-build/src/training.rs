@@ -664,16 +664,63 @@ fn expand(word: &str, vars: &[(String, String)]) -> String {
     out
 }
 
-/// The last `lines` lines of a log file, for error messages.
+/// The last `lines` lines of a log file, for error messages: read from the file's last 64 KiB
+/// (a log can be gigabytes), invalid UTF-8 replaced, each line cut at 300 characters.
 pub fn log_tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    use std::io::{Read, Seek, SeekFrom};
+    const READ: u64 = 64 << 10;
+    const LINE: usize = 300;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut bytes = Vec::new();
+    if file
+        .seek(SeekFrom::Start(size.saturating_sub(READ)))
+        .is_err()
+        || file.read_to_end(&mut bytes).is_err()
+    {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut all: Vec<&str> = text.lines().collect();
+    if size > READ && !all.is_empty() {
+        all.remove(0); // Most likely the end of a line that started before the window.
+    }
+    all[all.len().saturating_sub(lines)..]
+        .iter()
+        .map(|line| {
+            let count = line.chars().count();
+            if count <= LINE {
+                (*line).to_owned()
+            } else {
+                let kept: String = line.chars().take(LINE).collect();
+                format!("{kept}… ({} more characters)", count - LINE)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_tail_quotes_only_the_end_of_the_file_and_cuts_long_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let mut text = "x".repeat(200 << 10);
+        text.push_str("\nsecond to last\n");
+        text.push_str(&"y".repeat(1000));
+        text.push('\n');
+        std::fs::write(&log, text).unwrap();
+        let tail = log_tail(&log, 20);
+        assert!(tail.starts_with("second to last\n"), "{}", &tail[..40]);
+        assert!(tail.ends_with("… (700 more characters)"), "{tail}");
+        assert!(tail.len() < 400);
+        assert_eq!(log_tail(&dir.path().join("none"), 5), "");
+    }
 
     #[test]
     fn a_failing_command_inside_a_shell_string_fails_the_workload() {

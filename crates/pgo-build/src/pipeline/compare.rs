@@ -447,7 +447,8 @@ impl Session {
             workload.name()
         ));
         for variant in variants {
-            warn_about_error_lines(&self.printer, workload.name(), &variant.log(workload));
+            // Every counted run succeeded (a failed one is refused).
+            warn_about_error_lines(&self.printer, workload.name(), &variant.log(workload), None);
         }
         let benchmarks = if workload.cargo.is_some() {
             benchmark_comparisons(variants, &criterion_homes)

@@ -256,7 +256,10 @@ impl Session {
         for stopped in training::stop_leftovers(&layout.running_dir())? {
             printer.warn(stopped);
         }
-        let mut report = Report::load_or_new(&layout.report(), &workspace.root);
+        let (mut report, problem) = Report::load_or_new(&layout.report(), &workspace.root);
+        if let Some(problem) = problem {
+            printer.warn(format!("{problem}: this command starts a new report"));
+        }
         report.target = target.map(str::to_owned);
         let state = State::load(&layout);
         let continuous = args.continuous || config.pgo.continuous;
@@ -323,7 +326,7 @@ impl Session {
             config,
             report: Report {
                 target: self.report.target.clone(),
-                ..Report::load_or_new(&layout.report(), &self.workspace.root)
+                ..Report::load_or_new(&layout.report(), &self.workspace.root).0
             },
             state: State::load(&layout),
             layout,

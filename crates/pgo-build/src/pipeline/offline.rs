@@ -46,34 +46,35 @@ pub fn show_report(args: &GlobalArgs, report_args: &ReportArgs, printer: &Printe
 }
 
 fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer) -> Result<()> {
-    let text = std::fs::read_to_string(layout.report()).with_context(|| {
-        let targets = target_reports(layout.root());
-        if targets.is_empty() {
-            format!(
-                "there is no report at {}: run `pgo-build run` first",
-                layout.report().display()
-            )
-        } else {
-            format!(
-                "there is no report at {}; there are reports of the targets {}: choose one \
-                 with --target",
+    let report = match Report::load(&layout.report()) {
+        Ok(Some(report)) => report,
+        Err(problem) => bail!(
+            "{problem}: `pgo-build run` (or any of its stages) writes a new one, or `pgo-build \
+             clean` removes it"
+        ),
+        Ok(None) => {
+            let targets = target_reports(layout.root());
+            if targets.is_empty() {
+                bail!(
+                    "there is no report at {}: run `pgo-build run` first",
+                    layout.report().display()
+                );
+            }
+            bail!(
+                "there is no report at {}; there are reports of the targets {}: choose one with \
+                 --target",
                 layout.report().display(),
                 targets.join(", ")
-            )
+            );
         }
-    })?;
-    let report: Report = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{} is not a report of this pgo-build version",
-            layout.report().display()
-        )
-    })?;
+    };
     if let Some(file) = &report_args.html {
         crate::files::write_atomically(file, render::html(&report).as_bytes())?;
         printer.info(format!("wrote {}", file.display()));
     }
     if report_args.json {
-        printer.table(text.trim_end());
+        // As `Report::save` writes it.
+        printer.table(serde_json::to_string_pretty(&report)?);
     } else if report_args.markdown {
         printer.table(render::markdown(&report));
     } else if report_args.html.is_none() {

@@ -66,7 +66,12 @@ impl Session {
             let running = self.resolve_workload(&self.layout, stage, manifest, workload)?;
             let outcome = target.run(&running, &self.printer)?;
             finish(workload, &outcome)?;
-            warn_about_error_lines(&self.printer, &workload.run_name(), &outcome.log_path);
+            warn_about_error_lines(
+                &self.printer,
+                &workload.run_name(),
+                &outcome.log_path,
+                (!outcome.success).then_some(outcome.status.as_str()),
+            );
             self.printer.info(format!(
                 "workload {}: {} in {:.2}s (log: {})",
                 workload.run_name(),
@@ -359,20 +364,31 @@ pub(crate) fn instrumented_profile_env(
     ])
 }
 
-/// Says when a workload's output has lines that look like errors: it may have failed at what
-/// it was meant to do and still exited 0.
+/// Says when a workload's output has lines that look like errors: one that exited
+/// successfully may have failed at what it was meant to do. `failed`: how it ended, when it
+/// did not end well.
 pub(super) fn warn_about_error_lines(
     printer: &crate::printer::Printer,
     workload: &str,
     log: &Path,
+    failed: Option<&str>,
 ) {
     if let Some((count, first)) = training::error_lines(log) {
-        printer.warn(format!(
-            "workload `{workload}` printed {count} line{} that look{} like errors (first: \
-             \"{first}\"); it exited successfully, so check that it did its work: {}",
+        let lines = format!(
+            "{count} line{} that look{} like errors (first: \"{first}\")",
             if count == 1 { "" } else { "s" },
             if count == 1 { "s" } else { "" },
-            log.display()
-        ));
+        );
+        printer.warn(match failed {
+            None => format!(
+                "workload `{workload}` printed {lines}; it exited successfully, so check that \
+                 it did its work: {}",
+                log.display()
+            ),
+            Some(status) => format!(
+                "workload `{workload}` {status} and printed {lines}: {}",
+                log.display()
+            ),
+        });
     }
 }

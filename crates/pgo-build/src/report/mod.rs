@@ -96,12 +96,40 @@ impl Report {
     }
 
     /// The last run's report, or a new one when there is none (or it has another schema).
-    pub fn load_or_new(path: &Path, workspace: &Path) -> Report {
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Report>(&text).ok())
-            .filter(|report| report.schema_version == SCHEMA_VERSION)
-            .unwrap_or_else(|| Report::new(workspace))
+    /// The report at `path`: `Ok(None)` when there is none, and what is wrong with it when it
+    /// cannot be read (corrupt, or of another schema version).
+    pub fn load(path: &Path) -> Result<Option<Report>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(format!("could not read {}: {err}", path.display())),
+        };
+        let corrupt = |err: serde_json::Error| format!("{} is corrupt ({err})", path.display());
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
+        match value
+            .get("schema_version")
+            .and_then(serde_json::Value::as_u64)
+        {
+            Some(version) if version == u64::from(SCHEMA_VERSION) => {}
+            version => {
+                return Err(format!(
+                    "{} has report schema {}, and this pgo-build writes schema {SCHEMA_VERSION}",
+                    path.display(),
+                    version.map_or("(none)".to_owned(), |v| v.to_string())
+                ));
+            }
+        }
+        serde_json::from_value(value).map(Some).map_err(corrupt)
+    }
+
+    /// The report at `path`, or a new one; with what was wrong with an unreadable one, which
+    /// the new report replaces.
+    pub fn load_or_new(path: &Path, workspace: &Path) -> (Report, Option<String>) {
+        match Report::load(path) {
+            Ok(Some(report)) => (report, None),
+            Ok(None) => (Report::new(workspace), None),
+            Err(problem) => (Report::new(workspace), Some(problem)),
+        }
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
@@ -202,14 +230,23 @@ mod tests {
         let mut report = Report::new(Path::new("/ws"));
         report.record_stage("build", "ok", Duration::from_millis(1500), None);
         report.save(&path).unwrap();
-        let loaded = Report::load_or_new(&path, Path::new("/ws"));
+        let (loaded, problem) = Report::load_or_new(&path, Path::new("/ws"));
         assert_eq!(loaded.stages[0].duration_secs, 1.5);
+        assert_eq!(problem, None);
         std::fs::write(&path, r#"{"schema_version": 999}"#).unwrap();
-        assert!(
-            Report::load_or_new(&path, Path::new("/ws"))
-                .stages
-                .is_empty()
-        );
+        let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert!(fresh.stages.is_empty());
+        assert!(problem.unwrap().contains("has report schema 999"));
+        // Garbled: called corrupt, with its path.
+        std::fs::write(&path, "{ garbled").unwrap();
+        let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert!(fresh.stages.is_empty());
+        let problem = problem.unwrap();
+        assert!(problem.contains("report.json is corrupt"), "{problem}");
+        assert!(matches!(
+            Report::load(&dir.path().join("none.json")),
+            Ok(None)
+        ));
     }
 
     #[test]

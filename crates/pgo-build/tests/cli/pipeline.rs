@@ -432,3 +432,23 @@ fn optimized_binaries_that_grew_more_than_allowed_are_not_staged() {
     assert!(!fixture.stage_bin("bolt", "app").exists());
     assert!(!fixture.layout().path("bolt/stage.json").exists());
 }
+
+#[test]
+fn a_failed_workloads_error_lines_are_not_called_a_success() {
+    let fixture = Fixture::new("twobins");
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"t0\"\nrole = \"train\"\nallow_failure = true\n\
+         command = \"$PGO_BUILD_BIN_APP work 100; echo 'error: boom'; exit 101\"\n",
+    );
+    fixture.run(&["instrument"]).success();
+    let train = fixture.run(&["train"]);
+    train.success().stderr_contains(
+        "workload `t0` exit status: 101 and printed 1 line that looks like errors",
+    );
+    assert!(
+        !train.stderr().contains("exited successfully"),
+        "{}",
+        train.describe()
+    );
+}

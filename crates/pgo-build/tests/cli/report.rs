@@ -74,3 +74,15 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
         report_schema()["properties"]["schema_version"]["const"]
     );
 }
+
+#[test]
+fn a_garbled_report_is_called_corrupt_with_the_command_that_rewrites_it() {
+    let fixture = Fixture::new("twobins");
+    std::fs::create_dir_all(fixture.layout().dir()).unwrap();
+    std::fs::write(fixture.layout().path("report.json"), "{ garbled").unwrap();
+    fixture
+        .run(&["report"])
+        .failure()
+        .stderr_contains("report.json is corrupt")
+        .stderr_contains("`pgo-build run`");
+}
