@@ -337,7 +337,7 @@ fn a_ledger_entry_of_another_process_never_hangs_the_build_and_waits_are_explain
     hold_ledger(&fixture, stranger.id(), start_time(stranger.id()) + 1);
     let mut build = Command::new("timeout");
     build
-        .arg("300")
+        .arg("120")
         .arg(fixture.command(&["build"]).get_program());
     let probe = fixture.command(&["build"]);
     build
