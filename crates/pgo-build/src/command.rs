@@ -131,11 +131,17 @@ impl Cmd {
     pub fn stdout_checked(&self, printer: &Printer) -> Result<String> {
         let output = self.output(printer)?;
         if !output.status.success() {
+            // Quoted, so the tool's "error:" lines do not read as pgo-build's own.
+            let said: Vec<String> = String::from_utf8_lossy(&output.stderr)
+                .trim_end()
+                .lines()
+                .map(|line| format!("  | {line}"))
+                .collect();
             bail!(
-                "`{}` failed ({}):\n{}",
+                "`{}` failed ({}); it said:\n{}",
                 self.display(),
                 output.status,
-                String::from_utf8_lossy(&output.stderr).trim_end()
+                said.join("\n")
             );
         }
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
@@ -180,7 +186,8 @@ mod tests {
             .stdout_checked(&printer)
             .unwrap_err();
         let text = format!("{err:#}");
-        assert!(text.contains("broken"), "{text}");
         assert!(text.contains("exit status: 3"), "{text}");
+        // Quoted, never a line of its own that reads as pgo-build's.
+        assert!(text.contains("it said:\n  | broken"), "{text}");
     }
 }

@@ -197,8 +197,8 @@ fn check_readable(
                     profile.rejected = match output {
                         Ok(output) if output.status.success() => None,
                         Ok(output) => Some(format!(
-                            "llvm-profdata cannot read it: {}",
-                            String::from_utf8_lossy(&output.stderr).trim()
+                            "llvm-profdata cannot read it (it said: \"{}\")",
+                            quoted_tool_output(&String::from_utf8_lossy(&output.stderr))
                         )),
                         Err(err) => Some(format!("could not run llvm-profdata: {err:#}")),
                     };
@@ -210,6 +210,23 @@ fn check_readable(
         let _ = std::fs::remove_file(scratch_dir.join(format!("check-{index}.profdata")));
     }
     Ok(())
+}
+
+/// A tool's stderr as one quoted line inside pgo-build's own message: its "error:" lines
+/// must not read as pgo-build's, and a long one is cut.
+pub fn quoted_tool_output(stderr: &str) -> String {
+    let joined = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let count = joined.chars().count();
+    if count <= 400 {
+        joined
+    } else {
+        format!("{}…", joined.chars().take(400).collect::<String>())
+    }
 }
 
 /// Replaces the reason of files whose raw format version differs from the one our own
@@ -652,6 +669,16 @@ fn file_name(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tools_output_is_quoted_on_one_line_and_cut() {
+        let said = "warning: /p/x.profraw: malformed instrumentation profile data\n\nerror: no profile can be merged\n";
+        assert_eq!(
+            quoted_tool_output(said),
+            "warning: /p/x.profraw: malformed instrumentation profile data; error: no profile can be merged"
+        );
+        assert_eq!(quoted_tool_output(&"e".repeat(1000)).chars().count(), 401);
+    }
     use crate::cargo_build::{BuildSettings, StagedBinary};
 
     fn raw_header(version: u64) -> Vec<u8> {

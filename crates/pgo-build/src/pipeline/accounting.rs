@@ -206,7 +206,9 @@ impl Session {
             return Ok(());
         }
         let message = format!(
-            "{} raw profile{} excluded from the merge:\n{}",
+            "{} raw profile{} excluded from the merge:\n{}\nTheir processes' counts are missing \
+             from the profile: `pgo-build train` (or `pgo-build train WORKLOAD` for the \
+             workloads named in the paths) trains again.",
             excluded.len(),
             if excluded.len() == 1 { " is" } else { "s are" },
             excluded.join("\n")

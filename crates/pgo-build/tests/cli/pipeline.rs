@@ -178,7 +178,8 @@ cp "$real" "$dir/0123abcd_1.profraw""#]);
     fixture
         .run(&["optimize"])
         .success()
-        .stderr_contains("llvm-profdata cannot read it")
+        .stderr_contains("llvm-profdata cannot read it (it said: \"")
+        .stderr_contains("`pgo-build train` (or `pgo-build train WORKLOAD`")
         .stderr_contains("not one of the current instrumented binaries (build id 0123abcd)");
     assert_eq!(
         fixture.report()["rejected_profiles"]
