@@ -216,28 +216,60 @@ impl Session {
         };
         let peak =
             |c: &crate::report::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
-        for krate in &figures.alone {
+        // One warning per cause, naming every crate (a small budget made one line per crate).
+        if !figures.alone.is_empty() {
+            let crates: Vec<String> = figures
+                .alone
+                .iter()
+                .map(|krate| {
+                    format!(
+                        "`{}` ({}) estimated at {} (peak {} this time)",
+                        krate.krate,
+                        krate.kind,
+                        human_bytes(krate.estimate_bytes),
+                        peak(krate)
+                    )
+                })
+                .collect();
             self.printer.warn(format!(
-                "crate `{}` ({}) is estimated at {}, above the whole memory budget for rustc \
-                 ({} of {}): it ran alone (peak {} this time). Raise [build] memory_budget in {} \
-                 if the machine has the memory.",
-                krate.krate,
-                krate.kind,
-                human_bytes(krate.estimate_bytes),
+                "{} estimated above the whole memory budget for rustc ({} of {}), so {} ran \
+                 alone: {}. Raise [build] memory_budget in {} if the machine has the memory.",
+                if crates.len() == 1 {
+                    "1 crate is".to_owned()
+                } else {
+                    format!("{} crates are", crates.len())
+                },
                 human_bytes(figures.rustc_budget_bytes),
                 human_bytes(figures.budget_bytes),
-                peak(krate),
+                if crates.len() == 1 { "it" } else { "each" },
+                crates.join(", "),
                 self.config.display_path()
             ));
         }
-        for krate in &figures.overruns {
+        if !figures.overruns.is_empty() {
+            let crates: Vec<String> = figures
+                .overruns
+                .iter()
+                .map(|krate| {
+                    format!(
+                        "`{}` ({}) {} over {}",
+                        krate.krate,
+                        krate.kind,
+                        peak(krate),
+                        human_bytes(krate.estimate_bytes)
+                    )
+                })
+                .collect();
             self.printer.warn(format!(
-                "crate `{}` ({}) peaked at {}, over its estimate of {} (its last measured \
-                 peak): the estimate is updated for the next build",
-                krate.krate,
-                krate.kind,
-                peak(krate),
-                human_bytes(krate.estimate_bytes)
+                "{} peaked over {} estimate (the last measured peak): {}; the estimates are \
+                 updated for the next build",
+                if crates.len() == 1 {
+                    "1 crate".to_owned()
+                } else {
+                    format!("{} crates", crates.len())
+                },
+                if crates.len() == 1 { "its" } else { "their" },
+                crates.join(", ")
             ));
         }
         if let Some(heaviest) = figures.heaviest.first() {

@@ -256,7 +256,7 @@ fn a_crate_estimated_above_the_whole_budget_runs_alone_and_is_named() {
     fixture
         .run(&["build"])
         .success()
-        .stderr_contains("crate `app/app` (bin) is estimated at 1.0 GiB, above the whole memory budget for rustc (0 B of 64.0 MiB): it ran alone");
+        .stderr_contains("2 crates are estimated above the whole memory budget for rustc (0 B of 64.0 MiB), so each ran alone: `app/app` (bin) estimated at 1.0 GiB");
     let records = rustc_log(&fixture, "baseline");
     assert!(records.iter().all(|r| r["alone"] == true), "{records:?}");
     // Alone means alone: no two of them overlapped.
