@@ -650,6 +650,74 @@ pub fn error_lines(log: &Path) -> Option<(usize, String)> {
     Some((1 + matching.count(), first))
 }
 
+/// The profile runtime's own report that it could not write a profile, found in a
+/// workload's log ("LLVM Profile Error: Failed to write file "…": No space left on device"):
+/// the processes ended normally, but their profiles are missing or cut short.
+pub struct ProfileWriteFailure {
+    /// The runtime's first such line.
+    pub line: String,
+    /// How many such lines the log has.
+    pub count: usize,
+    /// The directory it could not write into, and the space free there now.
+    pub dir: Option<(PathBuf, Option<u64>)>,
+}
+
+impl ProfileWriteFailure {
+    pub fn find(log: &Path) -> Option<ProfileWriteFailure> {
+        let text = std::fs::read(log).ok()?;
+        let text = String::from_utf8_lossy(&text);
+        let mut lines = text
+            .lines()
+            .filter(|line| line.contains("LLVM Profile Error") && line.contains("write"));
+        let first = lines.next()?;
+        let dir = first
+            .split('"')
+            .nth(1)
+            .and_then(|file| Path::new(file).parent())
+            .map(|dir| (dir.to_owned(), free_space(dir)));
+        Some(ProfileWriteFailure {
+            line: first.trim().chars().take(300).collect(),
+            count: 1 + lines.count(),
+            dir,
+        })
+    }
+}
+
+impl std::fmt::Display for ProfileWriteFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the profile runtime could not write profiles")?;
+        if self.count > 1 {
+            write!(f, " ({} times)", self.count)?;
+        }
+        write!(f, ": \"{}\"", self.line)?;
+        if let Some((dir, free)) = &self.dir {
+            write!(f, ". {} is on a filesystem with ", dir.display())?;
+            match free {
+                Some(bytes) => write!(f, "{} free", crate::report::human_bytes(*bytes))?,
+                None => write!(f, "unknown free space")?,
+            }
+            write!(
+                f,
+                ": free space there, or give cargo a target directory on a larger disk \
+                 (CARGO_TARGET_DIR or build.target-dir), and train again"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes available to this user on the filesystem of `dir`.
+fn free_space(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path and a zeroed statvfs for the call to fill.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
 /// Expands `${VAR}` and `$VAR` for the given variables (argv workloads have no shell).
 fn expand(word: &str, vars: &[(String, String)]) -> String {
     let mut out = word.to_owned();

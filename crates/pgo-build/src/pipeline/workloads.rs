@@ -64,7 +64,23 @@ impl Session {
             self.printer
                 .info(format!("workload {} ...", workload.run_name()));
             let running = self.resolve_workload(&self.layout, stage, manifest, workload)?;
-            let outcome = target.run(&running, &self.printer)?;
+            let mut outcome = target.run(&running, &self.printer)?;
+            // Processes that exited normally but whose profiles the runtime could not write
+            // (a full disk): not a training run to use, nor processes stopped by signals.
+            if let Some(failure) = training::ProfileWriteFailure::find(&outcome.log_path) {
+                outcome.success = false;
+                outcome.status = "could not write its profiles".to_owned();
+                // On a full disk the record may not be written either; as started, it is
+                // just as unusable.
+                let _ = finish(workload, &outcome);
+                bail!(
+                    "training workload `{}` against the {} binaries: {failure}. Nothing of this \
+                     run is used. Full log: {}",
+                    workload.run_name(),
+                    stage.name(),
+                    outcome.log_path.display()
+                );
+            }
             finish(workload, &outcome)?;
             warn_about_error_lines(
                 &self.printer,

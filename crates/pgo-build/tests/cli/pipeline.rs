@@ -2,6 +2,7 @@
 //! that are empty, corrupt, stale or of another LLVM; changed flags; bad configuration.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::support::*;
 
@@ -450,6 +451,47 @@ fn a_failed_workloads_error_lines_are_not_called_a_success() {
     assert!(
         !train.stderr().contains("exited successfully"),
         "{}",
+        train.describe()
+    );
+}
+
+#[test]
+fn a_full_disk_during_training_is_named_not_blamed_on_signals() {
+    let fixture = Fixture::new("twobins");
+    // The workload fills the disk its profiles go to, then runs the binary.
+    fixture.config(&[
+        "cat /dev/zero > \"$(dirname \"$LLVM_PROFILE_FILE\")/../filler\" 2>/dev/null || true; \
+         $PGO_BUILD_BIN_APP work 2000",
+    ]);
+    fixture.run(&["instrument"]).success();
+    // The raw profiles' directory on a small filesystem.
+    let raw = fixture.layout().path("profiles/raw");
+    std::fs::create_dir_all(&raw).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&raw)
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "this test mounts a tmpfs: it runs as root"
+    );
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(raw.clone());
+    let train = fixture.run(&["train"]);
+    train
+        .failure()
+        .stderr_contains("the profile runtime could not write profiles")
+        .stderr_contains("No space left on device")
+        .stderr_contains("free space there");
+    assert!(
+        !train.stderr().contains("pgo_build_rt::install"),
+        "a full disk is not a signal: {}",
         train.describe()
     );
 }
