@@ -285,6 +285,45 @@ pub fn differences(archive: &Provenance, here: &Provenance, what: &str) -> Vec<S
     found
 }
 
+/// How an archive's git revision compares with this checkout's.
+pub enum RevisionCheck {
+    /// The same commit (or one side is not a git checkout).
+    Same,
+    /// The same commit with other uncommitted changes to tracked files: the archive's
+    /// binaries or profiles may not match these sources.
+    Changed(String),
+    /// Another commit.
+    Other(String),
+}
+
+/// The commits must match; uncommitted changes to tracked files on either side are worth a
+/// warning only (files written beside the sources, the archives themselves, make a checkout
+/// "dirty" without changing what was built).
+pub fn compare_revisions(archive: &Provenance, here: &Provenance, what: &str) -> RevisionCheck {
+    let (Some(theirs), Some(ours)) = (&archive.git_revision, &here.git_revision) else {
+        return RevisionCheck::Same;
+    };
+    let commit = |revision: &str| {
+        revision
+            .split("-dirty")
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if commit(theirs) != commit(ours) {
+        RevisionCheck::Other(format!(
+            "git revision: {what} was made at {theirs}, this checkout is at {ours}"
+        ))
+    } else if theirs != ours {
+        RevisionCheck::Changed(format!(
+            "{what} was made at {theirs}, this checkout is at {ours}: the same commit, with \
+             different uncommitted changes to tracked files"
+        ))
+    } else {
+        RevisionCheck::Same
+    }
+}
+
 /// The outside-workspace path dependencies whose absolute path differs between an archive's
 /// checkout and this one, as messages.
 pub fn moved_path_dependencies(archive: &Provenance, here: &Provenance) -> Vec<String> {

@@ -79,28 +79,12 @@ impl Session {
             &self.printer,
         );
         let mut problems = bundle::differences(&pack.provenance, &here, &what);
-        if let (Some(theirs), Some(ours)) = (&pack.provenance.git_revision, &here.git_revision) {
-            // Files written beside the sources (the pack itself, bundles) make a checkout
-            // "dirty" without changing what was built: the commits must match, and a dirty
-            // side is worth a warning only.
-            let commit = |revision: &str| {
-                revision
-                    .split("-dirty")
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            if commit(theirs) != commit(ours) {
-                problems.push(format!(
-                    "git revision: {what} was made at {theirs}, this checkout is at {ours}"
-                ));
-            } else if theirs != ours {
-                self.printer.warn(format!(
-                    "{what} was made at {theirs}, this checkout is at {ours}: the same commit, \
-                     with different uncommitted changes to tracked files; the binaries may not \
-                     match this checkout's sources"
-                ));
-            }
+        match bundle::compare_revisions(&pack.provenance, &here, &what) {
+            bundle::RevisionCheck::Same => {}
+            bundle::RevisionCheck::Changed(note) => self.printer.warn(format!(
+                "{note}; the binaries may not match this checkout's sources"
+            )),
+            bundle::RevisionCheck::Other(problem) => problems.push(problem),
         }
         if !problems.is_empty() {
             bail!(
@@ -507,11 +491,22 @@ impl Session {
             &self.printer,
         );
         let what = format!("{}", first_path.display());
-        let problems = bundle::differences(&first.provenance, &here, &what);
+        let mut problems = bundle::differences(&first.provenance, &here, &what);
+        // Profiles of another commit's sources would silently miss what changed since.
+        for (path, bundle) in bundles {
+            let what = path.display().to_string();
+            match bundle::compare_revisions(&bundle.provenance, &here, &what) {
+                bundle::RevisionCheck::Same => {}
+                bundle::RevisionCheck::Changed(note) => self.printer.warn(format!(
+                    "{note}; its profile may not match this checkout's sources"
+                )),
+                bundle::RevisionCheck::Other(problem) => problems.push(problem),
+            }
+        }
         if !problems.is_empty() {
             bail!(
                 "refusing to merge: {}.\nThe optimized build here would not match the profile's \
-                 functions; merge and optimize with the toolchain that instrumented.",
+                 functions; merge and optimize with the toolchain and the commit that instrumented.",
                 problems.join("; ")
             );
         }

@@ -437,3 +437,30 @@ fn unpack_refuses_a_pack_of_another_commit() {
     git(&other.root(), &["reset", "-q", "--hard", "HEAD~1"]);
     other.run(&["unpack", pack.to_str().unwrap()]).success();
 }
+
+#[test]
+fn merge_refuses_a_bundle_of_another_commit() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    fixture.write(".gitignore", "target\n*.tar.zst\nCargo.lock\n");
+    git(&fixture.root(), &["init", "-q"]);
+    git(&fixture.root(), &["add", "-A"]);
+    git(&fixture.root(), &["commit", "-qm", "one"]);
+    fixture.run(&["instrument"]).success();
+    let bundle = fixture.root().join("b.tar.zst");
+    fixture
+        .run(&["train", "--bundle", bundle.to_str().unwrap()])
+        .success();
+    // The sources moved on before the merge job ran.
+    fixture.write("app/src/extra.rs", "// a later change\n");
+    git(&fixture.root(), &["add", "-A"]);
+    git(&fixture.root(), &["commit", "-qm", "two"]);
+    fixture
+        .run(&["merge", bundle.to_str().unwrap()])
+        .failure()
+        .stderr_contains("git revision: ")
+        .stderr_contains("b.tar.zst was made at")
+        .stderr_contains("the commit that instrumented");
+    git(&fixture.root(), &["reset", "-q", "--hard", "HEAD~1"]);
+    fixture.run(&["merge", bundle.to_str().unwrap()]).success();
+}
