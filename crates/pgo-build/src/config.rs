@@ -565,16 +565,8 @@ impl Config {
         for variant in &self.explore.variant {
             let line = line_of(text, variant.name.span().start);
             let name = variant.name.get_ref();
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
-                || name.starts_with('.')
-            {
-                bail!(
-                    "invalid configuration in {path}, line {line}: explore variant name {name:?} \
-                     must use only letters, digits, '-', '_', '.' and '+' (it names a directory)"
-                );
+            if let Err(reason) = crate::names::check_variant(name) {
+                bail!("invalid configuration in {path}, line {line}: {reason}");
             }
             let settings = BuildVariant {
                 profile_overrides: variant.profile_overrides.clone(),
@@ -590,16 +582,8 @@ impl Config {
         for workload in &self.workloads {
             let line = line_of(text, workload.name.span().start);
             let name = workload.name();
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                || name.starts_with('.')
-            {
-                bail!(
-                    "invalid configuration in {path}, line {line}: workload name {name:?} must \
-                     use only letters, digits, '-', '_' and '.' (it names a directory)"
-                );
+            if let Err(reason) = crate::names::check_workload(name) {
+                bail!("invalid configuration in {path}, line {line}: {reason}");
             }
             if let Some(first) = seen.insert(name.to_owned(), line) {
                 bail!(

@@ -20,6 +20,7 @@ mod layout;
 mod linker;
 mod measurement;
 mod memory;
+mod names;
 mod pgo_diagnostics;
 mod pipeline;
 mod printer;

@@ -185,6 +185,20 @@ impl Session {
                     .iter()
                     .map(|(run, inputs)| (None, Some(*run), inputs.clone())),
             );
+        // Binaries are `profiles/<binary>.profdata`, cargo workload runs
+        // `profiles/cargo-<run>.profdata`: a binary named `cargo-<run>` would overwrite one.
+        if let Some(binary) = accounting.per_binary.keys().find(|binary| {
+            cargo
+                .iter()
+                .any(|(run, _)| **binary == format!("cargo-{run}"))
+        }) {
+            bail!(
+                "binary `{binary}` and cargo workload run `{}` would have the same profile in \
+                 the bundle: rename the workload in {}",
+                binary.trim_start_matches("cargo-"),
+                self.config.display_path()
+            );
+        }
         for (binary, cargo_workload, inputs) in sources {
             if inputs.is_empty() {
                 continue;

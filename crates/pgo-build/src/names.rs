@@ -1,0 +1,70 @@
+//! Names users give that pgo-build derives paths and other names from (workloads, explore
+//! variants): what they may be, in one place, so a derived name never leaves its directory
+//! and never collides with pgo-build's own entries.
+
+/// A workload's name: `profiles/raw/<name>/`, `logs/<command>-<name>.log`. (A workload
+/// named like one run of a workload with `shards`, `<name>.part<I>of<K>`, is refused where
+/// runs are listed, in `config.rs`.)
+pub fn check_workload(name: &str) -> Result<(), String> {
+    check_chars(
+        name,
+        "-_.",
+        "workload name",
+        "letters, digits, '-', '_' and '.'",
+    )
+}
+
+/// An explore variant's name: `explore/<name>/bin/`, beside explore's own `builds/` and
+/// `measurements.json`.
+pub fn check_variant(name: &str) -> Result<(), String> {
+    check_chars(
+        name,
+        "-_.+",
+        "explore variant name",
+        "letters, digits, '-', '_', '.' and '+'",
+    )?;
+    if EXPLORE_ENTRIES.contains(&name) {
+        return Err(format!(
+            "explore variant name {name:?} is the name of explore's own entry in \
+             target/pgo-build/explore/: rename it"
+        ));
+    }
+    Ok(())
+}
+
+/// What `explore` keeps beside the variants' directories.
+const EXPLORE_ENTRIES: [&str; 2] = ["builds", "measurements.json"];
+
+fn check_chars(name: &str, others: &str, what: &str, allowed: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || others.contains(c))
+        || name.starts_with('.')
+    {
+        return Err(format!(
+            "{what} {name:?} must use only {allowed} and not start with '.' (it names a \
+             directory)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_names_stay_in_their_directory_and_off_pgo_builds_own() {
+        for good in ["t0", "api-load", "bench_1.2", "w.parts"] {
+            assert_eq!(check_workload(good), Ok(()), "{good}");
+        }
+        for bad in ["", ".hidden", "../up", "a/b", "a b"] {
+            assert!(check_workload(bad).is_err(), "{bad}");
+        }
+        assert_eq!(check_variant("pgo+o2"), Ok(()));
+        for bad in ["builds", "measurements.json", "a/b", ".x"] {
+            assert!(check_variant(bad).is_err(), "{bad}");
+        }
+    }
+}
