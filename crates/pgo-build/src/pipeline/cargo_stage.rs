@@ -218,9 +218,10 @@ impl Session {
             |c: &crate::report::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
         // One warning per cause, naming every crate (a small budget made one line per crate).
         if !figures.alone.is_empty() {
-            let crates: Vec<String> = figures
-                .alone
-                .iter()
+            let mut alone: Vec<_> = figures.alone.iter().collect();
+            alone.sort_by(|a, b| a.krate.cmp(&b.krate));
+            let crates: Vec<String> = alone
+                .into_iter()
                 .map(|krate| {
                     format!(
                         "`{}` ({}) estimated at {} (peak {} this time)",
@@ -247,9 +248,10 @@ impl Session {
             ));
         }
         if !figures.overruns.is_empty() {
-            let crates: Vec<String> = figures
-                .overruns
-                .iter()
+            let mut overruns: Vec<_> = figures.overruns.iter().collect();
+            overruns.sort_by(|a, b| a.krate.cmp(&b.krate));
+            let crates: Vec<String> = overruns
+                .into_iter()
                 .map(|krate| {
                     format!(
                         "`{}` ({}) {} over {}",

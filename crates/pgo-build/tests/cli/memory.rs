@@ -256,7 +256,8 @@ fn a_crate_estimated_above_the_whole_budget_runs_alone_and_is_named() {
     fixture
         .run(&["build"])
         .success()
-        .stderr_contains("2 crates are estimated above the whole memory budget for rustc (0 B of 64.0 MiB), so each ran alone: `app/app` (bin) estimated at 1.0 GiB");
+        .stderr_contains("2 crates are estimated above the whole memory budget for rustc (0 B of 64.0 MiB), so each ran alone: `app/app` (bin) estimated at 1.0 GiB")
+        .stderr_contains("`app/helper` (bin) estimated at 1.0 GiB");
     let records = rustc_log(&fixture, "baseline");
     assert!(records.iter().all(|r| r["alone"] == true), "{records:?}");
     // Alone means alone: no two of them overlapped.
