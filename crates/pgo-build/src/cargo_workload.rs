@@ -15,6 +15,48 @@ fn own_args(args: &[String]) -> &[String] {
     &args[..end]
 }
 
+/// The targets a cargo workload names (`--bench parse`, `--test=api`, `--example demo`,
+/// `--bin cli`), by kind: each must exist in the workspace, checked before anything runs.
+pub fn named_targets(args: &[String]) -> Vec<(&'static str, String)> {
+    let own = own_args(args);
+    let mut named = Vec::new();
+    for (i, arg) in own.iter().enumerate() {
+        for kind in ["bench", "test", "example", "bin"] {
+            let flag = format!("--{kind}");
+            if *arg == flag {
+                if let Some(name) = own.get(i + 1).filter(|n| !n.starts_with('-')) {
+                    named.push((kind, name.clone()));
+                }
+            } else if let Some(name) = arg.strip_prefix(&format!("{flag}=")) {
+                named.push((kind, name.to_owned()));
+            }
+        }
+    }
+    named
+}
+
+/// Why a cargo workload's named targets are not all in the workspace, if they are not.
+pub fn check_targets(args: &[String], targets: &[(String, String)]) -> Result<(), String> {
+    for (kind, name) in named_targets(args) {
+        if !targets.iter().any(|(k, n)| k == kind && *n == name) {
+            let known: Vec<&str> = targets
+                .iter()
+                .filter(|(k, _)| k == kind)
+                .map(|(_, n)| n.as_str())
+                .collect();
+            return Err(format!(
+                "`--{kind} {name}`: the workspace has no {kind} target `{name}` ({})",
+                if known.is_empty() {
+                    format!("it has no {kind} targets")
+                } else {
+                    format!("{kind} targets: {}", known.join(", "))
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses what cannot be a cargo workload: no or another subcommand, or flags that would
 /// build somewhere else than the stage (its target dir, target, workspace).
 pub fn check(args: &[String]) -> Result<(), String> {
@@ -114,6 +156,31 @@ pub fn command_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn named_targets_must_be_in_the_workspace() {
+        let args = |line: &str| -> Vec<String> { line.split(' ').map(str::to_owned).collect() };
+        let targets = vec![
+            ("bench".to_owned(), "parse".to_owned()),
+            ("lib".to_owned(), "calc".to_owned()),
+        ];
+        assert_eq!(
+            named_targets(&args("bench --bench parse --test=api -- --bench ignored")),
+            [("bench", "parse".to_owned()), ("test", "api".to_owned())]
+        );
+        assert_eq!(
+            check_targets(&args("bench --bench parse"), &targets),
+            Ok(())
+        );
+        assert_eq!(check_targets(&args("bench"), &targets), Ok(()));
+        let err = check_targets(&args("bench --bench prase"), &targets).unwrap_err();
+        assert!(
+            err.contains("no bench target `prase` (bench targets: parse)"),
+            "{err}"
+        );
+        let err = check_targets(&args("test --test api"), &targets).unwrap_err();
+        assert!(err.contains("it has no test targets"), "{err}");
+    }
 
     fn words(text: &str) -> Vec<String> {
         text.split_whitespace().map(str::to_owned).collect()

@@ -31,6 +31,9 @@ pub struct Workspace {
     pub outside_path_dependencies: std::collections::BTreeMap<String, PathBuf>,
     /// Member package → the members it depends on.
     pub member_dependencies: std::collections::BTreeMap<String, Vec<String>>,
+    /// Every target of every member by kind ("bin", "bench", "test", "example", …) and name:
+    /// what a cargo workload's `--bench NAME` may name.
+    pub targets: Vec<(String, String)>,
 }
 
 /// Which binaries to build: `-p`, `--bin` and `[build] bins` in one place.
@@ -84,6 +87,17 @@ impl Workspace {
                     })
             })
             .collect();
+        let targets = metadata
+            .workspace_packages()
+            .iter()
+            .flat_map(|package| &package.targets)
+            .flat_map(|target| {
+                target
+                    .kind
+                    .iter()
+                    .map(|kind| (kind.to_string(), target.name.clone()))
+            })
+            .collect();
         let root = metadata.workspace_root.clone().into_std_path_buf();
         let mut manifests: Vec<PathBuf> = metadata
             .workspace_packages()
@@ -127,6 +141,7 @@ impl Workspace {
             binaries,
             outside_path_dependencies,
             member_dependencies,
+            targets,
         }
     }
 
@@ -265,6 +280,7 @@ mod tests {
                 bin("worker", "srv"),
                 bin("cli", "tools"),
             ],
+            targets: Vec::new(),
             outside_path_dependencies: Default::default(),
             member_dependencies: Default::default(),
         }

@@ -87,6 +87,7 @@ impl Session {
             _ => CompareRole::All,
         });
         let workloads = self.compare_workloads(&args.workloads, role)?;
+        self.check_cargo_targets(&workloads)?;
         // Instruction counts are nearly deterministic: one run per variant and one repeat to
         // confirm it, instead of rounds against noise (which `[compare] rounds` is sized for).
         let default_rounds = match args.metric {

@@ -15,6 +15,7 @@ use crate::toolchain;
 impl Session {
     pub fn doctor(&mut self) -> Result<()> {
         let printer = self.printer;
+        self.check_cargo_targets(&self.config.workloads)?;
         printer.info(format!(
             "rustc: {} (host {}, LLVM {})",
             self.rustc.version_line, self.rustc.host, self.rustc.llvm_version

@@ -167,6 +167,7 @@ impl Session {
             if workloads.is_empty() {
                 bail!("{}", self.no_train_workloads());
             }
+            self.check_cargo_targets(&workloads)?;
             return Ok(workloads);
         }
         let named: Vec<Workload> = names
@@ -194,7 +195,26 @@ impl Session {
                 Ok(workload.clone())
             })
             .collect::<Result<_>>()?;
-        Ok(named.iter().flat_map(Workload::parts).collect())
+        let runs: Vec<Workload> = named.iter().flat_map(Workload::parts).collect();
+        self.check_cargo_targets(&runs)?;
+        Ok(runs)
+    }
+
+    /// Refuses cargo workloads that name a bench, test, example or binary target the
+    /// workspace does not have: found before anything runs, not after the workloads before it.
+    pub(crate) fn check_cargo_targets(&self, workloads: &[Workload]) -> Result<()> {
+        for workload in workloads {
+            if let Some(args) = &workload.cargo
+                && let Err(reason) = cargo_workload::check_targets(args, &self.workspace.targets)
+            {
+                bail!(
+                    "cargo workload `{}` in {}: {reason}",
+                    workload.name(),
+                    self.config.display_path()
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Removes `logs/<prefix>-….log` files whose workload (`name_of` the rest of the file

@@ -204,3 +204,25 @@ cargo = ["bench", "-p", "calc", "--bench", "sums"]
     }
     assert!(!fixture.root().join("target/criterion").exists());
 }
+
+#[test]
+fn a_cargo_workload_naming_a_missing_bench_is_refused_before_anything_runs() {
+    let fixture = Fixture::example("ws");
+    fixture.write(
+        "pgo-build.toml",
+        "[build]\nbins = [\"worker\"]\n\n\
+         [[workload]]\nname = \"first\"\nrole = \"train\"\ncommand = \"touch ran-first\"\n\n\
+         [[workload]]\nname = \"b\"\nrole = \"train\"\n\
+         cargo = [\"bench\", \"-p\", \"engine\", \"--bench\", \"no-such-bench\"]\n",
+    );
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains("cargo workload `b`")
+        .stderr_contains("no bench target `no-such-bench`");
+    assert!(
+        !fixture.layout().path("baseline").exists(),
+        "built before refusing"
+    );
+    assert!(!fixture.root().join("ran-first").exists());
+}
