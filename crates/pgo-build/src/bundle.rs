@@ -201,9 +201,9 @@ pub fn read_manifest<T: DeserializeOwned>(path: &Path, format: &str) -> Result<T
 /// would land outside `dir` are refused by the tar crate.
 pub fn extract(path: &Path, dir: &Path) -> Result<()> {
     if dir.exists() {
-        std::fs::remove_dir_all(dir)?;
+        crate::files::remove_dir_all(dir)?;
     }
-    std::fs::create_dir_all(dir)?;
+    crate::files::create_dir_all(dir)?;
     let extracted = (|| -> Result<()> {
         let mut archive = open(path)?;
         for entry in archive.entries()? {

@@ -605,7 +605,7 @@ pub fn stage_binary(input: &StageInput, bin_dir: &Path) -> Result<StagedBinary> 
     })?;
     std::fs::rename(&partial, &staged)
         .with_context(|| format!("could not move {} into place", staged.display()))?;
-    let data = std::fs::read(&staged)?;
+    let data = crate::files::read(&staged)?;
     Ok(StagedBinary {
         name: bin.name.clone(),
         package: bin.package.clone(),

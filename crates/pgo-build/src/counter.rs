@@ -78,7 +78,7 @@ impl Counter {
     pub fn read(&self, dir: &Path) -> Result<u64> {
         match self {
             Counter::Perf => {
-                let text = std::fs::read_to_string(dir.join("perf.txt"))?;
+                let text = crate::files::read_to_string(dir.join("perf.txt"))?;
                 perf_count(&text)
                     .with_context(|| format!("perf stat printed no instruction count:\n{text}"))
             }
@@ -86,7 +86,7 @@ impl Counter {
                 let mut total = 0;
                 let mut files = 0;
                 for entry in std::fs::read_dir(dir)? {
-                    let text = std::fs::read_to_string(entry?.path())?;
+                    let text = crate::files::read_to_string(entry?.path())?;
                     files += 1;
                     total +=
                         callgrind_total(&text).context("a callgrind output has no totals line")?;

@@ -39,3 +39,44 @@ pub fn sha256_of(path: &Path) -> Result<String> {
         .map(|byte| format!("{byte:02x}"))
         .collect())
 }
+
+// `std::fs`, with the path in the error: "Read-only file system (os error 30)" alone names
+// neither the file nor what pgo-build was doing.
+
+pub fn create_dir_all(path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    std::fs::create_dir_all(path)
+        .with_context(|| format!("could not create the directory {}", path.display()))
+}
+
+pub fn remove_dir_all(path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    std::fs::remove_dir_all(path)
+        .with_context(|| format!("could not remove the directory {}", path.display()))
+}
+
+pub fn remove_file(path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    std::fs::remove_file(path).with_context(|| format!("could not remove {}", path.display()))
+}
+
+pub fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> Result<()> {
+    let path = path.as_ref();
+    std::fs::write(path, contents).with_context(|| format!("could not write {}", path.display()))
+}
+
+pub fn read(path: impl AsRef<Path>) -> Result<Vec<u8>> {
+    let path = path.as_ref();
+    std::fs::read(path).with_context(|| format!("could not read {}", path.display()))
+}
+
+pub fn read_to_string(path: impl AsRef<Path>) -> Result<String> {
+    let path = path.as_ref();
+    std::fs::read_to_string(path).with_context(|| format!("could not read {}", path.display()))
+}
+
+pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    std::fs::rename(from, to)
+        .with_context(|| format!("could not move {} to {}", from.display(), to.display()))
+}

@@ -113,7 +113,7 @@ pub fn append_record(log: &Path, record: &impl Serialize) -> Result<()> {
 
 /// Holds one of `slots` lock files until dropped.
 fn acquire_slot(dir: &Path, slots: usize) -> Result<File> {
-    std::fs::create_dir_all(dir)?;
+    crate::files::create_dir_all(dir)?;
     loop {
         for slot in 0..slots {
             let path = dir.join(format!("slot-{slot}.lock"));
@@ -275,7 +275,7 @@ pub fn wrapper(dir: &Path, real: &OsString) -> Result<PathBuf> {
         .map_or_else(|| "cc".into(), |n| n.to_owned());
     let wrapper = dir.join(name);
     if std::fs::read_link(&wrapper).ok().as_deref() != Some(executable.as_path()) {
-        std::fs::create_dir_all(dir)?;
+        crate::files::create_dir_all(dir)?;
         let partial = dir.join(".wrapper.partial");
         let _ = std::fs::remove_file(&partial);
         std::os::unix::fs::symlink(&executable, &partial)

@@ -158,9 +158,9 @@ pub fn written_indexed_version(
     scratch_dir: &Path,
     printer: &Printer,
 ) -> Result<u64> {
-    std::fs::create_dir_all(scratch_dir)?;
+    crate::files::create_dir_all(scratch_dir)?;
     let text = scratch_dir.join("empty.proftext");
-    std::fs::write(&text, "# IR level Instrumentation Flag\n:ir\n")?;
+    crate::files::write(&text, "# IR level Instrumentation Flag\n:ir\n")?;
     let output = scratch_dir.join("empty.profdata");
     Cmd::new(&profdata.path)
         .args(["merge", "-o"])
@@ -475,14 +475,14 @@ pub fn merge_weighted(
     profdata: &LlvmTool,
     printer: &Printer,
 ) -> Result<MergedProfile> {
-    std::fs::create_dir_all(profiles_dir)?;
+    crate::files::create_dir_all(profiles_dir)?;
     let list = profiles_dir.join("merge-inputs.txt");
     // One input per line, `weight,path` (llvm-profdata's --input-files format).
     let lines: Vec<String> = inputs
         .iter()
         .map(|(weight, path)| format!("{weight},{}", path.display()))
         .collect();
-    std::fs::write(&list, lines.join("\n") + "\n")?;
+    crate::files::write(&list, lines.join("\n") + "\n")?;
     let partial = profiles_dir.join("merged.profdata.partial");
     // No --sparse: it drops zero-count functions, and with them the "cold" marking.
     Cmd::new(&profdata.path)
@@ -491,7 +491,7 @@ pub fn merge_weighted(
         .arg(format!("--input-files={}", list.display()))
         .stdout_checked(printer)
         .context("llvm-profdata could not merge the profiles")?;
-    let data = std::fs::read(&partial)?;
+    let data = crate::files::read(&partial)?;
     let path = install_content_addressed(&partial, &data, profiles_dir)?;
     let total_functions = total_functions(&path, profdata, printer)?;
     Ok(MergedProfile {
@@ -510,14 +510,14 @@ pub fn install_content_addressed(
 ) -> Result<PathBuf> {
     let path = profiles_dir.join(format!("merged-{}.profdata", content_hash(data)));
     if path.is_file() {
-        std::fs::remove_file(partial)?;
+        crate::files::remove_file(partial)?;
     } else {
-        std::fs::rename(partial, &path)?;
+        crate::files::rename(partial, &path)?;
     }
     for stale in sorted_entries(profiles_dir)? {
         let name = file_name(&stale);
         if name.starts_with("merged-") && name.ends_with(".profdata") && stale != path {
-            std::fs::remove_file(&stale)?;
+            crate::files::remove_file(&stale)?;
         }
     }
     Ok(path)
@@ -590,7 +590,7 @@ pub fn merge_to(
     printer: &Printer,
 ) -> Result<()> {
     if let Some(dir) = output.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::files::create_dir_all(dir)?;
     }
     Cmd::new(&profdata.path)
         .args(["merge", "-o"])

@@ -350,7 +350,7 @@ pub fn process_start(pid: u32) -> Option<u64> {
 /// Runs `change` on the ledger under its lock and writes it back.
 fn with_ledger<T>(path: &Path, change: impl FnOnce(&mut Ledger) -> T) -> Result<T> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::files::create_dir_all(dir)?;
     }
     let mut file = File::options()
         .read(true)

@@ -67,9 +67,9 @@ pub fn object(dir: &Path, platform: &Platform, printer: &Printer) -> Result<Path
     if object.is_file() {
         return Ok(object);
     }
-    std::fs::create_dir_all(dir)?;
+    crate::files::create_dir_all(dir)?;
     let source = dir.join("start-marker.c");
-    std::fs::write(&source, SOURCE)?;
+    crate::files::write(&source, SOURCE)?;
     let partial = dir.join("start-marker.o.partial");
     let cc = c_compiler(platform)?;
     Cmd::new(&cc)
@@ -86,7 +86,7 @@ pub fn object(dir: &Path, platform: &Platform, printer: &Printer) -> Result<Path
                 platform.triple.replace('-', "_")
             )
         })?;
-    std::fs::rename(&partial, &object)?;
+    crate::files::rename(&partial, &object)?;
     Ok(object)
 }
 

@@ -74,7 +74,7 @@ pub fn order_file(
     dir: &Path,
     printer: &Printer,
 ) -> Result<(PathBuf, usize)> {
-    std::fs::create_dir_all(dir)?;
+    crate::files::create_dir_all(dir)?;
     let raw = dir.join(format!("order.{}.partial", std::process::id()));
     Cmd::new(&profdata.path)
         .arg("order")
@@ -83,7 +83,7 @@ pub fn order_file(
         .arg(&raw)
         .stdout_checked(printer)
         .context("llvm-profdata could not compute a function order from the temporal traces")?;
-    let text = std::fs::read_to_string(&raw)?;
+    let text = crate::files::read_to_string(&raw)?;
     let _ = std::fs::remove_file(&raw);
     let symbols: Vec<&str> = text
         .lines()
@@ -104,7 +104,7 @@ pub fn order_file(
     // Never rewritten when unchanged: a new mtime is harmless here, but a stable path keeps
     // the flags (and so cargo's fingerprints) the same.
     if std::fs::read_to_string(&file).ok().as_deref() != Some(contents.as_str()) {
-        std::fs::write(&file, &contents)?;
+        crate::files::write(&file, &contents)?;
     }
     Ok((file, symbols.len()))
 }

@@ -356,10 +356,10 @@ pub fn write_runner_scripts(
         );
         let path = dir.join(name);
         let partial = dir.join(format!(".{name}.partial"));
-        std::fs::write(&partial, script)?;
+        crate::files::write(&partial, script)?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))?;
-        std::fs::rename(&partial, &path)?;
+        crate::files::rename(&partial, &path)?;
     }
     Ok(dir.to_owned())
 }

@@ -182,7 +182,7 @@ impl Target<'_> {
     pub fn run(&self, workload: &Job, printer: &Printer) -> Result<Outcome> {
         let cmd = self.command(workload)?;
         if let Some(dir) = self.log_path.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::files::create_dir_all(dir)?;
         }
         let mut log = std::fs::File::create(&self.log_path)
             .with_context(|| format!("could not create {}", self.log_path.display()))?;
@@ -444,7 +444,7 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
         return Ok(None);
     };
     let Ok(running) = serde_json::from_str::<RunningWorkload>(&text) else {
-        std::fs::remove_file(record)?;
+        crate::files::remove_file(record)?;
         return Ok(None);
     };
     let members = Members {
@@ -472,7 +472,7 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
                 .join(" ")
         );
     }
-    std::fs::remove_file(record)?;
+    crate::files::remove_file(record)?;
     Ok(Some(format!(
         "an earlier pgo-build (pid {}) ended while {}, without stopping it; {}. That run did \
          not complete and none of its outputs are used.",

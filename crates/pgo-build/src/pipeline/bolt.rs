@@ -236,7 +236,7 @@ impl Session {
         let mut inputs = Vec::new();
         for binary in binaries {
             let profile_dir = raw_root.join(&binary.name);
-            std::fs::create_dir_all(&profile_dir)?;
+            crate::files::create_dir_all(&profile_dir)?;
             let output = work.join(&binary.name);
             Cmd::new(&bolt.path)
                 .arg(&binary.path)

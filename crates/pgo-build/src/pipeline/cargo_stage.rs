@@ -53,11 +53,11 @@ impl Session {
         self.begin_outputs()?;
         let log = self.layout.links_log(stage);
         if log.exists() {
-            std::fs::remove_file(&log)?;
+            crate::files::remove_file(&log)?;
         }
         let rustc_log = self.layout.rustc_log(stage);
         if rustc_log.exists() {
-            std::fs::remove_file(&rustc_log)?;
+            crate::files::remove_file(&rustc_log)?;
         }
         let request = BuildRequest {
             stage,
@@ -138,7 +138,7 @@ impl Session {
         let rustc_budget = budget.saturating_sub(rustc_wrapper::OVERHEAD);
         let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
         let chained = sccache::user_wrapper(&self.cargo_config).unwrap_or_default();
-        std::fs::create_dir_all(self.layout.stage_dir(stage))?;
+        crate::files::create_dir_all(self.layout.stage_dir(stage))?;
         if let Err(err) = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage)) {
             self.printer.warn(format!(
                 "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and the \

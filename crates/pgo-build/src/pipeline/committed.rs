@@ -150,11 +150,11 @@ impl Session {
                 path.display()
             ),
         }
-        let data = std::fs::read(&path)?;
+        let data = crate::files::read(&path)?;
         let dir = self.layout.profiles_dir();
-        std::fs::create_dir_all(&dir)?;
+        crate::files::create_dir_all(&dir)?;
         let partial = dir.join("committed.profdata.partial");
-        std::fs::write(&partial, &data)?;
+        crate::files::write(&partial, &data)?;
         profiles::install_content_addressed(&partial, &data, &dir)
     }
 }

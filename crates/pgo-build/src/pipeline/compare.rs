@@ -406,7 +406,7 @@ impl Session {
         if workload.cargo.is_some() {
             for home in &criterion_homes {
                 if home.exists() {
-                    std::fs::remove_dir_all(home)?;
+                    crate::files::remove_dir_all(home)?;
                 }
             }
         }
@@ -494,9 +494,9 @@ impl Session {
         if counter.is_some() {
             for dir in &count_dirs {
                 if dir.exists() {
-                    std::fs::remove_dir_all(dir)?;
+                    crate::files::remove_dir_all(dir)?;
                 }
-                std::fs::create_dir_all(dir)?;
+                crate::files::create_dir_all(dir)?;
             }
         }
         let targets: Vec<training::Target> = order

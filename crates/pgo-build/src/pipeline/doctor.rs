@@ -226,12 +226,12 @@ impl Session {
     fn try_target(&self) -> Result<()> {
         let probe = Layout::at(self.layout.root().join("doctor-probe"));
         if probe.root().exists() {
-            std::fs::remove_dir_all(probe.root())?;
+            crate::files::remove_dir_all(probe.root())?;
         }
         let bin_dir = probe.bin_dir(Stage::Baseline);
-        std::fs::create_dir_all(&bin_dir)?;
+        crate::files::create_dir_all(&bin_dir)?;
         let source = probe.root().join("probe.rs");
-        std::fs::write(&source, "fn main() { println!(\"pgo-build probe\"); }\n")?;
+        crate::files::write(&source, "fn main() { println!(\"pgo-build probe\"); }\n")?;
         let mut linker = OsString::from("linker=");
         linker.push(&self.platform.linker);
         Cmd::new(&self.rustc.program)
@@ -267,7 +267,7 @@ impl Session {
                 output.trim()
             );
         }
-        std::fs::remove_dir_all(probe.root())?;
+        crate::files::remove_dir_all(probe.root())?;
         Ok(())
     }
 

@@ -386,7 +386,7 @@ impl Session {
         };
         let partial = output.with_extension("profdata.partial");
         self.merge_into(&inputs, &partial)?;
-        let data = std::fs::read(&partial)?;
+        let data = crate::files::read(&partial)?;
         std::fs::rename(&partial, &output)
             .with_context(|| format!("could not write {}", output.display()))?;
         let functions = insight::functions(&output, self.profdata()?, &self.printer)?.len();

@@ -128,10 +128,10 @@ impl Session {
             per_stage.remove(stage.name());
         }
         if bin_dir.exists() {
-            std::fs::remove_dir_all(&bin_dir)?;
+            crate::files::remove_dir_all(&bin_dir)?;
         }
-        std::fs::rename(unpacking.join("bin"), &bin_dir)?;
-        std::fs::remove_dir_all(&unpacking)?;
+        crate::files::rename(unpacking.join("bin"), &bin_dir)?;
+        crate::files::remove_dir_all(&unpacking)?;
         manifest.save(&self.layout, stage)?;
         // What was trained or merged against the previous instrumented build is now stale.
         self.forget_stage(Step::Instrument)?;
@@ -162,9 +162,9 @@ impl Session {
         let shard = *shard;
         let scratch = self.layout.profiles_dir().join("bundle");
         if scratch.exists() {
-            std::fs::remove_dir_all(&scratch)?;
+            crate::files::remove_dir_all(&scratch)?;
         }
-        std::fs::create_dir_all(&scratch)?;
+        crate::files::create_dir_all(&scratch)?;
         let profdata = self.profdata()?.clone();
         let mut profiles = Vec::new();
         let mut files = Vec::new();
@@ -253,7 +253,7 @@ impl Session {
             profiles,
         };
         bundle::write(path, &manifest, &files)?;
-        std::fs::remove_dir_all(&scratch)?;
+        crate::files::remove_dir_all(&scratch)?;
         self.printer.info(format!(
             "wrote the bundle of shard {shard} ({} workload runs, {} profiles) to {} ({})",
             manifest.workloads.len(),
@@ -367,7 +367,7 @@ impl Session {
                 figures.instrumented_functions = Some(total);
             }
         }
-        std::fs::remove_dir_all(&extracted)?;
+        crate::files::remove_dir_all(&extracted)?;
 
         let record = MergedBundles {
             merged: merged.clone(),

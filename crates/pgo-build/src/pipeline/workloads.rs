@@ -380,11 +380,11 @@ pub(crate) fn instrumented_profile_env(
     let profile_dir = raw_dir.join(workload.run_name());
     // Profiles of an earlier run of this workload would be merged twice.
     if profile_dir.exists() {
-        std::fs::remove_dir_all(&profile_dir)?;
+        crate::files::remove_dir_all(&profile_dir)?;
     }
     // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then do not
     // create it themselves.
-    std::fs::create_dir_all(&profile_dir)?;
+    crate::files::create_dir_all(&profile_dir)?;
     Ok(vec![
         (
             "LLVM_PROFILE_FILE".to_owned(),

@@ -495,3 +495,44 @@ fn a_full_disk_during_training_is_named_not_blamed_on_signals() {
         train.describe()
     );
 }
+
+#[test]
+fn a_read_only_directory_is_named_in_the_error() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 100"]);
+    fixture.run(&["instrument"]).success();
+    let profiles = fixture.layout().path("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    let mount = |args: &[&str]| {
+        Command::new("mount")
+            .args(args)
+            .arg(&profiles)
+            .arg(&profiles)
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(
+        mount(&["--bind"]) && {
+            let remounted = Command::new("mount")
+                .args(["-o", "remount,bind,ro"])
+                .arg(&profiles)
+                .status()
+                .unwrap();
+            remounted.success()
+        },
+        "this test bind-mounts a directory read-only: it runs as root"
+    );
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(profiles.clone());
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("Read-only file system")
+        .stderr_contains(&format!("{}", profiles.display()));
+}

@@ -263,7 +263,7 @@ impl Session {
         }
         let key = build_key(build);
         let layout = Layout::at(self.layout.explore_dir().join("builds").join(&key));
-        std::fs::create_dir_all(layout.root())?;
+        crate::files::create_dir_all(layout.root())?;
         write_atomically(
             &layout.root().join("settings.txt"),
             format!("{}\n", describe_build(build)).as_bytes(),
@@ -292,7 +292,7 @@ impl Session {
         if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
             return Ok(output);
         }
-        std::fs::create_dir_all(output.parent().unwrap())?;
+        crate::files::create_dir_all(output.parent().unwrap())?;
         let args = crate::cli::ExportArgs {
             output: output.clone(),
             internal: true,
@@ -309,7 +309,7 @@ impl Session {
             std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("could not clear {}", dir.display()))?;
         }
-        std::fs::create_dir_all(&dir)?;
+        crate::files::create_dir_all(&dir)?;
         for binary in &variant.manifest.binaries {
             let to = dir.join(&binary.name);
             if std::fs::hard_link(&binary.path, &to).is_err() {
