@@ -54,6 +54,47 @@ pub struct PackManifest {
     pub provenance: Provenance,
     /// The stage's record as the packing machine wrote it (its paths are that machine's).
     pub stage: StageManifest,
+    /// The workspace's source files the binaries were built from (dep-info), by path
+    /// relative to the workspace root, with their SHA-256: what `unpack` compares when git
+    /// cannot say whether a checkout has the same sources. Absent in older packs.
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
+}
+
+/// The workspace's own source files `executables` were built from (their dep-info), by path
+/// relative to `root`, with their content's SHA-256. Files outside the root (registry crates)
+/// and under `generated` are left out, and so is Cargo.lock, which a checkout that has not
+/// built yet may not have.
+pub fn workspace_sources(
+    executables: &[&Path],
+    root: &Path,
+    generated: &[&Path],
+) -> BTreeMap<String, String> {
+    executables
+        .iter()
+        .filter_map(|exe| crate::state::dep_info_sources(exe))
+        .flatten()
+        .filter(|source| !generated.iter().any(|dir| source.starts_with(dir)))
+        .filter_map(|source| {
+            let relative = source
+                .strip_prefix(root)
+                .ok()?
+                .to_string_lossy()
+                .into_owned();
+            Some((relative, crate::files::sha256_of(&source).ok()?))
+        })
+        .collect()
+}
+
+/// The recorded sources that differ in the checkout at `root` (changed or missing).
+pub fn changed_sources(sources: &BTreeMap<String, String>, root: &Path) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|(file, hash)| {
+            crate::files::sha256_of(&root.join(file)).ok().as_ref() != Some(*hash)
+        })
+        .map(|(file, _)| file.clone())
+        .collect()
 }
 
 /// `manifest.json` of a bundle: `profiles/<binary>.profdata` holds each binary's profile.

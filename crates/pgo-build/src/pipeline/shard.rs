@@ -54,6 +54,18 @@ impl Session {
                 &self.workspace,
                 &self.printer,
             ),
+            sources: bundle::workspace_sources(
+                &manifest
+                    .binaries
+                    .iter()
+                    .map(|b| b.source.as_path())
+                    .collect::<Vec<_>>(),
+                &self.workspace.root,
+                &[
+                    self.layout.root(),
+                    &crate::profiles::checkout_independent_dir(),
+                ],
+            ),
             stage: manifest,
         };
         bundle::write(&args.output, &pack, &files)?;
@@ -79,6 +91,25 @@ impl Session {
             &self.printer,
         );
         let mut problems = bundle::differences(&pack.provenance, &here, &what);
+        // Without git on both sides, the sources the pack recorded say whether this checkout
+        // has them.
+        let git_on_both = pack.provenance.git_revision.is_some() && here.git_revision.is_some();
+        let changed = bundle::changed_sources(&pack.sources, &self.workspace.root);
+        if !git_on_both && !changed.is_empty() {
+            problems.push(format!(
+                "sources: {} of the {} source files the packed binaries were built from differ \
+                 here or are missing ({}{})",
+                changed.len(),
+                pack.sources.len(),
+                changed
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if changed.len() > 5 { ", …" } else { "" }
+            ));
+        }
         match bundle::compare_revisions(&pack.provenance, &here, &what) {
             bundle::RevisionCheck::Same => {}
             bundle::RevisionCheck::Changed(note) => self.printer.warn(format!(

@@ -464,3 +464,27 @@ fn merge_refuses_a_bundle_of_another_commit() {
     git(&fixture.root(), &["reset", "-q", "--hard", "HEAD~1"]);
     fixture.run(&["merge", bundle.to_str().unwrap()]).success();
 }
+
+#[test]
+fn unpack_without_git_compares_the_sources_the_pack_was_built_from() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    fixture.run(&["instrument"]).success();
+    let pack = fixture.root().join("i.tar.zst");
+    fixture
+        .run(&["pack", "instrumented", "-o", pack.to_str().unwrap()])
+        .success();
+    // Another checkout (no git on either side) whose sources moved on.
+    let other = Fixture::new("twobins");
+    other.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    let main = other.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, format!("{source}\n// a later change\n")).unwrap();
+    other
+        .run(&["unpack", pack.to_str().unwrap()])
+        .failure()
+        .stderr_contains("sources: 1 of the")
+        .stderr_contains("app/src/main.rs");
+    std::fs::write(&main, source).unwrap();
+    other.run(&["unpack", pack.to_str().unwrap()]).success();
+}
