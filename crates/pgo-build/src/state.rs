@@ -34,16 +34,30 @@ pub struct State {
 }
 
 impl State {
-    pub fn load(layout: &Layout) -> State {
-        std::fs::read_to_string(layout.state())
-            .ok()
-            .and_then(|text| serde_json::from_str::<State>(&text).ok())
-            .filter(|state| state.schema_version == 1)
-            .unwrap_or(State {
-                schema_version: 1,
-                stages: BTreeMap::new(),
-                runs: BTreeMap::new(),
-            })
+    /// The stage records, or none; with what was wrong with an unreadable file (the stages
+    /// then run again rather than being trusted).
+    pub fn load(layout: &Layout) -> (State, Option<String>) {
+        let fresh = State {
+            schema_version: 1,
+            stages: BTreeMap::new(),
+            runs: BTreeMap::new(),
+        };
+        let path = layout.state();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return (fresh, None);
+        };
+        match serde_json::from_str::<State>(&text) {
+            Ok(state) if state.schema_version == 1 => (state, None),
+            Ok(_) => (fresh, None),
+            Err(err) => (
+                fresh,
+                Some(format!(
+                    "{} is corrupt ({err}): every stage of `pgo-build run` runs again and \
+                     writes it anew",
+                    path.display()
+                )),
+            ),
+        }
     }
 
     pub fn save(&self, layout: &Layout) -> Result<()> {

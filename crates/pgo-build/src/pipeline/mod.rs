@@ -261,7 +261,10 @@ impl Session {
             printer.warn(format!("{problem}: this command starts a new report"));
         }
         report.target = target.map(str::to_owned);
-        let state = State::load(&layout);
+        let (state, problem) = State::load(&layout);
+        if let Some(problem) = problem {
+            printer.warn(problem);
+        }
         let continuous = args.continuous || config.pgo.continuous;
         Ok(Session {
             printer,
@@ -328,7 +331,7 @@ impl Session {
                 target: self.report.target.clone(),
                 ..Report::load_or_new(&layout.report(), &self.workspace.root).0
             },
-            state: State::load(&layout),
+            state: State::load(&layout).0,
             layout,
             rustc: self.rustc.clone(),
             platform: self.platform.clone(),

@@ -375,3 +375,18 @@ fn a_refused_command_loses_nothing() {
         assert_eq!(result_of(&results, stage), "cached", "{stage}: {results:?}");
     }
 }
+
+#[test]
+fn a_garbled_stage_cache_is_called_corrupt_and_nothing_is_reused_from_it() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["run", "--no-compare"]).success();
+    std::fs::write(fixture.layout().path("state.json"), "{ garbled").unwrap();
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("state.json is corrupt")
+        .stderr_contains("runs again");
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "build"), "ok", "{results:?}");
+}
