@@ -161,22 +161,11 @@ mod instrumented {
             .open(path);
     }
 
-    /// Writes the counters into the file. A per-process file is emptied first: the runtime
-    /// appends, and the file must hold one profile.
+    /// Writes the counters into the file. A per-process file is emptied first (see
+    /// `empty_profile_file`); into a merging pool (`%m`) the runtime merges.
     fn write(action: FlushAction) -> c_int {
         if action == FlushAction::Write {
-            // SAFETY: the runtime returns its current file name, or null.
-            let name = unsafe { __llvm_profile_get_filename() };
-            if !name.is_null() {
-                // SAFETY: a NUL-terminated string owned by the runtime.
-                let path = unsafe { CStr::from_ptr(name) }
-                    .to_string_lossy()
-                    .into_owned();
-                let _ = std::fs::OpenOptions::new()
-                    .write(true)
-                    .truncate(true)
-                    .open(path);
-            }
+            empty_profile_file();
         }
         // SAFETY: runtime function without preconditions; this thread holds STATE.
         unsafe { __llvm_profile_write_file() }

@@ -2,7 +2,6 @@
 //! that are empty, corrupt, stale or of another LLVM; changed flags; bad configuration.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::support::*;
 
@@ -467,22 +466,7 @@ fn a_full_disk_during_training_is_named_not_blamed_on_signals() {
     // The raw profiles' directory on a small filesystem.
     let raw = fixture.layout().path("profiles/raw");
     std::fs::create_dir_all(&raw).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
-        .arg(&raw)
-        .status()
-        .unwrap();
-    assert!(
-        mounted.success(),
-        "this test mounts a tmpfs: it runs as root"
-    );
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(raw.clone());
+    let _mounted = Mounted::tmpfs(&raw, "256k");
     let train = fixture.run(&["train"]);
     train
         .failure()
@@ -503,33 +487,7 @@ fn a_read_only_directory_is_named_in_the_error() {
     fixture.run(&["instrument"]).success();
     let profiles = fixture.layout().path("profiles");
     std::fs::create_dir_all(&profiles).unwrap();
-    let mount = |args: &[&str]| {
-        Command::new("mount")
-            .args(args)
-            .arg(&profiles)
-            .arg(&profiles)
-            .status()
-            .unwrap()
-            .success()
-    };
-    assert!(
-        mount(&["--bind"]) && {
-            let remounted = Command::new("mount")
-                .args(["-o", "remount,bind,ro"])
-                .arg(&profiles)
-                .status()
-                .unwrap();
-            remounted.success()
-        },
-        "this test bind-mounts a directory read-only: it runs as root"
-    );
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(profiles.clone());
+    let _mounted = Mounted::read_only(&profiles);
     fixture
         .run(&["train"])
         .failure()

@@ -337,3 +337,41 @@ pub fn merged_profile(fixture: &Fixture) -> PathBuf {
     assert_eq!(found.len(), 1, "{found:?}");
     found[0].clone()
 }
+
+/// A filesystem mounted over a directory for one test (these tests run as root, as CI does),
+/// unmounted when dropped, whatever the test's outcome.
+pub struct Mounted(PathBuf);
+
+impl Mounted {
+    /// A tmpfs of `size` (e.g. "256k") over `dir`.
+    pub fn tmpfs(dir: &Path, size: &str) -> Mounted {
+        mount(
+            &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"],
+            dir,
+        );
+        Mounted(dir.to_owned())
+    }
+
+    /// `dir` itself, read-only.
+    pub fn read_only(dir: &Path) -> Mounted {
+        mount(&["--bind", dir.to_str().unwrap()], dir);
+        let mounted = Mounted(dir.to_owned());
+        mount(&["-o", "remount,bind,ro"], dir);
+        mounted
+    }
+}
+
+fn mount(args: &[&str], dir: &Path) {
+    let status = Command::new("mount").args(args).arg(dir).status().unwrap();
+    assert!(
+        status.success(),
+        "mount {args:?} {}: these tests run as root",
+        dir.display()
+    );
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
