@@ -212,13 +212,9 @@ fn compare_refuses_the_old_binaries_of_an_optimize_that_failed() {
     // An optimize that fails while building: its previous binaries stay on disk, unused.
     fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
     fixture.run(&["train"]).success();
-    let main = fixture.root().join("app/src/main.rs");
-    let source = std::fs::read_to_string(&main).unwrap();
-    std::fs::write(
-        &main,
-        format!("{source}\nfn broken() -> u32 {{ \"not a number\" }}\n"),
-    )
-    .unwrap();
+    fixture.edit("app/src/main.rs", |source| {
+        format!("{source}\nfn broken() -> u32 {{ \"not a number\" }}\n")
+    });
     fixture.run(&["optimize"]).failure();
     assert!(fixture.stage_bin("optimized", "app").exists());
     fixture

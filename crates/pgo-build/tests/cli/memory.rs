@@ -358,13 +358,9 @@ fn a_ledger_entry_of_another_process_never_hangs_the_build_and_waits_are_explain
     // The owner itself, alive for a while: crates wait for it, and say what they wait behind.
     let mut owner = Command::new("sleep").arg("8").spawn().unwrap();
     hold_ledger(&fixture, owner.id(), start_time(owner.id()));
-    let main = fixture.root().join("app/src/main.rs");
-    let source = std::fs::read_to_string(&main).unwrap();
-    std::fs::write(
-        &main,
-        format!("{source}\n// changed, so rustc runs again\n"),
-    )
-    .unwrap();
+    fixture.edit("app/src/main.rs", |source| {
+        format!("{source}\n// changed, so rustc runs again\n")
+    });
     let run = fixture.run(&["build"]);
     owner.wait().unwrap();
     run.success()

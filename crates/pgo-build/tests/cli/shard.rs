@@ -391,6 +391,17 @@ fn merge_weights_multiply_each_bundles_counts() {
     assert_eq!(sum, totals[0] + 3 * totals[1]);
 }
 
+/// The twobins fixture as a git checkout with one commit (archives and target ignored).
+fn committed_fixture() -> Fixture {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    fixture.write(".gitignore", "target\n*.tar.zst\nCargo.lock\n");
+    git(&fixture.root(), &["init", "-q"]);
+    git(&fixture.root(), &["add", "-A"]);
+    git(&fixture.root(), &["commit", "-qm", "one"]);
+    fixture
+}
+
 fn git(dir: &Path, args: &[&str]) {
     let output = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])
@@ -403,12 +414,7 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[test]
 fn unpack_refuses_a_pack_of_another_commit() {
-    let fixture = Fixture::new("twobins");
-    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
-    fixture.write(".gitignore", "target\n*.tar.zst\nCargo.lock\n");
-    git(&fixture.root(), &["init", "-q"]);
-    git(&fixture.root(), &["add", "-A"]);
-    git(&fixture.root(), &["commit", "-qm", "one"]);
+    let fixture = committed_fixture();
     fixture.run(&["instrument"]).success();
     let pack = fixture.root().join("i.tar.zst");
     fixture
@@ -440,12 +446,7 @@ fn unpack_refuses_a_pack_of_another_commit() {
 
 #[test]
 fn merge_refuses_a_bundle_of_another_commit() {
-    let fixture = Fixture::new("twobins");
-    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
-    fixture.write(".gitignore", "target\n*.tar.zst\nCargo.lock\n");
-    git(&fixture.root(), &["init", "-q"]);
-    git(&fixture.root(), &["add", "-A"]);
-    git(&fixture.root(), &["commit", "-qm", "one"]);
+    let fixture = committed_fixture();
     fixture.run(&["instrument"]).success();
     let bundle = fixture.root().join("b.tar.zst");
     fixture
@@ -477,14 +478,16 @@ fn unpack_without_git_compares_the_sources_the_pack_was_built_from() {
     // Another checkout (no git on either side) whose sources moved on.
     let other = Fixture::new("twobins");
     other.config(&["$PGO_BUILD_BIN_APP work 1000"]);
-    let main = other.root().join("app/src/main.rs");
-    let source = std::fs::read_to_string(&main).unwrap();
-    std::fs::write(&main, format!("{source}\n// a later change\n")).unwrap();
+    other.edit("app/src/main.rs", |source| {
+        format!("{source}\n// a later change\n")
+    });
     other
         .run(&["unpack", pack.to_str().unwrap()])
         .failure()
         .stderr_contains("sources: 1 of the")
         .stderr_contains("app/src/main.rs");
-    std::fs::write(&main, source).unwrap();
+    other.edit("app/src/main.rs", |source| {
+        source.trim_end_matches("\n// a later change\n").to_owned()
+    });
     other.run(&["unpack", pack.to_str().unwrap()]).success();
 }

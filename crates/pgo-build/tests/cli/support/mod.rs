@@ -73,6 +73,14 @@ impl Fixture {
     }
 
     /// TOML put before the fixture's `pgo-build.toml` (tables, ahead of its `[[workload]]`s).
+    /// Rewrites a file of the copy through `change` (a source edit between stages).
+    pub fn edit(&self, relative: &str, change: impl FnOnce(&str) -> String) -> &Fixture {
+        let path = self.root().join(relative);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, change(&text)).unwrap();
+        self
+    }
+
     pub fn prepend_config(&self, text: &str) -> &Fixture {
         let config = std::fs::read_to_string(self.root().join("pgo-build.toml")).unwrap();
         self.write("pgo-build.toml", &format!("{text}{config}"))
