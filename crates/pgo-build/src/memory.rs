@@ -48,6 +48,9 @@ pub struct Process {
     pub ppid: i32,
     pub pgrp: i32,
     pub rss_bytes: u64,
+    /// When it started, in clock ticks since boot: with the pid, it identifies the process
+    /// (a pid can be reused).
+    pub started: u64,
 }
 
 /// Every process /proc shows (those that vanish while it is read are skipped).
@@ -66,8 +69,8 @@ pub fn process(pid: i32) -> Option<Process> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid pgrp …`: comm may contain spaces and parentheses, and rss is the
-    // 22nd field after the state.
+    // `pid (comm) state ppid pgrp …`: comm may contain spaces and parentheses; starttime and
+    // rss are the 20th and 22nd fields after the state.
     let (open, close) = (stat.find('(')?, stat.rfind(')')?);
     let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
     let number = |i: usize| fields.get(i).and_then(|f| f.parse::<i64>().ok());
@@ -78,6 +81,7 @@ pub fn process(pid: i32) -> Option<Process> {
         ppid: number(1)? as i32,
         pgrp: number(2)? as i32,
         rss_bytes: number(21)?.max(0) as u64 * page,
+        started: number(19)?.max(0) as u64,
     })
 }
 

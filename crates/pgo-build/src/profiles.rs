@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::cargo_build::StageManifest;
 use crate::command::Cmd;
@@ -575,11 +574,7 @@ pub fn checkout_independent_dir() -> PathBuf {
 
 /// 16 hex digits of SHA-256.
 pub fn content_hash(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .take(8)
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    crate::files::sha256_hex(data)[..16].to_owned()
 }
 
 /// Merges `inputs` into `output` (no content addressing: an intermediate file).

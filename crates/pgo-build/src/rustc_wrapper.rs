@@ -294,9 +294,12 @@ impl Ledger {
                 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
             // Where /proc cannot say more, the pid alone has to do.
             exists
-                && match process_stat(entry.pid) {
-                    Some(stat) if stat.zombie => false,
-                    Some(stat) => entry.started.is_none_or(|started| started == stat.started),
+                && match crate::memory::process(entry.pid as i32) {
+                    // Ended, not yet reaped: it holds no memory.
+                    Some(process) if process.state == 'Z' => false,
+                    Some(process) => entry
+                        .started
+                        .is_none_or(|started| started == process.started),
                     None => true,
                 }
         };
@@ -324,27 +327,9 @@ impl Ledger {
     }
 }
 
-/// What `/proc/<pid>/stat` says of a process that matters to the ledger.
-struct ProcessStat {
-    /// Ended, not yet reaped: it holds no memory.
-    zombie: bool,
-    /// Clock ticks since boot (field 22).
-    started: u64,
-}
-
-fn process_stat(pid: u32) -> Option<ProcessStat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may contain spaces: count after it.
-    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    Some(ProcessStat {
-        zombie: *fields.first()? == "Z",
-        started: fields.get(19)?.parse().ok()?,
-    })
-}
-
 /// A process's start time, which with its pid identifies it.
 pub fn process_start(pid: u32) -> Option<u64> {
-    process_stat(pid).map(|stat| stat.started)
+    crate::memory::process(pid as i32).map(|process| process.started)
 }
 
 /// Runs `change` on the ledger under its lock and writes it back.
@@ -575,7 +560,7 @@ mod tests {
         };
         // A process that ended and is not reaped yet holds no memory either.
         let mut ended = std::process::Command::new("true").spawn().unwrap();
-        while process_stat(ended.id()).is_some_and(|stat| !stat.zombie) {
+        while crate::memory::process(ended.id() as i32).is_some_and(|p| p.state != 'Z') {
             std::thread::sleep(Duration::from_millis(10));
         }
         let zombie = entry(ended.id(), 64 * GIB, 0.0);
