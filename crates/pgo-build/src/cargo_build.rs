@@ -54,6 +54,9 @@ pub struct BuildSettings {
     /// profile_overrides` or an explore variant); also part of `profile_settings`.
     #[serde(default)]
     pub cargo_config: Vec<String>,
+    /// The C compiler of cross-language builds (and the user's C variables then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c: Option<crate::cross_language::CSettings>,
 }
 
 pub struct BuildRequest<'a> {
@@ -69,6 +72,8 @@ pub struct BuildRequest<'a> {
     pub linker: &'a LinkerSetup,
     /// pgo-build as cargo's rustc wrapper (see rustc_wrapper.rs): its variables.
     pub rustc_wrapper: &'a [(String, String)],
+    /// pgo-build as the `cc` crate's C compiler (see cc_wrapper.rs): its variables.
+    pub c_compiler: &'a [(String, String)],
     /// Binaries per cargo invocation (`None`: all in one).
     pub batch_size: Option<usize>,
 }
@@ -123,7 +128,13 @@ impl BuildRequest<'_> {
         for value in &self.settings.cargo_config {
             cmd = cmd.args(["--config", value]);
         }
-        for (key, value) in self.linker.env.iter().chain(self.rustc_wrapper) {
+        for (key, value) in self
+            .linker
+            .env
+            .iter()
+            .chain(self.rustc_wrapper)
+            .chain(self.c_compiler)
+        {
             cmd = cmd.env(key, value);
         }
         let mut packages: Vec<&str> = bins.iter().map(|b| b.package.as_str()).collect();
@@ -702,6 +713,17 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
         format!("{:?}", instrumented.common_rustflags),
         format!("{:?}", now.common_rustflags),
     );
+    let c = |settings: &BuildSettings| match &settings.c {
+        Some(c) => format!(
+            "{} ({}, {:?}), the user's C variables {:?}",
+            c.clang.display(),
+            c.version,
+            c.mode,
+            c.user_env
+        ),
+        None => "the user's C compiler".to_owned(),
+    };
+    compare("C compiler", c(instrumented), c(now));
     compare(
         "profile settings",
         format!("{:?}", instrumented.profile_settings),

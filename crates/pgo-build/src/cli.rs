@@ -66,6 +66,10 @@ pub struct GlobalArgs {
     /// (same as [pgo] continuous = true)
     #[arg(long, global = true)]
     pub continuous: bool,
+    /// Give the C and C++ that build scripts compile the same profile as the Rust, compiled
+    /// by a clang of rustc's LLVM (same as [pgo] cross_language = true)
+    #[arg(long, global = true)]
+    pub cross_language: bool,
 }
 
 #[derive(Debug, Clone, Subcommand)]

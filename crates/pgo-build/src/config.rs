@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+pub use crate::cross_language::CBuild;
 use crate::measurement::Rounds;
 use crate::memory::MemoryBudget;
 
@@ -56,6 +57,10 @@ pub struct PgoSection {
     /// Function order for start-up from temporal profiles (see `startup_order.rs`).
     #[serde(default)]
     pub startup_order: StartupOrder,
+    /// Cross-language PGO: the C and C++ that build scripts compile get the same profile as
+    /// the Rust (see `cross_language.rs`).
+    #[serde(default)]
+    pub cross_language: bool,
 }
 
 /// How the optimized link orders functions for start-up (`[pgo] startup_order`).
@@ -219,12 +224,17 @@ pub struct BuildSection {
     pub targets: Vec<String>,
 }
 
-impl BuildSection {
-    /// The build settings this section adds to the workspace's own.
+impl Config {
+    /// The build settings `[build]` (and `[pgo] cross_language`) add to the workspace's own.
     pub fn variant(&self) -> BuildVariant {
         BuildVariant {
-            profile_overrides: self.profile_overrides.clone(),
-            rustflags: self.rustflags.clone(),
+            profile_overrides: self.build.profile_overrides.clone(),
+            rustflags: self.build.rustflags.clone(),
+            c: if self.pgo.cross_language {
+                CBuild::Pgo
+            } else {
+                CBuild::User
+            },
         }
     }
 }
@@ -237,6 +247,13 @@ pub struct BuildVariant {
     pub profile_overrides: toml::Table,
     #[serde(default)]
     pub rustflags: Vec<String>,
+    /// How the C and C++ of build scripts are compiled.
+    #[serde(default, skip_serializing_if = "is_user_c")]
+    pub c: CBuild,
+}
+
+fn is_user_c(c: &CBuild) -> bool {
+    *c == CBuild::User
 }
 
 /// Cargo profile keys `profile_overrides` may set: those that decide codegen or the binary.
@@ -290,6 +307,11 @@ impl BuildVariant {
             .iter()
             .map(|(key, value)| format!("{key}={value}"))
             .chain(self.rustflags.iter().cloned())
+            .chain(match self.c {
+                CBuild::User => None,
+                CBuild::Clang => Some("C by clang".to_owned()),
+                CBuild::Pgo => Some("C with PGO".to_owned()),
+            })
             .collect();
         if words.is_empty() {
             "none".to_owned()
@@ -559,7 +581,7 @@ impl Config {
 
     fn validate(&self, text: &str) -> Result<()> {
         let path = self.display_path();
-        if let Err(reason) = self.build.variant().check() {
+        if let Err(reason) = self.variant().check() {
             bail!("invalid configuration in {path}, [build]: {reason}");
         }
         for variant in &self.explore.variant {
@@ -571,6 +593,7 @@ impl Config {
             let settings = BuildVariant {
                 profile_overrides: variant.profile_overrides.clone(),
                 rustflags: variant.rustflags.clone(),
+                c: CBuild::User,
             };
             if let Err(reason) = settings.check() {
                 bail!(
@@ -1051,7 +1074,7 @@ allow_failure = true
             "[build]\nprofile_overrides = { lto = \"fat\", codegen-units = 1, debug = false }\nrustflags = [\"-Ctarget-cpu=native\"]\n",
         )
         .unwrap();
-        let variant = config.build.variant();
+        let variant = config.variant();
         assert_eq!(
             variant.cargo_config_args("dist"),
             [

@@ -175,6 +175,11 @@ impl Layout {
             .join("memory-ledger.json")
     }
 
+    /// The C compiles of a stage's build scripts in cross-language builds (cc_wrapper.rs).
+    pub fn c_compile_log(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("cc.jsonl")
+    }
+
     pub fn rustc_log(&self, stage: Stage) -> PathBuf {
         self.stage_dir(stage).join("rustc.jsonl")
     }

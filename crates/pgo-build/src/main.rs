@@ -8,11 +8,13 @@ mod bundle;
 mod cargo_build;
 mod cargo_config;
 mod cargo_workload;
+mod cc_wrapper;
 mod cli;
 mod command;
 mod config;
 mod counter;
 mod criterion;
+mod cross_language;
 mod files;
 mod insight;
 mod interrupt;
@@ -41,6 +43,11 @@ mod training_record;
 mod workspace;
 
 fn main() -> std::process::ExitCode {
+    // The `cc` crate runs pgo-build as its C compiler in cross-language builds (see
+    // cc_wrapper.rs); first, since build scripts inherit cargo's other pgo-build variables.
+    if let Some(code) = cc_wrapper::run_if_wrapper() {
+        return std::process::ExitCode::from(code);
+    }
     // cargo runs pgo-build as its rustc wrapper (see rustc_wrapper.rs), which runs rustc
     // without that mode; rustc runs pgo-build as its linker (see linker.rs).
     if let Some(code) = rustc_wrapper::run_if_wrapper() {

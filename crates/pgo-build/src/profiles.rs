@@ -758,6 +758,7 @@ mod tests {
                 common_rustflags: vec![],
                 profile_settings: String::new(),
                 cargo_config: vec![],
+                c: None,
             },
             stage_rustflags: vec![],
             binaries: vec![

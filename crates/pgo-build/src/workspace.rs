@@ -1,6 +1,7 @@
 //! The cargo workspace being optimized: its root, target directory and binary targets, read
 //! from `cargo metadata`, and the selection of binaries a run builds.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -70,6 +71,48 @@ impl Workspace {
         let metadata = cargo_metadata::MetadataCommand::parse(json)
             .context("could not parse `cargo metadata` output")?;
         Ok(Workspace::from_metadata(&metadata))
+    }
+
+    /// Packages of the dependency graph (for `target`) whose build scripts compile C or C++
+    /// through a build-dependency on one of `builders` (`cc`, `cmake`, …): package → builder.
+    pub fn build_script_compilers(
+        &self,
+        target: &str,
+        builders: &[&str],
+        printer: &Printer,
+    ) -> Result<BTreeMap<String, String>> {
+        let json = Cmd::new(cargo_program())
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--filter-platform",
+                target,
+            ])
+            .arg("--manifest-path")
+            .arg(self.root.join("Cargo.toml"))
+            .cwd(&self.root)
+            .stdout_checked(printer)
+            .context("could not read the dependency graph with `cargo metadata`")?;
+        let metadata = cargo_metadata::MetadataCommand::parse(json)
+            .context("could not parse `cargo metadata` output")?;
+        let in_graph: std::collections::BTreeSet<_> = metadata
+            .resolve
+            .iter()
+            .flat_map(|r| r.nodes.iter().map(|n| n.id.clone()))
+            .collect();
+        Ok(metadata
+            .packages
+            .iter()
+            .filter(|p| in_graph.contains(&p.id))
+            .filter_map(|package| {
+                let builder = package.dependencies.iter().find(|d| {
+                    d.kind == cargo_metadata::DependencyKind::Build
+                        && builders.contains(&d.name.as_str())
+                })?;
+                Some((package.name.to_string(), builder.name.clone()))
+            })
+            .collect())
     }
 
     fn from_metadata(metadata: &Metadata) -> Workspace {

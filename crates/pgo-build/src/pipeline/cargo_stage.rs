@@ -12,11 +12,13 @@ use anyhow::{Context, Result, bail};
 use super::Session;
 use crate::cargo_build::{self, BuildOutput, BuildRequest, LinkerSetup, StageInput, StageManifest};
 use crate::cargo_config;
+use crate::cc_wrapper;
 use crate::config::{LinkJobs, StartupOrder};
+use crate::cross_language;
 use crate::layout::{Layout, Stage, relative_to};
 use crate::linker;
 use crate::profiles;
-use crate::report::{BinaryRecord, LinkSummary, RustcSummary, human_bytes};
+use crate::report::{BinaryRecord, CCompilerRecord, LinkSummary, RustcSummary, human_bytes};
 use crate::rustc_wrapper;
 use crate::rustflags;
 use crate::sccache;
@@ -49,6 +51,8 @@ impl Session {
         let budget = self.config.build.memory_budget.resolve();
         let (setup, slots, slots_reason) = self.linker_setup(&self.layout, stage, budget.0)?;
         let rustc = self.rustc_wrapper_setup(stage, budget)?;
+        let c_compiler =
+            self.c_compiler_setup(&self.layout, stage, &self.settings, stage_rustflags)?;
         // Commit point of build, instrument and optimize: everything they check holds.
         self.begin_outputs()?;
         let log = self.layout.links_log(stage);
@@ -69,6 +73,7 @@ impl Session {
             layout: &self.layout,
             linker: &setup,
             rustc_wrapper: &rustc.env,
+            c_compiler: c_compiler.as_ref().map_or(&[], |c| c.env.as_slice()),
             batch_size: self.config.build.batch_size,
         };
         // Warnings the session has shown already are counted, not printed again.
@@ -104,7 +109,13 @@ impl Session {
             self.report.sccache.insert(stage.name().to_owned(), figures);
         }
         self.shown_warnings = shown.into_inner();
-        let output = built?;
+        let mut output = built?;
+        self.report.c_compilers.remove(stage.name());
+        if let Some(c) = &c_compiler {
+            output
+                .diagnostics
+                .extend(self.record_c_compiles(stage, &c.spec));
+        }
         if repeated.get() > 0 {
             self.printer.info(format!(
                 "the same {} compiler warning{} as an earlier build (shown above)",
@@ -119,6 +130,68 @@ impl Session {
         );
         self.record_rustc(stage, rustc.summary)?;
         Ok(output)
+    }
+
+    /// pgo-build as the C compiler of a stage whose settings build C with clang (see
+    /// cross_language.rs): the wrapper's spec and the variables that name it. `None`: the C is
+    /// the user's. Also used by cargo workloads, which build the stage's binaries again.
+    pub(super) fn c_compiler_setup(
+        &self,
+        layout: &Layout,
+        stage: Stage,
+        settings: &cargo_build::BuildSettings,
+        stage_rustflags: &[String],
+    ) -> Result<Option<cc_wrapper::StageCompiler>> {
+        let Some(c) = &settings.c else {
+            return Ok(None);
+        };
+        let Some(flags) = cross_language::stage_flags(c.mode, stage_rustflags) else {
+            return Ok(None);
+        };
+        let spec = cc_wrapper::WrapperSpec {
+            clang: c.clang.clone(),
+            clangxx: c.clangxx.clone(),
+            flags,
+            log: layout.c_compile_log(stage),
+            launcher: sccache::wrapper(&self.cargo_config).map(std::path::PathBuf::from),
+        };
+        let (cc, cxx) = spec.install(&layout.root().join("cc-wrapper"))?;
+        let env = cross_language::compiler_env(&settings.target, &cc, &cxx);
+        Ok(Some(cc_wrapper::StageCompiler { spec, env }))
+    }
+
+    /// The report's record of a stage's C compiles, and LLVM's profile warnings from them as
+    /// diagnostics of their package's C (summarised with rustc's).
+    fn record_c_compiles(
+        &mut self,
+        stage: Stage,
+        spec: &cc_wrapper::WrapperSpec,
+    ) -> Vec<cargo_build::Diagnostic> {
+        let records = cc_wrapper::read_log(&spec.log, Some(&spec.id()));
+        let mut packages = std::collections::BTreeMap::new();
+        for record in &records {
+            *packages.entry(record.package.clone()).or_default() += 1;
+        }
+        if !records.is_empty() {
+            self.printer.detail(format!(
+                "C/C++ compiled by {} ({} stage): {} files of {}",
+                spec.clang.display(),
+                stage.name(),
+                records.len(),
+                packages.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let c = self.settings.c.as_ref();
+        self.report.c_compilers.insert(
+            stage.name().to_owned(),
+            CCompilerRecord {
+                compiler: spec.clang.display().to_string(),
+                version: c.map(|c| c.version.clone()).unwrap_or_default(),
+                flags: spec.flags.clone(),
+                packages,
+            },
+        );
+        cc_wrapper::diagnostics(&records)
     }
 
     /// pgo-build as cargo's rustc wrapper for a stage's build (see rustc_wrapper.rs): its

@@ -12,6 +12,10 @@ use crate::layout::{Layout, Stage};
 use crate::targets::{self, Execution};
 use crate::toolchain;
 
+/// The build-script crates whose compiler cross-language PGO replaces (cmake through the
+/// compiler the `cc` crate finds).
+const COVERED_BUILDERS: [&str; 2] = ["cc", "cmake"];
+
 impl Session {
     pub fn doctor(&mut self) -> Result<()> {
         let printer = self.printer;
@@ -73,6 +77,7 @@ impl Session {
         if let Some(problem) = self.no_training() {
             printer.warn(problem);
         }
+        self.doctor_c()?;
         if self.platform.explicit {
             self.doctor_target()?;
         }
@@ -86,6 +91,76 @@ impl Session {
         self.report.llvm_profdata =
             Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
         let _ = self.profdata.set(tool);
+        Ok(())
+    }
+
+    /// The C and C++ that build scripts compile: which packages, whether cross-language PGO
+    /// would cover them, and whether the clang it needs is installed.
+    fn doctor_c(&self) -> Result<()> {
+        let printer = self.printer;
+        let compilers = match self.workspace.build_script_compilers(
+            &self.settings.target,
+            &[COVERED_BUILDERS[0], COVERED_BUILDERS[1], "autotools"],
+            &printer,
+        ) {
+            Ok(compilers) => compilers,
+            Err(err) => {
+                printer.detail(format!("C/C++ of build scripts: not known ({err:#})"));
+                return Ok(());
+            }
+        };
+        let on = self.settings.c.is_some() || self.config.pgo.cross_language;
+        if compilers.is_empty() {
+            printer.info("C/C++: no build script compiles any (nothing for cross-language PGO)");
+            return Ok(());
+        }
+        let (covered, other): (Vec<_>, Vec<_>) = compilers
+            .iter()
+            .partition(|(_, builder)| COVERED_BUILDERS.contains(&builder.as_str()));
+        let list = |packages: &[(&String, &String)]| {
+            packages
+                .iter()
+                .map(|(package, builder)| format!("{package} ({builder})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !covered.is_empty() {
+            printer.info(format!(
+                "C/C++ compiled by build scripts: {}; cross-language PGO {}",
+                list(&covered),
+                if on {
+                    "is on and profiles it"
+                } else {
+                    "would profile it (`[pgo] cross_language = true`, or --cross-language)"
+                }
+            ));
+        }
+        if !other.is_empty() {
+            printer.info(format!(
+                "C/C++ built by other build systems: {}; their compilers are theirs, so \
+                 cross-language PGO does not cover them",
+                list(&other)
+            ));
+        }
+        let mode = crate::cross_language::CBuild::Pgo;
+        let located = crate::cross_language::locate(
+            mode,
+            &self.settings.target,
+            &self.rustc.host,
+            self.rustc.llvm_major,
+            &|key| std::env::var(key).ok(),
+            &printer,
+        );
+        match located {
+            Ok(Some(c)) => printer.info(format!(
+                "clang for cross-language PGO: {} ({})",
+                c.clang.display(),
+                c.version
+            )),
+            Ok(None) => {}
+            // Only a failure when the configuration asks for it (the session would not exist).
+            Err(err) => printer.info(format!("cross-language PGO could not run here: {err:#}")),
+        }
         Ok(())
     }
 

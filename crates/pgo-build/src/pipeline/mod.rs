@@ -121,7 +121,8 @@ pub struct Loaded {
 impl Loaded {
     pub fn load(args: &GlobalArgs, printer: &Printer) -> Result<Loaded> {
         let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
-        let config = Config::load(args.config.as_deref(), &workspace.root)?;
+        let mut config = Config::load(args.config.as_deref(), &workspace.root)?;
+        config.pgo.cross_language |= args.cross_language;
         let rustc = Rustc::detect(&workspace.root, printer)?;
         let cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
@@ -244,9 +245,11 @@ impl Session {
                     &cargo_config,
                 ),
                 cargo_config: Vec::new(),
+                c: None,
             },
             &user_flags,
-            &config.build.variant(),
+            &config.variant(),
+            c_settings(config.variant().c, &triple, &rustc, &printer)?,
         );
         let layout = match target {
             Some(triple) => Layout::for_target(&workspace.target_dir, triple),
@@ -318,7 +321,8 @@ impl Session {
             ),
             ..self.settings.clone()
         };
-        let settings = variant_settings(base, &self.user_flags, build);
+        let c = c_settings(build.c, &self.settings.target, &self.rustc, &self.printer)?;
+        let settings = variant_settings(base, &self.user_flags, build, c);
         let lock = RunLock::acquire(&layout)?;
         for stopped in training::stop_leftovers(&layout.running_dir())? {
             self.printer.warn(stopped);
@@ -488,6 +492,7 @@ pub(crate) fn variant_settings(
     base: BuildSettings,
     user_flags: &UserFlags,
     variant: &crate::config::BuildVariant,
+    c: Option<crate::cross_language::CSettings>,
 ) -> BuildSettings {
     let mut common_rustflags = user_flags.flags.clone();
     common_rustflags.extend(variant.rustflags.iter().cloned());
@@ -504,6 +509,24 @@ pub(crate) fn variant_settings(
         common_rustflags,
         cargo_config,
         profile_settings,
+        c,
         ..base
     }
+}
+
+/// The C compiler a build's C mode needs (none for the user's own), located once per session.
+fn c_settings(
+    mode: crate::cross_language::CBuild,
+    target: &str,
+    rustc: &Rustc,
+    printer: &Printer,
+) -> Result<Option<crate::cross_language::CSettings>> {
+    crate::cross_language::locate(
+        mode,
+        target,
+        &rustc.host,
+        rustc.llvm_major,
+        &|key| std::env::var(key).ok(),
+        printer,
+    )
 }

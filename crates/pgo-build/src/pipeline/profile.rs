@@ -11,6 +11,7 @@ use super::Session;
 use super::committed::{ProfileMetadata, metadata_path};
 use super::workloads::instrumented_profile_env;
 use crate::cargo_build::StageManifest;
+use crate::cc_wrapper;
 use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
 use crate::command::Cmd;
 use crate::config::{Role, StartupOrder};
@@ -40,8 +41,19 @@ impl Session {
         }
         let (profile, accounting) = self.inspected_profile(args.binary.as_deref())?;
         let profdata = self.profdata()?.clone();
-        let functions = insight::functions(&profile, &profdata, &self.printer)?;
+        let mut functions = insight::functions(&profile, &profdata, &self.printer)?;
+        // C compiled by build scripts in a cross-language training: named by its package.
+        let origins = cc_wrapper::COrigins::new(&cc_wrapper::read_log(
+            &self.layout.c_compile_log(Stage::Instrumented),
+            None,
+        ));
+        origins.attribute(&mut functions);
         let total: u64 = functions.iter().map(|f| f.total).sum();
+        let c_total: u64 = functions
+            .iter()
+            .filter(|f| f.krate.ends_with(cc_wrapper::C_SUFFIX))
+            .map(|f| f.total)
+            .sum();
         let hot = insight::hottest(&functions, args.top);
         let shares = insight::crate_shares(&functions);
         let traces = startup_order::traces(&profdata, &profile, &self.printer)?;
@@ -67,6 +79,10 @@ impl Session {
                     "name": f.name, "crate": f.krate, "count": f.total,
                     "share": f.total as f64 / total.max(1) as f64,
                 })).collect::<Vec<_>>(),
+                "languages": (!origins.is_empty()).then(|| serde_json::json!({
+                    "rust": (total - c_total) as f64 / total.max(1) as f64,
+                    "c": c_total as f64 / total.max(1) as f64,
+                })),
                 "crates": shares.iter().map(|(krate, share)| serde_json::json!({"crate": krate, "share": share})).collect::<Vec<_>>(),
                 "coverage": coverage,
                 "temporal_traces": traces,
@@ -100,6 +116,20 @@ impl Session {
             crates.add_row([krate.clone(), format!("{:.1}%", share * 100.0)]);
         }
         self.printer.table(crates);
+        if !origins.is_empty() {
+            let c_functions = functions
+                .iter()
+                .filter(|f| f.krate.ends_with(cc_wrapper::C_SUFFIX));
+            let (c_run, c_all) = c_functions.fold((0, 0), |(run, all), f| {
+                (run + usize::from(f.total > 0), all + 1)
+            });
+            self.printer.info(format!(
+                "languages: Rust {:.1}%, C/C++ {:.1}% of all counts; {c_run} of {c_all} C/C++ \
+                 functions in the profile ran",
+                100.0 * (total - c_total) as f64 / total.max(1) as f64,
+                100.0 * c_total as f64 / total.max(1) as f64,
+            ));
+        }
         if let Some(accounting) = &accounting {
             let mut coverage = Table::new();
             coverage

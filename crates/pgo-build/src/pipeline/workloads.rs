@@ -328,6 +328,12 @@ impl Session {
         job.env
             .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
         job.env.extend(linker.env);
+        // The stage's C as it was built: another CC would make cargo compile it again.
+        if let Some(c) =
+            self.c_compiler_setup(layout, stage, settings, &manifest.stage_rustflags)?
+        {
+            job.env.extend(c.env);
+        }
         // criterion's results per stage, not one directory that mixes variants.
         job.env.insert(
             "CRITERION_HOME".to_owned(),

@@ -20,11 +20,11 @@ pub mod render;
 pub mod tables;
 
 pub use records::{
-    BenchmarkComparison, BinaryRecord, BoltRecord, CandidateSummary, CompareResult, CrateFigures,
-    Estimate, ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost,
-    ExploreVariantRecord, LinkSummary, OrderRecord, RejectedProfile, RunSample, RustcSummary,
-    StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
-    metric_label, verdict_text,
+    BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
+    CompareResult, CrateFigures, Estimate, ExploreRecommendation, ExploreResult, ExploreSpeed,
+    ExploreStageCost, ExploreVariantRecord, LinkSummary, OrderRecord, RejectedProfile, RunSample,
+    RustcSummary, StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison,
+    WorkloadRecord, metric_label, verdict_text,
 };
 pub use tables::human_bytes;
 
@@ -77,6 +77,10 @@ pub struct Report {
     /// Stage → what its build's rustc did against the memory budget (rustc_wrapper.rs).
     #[serde(default)]
     pub rustc_memory: BTreeMap<String, RustcSummary>,
+    /// Stage → the C compiler its build scripts used when pgo-build chose it (cross-language
+    /// PGO, explore's clang variants); absent: the user's own.
+    #[serde(default)]
+    pub c_compilers: BTreeMap<String, CCompilerRecord>,
     /// The last `pgo-build explore`: variants, their costs and speeds, the recommendation.
     #[serde(default)]
     pub explore: Option<ExploreResult>,

@@ -370,6 +370,17 @@ pub struct StageCache {
     pub hit_rate: Option<f64>,
 }
 
+/// The C compiler of one stage's build scripts, and what it compiled.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CCompilerRecord {
+    pub compiler: String,
+    pub version: String,
+    /// What pgo-build added to every C and C++ compile (after the user's own flags).
+    pub flags: Vec<String>,
+    /// Package → C/C++ files it compiled in this build (0 when cargo reused them).
+    pub packages: BTreeMap<String, usize>,
+}
+
 /// What the rustc of one stage's build did against the budget, for the report.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RustcSummary {

@@ -132,7 +132,7 @@ mod tests {
         assert!(applied.contains("funcs = [\"^_R\"]"), "{applied}");
         let parsed =
             config::Config::parse(&applied, std::path::Path::new("/ws/pgo-build.toml")).unwrap();
-        assert_eq!(parsed.build.variant(), lto.build);
+        assert_eq!(parsed.variant(), lto.build);
         assert!(parsed.bolt.enabled);
         // Back to plain pgo: the overrides go, the rest stays.
         let pgo = variants.iter().find(|v| v.name == "pgo").unwrap();

@@ -250,7 +250,7 @@ impl Session {
     ) -> Result<(T, Layout)> {
         let bolt = matches!(build.kind, BuildKind::Bolt { .. });
         let own = build.kind == BuildKind::Plain
-            && *build.settings == self.config.build.variant()
+            && *build.settings == self.config.variant()
             && !self.config.bolt.enabled
             && self.config.pgo.profile.is_none();
         if own {

@@ -3,7 +3,7 @@
 
 use anyhow::{Result, bail};
 
-use crate::config::{self, BuildVariant};
+use crate::config::{self, BuildVariant, CBuild};
 use crate::report::ExploreVariantRecord;
 
 /// Machine function splitting: the cold blocks of hot functions move out of the hot code, by
@@ -59,10 +59,15 @@ pub fn builtin_variants() -> Vec<Variant> {
                     .map(|(key, value)| (key.to_owned(), value))
                     .collect(),
                 rustflags: flags.iter().map(|f| f.to_string()).collect(),
+                c: CBuild::User,
             },
             pgo,
             bolt,
         };
+    let with_c = |c: CBuild, base: Variant| Variant {
+        build: BuildVariant { c, ..base.build },
+        ..base
+    };
     vec![
         variant(BASELINE, vec![], &[], false, false),
         variant(PGO, vec![], &[], true, false),
@@ -72,7 +77,19 @@ pub fn builtin_variants() -> Vec<Variant> {
         variant("pgo+split", vec![], &[SPLIT_FLAG], true, false),
         variant("pgo+bolt", vec![], &[], true, true),
         variant("pgo+lto+cgu1+bolt", vec![lto(), cgu1()], &[], true, true),
+        with_c(CBuild::Clang, variant(CLANG, vec![], &[], false, false)),
+        with_c(CBuild::Pgo, variant(PGO_C, vec![], &[], true, false)),
     ]
+}
+
+/// The C variants: the C of build scripts compiled by rustc's clang without PGO (the compiler
+/// switch alone), and with cross-language PGO. Measured when named, or by default with
+/// `[pgo] cross_language` (they need that clang installed).
+pub(super) const CLANG: &str = "clang";
+pub(super) const PGO_C: &str = "pgo+c";
+
+fn is_c_variant(variant: &Variant) -> bool {
+    variant.build.c != CBuild::User
 }
 
 /// Every variant known: the built-in ones, then `[[explore.variant]]`.
@@ -97,6 +114,7 @@ pub(super) fn known_variants(config: &config::Config) -> Result<Vec<Variant>> {
             build: BuildVariant {
                 profile_overrides: own.profile_overrides.clone(),
                 rustflags: own.rustflags.clone(),
+                c: CBuild::User,
             },
             pgo: own.pgo,
             bolt: own.bolt,
@@ -126,7 +144,11 @@ pub fn select_variants(config: &config::Config, names: &[String]) -> Result<Vec<
     Ok(known
         .into_iter()
         .filter(|v| {
-            names.is_empty() || v.name == BASELINE || v.name == PGO || names.contains(&v.name)
+            let by_default = !is_c_variant(v) || config.pgo.cross_language;
+            (names.is_empty() && by_default)
+                || v.name == BASELINE
+                || v.name == PGO
+                || names.contains(&v.name)
         })
         .collect())
 }

@@ -1,0 +1,378 @@
+//! Cross-language PGO: the C and C++ that build scripts compile (the `cc` and `cmake` crates)
+//! built by a clang of rustc's LLVM major, instrumented and optimized with the same profile as
+//! the Rust.
+//!
+//! Why clang of the same major: rustc links its own LLVM profile runtime, so clang's IR
+//! instrumentation writes into the same raw file as rustc's; a clang of another major writes
+//! another raw format, and one format silently wins (llvm#52683).
+//!
+//! How the flags reach the C: cargo's `CC_<target>`/`CXX_<target>` (the variables the `cc`
+//! crate reads first, and through it the `cmake` crate's `CMAKE_<LANG>_COMPILER`) name
+//! pgo-build's compiler wrapper (`cc_wrapper.rs`), which adds the stage's profile flags to
+//! every compile. The user's own `CFLAGS`/`CXXFLAGS` stay where they are. The wrapper's
+//! directory is named by the hash of what it adds, so a new profile changes `CC_<target>` and
+//! the `cc` crate's `rerun-if-env-changed` makes cargo compile the C again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::command::Cmd;
+use crate::printer::Printer;
+
+/// Names the clang to use; when set, nothing else is tried.
+pub const CLANG_ENV: &str = "PGO_BUILD_CLANG";
+
+/// Which C compiler a build's build scripts use, and whether its C is profiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CBuild {
+    /// The user's C compiler, as cargo would run it: pgo-build adds nothing.
+    #[default]
+    User,
+    /// clang of rustc's LLVM in every stage, without profile flags (explore's `clang`
+    /// variant: the compiler switch alone).
+    Clang,
+    /// Cross-language PGO: the baseline keeps the user's compiler (what they would ship
+    /// otherwise); the instrumented and optimized stages build the C with clang of rustc's
+    /// LLVM and the same profile flags as the Rust.
+    Pgo,
+}
+
+/// The C side of a build's settings: part of `BuildSettings`, so changing the compiler or the
+/// user's C variables after `instrument` is refused like changed rustflags.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CSettings {
+    pub mode: CBuild,
+    pub clang: PathBuf,
+    pub clangxx: PathBuf,
+    /// `clang --version`'s first line.
+    pub version: String,
+    /// The user's variables the `cc` crate reads (`CC`, `CFLAGS`, `CXXFLAGS`, their
+    /// `_<target>`, `TARGET_`/`HOST_` forms), as set when the settings were resolved.
+    pub user_env: BTreeMap<String, String>,
+}
+
+/// The variables of the `cc` crate that decide how C is compiled for `target`, most specific
+/// first (the order the `cc` crate looks for a compiler in).
+fn cc_variables(base: &str, target: &str) -> [String; 5] {
+    [
+        format!("{base}_{target}"),
+        format!("{base}_{}", target.replace('-', "_")),
+        format!("TARGET_{base}"),
+        format!("HOST_{base}"),
+        base.to_owned(),
+    ]
+}
+
+/// The user's C variables for `target` that are set.
+pub fn user_env(target: &str, env: &dyn Fn(&str) -> Option<String>) -> BTreeMap<String, String> {
+    ["CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS"]
+        .iter()
+        .flat_map(|base| cc_variables(base, target))
+        .filter_map(|name| env(&name).map(|value| (name, value)))
+        .collect()
+}
+
+/// The C compiler the `cc` crate would use for `target`, when the user named one.
+fn user_compiler(
+    base: &str,
+    target: &str,
+    host: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<(String, String)> {
+    let [hyphen, underscore, target_kind, host_kind, plain] = cc_variables(base, target);
+    let kind = if target == host {
+        host_kind
+    } else {
+        target_kind
+    };
+    [hyphen, underscore, kind, plain]
+        .into_iter()
+        .find_map(|name| {
+            env(&name)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| (name, v))
+        })
+}
+
+/// The major of a `clang --version` text ("Debian clang version 22.1.8 (1~deb12u1)").
+pub fn clang_major(version_text: &str) -> Option<(u32, String)> {
+    let line = version_text.lines().next()?.trim();
+    let version = line
+        .split("clang version ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?;
+    let major = version.split('.').next()?.parse().ok()?;
+    Some((major, line.to_owned()))
+}
+
+/// `clang++` beside a clang (`clang-22` → `clang++-22`, `clang` → `clang++`).
+fn cxx_of(clang: &Path) -> PathBuf {
+    let name = clang
+        .file_name()
+        .map(|n| n.to_string_lossy().replacen("clang", "clang++", 1))
+        .unwrap_or_else(|| "clang++".to_owned());
+    clang.with_file_name(name)
+}
+
+/// How a C compiler candidate turned out.
+struct Probe {
+    path: PathBuf,
+    outcome: std::result::Result<String, String>,
+}
+
+fn probe(path: &Path, major: u32, printer: &Printer) -> Probe {
+    let outcome = match Cmd::new(path).arg("--version").output(printer) {
+        Ok(output) if output.status.success() => {
+            match clang_major(&String::from_utf8_lossy(&output.stdout)) {
+                Some((found, line)) if found == major => Ok(line),
+                Some((found, line)) => Err(format!(
+                    "{line}: clang {found} writes another raw profile format than rustc's LLVM \
+                     {major}, and one of the two formats would silently win (llvm#52683)"
+                )),
+                None => Err("not a clang (its `--version` names no clang version)".to_owned()),
+            }
+        }
+        Ok(output) => Err(format!("`--version` failed ({})", output.status)),
+        Err(err) => Err(format!("could not run it: {}", err.root_cause())),
+    };
+    Probe {
+        path: path.to_owned(),
+        outcome,
+    }
+}
+
+/// The clang of LLVM `major` that compiles the C: `PGO_BUILD_CLANG` when set (and nothing
+/// else), else the user's `CC` for the target when it is a clang (another major is refused:
+/// it is what the user asked for, and it cannot work), else `clang-<major>`,
+/// `/usr/lib/llvm-<major>/bin/clang`, `clang`.
+pub fn locate(
+    mode: CBuild,
+    target: &str,
+    host: &str,
+    major: u32,
+    env: &dyn Fn(&str) -> Option<String>,
+    printer: &Printer,
+) -> Result<Option<CSettings>> {
+    if mode == CBuild::User {
+        return Ok(None);
+    }
+    let fix = format!(
+        "Fix: `apt-get install clang-{major}` (Debian/Ubuntu; apt.llvm.org for others), or set \
+         {CLANG_ENV} to a clang {major}, or turn cross-language PGO off (`[pgo] cross_language \
+         = false`)."
+    );
+    let resolve = |path: PathBuf| -> PathBuf {
+        if path.components().count() > 1 {
+            path
+        } else {
+            crate::toolchain::which(&path.to_string_lossy())
+                .into_iter()
+                .next()
+                .unwrap_or(path)
+        }
+    };
+    let settings = |probe: Probe, line: String| CSettings {
+        mode,
+        clangxx: cxx_of(&probe.path),
+        clang: probe.path,
+        version: line,
+        user_env: user_env(target, env),
+    };
+    let named = env(CLANG_ENV)
+        .map(|path| (CLANG_ENV.to_owned(), path))
+        .or_else(|| {
+            user_compiler("CC", target, host, env).filter(|(_, cc)| {
+                Path::new(cc)
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("clang"))
+            })
+        });
+    if let Some((variable, path)) = named {
+        let probe = probe(&resolve(PathBuf::from(&path)), major, printer);
+        return match probe.outcome.clone() {
+            Ok(line) => Ok(Some(settings(probe, line))),
+            Err(why) => bail!(
+                "{variable}={path} cannot compile the C for cross-language PGO: {why}.\n{fix}"
+            ),
+        };
+    }
+    let mut looked = Vec::new();
+    for candidate in [
+        PathBuf::from(format!("clang-{major}")),
+        PathBuf::from(format!("/usr/lib/llvm-{major}/bin/clang")),
+        PathBuf::from("clang"),
+    ] {
+        let path = resolve(candidate);
+        if path.components().count() == 1 || !path.is_file() {
+            looked.push(format!("  {}: not found", path.display()));
+            continue;
+        }
+        let probe = probe(&path, major, printer);
+        match probe.outcome.clone() {
+            Ok(line) => return Ok(Some(settings(probe, line))),
+            Err(why) => looked.push(format!("  {}: {why}", path.display())),
+        }
+    }
+    bail!(
+        "cross-language PGO needs a clang of rustc's LLVM {major} to compile the C and C++ of \
+         build scripts, and none was found. Looked at:\n{}\n{fix}",
+        looked.join("\n")
+    )
+}
+
+/// The flags the C of a stage gets, from the stage's own rustflags, so both languages use the
+/// same profile: `-Cprofile-generate` gives `-fprofile-generate` (with continuous mode's
+/// counter relocation when the Rust has it: counters outside the mapped file would be lost),
+/// `-Cprofile-use=P` gives `-fprofile-use=P` and LLVM's per-function warnings, which the
+/// wrapper records for the staleness summary. `None`: this stage uses the user's compiler.
+pub fn stage_flags(mode: CBuild, stage_rustflags: &[String]) -> Option<Vec<String>> {
+    let generate = stage_rustflags
+        .iter()
+        .any(|f| f.starts_with("-Cprofile-generate"));
+    let used = stage_rustflags
+        .iter()
+        .find_map(|f| f.strip_prefix("-Cprofile-use="));
+    let mllvm = |flag: &str| ["-mllvm".to_owned(), flag.to_owned()];
+    match mode {
+        CBuild::User => None,
+        CBuild::Clang => Some(Vec::new()),
+        CBuild::Pgo if generate => {
+            let mut flags = vec!["-fprofile-generate".to_owned()];
+            if stage_rustflags
+                .iter()
+                .any(|f| f == crate::cargo_build::CONTINUOUS_FLAGS[0])
+            {
+                for flag in [
+                    "-runtime-counter-relocation",
+                    "-disable-vp",
+                    "-do-counter-promotion=false",
+                ] {
+                    flags.extend(mllvm(flag));
+                }
+            }
+            Some(flags)
+        }
+        CBuild::Pgo => used.map(|profile| {
+            let mut flags = vec![format!("-fprofile-use={profile}")];
+            flags.extend(mllvm("-pgo-warn-missing-function"));
+            // A user's -Werror must not turn the profile's notes into a failed build.
+            flags.push("-Wno-error=backend-plugin".to_owned());
+            flags
+        }),
+    }
+}
+
+/// The variables that point the `cc` crate's compilers for `target` at `cc` and `cxx`:
+/// the most specific ones, which win over anything else the user set.
+pub fn compiler_env(target: &str, cc: &Path, cxx: &Path) -> Vec<(String, String)> {
+    let [cc_hyphen, cc_underscore, ..] = cc_variables("CC", target);
+    let [cxx_hyphen, cxx_underscore, ..] = cc_variables("CXX", target);
+    let cc = cc.to_string_lossy().into_owned();
+    let cxx = cxx.to_string_lossy().into_owned();
+    vec![
+        (cc_hyphen, cc.clone()),
+        (cc_underscore, cc),
+        (cxx_hyphen, cxx.clone()),
+        (cxx_underscore, cxx),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |key| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn clang_versions_are_read() {
+        assert_eq!(
+            clang_major("Debian clang version 22.1.8 (1~deb12u1)\nTarget: x86_64-pc-linux-gnu\n"),
+            Some((22, "Debian clang version 22.1.8 (1~deb12u1)".to_owned()))
+        );
+        assert_eq!(
+            clang_major("Ubuntu clang version 14.0.0-1ubuntu1\n")
+                .unwrap()
+                .0,
+            14
+        );
+        assert_eq!(clang_major("gcc (Debian 12.2.0-14) 12.2.0\n"), None);
+    }
+
+    #[test]
+    fn the_most_specific_user_compiler_wins() {
+        let target = "x86_64-unknown-linux-gnu";
+        let env = env_of(&[("CC", "gcc"), ("CC_x86_64_unknown_linux_gnu", "clang-22")]);
+        assert_eq!(
+            user_compiler("CC", target, target, &env),
+            Some((
+                "CC_x86_64_unknown_linux_gnu".to_owned(),
+                "clang-22".to_owned()
+            ))
+        );
+        let env = env_of(&[("CC", "gcc"), ("TARGET_CC", "clang-14")]);
+        assert_eq!(user_compiler("CC", target, target, &env).unwrap().1, "gcc");
+        assert_eq!(
+            user_compiler("CC", "aarch64-unknown-linux-gnu", target, &env)
+                .unwrap()
+                .1,
+            "clang-14"
+        );
+        let recorded = user_env(target, &env_of(&[("CFLAGS", "-O3"), ("LANG", "C")]));
+        assert_eq!(
+            recorded.into_iter().collect::<Vec<_>>(),
+            [("CFLAGS".to_owned(), "-O3".to_owned())]
+        );
+    }
+
+    #[test]
+    fn the_c_of_a_stage_gets_the_rust_profile() {
+        let flags = |mode, rust: &[&str]| {
+            stage_flags(
+                mode,
+                &rust.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(flags(CBuild::User, &["-Cprofile-generate=/p"]), None);
+        assert_eq!(
+            flags(CBuild::Pgo, &["--cfg", "x"]),
+            None,
+            "the baseline keeps the user's"
+        );
+        assert_eq!(flags(CBuild::Clang, &[]), Some(vec![]));
+        assert_eq!(
+            flags(CBuild::Pgo, &["-Cprofile-generate=/p"]).unwrap(),
+            ["-fprofile-generate"]
+        );
+        let continuous = flags(
+            CBuild::Pgo,
+            &[
+                "-Cprofile-generate=/p",
+                crate::cargo_build::CONTINUOUS_FLAGS[0],
+            ],
+        )
+        .unwrap();
+        assert!(continuous.contains(&"-runtime-counter-relocation".to_owned()));
+        let used = flags(CBuild::Pgo, &["-Cprofile-use=/x/merged-ab.profdata"]).unwrap();
+        assert_eq!(used[0], "-fprofile-use=/x/merged-ab.profdata");
+        assert_eq!(
+            cxx_of(Path::new("/usr/bin/clang-22")),
+            Path::new("/usr/bin/clang++-22")
+        );
+        assert_eq!(
+            cxx_of(Path::new("/usr/lib/llvm-22/bin/clang")),
+            Path::new("/usr/lib/llvm-22/bin/clang++")
+        );
+    }
+}
