@@ -714,13 +714,23 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
         format!("{:?}", now.common_rustflags),
     );
     let c = |settings: &BuildSettings| match &settings.c {
-        Some(c) => format!(
-            "{} ({}, {:?}), the user's C variables {:?}",
-            c.clang.display(),
-            c.version,
-            c.mode,
-            c.user_env
-        ),
+        Some(c) => {
+            let variables: Vec<String> = c
+                .user_env
+                .iter()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect();
+            format!(
+                "{} ({}; {})",
+                c.clang.display(),
+                c.version,
+                if variables.is_empty() {
+                    "no C variables".to_owned()
+                } else {
+                    variables.join(" ")
+                }
+            )
+        }
         None => "the user's C compiler".to_owned(),
     };
     compare("C compiler", c(instrumented), c(now));

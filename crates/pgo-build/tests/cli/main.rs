@@ -7,6 +7,7 @@ mod support;
 mod bolt;
 mod cargo_workloads;
 mod compare;
+mod cross_language;
 mod explore;
 mod memory;
 mod pipeline;

@@ -1,0 +1,183 @@
+//! Cross-language PGO: the C a build script compiles through the `cc` crate (fixture `cdep`),
+//! instrumented and optimized with the Rust's profile by clang of rustc's LLVM.
+
+use crate::support::schema::*;
+use crate::support::*;
+
+/// The C file of the fixture, changed so `mix_checksum`'s control flow differs from the
+/// training's (a second loop).
+fn change_mix_checksum(fixture: &Fixture) {
+    fixture.edit("checksum/csrc/mix.c", |text| {
+        text.replacen(
+            "    return sum;\n}",
+            "    for (uint64_t j = 0; j < (len & 7); j++) {\n        if (sum & 1) sum ^= j; \
+             else sum += scramble(j);\n    }\n    return sum;\n}",
+            1,
+        )
+    });
+}
+
+/// The section names of an object file (`readelf -SW`).
+fn sections(object: &str) -> String {
+    let output = std::process::Command::new("readelf")
+        .args(["-SW", object])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "readelf failed on {object}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The last logged compile of `mix.c` in a stage.
+fn mix_compile(fixture: &Fixture, stage: &str) -> serde_json::Value {
+    let log = std::fs::read_to_string(fixture.layout().path(&format!("{stage}/cc.jsonl")))
+        .unwrap_or_else(|err| panic!("no C compile log for the {stage} stage: {err}"));
+    let line = log
+        .lines()
+        .rfind(|l| l.contains("mix.c"))
+        .unwrap_or_else(|| panic!("mix.c was not compiled in the {stage} stage:\n{log}"));
+    serde_json::from_str(line).unwrap()
+}
+
+#[test]
+fn the_c_is_trained_into_the_same_profile_and_the_optimized_c_uses_it() {
+    let fixture = Fixture::new("cdep");
+    fixture
+        .run(&["run", "--compare-rounds", "2"])
+        .success()
+        .stderr_contains("clang for cross-language PGO");
+    let report = fixture.report();
+    check_schema(&report, &report_schema(), "report");
+    let compilers = &report["c_compilers"];
+    assert!(
+        compilers.get("baseline").is_none(),
+        "the baseline keeps the user's compiler: {compilers}"
+    );
+    let instrumented = compilers["instrumented"]["flags"].to_string();
+    assert!(
+        instrumented.contains("-fprofile-generate"),
+        "{instrumented}"
+    );
+    assert_eq!(compilers["instrumented"]["packages"]["checksum"], 1);
+    let merged = merged_profile(&fixture);
+    let used = compilers["optimized"]["flags"][0].as_str().unwrap();
+    assert!(
+        used.starts_with("-fprofile-use=")
+            && used.ends_with(merged.file_name().unwrap().to_str().unwrap()),
+        "the C uses the Rust's merged profile {}: {used}",
+        merged.display()
+    );
+    assert!(
+        compilers["optimized"]["version"]
+            .as_str()
+            .unwrap()
+            .contains("clang version 22"),
+        "{compilers}"
+    );
+
+    // The C functions are in the merged profile with counts, named by their package.
+    let show = fixture.run(&["profile", "show", "--json", "--top", "5"]);
+    show.success();
+    let shown: serde_json::Value = serde_json::from_str(&show.stdout()).unwrap();
+    let hottest = &shown["hottest"][0];
+    assert_eq!(hottest["name"], "mix_checksum", "{shown}");
+    assert_eq!(hottest["crate"], "checksum (C)", "{shown}");
+    assert!(hottest["count"].as_u64().unwrap() > 1_000_000, "{shown}");
+    let hot_static = shown["hottest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"].as_str().unwrap().ends_with("scramble"))
+        .unwrap_or_else(|| panic!("the static C function is not in the profile: {shown}"));
+    assert_eq!(hot_static["crate"], "checksum (C)");
+    assert!(shown["languages"]["c"].as_f64().unwrap() > 0.5, "{shown}");
+
+    // clang used the counts: the function training never ran is laid out as unlikely, which
+    // the instrumented (profile-less) compile of the same file does not do.
+    let optimized = mix_compile(&fixture, "optimized");
+    assert_eq!(
+        optimized["profile_warnings"],
+        serde_json::json!([]),
+        "{optimized}"
+    );
+    let optimized_sections = sections(optimized["output"].as_str().unwrap());
+    assert!(
+        optimized_sections.contains(".text.unlikely.mix_never_called"),
+        "{optimized_sections}"
+    );
+    let instrumented_sections = sections(
+        mix_compile(&fixture, "instrumented")["output"]
+            .as_str()
+            .unwrap(),
+    );
+    assert!(!instrumented_sections.contains(".text.unlikely."));
+    let expected = run_binary(&fixture.stage_bin("baseline", "checksum"), &["1000", "2"]);
+    assert_eq!(
+        run_binary(&fixture.stage_bin("optimized", "checksum"), &["1000", "2"]),
+        expected
+    );
+}
+
+#[test]
+fn changed_c_is_summarised_per_crate_and_changed_c_settings_are_refused() {
+    let fixture = Fixture::new("cdep");
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+
+    // The user's C flags are part of the settings the profile was recorded with.
+    let mut command = fixture.command(&["optimize"]);
+    command.env("CFLAGS", "-O1");
+    fixture
+        .run_with(command)
+        .failure()
+        .stderr_contains("C compiler: instrumented with")
+        .stderr_contains("CFLAGS=\"-O1\"");
+    assert!(!fixture.stage_bin("optimized", "checksum").exists());
+
+    change_mix_checksum(&fixture);
+    let optimized = fixture.run(&["optimize"]);
+    optimized
+        .success()
+        .stderr_contains("1 functions changed since the profile was recorded");
+    assert!(
+        optimized.stdout().contains("checksum (C)"),
+        "{}",
+        optimized.describe()
+    );
+    assert!(
+        !optimized.stderr().contains("hash mismatch"),
+        "clang's raw warnings are summarised, not passed through:\n{}",
+        optimized.describe()
+    );
+    let summary = &fixture.report()["optimize_diagnostics"]["per_crate"]["checksum (C)"];
+    assert_eq!(summary["mismatched_functions"], 1, "{summary}");
+    fixture
+        .run(&["--strict", "optimize"])
+        .failure()
+        .stderr_contains("changed since the profile was recorded");
+}
+
+#[test]
+fn a_clang_of_another_llvm_major_is_refused_with_the_fix() {
+    let fixture = Fixture::new("cdep");
+    let fake = fixture.root().join("tools/clang-14");
+    fixture.write_executable(
+        "tools/clang-14",
+        "#!/bin/sh\necho 'Ubuntu clang version 14.0.6'\necho 'Target: x86_64-pc-linux-gnu'\n",
+    );
+    for variable in ["CC", "PGO_BUILD_CLANG"] {
+        let mut command = fixture.command(&["instrument"]);
+        command.env(variable, &fake);
+        fixture
+            .run_with(command)
+            .failure()
+            .stderr_contains(&format!("{variable}={}", fake.display()))
+            .stderr_contains("clang 14 writes another raw profile format")
+            .stderr_contains("apt-get install clang-22");
+    }
+    assert!(!fixture.layout().path("instrumented").exists());
+    // Off, the user's compiler is the user's business.
+    fixture.edit("pgo-build.toml", |t| t.replace("cross_language = true", ""));
+    let mut command = fixture.command(&["build"]);
+    command.env("PGO_BUILD_CLANG", &fake);
+    fixture.run_with(command).success();
+}
