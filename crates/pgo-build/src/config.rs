@@ -58,9 +58,10 @@ pub struct PgoSection {
     #[serde(default)]
     pub startup_order: StartupOrder,
     /// Cross-language PGO: the C and C++ that build scripts compile get the same profile as
-    /// the Rust (see `cross_language.rs`).
-    #[serde(default)]
-    pub cross_language: bool,
+    /// the Rust (see `cross_language.rs`): `true`, or `"thin-lto"` for cross-language ThinLTO
+    /// too. `CBuild::User` when off.
+    #[serde(default, deserialize_with = "deserialize_cross_language")]
+    pub cross_language: CBuild,
 }
 
 /// How the optimized link orders functions for start-up (`[pgo] startup_order`).
@@ -137,6 +138,28 @@ fn deserialize_growth<'de, D: Deserializer<'de>>(
     let text = String::deserialize(deserializer)?;
     text.parse().map(Some).map_err(serde::de::Error::custom)
 }
+
+fn deserialize_cross_language<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<CBuild, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        On(bool),
+        Mode(String),
+    }
+    match Value::deserialize(deserializer)? {
+        Value::On(true) => Ok(CBuild::Pgo),
+        Value::On(false) => Ok(CBuild::User),
+        Value::Mode(mode) if mode == CROSS_LANGUAGE_THIN_LTO => Ok(CBuild::PgoXlto),
+        Value::Mode(other) => Err(serde::de::Error::custom(format!(
+            "cross_language = {other:?}: expected true, false or \"{CROSS_LANGUAGE_THIN_LTO}\""
+        ))),
+    }
+}
+
+/// `[pgo] cross_language = "thin-lto"`: cross-language PGO and ThinLTO.
+pub const CROSS_LANGUAGE_THIN_LTO: &str = "thin-lto";
 
 impl PgoSection {
     pub fn max_stale(&self) -> f64 {
@@ -230,11 +253,7 @@ impl Config {
         BuildVariant {
             profile_overrides: self.build.profile_overrides.clone(),
             rustflags: self.build.rustflags.clone(),
-            c: if self.pgo.cross_language {
-                CBuild::Pgo
-            } else {
-                CBuild::User
-            },
+            c: self.pgo.cross_language,
         }
     }
 }
@@ -311,6 +330,7 @@ impl BuildVariant {
                 CBuild::User => None,
                 CBuild::Clang => Some("C by clang".to_owned()),
                 CBuild::Pgo => Some("C with PGO".to_owned()),
+                CBuild::PgoXlto => Some("C with PGO, cross-language ThinLTO".to_owned()),
             })
             .collect();
         if words.is_empty() {

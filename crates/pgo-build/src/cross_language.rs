@@ -39,7 +39,22 @@ pub enum CBuild {
     /// otherwise); the instrumented and optimized stages build the C with clang of rustc's
     /// LLVM and the same profile flags as the Rust.
     Pgo,
+    /// Cross-language PGO and cross-language ThinLTO: the C as LLVM bitcode (`-flto=thin`,
+    /// archived by llvm-ar), the Rust too (`-Clinker-plugin-lto`), optimized together at the
+    /// link by lld (rustc's rust-lld on x86_64 Linux), which must read LLVM bitcode of rustc's
+    /// major.
+    #[serde(rename = "pgo-xlto")]
+    PgoXlto,
 }
+
+impl CBuild {
+    fn profiled(self) -> bool {
+        matches!(self, CBuild::Pgo | CBuild::PgoXlto)
+    }
+}
+
+/// What cross-language ThinLTO adds to the rustflags: rustc leaves LLVM bitcode for the linker.
+pub const XLTO_RUSTFLAGS: [&str; 1] = ["-Clinker-plugin-lto"];
 
 /// The C side of a build's settings: part of `BuildSettings`, so changing the compiler or the
 /// user's C variables after `instrument` is refused like changed rustflags.
@@ -50,6 +65,10 @@ pub struct CSettings {
     pub clangxx: PathBuf,
     /// `clang --version`'s first line.
     pub version: String,
+    /// llvm-ar of the same LLVM, for archives of bitcode (cross-language ThinLTO only: the
+    /// system's `ar` writes no symbol index for bitcode members).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llvm_ar: Option<PathBuf>,
     /// The user's variables the `cc` crate reads (`CC`, `CFLAGS`, `CXXFLAGS`, their
     /// `_<target>`, `TARGET_`/`HOST_` forms), as set when the settings were resolved.
     pub user_env: BTreeMap<String, String>,
@@ -158,7 +177,7 @@ pub fn locate(
     env: &dyn Fn(&str) -> Option<String>,
     printer: &Printer,
 ) -> Result<Option<CSettings>> {
-    if mode == CBuild::User {
+    if !mode.profiled() && mode != CBuild::Clang {
         return Ok(None);
     }
     let fix = format!(
@@ -176,12 +195,27 @@ pub fn locate(
                 .unwrap_or(path)
         }
     };
-    let settings = |probe: Probe, line: String| CSettings {
-        mode,
-        clangxx: cxx_of(&probe.path),
-        clang: probe.path,
-        version: line,
-        user_env: user_env(target, env),
+    let settings = |probe: Probe, line: String| -> Result<CSettings> {
+        let llvm_ar = match mode {
+            CBuild::PgoXlto => Some(llvm_ar_beside(&probe.path).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "cross-language ThinLTO archives LLVM bitcode with llvm-ar of LLVM {major}, \
+                     and there is none beside {} (the system's `ar` writes no symbol index for \
+                     bitcode, and the link then misses the C). Fix: `apt-get install \
+                     llvm-{major}`.",
+                    probe.path.display()
+                )
+            })?),
+            _ => None,
+        };
+        Ok(CSettings {
+            mode,
+            clangxx: cxx_of(&probe.path),
+            clang: probe.path,
+            version: line,
+            llvm_ar,
+            user_env: user_env(target, env),
+        })
     };
     let named = env(CLANG_ENV)
         .map(|path| (CLANG_ENV.to_owned(), path))
@@ -195,7 +229,7 @@ pub fn locate(
     if let Some((variable, path)) = named {
         let probe = probe(&resolve(PathBuf::from(&path)), major, printer);
         return match probe.outcome.clone() {
-            Ok(line) => Ok(Some(settings(probe, line))),
+            Ok(line) => Ok(Some(settings(probe, line)?)),
             Err(why) => bail!(
                 "{variable}={path} cannot compile the C for cross-language PGO: {why}.\n{fix}"
             ),
@@ -214,7 +248,7 @@ pub fn locate(
         }
         let probe = probe(&path, major, printer);
         match probe.outcome.clone() {
-            Ok(line) => return Ok(Some(settings(probe, line))),
+            Ok(line) => return Ok(Some(settings(probe, line)?)),
             Err(why) => looked.push(format!("  {}: {why}", path.display())),
         }
     }
@@ -223,6 +257,24 @@ pub fn locate(
          build scripts, and none was found. Looked at:\n{}\n{fix}",
         looked.join("\n")
     )
+}
+
+/// `llvm-ar` of the LLVM a clang belongs to: in its real directory
+/// (`/usr/bin/clang-22` → `/usr/lib/llvm-22/bin/llvm-ar`), or `llvm-ar-<suffix>` beside it.
+fn llvm_ar_beside(clang: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(clang).ok()?;
+    let suffix = clang
+        .file_name()?
+        .to_string_lossy()
+        .strip_prefix("clang")
+        .map(str::to_owned)
+        .unwrap_or_default();
+    [
+        real.with_file_name("llvm-ar"),
+        clang.with_file_name(format!("llvm-ar{suffix}")),
+    ]
+    .into_iter()
+    .find(|candidate| candidate.is_file())
 }
 
 /// The flags the C of a stage gets, from the stage's own rustflags, so both languages use the
@@ -241,6 +293,10 @@ pub fn stage_flags(mode: CBuild, stage_rustflags: &[String]) -> Option<Vec<Strin
     match mode {
         CBuild::User => None,
         CBuild::Clang => Some(Vec::new()),
+        CBuild::PgoXlto => stage_flags(CBuild::Pgo, stage_rustflags).map(|mut flags| {
+            flags.push("-flto=thin".to_owned());
+            flags
+        }),
         CBuild::Pgo if generate => {
             let mut flags = vec!["-fprofile-generate".to_owned()];
             if stage_rustflags
@@ -267,19 +323,23 @@ pub fn stage_flags(mode: CBuild, stage_rustflags: &[String]) -> Option<Vec<Strin
     }
 }
 
-/// The variables that point the `cc` crate's compilers for `target` at `cc` and `cxx`:
-/// the most specific ones, which win over anything else the user set.
-pub fn compiler_env(target: &str, cc: &Path, cxx: &Path) -> Vec<(String, String)> {
-    let [cc_hyphen, cc_underscore, ..] = cc_variables("CC", target);
-    let [cxx_hyphen, cxx_underscore, ..] = cc_variables("CXX", target);
-    let cc = cc.to_string_lossy().into_owned();
-    let cxx = cxx.to_string_lossy().into_owned();
-    vec![
-        (cc_hyphen, cc.clone()),
-        (cc_underscore, cc),
-        (cxx_hyphen, cxx.clone()),
-        (cxx_underscore, cxx),
-    ]
+/// The variables that point the `cc` crate's compilers (and archiver) for `target` at `cc`,
+/// `cxx` and `ar`: the most specific ones, which win over anything else the user set.
+pub fn compiler_env(
+    target: &str,
+    cc: &Path,
+    cxx: &Path,
+    ar: Option<&Path>,
+) -> Vec<(String, String)> {
+    let tools = [("CC", Some(cc)), ("CXX", Some(cxx)), ("AR", ar)];
+    tools
+        .into_iter()
+        .filter_map(|(base, path)| Some((base, path?.to_string_lossy().into_owned())))
+        .flat_map(|(base, path)| {
+            let [hyphen, underscore, ..] = cc_variables(base, target);
+            [(hyphen, path.clone()), (underscore, path)]
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -366,6 +426,14 @@ mod tests {
         assert!(continuous.contains(&"-runtime-counter-relocation".to_owned()));
         let used = flags(CBuild::Pgo, &["-Cprofile-use=/x/merged-ab.profdata"]).unwrap();
         assert_eq!(used[0], "-fprofile-use=/x/merged-ab.profdata");
+        let thin = flags(CBuild::PgoXlto, &["-Cprofile-use=/x/merged-ab.profdata"]).unwrap();
+        assert_eq!(thin[0], used[0]);
+        assert_eq!(thin.last().unwrap(), "-flto=thin");
+        assert_eq!(
+            flags(CBuild::PgoXlto, &[]),
+            None,
+            "the baseline keeps the user's"
+        );
         assert_eq!(
             cxx_of(Path::new("/usr/bin/clang-22")),
             Path::new("/usr/bin/clang++-22")

@@ -65,8 +65,9 @@ fn link() -> Result<u8> {
         std::env::var_os(SLOTS_DIR_ENV).context("PGO_BUILD_LINK_SLOTS_DIR is not set")?,
     );
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    if std::env::var_os(crate::startup_order::REQUIRE_LLD_ENV).is_some()
-        && let Some(why) = crate::startup_order::lld_missing(&with_response_files(&args), &real)
+    if let Ok(needs) = std::env::var(crate::startup_order::REQUIRE_LLD_ENV)
+        && let Some(why) =
+            crate::startup_order::lld_missing(&with_response_files(&args), &real, &needs)
     {
         bail!("{why}");
     }

@@ -136,9 +136,14 @@ pub fn link_flags(mode: StartupOrder, profile: &Path, order: Option<&Path>) -> V
     }
 }
 
-/// In linker mode, with [`REQUIRE_LLD_ENV`] set: why this link cannot take the order, if it
-/// cannot (the ordering options are lld's; GNU ld rejects them, and some linkers ignore them).
-pub fn lld_missing(args: &[std::ffi::OsString], real_linker: &std::ffi::OsStr) -> Option<String> {
+/// In linker mode, with [`REQUIRE_LLD_ENV`] set (to why lld is needed, `needs`): why this
+/// link cannot do it, if it cannot (the ordering options are lld's, GNU ld rejects them and
+/// some linkers ignore them; bitcode needs a linker of rustc's LLVM).
+pub fn lld_missing(
+    args: &[std::ffi::OsString],
+    real_linker: &std::ffi::OsStr,
+    needs: &str,
+) -> Option<String> {
     let name = Path::new(real_linker)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -157,10 +162,10 @@ pub fn lld_missing(args: &[std::ffi::OsString], real_linker: &std::ffi::OsStr) -
     };
     (!lld).then(|| {
         format!(
-            "[pgo] startup_order passes the function order to the linker, but this link runs \
-             `{name}` without lld (another -fuse-ld, or none): its options are lld's. Let rustc link with \
-             its rust-lld (its default on x86_64 Linux; remove `-Clinker`/`-Clink-self-contained` \
-             overrides), add `-Clink-arg=-fuse-ld=lld`, or set startup_order = \"off\""
+            "{needs}, but this link runs `{name}` without lld (another -fuse-ld, or none), \
+             which cannot do it. Let rustc link with its rust-lld (its default on x86_64 Linux; \
+             remove `-Clinker`/`-Clink-self-contained` overrides), or add \
+             `-Clink-arg=-fuse-ld=lld` (an lld of rustc's LLVM), or turn the setting off"
         )
     })
 }
@@ -202,11 +207,15 @@ mod tests {
     #[test]
     fn a_link_without_lld_is_named() {
         let with = ["-fuse-ld=lld".into(), "-o".into()];
-        assert!(lld_missing(&with, "cc".as_ref()).is_none());
-        assert!(lld_missing(&[], "ld.lld".as_ref()).is_none());
-        let without = lld_missing(&["-o".into()], "/usr/bin/gcc".as_ref()).unwrap();
-        assert!(without.contains("`gcc` without lld"), "{without}");
+        let needs = "X needs lld";
+        assert!(lld_missing(&with, "cc".as_ref(), needs).is_none());
+        assert!(lld_missing(&[], "ld.lld".as_ref(), needs).is_none());
+        let without = lld_missing(&["-o".into()], "/usr/bin/gcc".as_ref(), needs).unwrap();
+        assert!(
+            without.contains("X needs lld, but this link runs `gcc` without lld"),
+            "{without}"
+        );
         let overridden = ["-fuse-ld=lld".into(), "-fuse-ld=bfd".into()];
-        assert!(lld_missing(&overridden, "cc".as_ref()).is_some());
+        assert!(lld_missing(&overridden, "cc".as_ref(), needs).is_some());
     }
 }

@@ -156,7 +156,7 @@ impl Session {
             launcher: sccache::wrapper(&self.cargo_config).map(std::path::PathBuf::from),
         };
         let (cc, cxx) = spec.install(&layout.root().join("cc-wrapper"))?;
-        let env = cross_language::compiler_env(&settings.target, &cc, &cxx);
+        let env = cross_language::compiler_env(&settings.target, &cc, &cxx, c.llvm_ar.as_deref());
         Ok(Some(cc_wrapper::StageCompiler { spec, env }))
     }
 
@@ -413,7 +413,20 @@ impl Session {
         if stage == Stage::Optimized && self.config.pgo.startup_order != StartupOrder::Off {
             setup.env.push((
                 startup_order::REQUIRE_LLD_ENV.to_owned(),
-                self.config.pgo.startup_order.name().to_owned(),
+                format!(
+                    "[pgo] startup_order = \"{}\" passes the function order to the linker",
+                    self.config.pgo.startup_order.name()
+                ),
+            ));
+        } else if self
+            .settings
+            .c
+            .as_ref()
+            .is_some_and(|c| c.mode == crate::config::CBuild::PgoXlto)
+        {
+            setup.env.push((
+                startup_order::REQUIRE_LLD_ENV.to_owned(),
+                "cross-language ThinLTO leaves LLVM bitcode for the linker to optimize".to_owned(),
             ));
         }
         self.printer.detail(format!(

@@ -109,7 +109,7 @@ impl Session {
                 return Ok(());
             }
         };
-        let on = self.settings.c.is_some() || self.config.pgo.cross_language;
+        let on = self.config.pgo.cross_language != crate::config::CBuild::User;
         if compilers.is_empty() {
             printer.info("C/C++: no build script compiles any (nothing for cross-language PGO)");
             return Ok(());

@@ -122,7 +122,9 @@ impl Loaded {
     pub fn load(args: &GlobalArgs, printer: &Printer) -> Result<Loaded> {
         let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
         let mut config = Config::load(args.config.as_deref(), &workspace.root)?;
-        config.pgo.cross_language |= args.cross_language;
+        if args.cross_language && config.pgo.cross_language == crate::config::CBuild::User {
+            config.pgo.cross_language = crate::config::CBuild::Pgo;
+        }
         let rustc = Rustc::detect(&workspace.root, printer)?;
         let cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
@@ -496,6 +498,9 @@ pub(crate) fn variant_settings(
 ) -> BuildSettings {
     let mut common_rustflags = user_flags.flags.clone();
     common_rustflags.extend(variant.rustflags.iter().cloned());
+    if variant.c == crate::config::CBuild::PgoXlto {
+        common_rustflags.extend(crate::cross_language::XLTO_RUSTFLAGS.map(str::to_owned));
+    }
     common_rustflags.push(BUILD_ID_FLAG.to_owned());
     let cargo_config = variant.cargo_config_args(&base.profile);
     let mut profile_settings = base.profile_settings;

@@ -181,3 +181,97 @@ fn a_clang_of_another_llvm_major_is_refused_with_the_fix() {
     command.env("PGO_BUILD_CLANG", &fake);
     fixture.run_with(command).success();
 }
+
+/// The `.comment` strings of a binary: each compiler that contributed code names itself.
+fn comment(binary: &std::path::Path) -> String {
+    let output = std::process::Command::new("readelf")
+        .args(["-p", ".comment"])
+        .arg(binary)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Every C compile logged under a directory (explore's builds each have their own layout).
+fn compiles_under(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && path.file_name().unwrap() != "cargo-target" {
+            found.extend(compiles_under(&path));
+        } else if path.file_name().unwrap() == "cc.jsonl" {
+            let text = std::fs::read_to_string(&path).unwrap();
+            found.extend(text.lines().map(|l| serde_json::from_str(l).unwrap()));
+        }
+    }
+    found
+}
+
+#[test]
+fn explore_tells_the_compiler_switch_from_cross_language_pgo_and_thin_lto() {
+    let fixture = Fixture::new("cdep");
+    // Off in the configuration: the C variants are measured when named.
+    fixture.edit("pgo-build.toml", |t| t.replace("cross_language = true", ""));
+    fixture
+        .run(&[
+            "explore",
+            "--variants",
+            "clang,pgo+c,pgo+c+xlto",
+            "--rounds",
+            "2",
+        ])
+        .success()
+        .stderr_contains("exploring 5 variants: baseline, pgo, clang, pgo+c, pgo+c+xlto");
+    let explore = &fixture.report()["explore"];
+    for variant in explore["variants"].as_array().unwrap() {
+        assert_eq!(variant["status"], "measured", "{variant}");
+    }
+    let binary = |name: &str| {
+        fixture
+            .layout()
+            .path("explore")
+            .join(name)
+            .join("bin/checksum")
+    };
+    for name in ["baseline", "pgo"] {
+        assert!(
+            !comment(&binary(name)).contains("clang version"),
+            "{name}: the user's cc"
+        );
+    }
+    for name in ["clang", "pgo+c", "pgo+c+xlto"] {
+        let comment = comment(&binary(name));
+        assert!(comment.contains("clang version 22"), "{name}: {comment}");
+    }
+    // Only the ThinLTO variant's C objects are LLVM bitcode, for the link to optimize.
+    let compiles = compiles_under(&fixture.layout().path("explore"));
+    let bitcode: Vec<bool> = compiles
+        .iter()
+        .map(|c| {
+            let object = std::fs::read(c["output"].as_str().unwrap()).unwrap();
+            object.starts_with(b"BC\xC0\xDE")
+        })
+        .collect();
+    assert!(bitcode.iter().any(|b| *b), "{compiles:?}");
+    assert!(bitcode.iter().any(|b| !*b), "{compiles:?}");
+}
+
+#[test]
+fn cross_language_thin_lto_is_refused_when_the_link_is_not_lld() {
+    let fixture = Fixture::new("cdep");
+    fixture.edit("pgo-build.toml", |t| {
+        t.replace("cross_language = true", "cross_language = \"thin-lto\"")
+    });
+    let mut command = fixture.command(&["instrument"]);
+    command.env("RUSTFLAGS", "-Clink-arg=-fuse-ld=bfd");
+    fixture
+        .run_with(command)
+        .failure()
+        .stderr_contains("cross-language ThinLTO leaves LLVM bitcode for the linker")
+        .stderr_contains("without lld");
+    fixture.edit("pgo-build.toml", |t| t.replace("\"thin-lto\"", "\"thin\""));
+    fixture
+        .run(&["doctor"])
+        .failure()
+        .stderr_contains("expected true, false or \"thin-lto\"");
+}

@@ -50,6 +50,28 @@ pub fn apply_to_config(text: &str, variant: &Variant) -> Result<String> {
         .as_table_like_mut()
         .context("`bolt` is not a table")?;
     bolt.insert("enabled", toml_edit::value(variant.bolt));
+    let pgo = document
+        .entry("pgo")
+        .or_insert(toml_edit::table())
+        .as_table_like_mut()
+        .context("`pgo` is not a table")?;
+    match variant.build.c {
+        config::CBuild::User | config::CBuild::Clang => {
+            pgo.remove("cross_language");
+        }
+        config::CBuild::Pgo => {
+            pgo.insert("cross_language", toml_edit::value(true));
+        }
+        config::CBuild::PgoXlto => {
+            pgo.insert(
+                "cross_language",
+                toml_edit::value(config::CROSS_LANGUAGE_THIN_LTO),
+            );
+        }
+    }
+    if pgo.is_empty() {
+        document.remove("pgo");
+    }
     Ok(document.to_string())
 }
 
@@ -89,7 +111,7 @@ impl Session {
         write_atomically(&path, updated.as_bytes())?;
         self.printer.info(format!(
             "applied `{}` to {}: [build] profile_overrides = {{{}}}, rustflags = {:?}, [bolt] \
-             enabled = {}. `pgo-build run` builds it from now on.",
+             enabled = {}, [pgo] cross_language = {}. `pgo-build run` builds it from now on.",
             variant.name,
             path.display(),
             variant
@@ -100,7 +122,12 @@ impl Session {
                 .collect::<Vec<_>>()
                 .join(", "),
             variant.build.rustflags,
-            variant.bolt
+            variant.bolt,
+            match variant.build.c {
+                config::CBuild::Pgo => "true".to_owned(),
+                config::CBuild::PgoXlto => format!("{:?}", config::CROSS_LANGUAGE_THIN_LTO),
+                config::CBuild::User | config::CBuild::Clang => "false".to_owned(),
+            }
         ));
         Ok(())
     }
@@ -146,5 +173,16 @@ mod tests {
         let parsed =
             config::Config::parse(&fresh, std::path::Path::new("/ws/pgo-build.toml")).unwrap();
         assert_eq!(parsed.build.rustflags, [SPLIT_FLAG]);
+        // The C variants set [pgo] cross_language, and a Rust-only variant takes it away.
+        for name in ["pgo+c", "pgo+c+xlto"] {
+            let c = variants.iter().find(|v| v.name == name).unwrap();
+            let applied = apply_to_config(&fresh, c).unwrap();
+            let parsed =
+                config::Config::parse(&applied, std::path::Path::new("/ws/pgo-build.toml"))
+                    .unwrap();
+            assert_eq!(parsed.variant(), c.build, "{applied}");
+            let back = apply_to_config(&applied, pgo).unwrap();
+            assert!(!back.contains("cross_language"), "{back}");
+        }
     }
 }

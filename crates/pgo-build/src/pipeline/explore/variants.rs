@@ -79,11 +79,15 @@ pub fn builtin_variants() -> Vec<Variant> {
         variant("pgo+lto+cgu1+bolt", vec![lto(), cgu1()], &[], true, true),
         with_c(CBuild::Clang, variant(CLANG, vec![], &[], false, false)),
         with_c(CBuild::Pgo, variant(PGO_C, vec![], &[], true, false)),
+        with_c(
+            CBuild::PgoXlto,
+            variant("pgo+c+xlto", vec![], &[], true, false),
+        ),
     ]
 }
 
 /// The C variants: the C of build scripts compiled by rustc's clang without PGO (the compiler
-/// switch alone), and with cross-language PGO. Measured when named, or by default with
+/// switch alone), with cross-language PGO, and with cross-language ThinLTO too. Measured when named, or by default with
 /// `[pgo] cross_language` (they need that clang installed).
 pub(super) const CLANG: &str = "clang";
 pub(super) const PGO_C: &str = "pgo+c";
@@ -144,7 +148,7 @@ pub fn select_variants(config: &config::Config, names: &[String]) -> Result<Vec<
     Ok(known
         .into_iter()
         .filter(|v| {
-            let by_default = !is_c_variant(v) || config.pgo.cross_language;
+            let by_default = !is_c_variant(v) || config.pgo.cross_language != CBuild::User;
             (names.is_empty() && by_default)
                 || v.name == BASELINE
                 || v.name == PGO
