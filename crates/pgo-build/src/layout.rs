@@ -101,6 +101,22 @@ pub fn relative_to(path: &Path, base: &Path) -> PathBuf {
     relative
 }
 
+/// A rustc argument that names one of pgo-build's files relative to the workspace root
+/// (`-Clinker=target/pgo-build/linker/cc`, `-Clink-arg=target/…/start-marker.o`, or the
+/// `linker=…` after a separate `-C`), with the path made absolute; `None` for every other
+/// argument. Cargo runs rustc in the workspace root only for workspace members: a registry
+/// crate that links (a `cdylib`) is compiled in its own directory, where the relative path
+/// names nothing.
+pub fn absolute_own_path(arg: &str, root: &Path) -> Option<String> {
+    let (prefix, path) = ["-Clinker=", "-Clink-arg=", "linker=", "link-arg="]
+        .iter()
+        .find_map(|prefix| Some((*prefix, arg.strip_prefix(prefix)?)))?;
+    let path = Path::new(path);
+    let absolute = root.join(path);
+    (path.is_relative() && !path.as_os_str().is_empty() && absolute.exists())
+        .then(|| format!("{prefix}{}", absolute.display()))
+}
+
 #[derive(Debug, Clone)]
 pub struct Layout {
     root: PathBuf,
@@ -254,5 +270,27 @@ mod tests {
             Path::new("../../tmp/t/pgo-build/x.profdata")
         );
         assert_eq!(relative_to(root, root), Path::new(""));
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("target/pgo-build/linker")).unwrap();
+        std::fs::write(dir.path().join("target/pgo-build/linker/cc"), "").unwrap();
+        let absolute = format!("{}/target/pgo-build/linker/cc", dir.path().display());
+        assert_eq!(
+            absolute_own_path("-Clinker=target/pgo-build/linker/cc", dir.path()),
+            Some(format!("-Clinker={absolute}"))
+        );
+        assert_eq!(
+            absolute_own_path("linker=target/pgo-build/linker/cc", dir.path()),
+            Some(format!("linker={absolute}"))
+        );
+        assert_eq!(
+            absolute_own_path("-Clinker=cc", dir.path()),
+            None,
+            "not a file there"
+        );
+        assert_eq!(
+            absolute_own_path(&format!("-Clinker={absolute}"), dir.path()),
+            None
+        );
+        assert_eq!(absolute_own_path("--edition=2024", dir.path()), None);
     }
 }

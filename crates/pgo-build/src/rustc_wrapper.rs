@@ -38,6 +38,8 @@ pub const BUDGET_ENV: &str = "PGO_BUILD_MEMORY_BUDGET";
 pub const CPUS_ENV: &str = "PGO_BUILD_RUSTC_CPUS";
 pub const ESTIMATES_ENV: &str = "PGO_BUILD_RUSTC_ESTIMATES";
 pub const LOG_ENV: &str = "PGO_BUILD_RUSTC_LOG";
+/// The workspace root, where cargo runs rustc for members (see `layout::absolute_own_path`).
+pub const WORKSPACE_ROOT_ENV: &str = "PGO_BUILD_WORKSPACE_ROOT";
 
 /// Kept out of the budget for cargo, pgo-build and the wrappers waiting in front of rustc: a
 /// fixed allowance, not measured per build (bench/memory-budget checks the whole tree).
@@ -139,7 +141,23 @@ fn wrap() -> Result<u8> {
         }
         None => Command::new(rustc),
     };
-    command.args(rustc_args).env_remove(MODE_ENV);
+    // Outside the workspace root (registry crates), pgo-build's relative paths name nothing.
+    let root = std::env::var_os(WORKSPACE_ROOT_ENV).map(PathBuf::from);
+    let in_root = root
+        .as_deref()
+        .is_none_or(|root| std::env::current_dir().is_ok_and(|cwd| cwd == root));
+    for arg in rustc_args {
+        match (&root, in_root) {
+            (Some(root), false) => {
+                match crate::layout::absolute_own_path(&arg.to_string_lossy(), root) {
+                    Some(absolute) => command.arg(absolute),
+                    None => command.arg(arg),
+                }
+            }
+            _ => command.arg(arg),
+        };
+    }
+    command.env_remove(MODE_ENV);
     let Some((krate, kind)) = compiled_crate(rustc_args).map(|(k, kind)| (qualified(k), kind))
     else {
         // `rustc -vV`, `--print` queries: nothing to admit.

@@ -246,6 +246,10 @@ impl Session {
                 rustc_wrapper::LOG_ENV.to_owned(),
                 self.layout.rustc_log(stage).display().to_string(),
             ),
+            (
+                rustc_wrapper::WORKSPACE_ROOT_ENV.to_owned(),
+                self.workspace.root.display().to_string(),
+            ),
         ];
         self.printer.detail(format!(
             "rustc: {cpus} at a time within {} of the memory budget of {} ({budget_reason}; {} \

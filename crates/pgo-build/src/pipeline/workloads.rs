@@ -311,6 +311,13 @@ impl Session {
         let budget = self.config.build.memory_budget.resolve().0;
         let (linker, _, _) = self.linker_setup(layout, stage, budget)?;
         flags.push(linker.flag.clone());
+        // No rustc wrapper here to resolve them for registry crates that link (cdylibs): the
+        // cache-friendly relative paths of pgo-build's files become absolute.
+        for flag in &mut flags {
+            if let Some(absolute) = crate::layout::absolute_own_path(flag, &self.workspace.root) {
+                *flag = absolute;
+            }
+        }
         let mut line = vec![
             crate::workspace::cargo_program()
                 .to_string_lossy()

@@ -494,3 +494,44 @@ fn a_read_only_directory_is_named_in_the_error() {
         .stderr_contains("Read-only file system")
         .stderr_contains(&format!("{}", profiles.display()));
 }
+
+/// A dependency that links (a `cdylib`) from a git repository: cargo compiles it in its own
+/// directory, not the workspace root, so pgo-build's files must reach its rustc by absolute
+/// paths there (the linker wrapper; the start marker in the instrumented stage).
+#[test]
+fn a_dependency_that_links_in_its_own_directory_finds_pgo_builds_linker() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
+    let repo = fixture.dir.path().join("shared-repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        "[package]\nname = \"shared\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[lib]\n\
+         crate-type = [\"cdylib\", \"rlib\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("src/lib.rs"),
+        "#[unsafe(no_mangle)]\npub extern \"C\" fn shared_answer() -> u32 { 42 }\n",
+    )
+    .unwrap();
+    for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-qm", "one"]] {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&repo)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+    fixture.edit("app/Cargo.toml", |text| {
+        format!(
+            "{text}\n[dependencies]\nshared = {{ git = \"file://{}\" }}\n",
+            repo.display()
+        )
+    });
+    for command in ["build", "instrument"] {
+        fixture.run(&[command]).success();
+    }
+    fixture.run(&["train"]).success();
+}
