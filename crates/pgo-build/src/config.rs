@@ -8,12 +8,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use toml::Spanned;
 
-pub use crate::cross_language::CBuild;
+mod values;
+
 use crate::measurement::Rounds;
 use crate::memory::MemoryBudget;
+pub use values::{CBuild, CROSS_LANGUAGE_THIN_LTO, Growth, parse_duration};
+use values::{
+    default_grace_period, default_timeout, deserialize_cross_language, deserialize_duration,
+    deserialize_growth, deserialize_memory_budget, deserialize_rounds, deserialize_timeout,
+};
 
 pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -90,76 +96,6 @@ impl StartupOrder {
         }
     }
 }
-
-/// A size growth limit, `"5%"`: the fraction it allows, and the text it was written as.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Growth {
-    pub fraction: f64,
-    pub text: String,
-}
-
-impl std::str::FromStr for Growth {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Growth, String> {
-        let number = text.trim().strip_suffix('%').map(str::trim);
-        match number.and_then(|n| n.parse::<f64>().ok()) {
-            Some(percent) if percent.is_finite() && percent >= 0.0 => Ok(Growth {
-                fraction: percent / 100.0,
-                text: text.trim().to_owned(),
-            }),
-            _ => Err(format!(
-                "invalid size growth {text:?}: expected a percentage such as \"5%\" (0% or more)"
-            )),
-        }
-    }
-}
-
-fn deserialize_memory_budget<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<MemoryBudget, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Written {
-        Text(String),
-        Other(toml::Value),
-    }
-    match Written::deserialize(deserializer)? {
-        Written::Text(text) => text.parse().map_err(serde::de::Error::custom),
-        Written::Other(value) => Err(serde::de::Error::custom(format!(
-            "memory_budget = {value}: expected \"auto\" or a size in quotes, like \"8G\""
-        ))),
-    }
-}
-
-fn deserialize_growth<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Growth>, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    text.parse().map(Some).map_err(serde::de::Error::custom)
-}
-
-fn deserialize_cross_language<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<CBuild, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Value {
-        On(bool),
-        Mode(String),
-    }
-    match Value::deserialize(deserializer)? {
-        Value::On(true) => Ok(CBuild::Pgo),
-        Value::On(false) => Ok(CBuild::User),
-        Value::Mode(mode) if mode == CROSS_LANGUAGE_THIN_LTO => Ok(CBuild::PgoXlto),
-        Value::Mode(other) => Err(serde::de::Error::custom(format!(
-            "cross_language = {other:?}: expected true, false or \"{CROSS_LANGUAGE_THIN_LTO}\""
-        ))),
-    }
-}
-
-/// `[pgo] cross_language = "thin-lto"`: cross-language PGO and ThinLTO.
-pub const CROSS_LANGUAGE_THIN_LTO: &str = "thin-lto";
 
 impl PgoSection {
     pub fn max_stale(&self) -> f64 {
@@ -719,110 +655,6 @@ impl Config {
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-fn default_timeout() -> Duration {
-    DEFAULT_TIMEOUT
-}
-
-fn default_grace_period() -> Duration {
-    DEFAULT_GRACE_PERIOD
-}
-
-const DURATION_FORMAT: &str =
-    "a duration: whole seconds (90) or a string with a unit (\"90s\", \"30m\", \"2h\")";
-
-/// A duration: whole seconds (`90`) or a number with a unit (`"90s"`, `"30m"`, `"2h"`).
-fn deserialize_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    struct DurationVisitor;
-    impl serde::de::Visitor<'_> for DurationVisitor {
-        type Value = Duration;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str(DURATION_FORMAT)
-        }
-
-        fn visit_u64<E: serde::de::Error>(self, secs: u64) -> Result<Duration, E> {
-            Ok(Duration::from_secs(secs))
-        }
-
-        fn visit_i64<E: serde::de::Error>(self, secs: i64) -> Result<Duration, E> {
-            u64::try_from(secs)
-                .map(Duration::from_secs)
-                .map_err(|_| E::custom(format!("{secs} is negative: expected {DURATION_FORMAT}")))
-        }
-
-        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
-            parse_duration(text).map_err(E::custom)
-        }
-    }
-    deserializer.deserialize_any(DurationVisitor)
-}
-
-/// A workload's timeout: a duration above zero (a zero timeout would stop it at once).
-fn deserialize_timeout<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    let timeout = deserialize_duration(deserializer)?;
-    if timeout.is_zero() {
-        return Err(serde::de::Error::custom(
-            "timeout must be above 0: the workload would be stopped as soon as it starts",
-        ));
-    }
-    Ok(timeout)
-}
-
-/// `[compare] rounds`: at least one.
-fn deserialize_rounds<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Rounds>, D::Error> {
-    struct RoundsVisitor;
-    impl serde::de::Visitor<'_> for RoundsVisitor {
-        type Value = Rounds;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a number of rounds (at least 1) or \"auto\"")
-        }
-
-        fn visit_i64<E: serde::de::Error>(self, rounds: i64) -> Result<Rounds, E> {
-            if rounds < 1 {
-                return Err(E::custom(format!(
-                    "rounds = {rounds}: a comparison needs at least 1 round (7 or more for a \
-                     verdict), or \"auto\""
-                )));
-            }
-            Ok(Rounds::Fixed(rounds as usize))
-        }
-
-        fn visit_u64<E: serde::de::Error>(self, rounds: u64) -> Result<Rounds, E> {
-            self.visit_i64(i64::try_from(rounds).unwrap_or(i64::MAX))
-        }
-
-        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Rounds, E> {
-            text.parse().map_err(E::custom)
-        }
-    }
-    deserializer.deserialize_any(RoundsVisitor).map(Some)
-}
-
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().map_err(|_| {
-        format!("invalid duration {text:?}: expected e.g. 90, \"90s\", \"30m\", \"2h\"")
-    })?;
-    let scale = match unit.trim() {
-        "" | "s" => 1,
-        "m" | "min" => 60,
-        "h" => 3600,
-        other => {
-            return Err(format!(
-                "invalid duration {text:?}: unknown unit {other:?} (use s, m or h)"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(number * scale))
 }
 
 #[cfg(test)]

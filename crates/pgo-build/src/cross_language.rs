@@ -25,33 +25,7 @@ use crate::printer::Printer;
 /// Names the clang to use; when set, nothing else is tried.
 pub const CLANG_ENV: &str = "PGO_BUILD_CLANG";
 
-/// Which C compiler a build's build scripts use, and whether its C is profiled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CBuild {
-    /// The user's C compiler, as cargo would run it: pgo-build adds nothing.
-    #[default]
-    User,
-    /// clang of rustc's LLVM in every stage, without profile flags (explore's `clang`
-    /// variant: the compiler switch alone).
-    Clang,
-    /// Cross-language PGO: the baseline keeps the user's compiler (what they would ship
-    /// otherwise); the instrumented and optimized stages build the C with clang of rustc's
-    /// LLVM and the same profile flags as the Rust.
-    Pgo,
-    /// Cross-language PGO and cross-language ThinLTO: the C as LLVM bitcode (`-flto=thin`,
-    /// archived by llvm-ar), the Rust too (`-Clinker-plugin-lto`), optimized together at the
-    /// link by lld (rustc's rust-lld on x86_64 Linux), which must read LLVM bitcode of rustc's
-    /// major.
-    #[serde(rename = "pgo-xlto")]
-    PgoXlto,
-}
-
-impl CBuild {
-    fn profiled(self) -> bool {
-        matches!(self, CBuild::Pgo | CBuild::PgoXlto)
-    }
-}
+pub use crate::config::CBuild;
 
 /// What cross-language ThinLTO adds to the rustflags: rustc leaves LLVM bitcode for the linker.
 pub const XLTO_RUSTFLAGS: [&str; 1] = ["-Clinker-plugin-lto"];
@@ -281,8 +255,13 @@ fn llvm_ar_beside(clang: &Path) -> Option<PathBuf> {
 /// same profile: `-Cprofile-generate` gives `-fprofile-generate` (with continuous mode's
 /// counter relocation when the Rust has it: counters outside the mapped file would be lost),
 /// `-Cprofile-use=P` gives `-fprofile-use=P` and LLVM's per-function warnings, which the
-/// wrapper records for the staleness summary. `None`: this stage uses the user's compiler.
-pub fn stage_flags(mode: CBuild, stage_rustflags: &[String]) -> Option<Vec<String>> {
+/// wrapper records for the staleness summary. `continuous`: the Rust is instrumented in
+/// continuous mode. `None`: this stage uses the user's compiler.
+pub fn stage_flags(
+    mode: CBuild,
+    stage_rustflags: &[String],
+    continuous: bool,
+) -> Option<Vec<String>> {
     let generate = stage_rustflags
         .iter()
         .any(|f| f.starts_with("-Cprofile-generate"));
@@ -293,16 +272,15 @@ pub fn stage_flags(mode: CBuild, stage_rustflags: &[String]) -> Option<Vec<Strin
     match mode {
         CBuild::User => None,
         CBuild::Clang => Some(Vec::new()),
-        CBuild::PgoXlto => stage_flags(CBuild::Pgo, stage_rustflags).map(|mut flags| {
-            flags.push("-flto=thin".to_owned());
-            flags
-        }),
+        CBuild::PgoXlto => {
+            stage_flags(CBuild::Pgo, stage_rustflags, continuous).map(|mut flags| {
+                flags.push("-flto=thin".to_owned());
+                flags
+            })
+        }
         CBuild::Pgo if generate => {
             let mut flags = vec!["-fprofile-generate".to_owned()];
-            if stage_rustflags
-                .iter()
-                .any(|f| f == crate::cargo_build::CONTINUOUS_FLAGS[0])
-            {
+            if continuous {
                 for flag in [
                     "-runtime-counter-relocation",
                     "-disable-vp",
@@ -402,6 +380,7 @@ mod tests {
             stage_flags(
                 mode,
                 &rust.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+                false,
             )
         };
         assert_eq!(flags(CBuild::User, &["-Cprofile-generate=/p"]), None);
@@ -415,14 +394,8 @@ mod tests {
             flags(CBuild::Pgo, &["-Cprofile-generate=/p"]).unwrap(),
             ["-fprofile-generate"]
         );
-        let continuous = flags(
-            CBuild::Pgo,
-            &[
-                "-Cprofile-generate=/p",
-                crate::cargo_build::CONTINUOUS_FLAGS[0],
-            ],
-        )
-        .unwrap();
+        let continuous =
+            stage_flags(CBuild::Pgo, &["-Cprofile-generate=/p".to_owned()], true).unwrap();
         assert!(continuous.contains(&"-runtime-counter-relocation".to_owned()));
         let used = flags(CBuild::Pgo, &["-Cprofile-use=/x/merged-ab.profdata"]).unwrap();
         assert_eq!(used[0], "-fprofile-use=/x/merged-ab.profdata");

@@ -145,7 +145,10 @@ impl Session {
         let Some(c) = &settings.c else {
             return Ok(None);
         };
-        let Some(flags) = cross_language::stage_flags(c.mode, stage_rustflags) else {
+        let continuous = stage_rustflags
+            .iter()
+            .any(|f| f == cargo_build::CONTINUOUS_FLAGS[0]);
+        let Some(flags) = cross_language::stage_flags(c.mode, stage_rustflags, continuous) else {
             return Ok(None);
         };
         let spec = cc_wrapper::WrapperSpec {

@@ -515,7 +515,11 @@ fn a_dependency_that_links_in_its_own_directory_finds_pgo_builds_linker() {
         "#[unsafe(no_mangle)]\npub extern \"C\" fn shared_answer() -> u32 { 42 }\n",
     )
     .unwrap();
-    for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-qm", "one"]] {
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &["commit", "-qm", "one"],
+    ] {
         let status = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@t"])
             .args(args)

@@ -1,0 +1,219 @@
+//! The values of `pgo-build.toml` that have a meaning beyond their TOML type: durations,
+//! sizes, size growth, rounds and the cross-language mode, parsed at load so a bad one fails
+//! every command with the file and line.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use super::{DEFAULT_GRACE_PERIOD, DEFAULT_TIMEOUT};
+use crate::measurement::Rounds;
+use crate::memory::MemoryBudget;
+
+/// Which C compiler a build's build scripts use, and whether its C is profiled
+/// (`[pgo] cross_language`; see cross_language.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CBuild {
+    /// The user's C compiler, as cargo would run it: pgo-build adds nothing.
+    #[default]
+    User,
+    /// clang of rustc's LLVM in every stage, without profile flags (explore's `clang`
+    /// variant: the compiler switch alone).
+    Clang,
+    /// Cross-language PGO: the baseline keeps the user's compiler (what they would ship
+    /// otherwise); the instrumented and optimized stages build the C with clang of rustc's
+    /// LLVM and the same profile flags as the Rust.
+    Pgo,
+    /// Cross-language PGO and cross-language ThinLTO: the C as LLVM bitcode (`-flto=thin`,
+    /// archived by llvm-ar), the Rust too (`-Clinker-plugin-lto`), optimized together at the
+    /// link by lld (rustc's rust-lld on x86_64 Linux), which must read LLVM bitcode of rustc's
+    /// major.
+    #[serde(rename = "pgo-xlto")]
+    PgoXlto,
+}
+
+impl CBuild {
+    /// Whether the C gets the profile.
+    pub fn profiled(self) -> bool {
+        matches!(self, CBuild::Pgo | CBuild::PgoXlto)
+    }
+}
+
+/// A size growth limit, `"5%"`: the fraction it allows, and the text it was written as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Growth {
+    pub fraction: f64,
+    pub text: String,
+}
+
+impl std::str::FromStr for Growth {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Growth, String> {
+        let number = text.trim().strip_suffix('%').map(str::trim);
+        match number.and_then(|n| n.parse::<f64>().ok()) {
+            Some(percent) if percent.is_finite() && percent >= 0.0 => Ok(Growth {
+                fraction: percent / 100.0,
+                text: text.trim().to_owned(),
+            }),
+            _ => Err(format!(
+                "invalid size growth {text:?}: expected a percentage such as \"5%\" (0% or more)"
+            )),
+        }
+    }
+}
+
+pub(super) fn deserialize_memory_budget<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<MemoryBudget, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Text(String),
+        Other(toml::Value),
+    }
+    match Written::deserialize(deserializer)? {
+        Written::Text(text) => text.parse().map_err(serde::de::Error::custom),
+        Written::Other(value) => Err(serde::de::Error::custom(format!(
+            "memory_budget = {value}: expected \"auto\" or a size in quotes, like \"8G\""
+        ))),
+    }
+}
+
+pub(super) fn deserialize_growth<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Growth>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+pub(super) fn deserialize_cross_language<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<CBuild, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        On(bool),
+        Mode(String),
+    }
+    match Value::deserialize(deserializer)? {
+        Value::On(true) => Ok(CBuild::Pgo),
+        Value::On(false) => Ok(CBuild::User),
+        Value::Mode(mode) if mode == CROSS_LANGUAGE_THIN_LTO => Ok(CBuild::PgoXlto),
+        Value::Mode(other) => Err(serde::de::Error::custom(format!(
+            "cross_language = {other:?}: expected true, false or \"{CROSS_LANGUAGE_THIN_LTO}\""
+        ))),
+    }
+}
+
+/// `[pgo] cross_language = "thin-lto"`: cross-language PGO and ThinLTO.
+pub const CROSS_LANGUAGE_THIN_LTO: &str = "thin-lto";
+
+pub(super) fn default_timeout() -> Duration {
+    DEFAULT_TIMEOUT
+}
+
+pub(super) fn default_grace_period() -> Duration {
+    DEFAULT_GRACE_PERIOD
+}
+
+const DURATION_FORMAT: &str =
+    "a duration: whole seconds (90) or a string with a unit (\"90s\", \"30m\", \"2h\")";
+
+/// A duration: whole seconds (`90`) or a number with a unit (`"90s"`, `"30m"`, `"2h"`).
+pub(super) fn deserialize_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Duration, D::Error> {
+    struct DurationVisitor;
+    impl serde::de::Visitor<'_> for DurationVisitor {
+        type Value = Duration;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(DURATION_FORMAT)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, secs: u64) -> Result<Duration, E> {
+            Ok(Duration::from_secs(secs))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, secs: i64) -> Result<Duration, E> {
+            u64::try_from(secs)
+                .map(Duration::from_secs)
+                .map_err(|_| E::custom(format!("{secs} is negative: expected {DURATION_FORMAT}")))
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
+            parse_duration(text).map_err(E::custom)
+        }
+    }
+    deserializer.deserialize_any(DurationVisitor)
+}
+
+/// A workload's timeout: a duration above zero (a zero timeout would stop it at once).
+pub(super) fn deserialize_timeout<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Duration, D::Error> {
+    let timeout = deserialize_duration(deserializer)?;
+    if timeout.is_zero() {
+        return Err(serde::de::Error::custom(
+            "timeout must be above 0: the workload would be stopped as soon as it starts",
+        ));
+    }
+    Ok(timeout)
+}
+
+/// `[compare] rounds`: at least one.
+pub(super) fn deserialize_rounds<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Rounds>, D::Error> {
+    struct RoundsVisitor;
+    impl serde::de::Visitor<'_> for RoundsVisitor {
+        type Value = Rounds;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number of rounds (at least 1) or \"auto\"")
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, rounds: i64) -> Result<Rounds, E> {
+            if rounds < 1 {
+                return Err(E::custom(format!(
+                    "rounds = {rounds}: a comparison needs at least 1 round (7 or more for a \
+                     verdict), or \"auto\""
+                )));
+            }
+            Ok(Rounds::Fixed(rounds as usize))
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, rounds: u64) -> Result<Rounds, E> {
+            self.visit_i64(i64::try_from(rounds).unwrap_or(i64::MAX))
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Rounds, E> {
+            text.parse().map_err(E::custom)
+        }
+    }
+    deserializer.deserialize_any(RoundsVisitor).map(Some)
+}
+
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| {
+        format!("invalid duration {text:?}: expected e.g. 90, \"90s\", \"30m\", \"2h\"")
+    })?;
+    let scale = match unit.trim() {
+        "" | "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        other => {
+            return Err(format!(
+                "invalid duration {text:?}: unknown unit {other:?} (use s, m or h)"
+            ));
+        }
+    };
+    Ok(Duration::from_secs(number * scale))
+}
