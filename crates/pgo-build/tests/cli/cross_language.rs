@@ -275,3 +275,20 @@ fn cross_language_thin_lto_is_refused_when_the_link_is_not_lld() {
         .failure()
         .stderr_contains("expected true, false or \"thin-lto\"");
 }
+
+/// In continuous mode the counters live in the mapped profile file: C compiled without
+/// counter relocation would keep its counts in memory, and they would be lost.
+#[test]
+fn continuous_mode_keeps_the_c_counts() {
+    let fixture = Fixture::new("cdep");
+    fixture.run(&["--continuous", "instrument"]).success();
+    fixture.run(&["--continuous", "train"]).success();
+    let show = fixture.run(&["profile", "show", "--json", "--top", "1"]);
+    show.success();
+    let shown: serde_json::Value = serde_json::from_str(&show.stdout()).unwrap();
+    assert_eq!(shown["hottest"][0]["name"], "mix_checksum", "{shown}");
+    assert!(
+        shown["hottest"][0]["count"].as_u64().unwrap() > 1_000_000,
+        "{shown}"
+    );
+}
