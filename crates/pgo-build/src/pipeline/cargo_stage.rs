@@ -176,12 +176,16 @@ impl Session {
             *packages.entry(record.package.clone()).or_default() += 1;
         }
         if !records.is_empty() {
-            self.printer.detail(format!(
-                "C/C++ compiled by {} ({} stage): {} files of {}",
-                spec.clang.display(),
+            self.printer.info(format!(
+                "C/C++ of build scripts ({} stage): {} files of {} compiled by {}{}",
                 stage.name(),
                 records.len(),
-                packages.keys().cloned().collect::<Vec<_>>().join(", ")
+                packages.keys().cloned().collect::<Vec<_>>().join(", "),
+                spec.clang.display(),
+                match spec.flags.first() {
+                    Some(flag) => format!(" with {flag}"),
+                    None => String::new(),
+                }
             ));
         }
         let c = self.settings.c.as_ref();
