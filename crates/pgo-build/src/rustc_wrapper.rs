@@ -79,6 +79,10 @@ pub struct RustcRecord {
     /// behind a wrapper that compiles elsewhere (sccache's server).
     pub peak_bytes: Option<u64>,
     pub wait_secs: f64,
+    /// Of `wait_secs`, the time a CPU slot was free and memory was not: the budget's cost
+    /// (the rest waited for one of the `cpus` slots, as cargo's own jobs would).
+    #[serde(default)]
+    pub memory_wait_secs: f64,
     /// When rustc started (seconds since 1970), after its wait.
     #[serde(default)]
     pub start_unix: f64,
@@ -178,7 +182,7 @@ fn wrap() -> Result<u8> {
     let estimate = measured.unwrap_or_else(|| guess(&kind));
     let waiting = Instant::now();
     let me = std::process::id();
-    admit(&ledger, me, &krate, estimate, budget, cpus)?;
+    let memory_wait_secs = admit(&ledger, me, &krate, estimate, budget, cpus)?;
     let wait_secs = waiting.elapsed().as_secs_f64();
     let start_unix = crate::linker::unix_now();
     let started = Instant::now();
@@ -201,6 +205,7 @@ fn wrap() -> Result<u8> {
         guessed: measured.is_none(),
         peak_bytes: measures.then_some(peak),
         wait_secs,
+        memory_wait_secs,
         start_unix,
         wall_secs: started.elapsed().as_secs_f64(),
         alone: estimate > budget,
@@ -325,6 +330,12 @@ impl Ledger {
         self.waiting.retain(alive);
     }
 
+    /// Whether `pid` waits for memory (a CPU slot is free, but what runs leaves no room for it
+    /// or for an older waiter); otherwise it waits for a CPU slot.
+    fn waits_for_memory(&self, cpus: usize) -> bool {
+        self.running.len() < cpus
+    }
+
     /// What a waiting crate waits behind, for the message a long wait prints.
     fn describe_running(&self) -> String {
         if self.running.is_empty() {
@@ -378,7 +389,8 @@ fn with_ledger<T>(path: &Path, change: impl FnOnce(&mut Ledger) -> T) -> Result<
     Ok(result)
 }
 
-/// Waits until the ledger admits `pid`, then records it as running.
+/// Waits until the ledger admits `pid`, then records it as running. Returns the seconds it
+/// waited for memory (see [`Ledger::waits_for_memory`]).
 pub fn admit(
     path: &Path,
     pid: u32,
@@ -386,7 +398,7 @@ pub fn admit(
     bytes: u64,
     budget: u64,
     cpus: usize,
-) -> Result<()> {
+) -> Result<f64> {
     with_ledger(path, |ledger| {
         ledger.waiting.push(Entry {
             pid,
@@ -396,29 +408,36 @@ pub fn admit(
             since: crate::linker::unix_now(),
         })
     })?;
-    let waiting = Instant::now();
     let mut next_note = WAIT_NOTE_AFTER;
+    let mut memory_wait = Duration::ZERO;
+    let mut last_look = Instant::now();
     loop {
-        let admitted = with_ledger(path, |ledger| {
+        let (admitted, for_memory) = with_ledger(path, |ledger| {
             if !ledger.admits(pid, budget, cpus, crate::linker::unix_now()) {
-                return false;
+                return (false, ledger.waits_for_memory(cpus));
             }
             let position = ledger.waiting.iter().position(|e| e.pid == pid).unwrap();
             let entry = ledger.waiting.remove(position);
             ledger.running.push(entry);
-            true
+            (true, false)
         })?;
         if admitted {
-            return Ok(());
+            return Ok(memory_wait.as_secs_f64());
         }
-        if waiting.elapsed() >= next_note {
-            // Said on stderr, which cargo passes on: a build that waits is never silent.
+        // The time since the last look is put down to what blocks it now.
+        if for_memory {
+            memory_wait += last_look.elapsed();
+        }
+        last_look = Instant::now();
+        // Said on stderr, which cargo passes on: a build that waits for memory is never silent.
+        // Waiting for one of the CPU slots is what cargo's own jobs do, and says nothing.
+        if memory_wait >= next_note {
             let behind = with_ledger(path, |ledger| ledger.describe_running())?;
             eprintln!(
-                "{WRAPPER_NOTE_PREFIX}crate `{krate}` (estimated {}) has waited {}s for memory or a CPU \
-                 slot (rustc budget {}, {cpus} at once): {behind}",
+                "{WRAPPER_NOTE_PREFIX}crate `{krate}` (estimated {}) has waited {}s for memory \
+                 (rustc budget {}, {cpus} at once): {behind}",
                 human_bytes(bytes),
-                waiting.elapsed().as_secs(),
+                memory_wait.as_secs(),
                 human_bytes(budget)
             );
             next_note += WAIT_NOTE_EVERY;
@@ -448,6 +467,7 @@ impl RustcSummary {
             estimate_bytes: r.estimate_bytes,
             wall_secs: r.wall_secs,
             wait_secs: r.wait_secs,
+            memory_wait_secs: r.memory_wait_secs,
         };
         let mut measured: Vec<&RustcRecord> =
             records.iter().filter(|r| r.peak_bytes.is_some()).collect();
@@ -464,6 +484,7 @@ impl RustcSummary {
             invocations: records.len(),
             heaviest: measured.iter().take(10).map(|r| figures(r)).collect(),
             wait_secs: records.iter().map(|r| r.wait_secs).sum::<f64>() + 0.0,
+            memory_wait_secs: records.iter().map(|r| r.memory_wait_secs).sum::<f64>() + 0.0,
             estimate_error: (!errors.is_empty())
                 .then(|| errors.iter().sum::<f64>() / errors.len() as f64),
             overruns: measured

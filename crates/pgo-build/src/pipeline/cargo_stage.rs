@@ -360,12 +360,14 @@ impl Session {
         }
         if let Some(heaviest) = figures.heaviest.first() {
             self.printer.info(format!(
-                "rustc ({} stage): {} crates, heaviest `{}` {}; {:.1}s waiting for memory{}",
+                "rustc ({} stage): {} crates, heaviest `{}` {}; waited {:.1}s for memory, \
+                 {:.1}s for a CPU slot (summed over crates){}",
                 stage.name(),
                 figures.invocations,
                 heaviest.krate,
                 peak(heaviest),
-                figures.wait_secs,
+                figures.memory_wait_secs,
+                (figures.wait_secs - figures.memory_wait_secs).max(0.0),
                 figures
                     .estimate_error
                     .map(|e| format!("; estimates off by {:.0}% on average", e * 100.0))

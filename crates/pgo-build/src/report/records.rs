@@ -397,6 +397,9 @@ pub struct RustcSummary {
     pub heaviest: Vec<CrateFigures>,
     /// Time rustc spent waiting for admission, summed over crates.
     pub wait_secs: f64,
+    /// Of it, the time a CPU slot was free but memory was not: what the budget cost.
+    #[serde(default)]
+    pub memory_wait_secs: f64,
     /// Mean of |peak - estimate| / peak over crates measured against an earlier measurement.
     pub estimate_error: Option<f64>,
     /// Crates whose peak exceeded their (measured, not guessed) estimate.
@@ -415,6 +418,8 @@ pub struct CrateFigures {
     pub estimate_bytes: u64,
     pub wall_secs: f64,
     pub wait_secs: f64,
+    #[serde(default)]
+    pub memory_wait_secs: f64,
 }
 
 /// The temporal traces a merged profile keeps.

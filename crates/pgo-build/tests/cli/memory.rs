@@ -304,9 +304,14 @@ fn a_users_rustc_wrapper_still_runs_behind_pgo_builds() {
 /// A memory-ledger entry for `pid`, holding more memory than any budget, as if a rustc of
 /// another build had it; `started` is what the ledger records as the process's start.
 fn hold_ledger(fixture: &Fixture, pid: u32, started: u64) {
+    hold_ledger_with(fixture, pid, started, 64 << 30);
+}
+
+/// The ledger with one running entry of `bytes`, owned by `pid`.
+fn hold_ledger_with(fixture: &Fixture, pid: u32, started: u64, bytes: u64) {
     let ledger = serde_json::json!({
         "running": [{"pid": pid, "started": started, "krate": "held-by-test",
-                     "bytes": 64u64 << 30, "since": 0.0}],
+                     "bytes": bytes, "since": 0.0}],
         "waiting": [],
     });
     std::fs::create_dir_all(fixture.layout().dir()).unwrap();
@@ -364,6 +369,24 @@ fn a_ledger_entry_of_another_process_never_hangs_the_build_and_waits_are_explain
     let run = fixture.run(&["build"]);
     owner.wait().unwrap();
     run.success()
-        .stderr_contains("has waited 5s for memory or a CPU slot")
+        .stderr_contains("has waited 5s for memory (rustc budget")
         .stderr_contains("held-by-test");
+    let rustc = &fixture.report()["rustc_memory"]["baseline"];
+    assert!(rustc["memory_wait_secs"].as_f64().unwrap() > 4.0, "{rustc}");
+
+    // Held by a light crate with one rustc at a time (-j 1): the wait is for the CPU slot, as
+    // cargo's own jobs wait, and is not put down to memory.
+    let mut owner = Command::new("sleep").arg("8").spawn().unwrap();
+    hold_ledger_with(&fixture, owner.id(), start_time(owner.id()), 1 << 20);
+    fixture.edit("app/src/main.rs", |source| {
+        format!("{source}// and again\n")
+    });
+    let run = fixture.run(&["-j", "1", "build"]);
+    owner.wait().unwrap();
+    run.success();
+    assert!(!run.stderr().contains("has waited"), "{}", run.describe());
+    let rustc = &fixture.report()["rustc_memory"]["baseline"];
+    assert!(rustc["wait_secs"].as_f64().unwrap() > 4.0, "{rustc}");
+    assert_eq!(rustc["memory_wait_secs"].as_f64().unwrap(), 0.0, "{rustc}");
+    run.stderr_contains("s for a CPU slot");
 }
