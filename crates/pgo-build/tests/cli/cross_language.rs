@@ -292,3 +292,42 @@ fn continuous_mode_keeps_the_c_counts() {
         "{shown}"
     );
 }
+
+/// sccache as cargo's rustc wrapper caches the C too: the wrapper runs clang through it, and a
+/// clean rebuild of the instrumented stage takes the C from the cache.
+#[test]
+fn sccache_caches_the_profiled_c() {
+    let cache = tempfile::tempdir().unwrap();
+    // A server of this test's own, on a port of its own.
+    let port = (5300 + std::process::id() % 1000).to_string();
+    let fixture = Fixture::new("cdep");
+    let sccache = |args: &[&str]| {
+        let mut command = std::process::Command::new("sccache");
+        command
+            .args(args)
+            .env("SCCACHE_DIR", cache.path())
+            .env("SCCACHE_SERVER_PORT", &port);
+        command.output().unwrap()
+    };
+    let c_hits = || {
+        let output = sccache(&["--show-stats", "--stats-format=json"]);
+        let stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        stats["stats"]["cache_hits"]["counts"]["C/C++"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    for _ in 0..2 {
+        let _ = std::fs::remove_dir_all(fixture.root().join("target"));
+        let mut command = fixture.command(&["instrument"]);
+        command
+            .env("RUSTC_WRAPPER", "sccache")
+            .env("SCCACHE_DIR", cache.path())
+            .env("SCCACHE_SERVER_PORT", &port);
+        fixture.run_with(command).success();
+    }
+    let hits = c_hits();
+    sccache(&["--stop-server"]);
+    assert_eq!(hits, 1, "the second build's mix.c came from the cache");
+    let compile = mix_compile(&fixture, "instrumented");
+    assert!(compile["success"].as_bool().unwrap(), "{compile}");
+}
