@@ -56,6 +56,13 @@ pub fn markdown(report: &Report) -> String {
     if let Some(order) = &report.startup_order {
         let _ = writeln!(out, "{}\n", startup_order_text(order));
     }
+    if !report.c_compilers.is_empty() {
+        out += "| Stage | C/C++ of build scripts compiled by | pgo-build added | Files |\n|---|---|---|---|\n";
+        for (stage, row) in c_compiler_rows(report) {
+            let _ = writeln!(out, "| {stage} | {} | {} | {} |", row[0], row[1], row[2]);
+        }
+        out += "\n";
+    }
     if let Some(compare) = &report.compare {
         if let Some(note) = &compare.emulated {
             let _ = writeln!(out, "> **Emulated:** {note}\n");
@@ -168,6 +175,23 @@ pub fn html(report: &Report) -> String {
     if let Some(order) = &report.startup_order {
         let _ = write!(body, "<p>{}</p>", escape(&startup_order_text(order)));
     }
+    if !report.c_compilers.is_empty() {
+        body.push_str(
+            "<h2>C/C++ of build scripts</h2><table><tr><th>Stage</th><th>Compiled by</th>\
+             <th>pgo-build added</th><th>Files</th></tr>",
+        );
+        for (stage, row) in c_compiler_rows(report) {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&stage),
+                escape(&row[0]),
+                escape(&row[1]),
+                escape(&row[2])
+            );
+        }
+        body.push_str("</table>");
+    }
     bolt_section(report, &mut body);
     if let Some(compare) = &report.compare {
         compare_section(compare, &mut body);
@@ -185,6 +209,38 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:
     table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
     td:first-child,th:first-child{text-align:left}.meta{color:#666;font-size:.9em}svg text{font-size:12px;font-family:sans-serif}\
     .faster{color:#2a7d2a;font-weight:bold}.slower{color:#b22;font-weight:bold}";
+
+/// Per stage whose C pgo-build compiled: compiler and version, added flags, files per package.
+/// Stages without a record used the user's own C compiler.
+fn c_compiler_rows(report: &Report) -> Vec<(String, [String; 3])> {
+    report
+        .c_compilers
+        .iter()
+        .map(|(stage, c)| {
+            let files: Vec<String> = c
+                .packages
+                .iter()
+                .map(|(package, n)| format!("{package}: {n}"))
+                .collect();
+            (
+                stage.clone(),
+                [
+                    format!("{} ({})", c.compiler, c.version),
+                    if c.flags.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        c.flags.join(" ")
+                    },
+                    if files.is_empty() {
+                        "none (reused)".to_owned()
+                    } else {
+                        files.join(", ")
+                    },
+                ],
+            )
+        })
+        .collect()
+}
 
 fn stages_section(report: &Report, out: &mut String) {
     if report.stages.is_empty() {

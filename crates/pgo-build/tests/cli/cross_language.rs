@@ -110,6 +110,14 @@ fn the_c_is_trained_into_the_same_profile_and_the_optimized_c_uses_it() {
             .unwrap(),
     );
     assert!(!instrumented_sections.contains(".text.unlikely."));
+    let markdown = fixture.run(&["report", "--markdown"]);
+    markdown.success();
+    assert!(
+        markdown.stdout().contains("| instrumented | /")
+            && markdown.stdout().contains("| -fprofile-generate | checksum: 1 |"),
+        "the report says which C compiler and flags each stage used:\n{}",
+        markdown.stdout()
+    );
     let expected = run_binary(&fixture.stage_bin("baseline", "checksum"), &["1000", "2"]);
     assert_eq!(
         run_binary(&fixture.stage_bin("optimized", "checksum"), &["1000", "2"]),
