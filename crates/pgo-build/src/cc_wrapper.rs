@@ -37,6 +37,12 @@ pub struct WrapperSpec {
     pub log: PathBuf,
     /// A compiler cache run in front of clang (sccache, when cargo uses it for rustc).
     pub launcher: Option<PathBuf>,
+    /// `<cargo target dir>/<triple>`: build scripts of target units have their `OUT_DIR` in
+    /// it (pgo-build always passes `--target`). C compiled for a host unit (a build
+    /// dependency linked into a build script or proc macro, which rustc links without the
+    /// profile runtime) gets clang without the flags.
+    #[serde(default)]
+    pub target_units: PathBuf,
 }
 
 impl WrapperSpec {
@@ -112,6 +118,9 @@ pub fn run_if_wrapper() -> Option<u8> {
     })
 }
 
+/// Files the `cc` crate compiles to learn about the compiler, not the package's C.
+const PROBE_SOURCES: [&str; 2] = ["flag_check.c", "detect_compiler_family.c"];
+
 const SOURCE_EXTENSIONS: [&str; 9] = ["c", "cc", "cpp", "cxx", "c++", "C", "m", "mm", "S"];
 
 fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
@@ -127,7 +136,12 @@ fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
         }
         None => Command::new(real),
     };
-    command.args(&args).args(&spec.flags).stderr(Stdio::piped());
+    let for_target = std::env::var_os("OUT_DIR")
+        .is_none_or(|out_dir| Path::new(&out_dir).starts_with(&spec.target_units));
+    command.args(&args).stderr(Stdio::piped());
+    if for_target {
+        command.args(&spec.flags);
+    }
     let mut child = command
         .spawn()
         .with_context(|| format!("could not start {}", real.display()))?;
@@ -145,7 +159,13 @@ fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
     let (profile_warnings, rest) = split_profile_warnings(&stderr);
     std::io::stderr().write_all(rest.as_bytes())?;
     let text = |arg: &OsString| arg.to_string_lossy().into_owned();
-    let compiles = args.iter().any(|a| a == "-c");
+    // The cc crate's probes (is a flag supported, which compiler family) are not the C.
+    let probe = args.iter().any(|a| {
+        Path::new(a)
+            .file_name()
+            .is_some_and(|name| PROBE_SOURCES.iter().any(|p| name == *p))
+    });
+    let compiles = args.iter().any(|a| a == "-c") && !probe && for_target;
     if compiles {
         let output = args
             .iter()

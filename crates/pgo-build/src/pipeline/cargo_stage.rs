@@ -157,6 +157,7 @@ impl Session {
             flags,
             log: layout.c_compile_log(stage),
             launcher: sccache::wrapper(&self.cargo_config).map(std::path::PathBuf::from),
+            target_units: layout.cargo_target_dir(stage).join(&settings.target),
         };
         let (cc, cxx) = spec.install(&layout.root().join("cc-wrapper"))?;
         let env = cross_language::compiler_env(&settings.target, &cc, &cxx, c.llvm_ar.as_deref());

@@ -232,7 +232,7 @@ fn c_compiler_rows(report: &Report) -> Vec<(String, [String; 3])> {
                         c.flags.join(" ")
                     },
                     if files.is_empty() {
-                        "none (reused)".to_owned()
+                        "none in this build".to_owned()
                     } else {
                         files.join(", ")
                     },

@@ -114,7 +114,9 @@ fn the_c_is_trained_into_the_same_profile_and_the_optimized_c_uses_it() {
     markdown.success();
     assert!(
         markdown.stdout().contains("| instrumented | /")
-            && markdown.stdout().contains("| -fprofile-generate | checksum: 1 |"),
+            && markdown
+                .stdout()
+                .contains("| -fprofile-generate | checksum: 1 |"),
         "the report says which C compiler and flags each stage used:\n{}",
         markdown.stdout()
     );
@@ -338,4 +340,56 @@ fn sccache_caches_the_profiled_c() {
     assert_eq!(hits, 1, "the second build's mix.c came from the cache");
     let compile = mix_compile(&fixture, "instrumented");
     assert!(compile["success"].as_bool().unwrap(), "{compile}");
+}
+
+/// C that a build dependency compiles is linked into a build script, which rustc links
+/// without the profile runtime: it gets clang without the profile flags (with them, the
+/// instrumented build failed to link the build script: value profiling calls the runtime).
+#[test]
+fn c_of_a_build_dependency_is_not_instrumented() {
+    let fixture = Fixture::new("cdep");
+    fixture
+        .write(
+            "hostc/Cargo.toml",
+            "[package]\nname = \"hostc\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             [build-dependencies]\ncc = \"1\"\n",
+        )
+        .write(
+            "hostc/build.rs",
+            "fn main() {\n    cc::Build::new().file(\"csrc/table.c\").compile(\"table\");\n}\n",
+        )
+        .write(
+            "hostc/csrc/table.c",
+            "#include <string.h>\ntypedef int (*op)(int);\nstatic int twice(int x) { return 2 * x; }\n\
+             static int thrice(int x) { return 3 * x; }\n\
+             int table_value(int n, char *buf, int len) {\n    op ops[2] = {twice, thrice};\n\
+             \x20   memset(buf, n, len);\n    return ops[n & 1](n) + buf[len - 1];\n}\n",
+        )
+        .write(
+            "hostc/src/lib.rs",
+            "unsafe extern \"C\" {\n    fn table_value(n: i32, buf: *mut u8, len: i32) -> i32;\n}\n\
+             pub fn value(n: i32) -> i32 {\n    let mut buf = vec![0u8; 64];\n\
+             \x20   unsafe { table_value(n, buf.as_mut_ptr(), buf.len() as i32) }\n}\n",
+        )
+        .edit("Cargo.toml", |t| t.replace("[\"checksum\"]", "[\"checksum\", \"hostc\"]"))
+        .edit("checksum/Cargo.toml", |t| format!("{t}hostc = {{ path = \"../hostc\" }}\n"))
+        .edit("checksum/build.rs", |t| {
+            t.replacen(
+                "fn main() {\n",
+                "fn main() {\n    println!(\"cargo:rustc-env=HOST_VALUE={}\", hostc::value(7));\n",
+                1,
+            )
+        });
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let compiled: Vec<serde_json::Value> =
+        std::fs::read_to_string(fixture.layout().path("instrumented/cc.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    assert!(
+        compiled.iter().all(|c| c["package"] == "checksum"),
+        "only the target's C is profiled and logged: {compiled:?}"
+    );
 }
