@@ -145,11 +145,14 @@ fn wrap() -> Result<u8> {
         }
         None => Command::new(rustc),
     };
-    // Outside the workspace root (registry crates), pgo-build's relative paths name nothing.
+    // Outside the workspace root (registry crates), pgo-build's relative paths name nothing;
+    // only a crate that links uses them, so only its command line changes (an rlib's stays
+    // the same in every checkout, for a compile cache).
     let root = std::env::var_os(WORKSPACE_ROOT_ENV).map(PathBuf::from);
-    let in_root = root
-        .as_deref()
-        .is_none_or(|root| std::env::current_dir().is_ok_and(|cwd| cwd == root));
+    let in_root = !links(rustc_args)
+        || root
+            .as_deref()
+            .is_none_or(|root| std::env::current_dir().is_ok_and(|cwd| cwd == root));
     for arg in rustc_args {
         match (&root, in_root) {
             (Some(root), false) => {
@@ -264,6 +267,19 @@ pub fn compiled_crate(args: &[OsString]) -> Option<(String, String)> {
         value("--crate-type").unwrap_or_else(|| "bin".to_owned())
     };
     Some((krate, kind))
+}
+
+/// Whether rustc links this crate (a binary or a dynamic library): only then does it run
+/// the linker its `-C linker` names.
+fn links(args: &[OsString]) -> bool {
+    const LINKED: [&str; 3] = ["bin", "cdylib", "dylib"];
+    args.windows(2)
+        .any(|pair| pair[0] == "--crate-type" && LINKED.iter().any(|t| pair[1] == *t))
+        || args.iter().any(|arg| {
+            arg.to_str()
+                .and_then(|a| a.strip_prefix("--crate-type="))
+                .is_some_and(|t| LINKED.contains(&t))
+        })
 }
 
 /// The ledger: rustc running now (admitted) and waiting, with their estimates.
@@ -608,6 +624,17 @@ mod tests {
         ended.wait().unwrap();
         assert_eq!(ledger.running, [owner]);
         assert!(ledger.describe_running().contains("1 running"));
+    }
+
+    #[test]
+    fn only_crates_that_link_are_said_to() {
+        let args = |line: &str| -> Vec<OsString> { line.split(' ').map(OsString::from).collect() };
+        assert!(links(&args(
+            "--crate-name s --crate-type cdylib --crate-type rlib"
+        )));
+        assert!(links(&args("--crate-name app --crate-type=bin")));
+        assert!(!links(&args("--crate-name libc --crate-type lib")));
+        assert!(!links(&args("--crate-name m --crate-type proc-macro")));
     }
 
     #[test]
