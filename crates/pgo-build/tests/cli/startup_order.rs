@@ -132,5 +132,8 @@ fn startup_order_without_traces_or_without_lld_is_refused() {
     with_bfd("train").success();
     with_bfd("optimize")
         .failure()
-        .stderr_contains("[pgo] startup_order passes the function order to the linker");
+        .stderr_contains(
+            "[pgo] startup_order = \"balanced\" passes the function order to the linker",
+        )
+        .stderr_contains("this link runs `cc` without lld");
 }
