@@ -264,6 +264,26 @@ pub fn read_log(log: &Path, spec: Option<&str>) -> Vec<CompileRecord> {
     by_output.into_values().collect()
 }
 
+/// Drops the records of other wrappers from `log` (an earlier profile's optimized build), so
+/// the log holds one build's compiles, not every build's; a record of this wrapper stays, for
+/// objects cargo reuses.
+pub fn forget_other_wrappers(log: &Path, spec: &str) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return Ok(());
+    };
+    let kept: String = text
+        .lines()
+        .filter(|line| {
+            serde_json::from_str::<CompileRecord>(line).is_ok_and(|record| record.spec == spec)
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    if kept.len() != text.len() {
+        crate::files::write_atomically(log, kept.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// How C packages are named beside Rust crates: `zstd-sys` compiles C, and its Rust is
 /// `zstd_sys`.
 pub fn c_crate_name(package: &str) -> String {

@@ -160,6 +160,7 @@ impl Session {
             target_units: layout.cargo_target_dir(stage).join(&settings.target),
         };
         let (cc, cxx) = spec.install(&layout.root().join("cc-wrapper"))?;
+        cc_wrapper::forget_other_wrappers(&spec.log, &spec.id())?;
         let env = cross_language::compiler_env(&settings.target, &cc, &cxx, c.llvm_ar.as_deref());
         Ok(Some(cc_wrapper::StageCompiler { spec, env }))
     }
