@@ -289,8 +289,13 @@ fn build_batch(
             .rev()
             .map(String::as_str)
             .collect();
+        let known = stderr_tail
+            .iter()
+            .any(|line| line.contains(crate::cross_language::CG_PROFILE_CLASH))
+            .then(|| format!("\n{}", crate::cross_language::cg_profile_clash_help()))
+            .unwrap_or_default();
         bail!(
-            "cargo build for the {} stage failed ({status}). Command:\n  {}\ncargo said:\n{}",
+            "cargo build for the {} stage failed ({status}). Command:\n  {}\ncargo said:\n{}{known}",
             request.stage.name(),
             cmd.display(),
             tail.join("\n")
