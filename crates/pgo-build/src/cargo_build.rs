@@ -289,11 +289,14 @@ fn build_batch(
             .rev()
             .map(String::as_str)
             .collect();
-        let known = stderr_tail
+        let known = if stderr_tail
             .iter()
             .any(|line| line.contains(crate::cross_language::CG_PROFILE_CLASH))
-            .then(|| format!("\n{}", crate::cross_language::cg_profile_clash_help()))
-            .unwrap_or_default();
+        {
+            format!("\n{}", crate::cross_language::cg_profile_clash_help())
+        } else {
+            String::new()
+        };
         bail!(
             "cargo build for the {} stage failed ({status}). Command:\n  {}\ncargo said:\n{}{known}",
             request.stage.name(),
