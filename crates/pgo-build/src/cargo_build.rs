@@ -729,9 +729,14 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
                 .map(|(k, v)| format!("{k}={v:?}"))
                 .collect();
             format!(
-                "{} ({}; {})",
+                "{} ({}; mode {:?}{}; {})",
                 c.clang.display(),
                 c.version,
+                c.mode,
+                c.llvm_ar
+                    .as_ref()
+                    .map(|ar| format!(", archiver {}", ar.display()))
+                    .unwrap_or_default(),
                 if variables.is_empty() {
                     "no C variables".to_owned()
                 } else {
