@@ -102,6 +102,27 @@ pub struct BuildOutput {
     /// The metadata hashes of every unit the build used, fresh or rebuilt (`foo-<hash>`):
     /// what [`prune_stale_units`] keeps. `None` when one of them could not be told.
     pub unit_hashes: Option<BTreeSet<String>>,
+    /// Package → the libraries its build script links dynamically (for the target): C that no
+    /// build of this workspace compiles (a system liblzma found by pkg-config, say).
+    pub dynamic_libs: BTreeMap<String, Vec<String>>,
+}
+
+/// Libraries every C program links: not a package's own C.
+const RUNTIME_LIBS: [&str; 9] = [
+    "c", "m", "dl", "pthread", "rt", "util", "gcc_s", "stdc++", "c++",
+];
+
+/// The libraries of `cargo:rustc-link-lib` lines that are linked dynamically (`dylib=x` or a
+/// bare `x`; not `static=`, not the C runtime's).
+fn dynamic_libs(linked: &[cargo_metadata::camino::Utf8PathBuf]) -> Vec<String> {
+    linked
+        .iter()
+        .map(|lib| lib.as_str())
+        .filter(|lib| !lib.starts_with("static=") && !lib.starts_with("framework="))
+        .map(|lib| lib.strip_prefix("dylib=").unwrap_or(lib))
+        .map(|lib| lib.split(':').next().unwrap_or(lib).to_owned())
+        .filter(|lib| !RUNTIME_LIBS.contains(&lib.as_str()))
+        .collect()
 }
 
 impl BuildRequest<'_> {
@@ -169,11 +190,13 @@ pub fn build(
         executables: BTreeMap::new(),
         diagnostics: Vec::new(),
         unit_hashes: Some(BTreeSet::new()),
+        dynamic_libs: BTreeMap::new(),
     };
     for bins in request.bins.chunks(batch) {
         let part = build_batch(request, bins, printer, show_diagnostic)?;
         output.executables.extend(part.executables);
         output.diagnostics.extend(part.diagnostics);
+        output.dynamic_libs.extend(part.dynamic_libs);
         output.unit_hashes = output
             .unit_hashes
             .zip(part.unit_hashes)
@@ -224,6 +247,11 @@ fn build_batch(
     let mut diagnostics = Vec::new();
     let mut unit_hashes = BTreeSet::new();
     let mut unknown_units = false;
+    let mut dynamic = BTreeMap::new();
+    let target_units = request
+        .layout
+        .cargo_target_dir(request.stage)
+        .join(&request.settings.target);
     let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
     for message in Message::parse_stream(stdout) {
         match message.context("could not read cargo's JSON output")? {
@@ -264,6 +292,19 @@ fn build_batch(
                 diagnostics.push(diagnostic);
             }
             Message::BuildScriptExecuted(script) => {
+                let libs = dynamic_libs(&script.linked_libs);
+                // `build/<package>-<hash>/out` of a target unit.
+                if let Some(package) = script
+                    .out_dir
+                    .parent()
+                    .filter(|_| script.out_dir.as_std_path().starts_with(&target_units))
+                    .and_then(|dir| dir.file_name())
+                    .filter(|name| unit_hash(name).is_some())
+                    .and_then(|name| Some(&name[..name.len().checked_sub(17)?]))
+                    && !libs.is_empty()
+                {
+                    dynamic.insert(package.to_owned(), libs);
+                }
                 // `build/<package>-<hash>/out`: the run of a build script is a unit of its own.
                 if let Some(hash) = script
                     .out_dir
@@ -318,6 +359,7 @@ fn build_batch(
         executables,
         diagnostics,
         unit_hashes: (!unknown_units).then_some(unit_hashes),
+        dynamic_libs: dynamic,
     })
 }
 
@@ -764,6 +806,22 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_dynamically_linked_libraries_beyond_the_c_runtime_are_named() {
+        let libs: Vec<cargo_metadata::camino::Utf8PathBuf> = [
+            "static=bz2",
+            "dylib=lzma",
+            "ssl",
+            "m",
+            "dylib=stdc++",
+            "dylib=z:renamed",
+        ]
+        .iter()
+        .map(|l| l.into())
+        .collect();
+        assert_eq!(dynamic_libs(&libs), ["lzma", "ssl", "z"]);
+    }
 
     #[test]
     fn unit_hashes_are_read_from_file_and_directory_names() {

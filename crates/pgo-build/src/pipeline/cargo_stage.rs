@@ -112,9 +112,8 @@ impl Session {
         let mut output = built?;
         self.report.c_compilers.remove(stage.name());
         if let Some(c) = &c_compiler {
-            output
-                .diagnostics
-                .extend(self.record_c_compiles(stage, &c.spec));
+            let diagnostics = self.record_c_compiles(stage, &c.spec, &output.dynamic_libs);
+            output.diagnostics.extend(diagnostics);
         }
         if repeated.get() > 0 {
             self.printer.info(format!(
@@ -171,6 +170,7 @@ impl Session {
         &mut self,
         stage: Stage,
         spec: &cc_wrapper::WrapperSpec,
+        dynamic_libs: &std::collections::BTreeMap<String, Vec<String>>,
     ) -> Vec<cargo_build::Diagnostic> {
         let records = cc_wrapper::read_log(&spec.log, Some(&spec.id()));
         let mut packages = std::collections::BTreeMap::new();
@@ -190,6 +190,18 @@ impl Session {
                 }
             ));
         }
+        if !dynamic_libs.is_empty() {
+            self.printer.info(format!(
+                "C/C++ from the system, which no build here compiles and no profile reaches ({} \
+                 stage): {}",
+                stage.name(),
+                dynamic_libs
+                    .iter()
+                    .map(|(package, libs)| format!("{package} links {}", libs.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
         let c = self.settings.c.as_ref();
         self.report.c_compilers.insert(
             stage.name().to_owned(),
@@ -198,6 +210,7 @@ impl Session {
                 version: c.map(|c| c.version.clone()).unwrap_or_default(),
                 flags: spec.flags.clone(),
                 packages,
+                system_libraries: dynamic_libs.clone(),
             },
         );
         cc_wrapper::diagnostics(&records)

@@ -379,6 +379,10 @@ pub struct CCompilerRecord {
     pub flags: Vec<String>,
     /// Package → C/C++ files it compiled in this build (0 when cargo reused them).
     pub packages: BTreeMap<String, usize>,
+    /// Package → libraries its build script links dynamically: C no build of the workspace
+    /// compiles (a system library), which gets no profile.
+    #[serde(default)]
+    pub system_libraries: BTreeMap<String, Vec<String>>,
 }
 
 /// What the rustc of one stage's build did against the budget, for the report.

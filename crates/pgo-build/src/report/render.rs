@@ -221,6 +221,9 @@ fn c_compiler_rows(report: &Report) -> Vec<(String, [String; 3])> {
                 .packages
                 .iter()
                 .map(|(package, n)| format!("{package}: {n}"))
+                .chain(c.system_libraries.iter().map(|(package, libs)| {
+                    format!("{package}: system {} (no profile)", libs.join(", "))
+                }))
                 .collect();
             (
                 stage.clone(),

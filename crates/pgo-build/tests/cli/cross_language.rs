@@ -393,3 +393,31 @@ fn c_of_a_build_dependency_is_not_instrumented() {
         "only the target's C is profiled and logged: {compiled:?}"
     );
 }
+
+/// A library the build script links from the system is C no build compiles: named, so a user
+/// knows that part gets no profile (xz2 did this with the system's liblzma in the bench).
+#[test]
+fn a_system_library_a_build_script_links_is_named_as_unprofiled() {
+    let fixture = Fixture::new("cdep");
+    fixture.edit("checksum/build.rs", |t| {
+        t.replacen(
+            "fn main() {\n",
+            "fn main() {\n    println!(\"cargo:rustc-link-lib=dylib=z\");\n",
+            1,
+        )
+    });
+    fixture
+        .run(&["instrument"])
+        .success()
+        .stderr_contains("C/C++ from the system, which no build here compiles")
+        .stderr_contains("checksum links z");
+    let compilers = &fixture.report()["c_compilers"]["instrumented"];
+    assert_eq!(
+        compilers["system_libraries"]["checksum"],
+        serde_json::json!(["z"])
+    );
+    assert_eq!(
+        compilers["packages"]["checksum"], 1,
+        "its own C is still profiled"
+    );
+}
