@@ -18,7 +18,8 @@ use crate::memory::MemoryBudget;
 pub use values::{CBuild, CROSS_LANGUAGE_THIN_LTO, Growth, parse_duration};
 use values::{
     default_grace_period, default_timeout, deserialize_cross_language, deserialize_duration,
-    deserialize_growth, deserialize_memory_budget, deserialize_rounds, deserialize_timeout,
+    deserialize_growth, deserialize_margin, deserialize_memory_budget, deserialize_rounds,
+    deserialize_timeout,
 };
 
 pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
@@ -147,6 +148,15 @@ pub struct CompareSection {
     /// Counted rounds per workload (default 10), or `"auto"`.
     #[serde(default, deserialize_with = "deserialize_rounds")]
     pub rounds: Option<Rounds>,
+    /// The equivalence margin (`"2%"`): within it a difference counts as none.
+    #[serde(default, deserialize_with = "deserialize_margin")]
+    pub margin: Option<f64>,
+}
+
+impl CompareSection {
+    pub fn margin(&self) -> f64 {
+        self.margin.unwrap_or(crate::measurement::DEFAULT_MARGIN)
+    }
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

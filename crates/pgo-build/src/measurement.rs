@@ -2,6 +2,10 @@
 //! ([`Rounds`]): plain data, parsed from flags and `pgo-build.toml` alike, and recorded in the
 //! report.
 
+/// The equivalence margin when `[compare] margin` does not say: a variant is "the same" as
+/// another only when the interval of their ratio lies within 1 ± this.
+pub const DEFAULT_MARGIN: f64 = 0.02;
+
 /// Counted rounds when neither `--rounds` nor `[compare] rounds` says.
 pub const DEFAULT_ROUNDS: usize = 10;
 

@@ -88,6 +88,19 @@ pub(super) fn deserialize_growth<'de, D: Deserializer<'de>>(
     text.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
+/// `[compare] margin = "2%"`: a fraction below one half.
+pub(super) fn deserialize_margin<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<f64>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    match text.parse::<Growth>() {
+        Ok(growth) if growth.fraction > 0.0 && growth.fraction < 0.5 => Ok(Some(growth.fraction)),
+        _ => Err(serde::de::Error::custom(format!(
+            "margin = {text:?}: expected a percentage above 0% and below 50%, such as \"2%\""
+        ))),
+    }
+}
+
 pub(super) fn deserialize_cross_language<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<CBuild, D::Error> {

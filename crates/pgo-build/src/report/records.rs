@@ -243,8 +243,13 @@ pub struct ExploreResult {
     pub workloads: Vec<String>,
     /// Sorted by speed against the baseline (fastest first); unmeasured variants last.
     pub variants: Vec<ExploreVariantRecord>,
-    /// The recommended variant and why; `None` while variants remain unbuilt or unmeasured.
+    /// The recommended variant and why; `None` while variants remain unbuilt or unmeasured,
+    /// or when the measurements cannot decide (`undecided`).
     pub recommendation: Option<ExploreRecommendation>,
+    /// Why the measurements cannot decide yet (pgo neither shown faster than the baseline nor
+    /// the same within the margin), and what would.
+    #[serde(default)]
+    pub undecided: Option<String>,
     /// Why exploration stopped early (`--budget`), if it did.
     pub stopped: Option<String>,
 }

@@ -137,8 +137,9 @@ fn explore_markdown(explore: &ExploreResult, out: &mut String) {
                 out,
                 "\nNo recommendation: {}\n",
                 explore
-                    .stopped
+                    .undecided
                     .as_deref()
+                    .or(explore.stopped.as_deref())
                     .unwrap_or("not every variant was measured")
             );
         }

@@ -83,8 +83,8 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
         "{}",
         third.describe()
     );
-    // Two rounds cannot show pgo faster than the baseline: the baseline is recommended, and
-    // there is nothing to apply.
+    // Two rounds cannot show pgo faster than the baseline, nor the same: that is no reason to
+    // drop PGO. Nothing is recommended, nothing applied, and what would decide is said.
     let before = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
     fixture
         .run(&[
@@ -96,9 +96,17 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
             "--apply",
         ])
         .failure()
-        .stderr_contains(
-            "--apply: nothing was applied, because the recommendation is `baseline`, without PGO",
-        );
+        .stderr_contains("no variant is recommended yet")
+        .stderr_contains("--apply: nothing was applied, because the measurements cannot decide yet")
+        .stderr_contains("an unclear result is no reason to drop PGO");
+    let explore = &fixture.report()["explore"];
+    assert!(explore["recommendation"].is_null(), "{explore}");
+    assert!(
+        explore["undecided"]
+            .as_str()
+            .unwrap()
+            .contains("--metric instructions")
+    );
     assert_eq!(
         std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap(),
         before

@@ -78,6 +78,11 @@ pub fn apply_to_config(text: &str, variant: &Variant) -> Result<String> {
 impl Session {
     /// `--apply`: the recommended variant's settings into `pgo-build.toml`.
     pub(super) fn apply(&mut self, result: &ExploreResult) -> Result<()> {
+        if let Some(why) = &result.undecided {
+            bail!(
+                "--apply: nothing was applied, because the measurements cannot decide yet: {why}"
+            );
+        }
         let Some(recommendation) = &result.recommendation else {
             bail!(
                 "--apply: nothing was applied, because not every variant was built and \

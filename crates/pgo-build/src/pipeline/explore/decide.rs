@@ -53,13 +53,24 @@ pub fn mark_fronts(records: &mut [ExploreVariantRecord]) {
     }
 }
 
-/// The variant to ship: the fastest that beat `pgo` (faster on every holdout workload, by the
-/// paired test) within the size limit; else `pgo` when it beat the baseline; else the
-/// baseline.
+/// What explore concludes: a variant to ship, or why the measurements cannot decide yet.
+#[derive(Debug, Clone)]
+pub enum Decision {
+    Recommend(ExploreRecommendation),
+    /// An inconclusive measurement is never a reason to drop PGO: the reason, and what would
+    /// resolve it.
+    Undecided(String),
+}
+
+/// The variant to ship: the fastest that beat `pgo` (faster on some holdout workloads and the
+/// same within `margin` on the rest, by the paired tests) within the size limit; else `pgo`
+/// when it beat the baseline; else the baseline, when pgo is shown slower or the same within
+/// the margin; else nothing yet.
 pub fn recommend(
     records: &[ExploreVariantRecord],
     limit: Option<&config::Growth>,
-) -> ExploreRecommendation {
+    margin: f64,
+) -> Decision {
     let percent = |ratio: f64| (1.0 - ratio) * 100.0;
     let costs = |r: &ExploreVariantRecord, reference: Option<&ExploreVariantRecord>| {
         let mut words = Vec::new();
@@ -87,7 +98,7 @@ pub fn recommend(
         });
     if let Some(best) = better {
         let vs_pgo = best.vs_pgo.as_ref().expect("filtered on it");
-        return ExploreRecommendation {
+        return Decision::Recommend(ExploreRecommendation {
             variant: best.name.clone(),
             better_than_pgo: true,
             evidence: format!(
@@ -97,7 +108,7 @@ pub fn recommend(
                 best.vs_baseline.as_ref().map_or(0.0, |s| percent(s.ratio)),
                 costs(best, pgo)
             ),
-        };
+        });
     }
     let candidates = records
         .iter()
@@ -113,7 +124,7 @@ pub fn recommend(
         Some((pgo, vs_baseline))
             if vs_baseline.verdict == Verdict::Faster && !pgo.over_size_limit =>
         {
-            ExploreRecommendation {
+            Decision::Recommend(ExploreRecommendation {
                 variant: PGO.to_owned(),
                 better_than_pgo: false,
                 evidence: format!(
@@ -121,28 +132,42 @@ pub fn recommend(
                     percent(vs_baseline.ratio),
                     evidence_of(vs_baseline)
                 ),
-            }
+            })
         }
-        Some((_, vs_baseline)) => ExploreRecommendation {
-            variant: BASELINE.to_owned(),
-            better_than_pgo: false,
-            evidence: format!(
-                "{none_better}, and pgo is not shown faster than the baseline ({}: {:+.1}%, {})",
-                vs_baseline
-                    .workloads
-                    .values()
-                    .map(|s| s.verdict_text())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                -percent(vs_baseline.ratio),
-                evidence_of(vs_baseline)
-            ),
-        },
-        None => ExploreRecommendation {
-            variant: BASELINE.to_owned(),
-            better_than_pgo: false,
-            evidence: format!("{none_better}, and pgo was not measured"),
-        },
+        Some((pgo, vs_baseline))
+            if matches!(vs_baseline.verdict, Verdict::Slower | Verdict::NoDifference)
+                || pgo.over_size_limit =>
+        {
+            Decision::Recommend(ExploreRecommendation {
+                variant: BASELINE.to_owned(),
+                better_than_pgo: false,
+                evidence: format!(
+                    "{none_better}, and pgo is {} ({:+.1}%, {})",
+                    if pgo.over_size_limit {
+                        "over [pgo] max_size_growth".to_owned()
+                    } else if vs_baseline.verdict == Verdict::Slower {
+                        "slower than the baseline".to_owned()
+                    } else {
+                        format!(
+                            "the same as the baseline within the margin of {:.1}%",
+                            margin * 100.0
+                        )
+                    },
+                    -percent(vs_baseline.ratio),
+                    evidence_of(vs_baseline)
+                ),
+            })
+        }
+        Some((_, vs_baseline)) => Decision::Undecided(format!(
+            "{none_better}, and whether pgo is faster than the baseline is not shown yet \
+             ({:+.1}%, {}): neither faster nor the same within the margin of {:.1}%. \
+             More rounds (`--rounds`, or `--rounds auto`) or `--metric instructions` would \
+             decide; an unclear result is no reason to drop PGO",
+            -percent(vs_baseline.ratio),
+            evidence_of(vs_baseline),
+            margin * 100.0
+        )),
+        None => Decision::Undecided(format!("{none_better}, and pgo was not measured")),
     }
 }
 
@@ -161,28 +186,62 @@ pub(super) fn evidence_of(speed: &ExploreSpeed) -> String {
         .join("; ")
 }
 
-/// A speed over several workloads: the geometric mean of their median ratios; faster (or
-/// slower) only when every workload's verdict is.
-pub(super) fn speed(per_workload: impl Iterator<Item = (String, PairedSummary)>) -> ExploreSpeed {
-    let workloads: BTreeMap<String, PairedSummary> = per_workload.collect();
-    let ratios: Vec<f64> = workloads.values().map(|s| s.median_ratio).collect();
-    let verdicts: Vec<Verdict> = workloads.values().map(|s| s.verdict).collect();
-    let all = |verdict: Verdict| verdicts.iter().all(|v| *v == verdict);
-    let verdict = if all(Verdict::Faster) {
-        Verdict::Faster
-    } else if all(Verdict::Slower) {
-        Verdict::Slower
-    } else if verdicts.contains(&Verdict::TooFewRounds) {
+/// Whether a comparison shows the two equivalent: its interval lies within 1 ± `margin`.
+pub(super) fn equivalent(summary: &PairedSummary, margin: f64) -> bool {
+    summary.verdict != Verdict::TooFewRounds
+        && summary.ci_low >= 1.0 - margin
+        && summary.ci_high <= 1.0 + margin
+}
+
+/// The verdict over several workloads: faster when faster on some and equivalent (within
+/// `margin`) on the rest, slower likewise, the same when equivalent on all; otherwise
+/// inconclusive (or too few rounds).
+pub(super) fn verdict_over(workloads: &BTreeMap<String, PairedSummary>, margin: f64) -> Verdict {
+    let count = |verdict: Verdict| workloads.values().filter(|s| s.verdict == verdict).count();
+    let (faster, slower) = (count(Verdict::Faster), count(Verdict::Slower));
+    let same = workloads
+        .values()
+        .filter(|s| {
+            !matches!(s.verdict, Verdict::Faster | Verdict::Slower) && equivalent(s, margin)
+        })
+        .count();
+    if count(Verdict::TooFewRounds) > 0 {
         Verdict::TooFewRounds
-    } else if all(Verdict::NoDifference) {
+    } else if faster > 0 && slower == 0 && faster + same == workloads.len() {
+        Verdict::Faster
+    } else if slower > 0 && faster == 0 && slower + same == workloads.len() {
+        Verdict::Slower
+    } else if same == workloads.len() {
         Verdict::NoDifference
     } else {
         Verdict::Inconclusive
-    };
+    }
+}
+
+/// A speed over several workloads: the geometric mean of their median ratios, and the
+/// verdict over them (see [`verdict_over`]).
+pub(super) fn speed(
+    per_workload: impl Iterator<Item = (String, PairedSummary)>,
+    margin: f64,
+) -> ExploreSpeed {
+    let workloads: BTreeMap<String, PairedSummary> = per_workload.collect();
+    let ratios: Vec<f64> = workloads.values().map(|s| s.median_ratio).collect();
     ExploreSpeed {
         ratio: stats::geometric_mean(&ratios),
-        verdict,
+        verdict: verdict_over(&workloads, margin),
         workloads,
+    }
+}
+
+/// The verdicts of measurements made (and kept) earlier, under the margin now configured.
+pub fn apply_margin(records: &mut [ExploreVariantRecord], margin: f64) {
+    for record in records {
+        for speed in [&mut record.vs_baseline, &mut record.vs_pgo]
+            .into_iter()
+            .flatten()
+        {
+            speed.verdict = verdict_over(&speed.workloads, margin);
+        }
     }
 }
 
@@ -208,6 +267,15 @@ mod tests {
     use super::*;
     use crate::config::BuildVariant;
     use crate::pipeline::explore::variants::{Variant, builtin_variants, new_record};
+
+    const MARGIN: f64 = 0.02;
+
+    fn recommended(decision: Decision) -> ExploreRecommendation {
+        match decision {
+            Decision::Recommend(recommendation) => recommendation,
+            Decision::Undecided(why) => panic!("undecided: {why}"),
+        }
+    }
 
     fn summary(ratio: f64, verdict: Verdict) -> PairedSummary {
         PairedSummary {
@@ -254,10 +322,15 @@ mod tests {
         if name != BASELINE {
             record.vs_baseline = Some(speed(
                 [("h".to_owned(), summary(vs_baseline, verdict))].into_iter(),
+                MARGIN,
             ));
         }
-        record.vs_pgo = vs_pgo
-            .map(|(ratio, verdict)| speed([("h".to_owned(), summary(ratio, verdict))].into_iter()));
+        record.vs_pgo = vs_pgo.map(|(ratio, verdict)| {
+            speed(
+                [("h".to_owned(), summary(ratio, verdict))].into_iter(),
+                MARGIN,
+            )
+        });
         record
     }
 
@@ -276,7 +349,7 @@ mod tests {
                 1000,
             ),
         ];
-        let chosen = recommend(&records, None);
+        let chosen = recommended(recommend(&records, None, MARGIN));
         assert_eq!(chosen.variant, "pgo+cgu1");
         assert!(chosen.better_than_pgo);
         assert!(
@@ -286,13 +359,14 @@ mod tests {
         );
         // Over the size limit: the next best.
         records[3].over_size_limit = true;
-        let chosen = recommend(&records, None);
+        let chosen = recommended(recommend(&records, None, MARGIN));
         assert_eq!(chosen.variant, "pgo+lto");
         // Nothing beat pgo: pgo, said so.
         records[2].vs_pgo = Some(speed(
-            [("h".to_owned(), summary(0.99, Verdict::Inconclusive))].into_iter(),
+            [("h".to_owned(), summary(0.97, Verdict::Inconclusive))].into_iter(),
+            MARGIN,
         ));
-        let chosen = recommend(&records, None);
+        let chosen = recommended(recommend(&records, None, MARGIN));
         assert_eq!(chosen.variant, "pgo");
         assert!(!chosen.better_than_pgo);
         assert!(
@@ -300,9 +374,79 @@ mod tests {
             "{}",
             chosen.evidence
         );
-        // And pgo no faster than the baseline: the baseline.
+        // And pgo the same as the baseline within the margin: the baseline.
         records[1] = measured("pgo", 0.995, None, 30.0, 1010);
-        assert_eq!(recommend(&records, None).variant, "baseline");
+        let same = recommended(recommend(&records, None, MARGIN));
+        assert_eq!(same.variant, "baseline");
+        assert!(
+            same.evidence.contains("within the margin of 2.0%"),
+            "{}",
+            same.evidence
+        );
+    }
+
+    #[test]
+    fn an_unclear_pgo_is_no_reason_to_drop_it() {
+        let mut records = vec![
+            measured("baseline", 1.0, None, 10.0, 1000),
+            measured("pgo", 0.9, None, 30.0, 1010),
+        ];
+        // -10%, but the interval 0.80-1.03 neither excludes 1 nor lies within the margin.
+        let mut wide = summary(0.9, Verdict::NoDifference);
+        (wide.ci_low, wide.ci_high) = (0.80, 1.03);
+        records[1].vs_baseline = Some(speed([("h".to_owned(), wide)].into_iter(), MARGIN));
+        assert_eq!(
+            records[1].vs_baseline.as_ref().unwrap().verdict,
+            Verdict::Inconclusive
+        );
+        match recommend(&records, None, MARGIN) {
+            Decision::Undecided(why) => {
+                assert!(why.contains("--metric instructions"), "{why}");
+                assert!(why.contains("no reason to drop PGO"), "{why}");
+            }
+            Decision::Recommend(r) => panic!("recommended {} from no evidence", r.variant),
+        }
+        // Shown slower: the baseline.
+        records[1].vs_baseline = Some(speed(
+            [("h".to_owned(), summary(1.05, Verdict::Slower))].into_iter(),
+            MARGIN,
+        ));
+        assert_eq!(
+            recommended(recommend(&records, None, MARGIN)).variant,
+            "baseline"
+        );
+    }
+
+    #[test]
+    fn faster_on_some_workloads_and_the_same_on_the_rest_is_faster() {
+        // ouch with cross-language PGO: bz2 and zst faster, xz (system C) unchanged.
+        let workloads = [
+            ("bz2", summary(0.885, Verdict::Faster)),
+            ("zst", summary(0.758, Verdict::Faster)),
+            ("xz", summary(0.9999, Verdict::NoDifference)),
+        ];
+        let over = |margin| {
+            speed(
+                workloads.iter().map(|(w, s)| (w.to_string(), s.clone())),
+                margin,
+            )
+            .verdict
+        };
+        assert_eq!(over(MARGIN), Verdict::Faster);
+        // A wide interval on one workload is not "the same".
+        let mut wide = workloads.clone();
+        (wide[2].1.ci_low, wide[2].1.ci_high) = (0.9, 1.1);
+        let verdict = speed(wide.iter().map(|(w, s)| (w.to_string(), s.clone())), MARGIN).verdict;
+        assert_eq!(verdict, Verdict::Inconclusive);
+        // Faster on one, slower on another: not faster.
+        let mut mixed = workloads.clone();
+        mixed[2].1 = summary(1.05, Verdict::Slower);
+        let verdict = speed(
+            mixed.iter().map(|(w, s)| (w.to_string(), s.clone())),
+            MARGIN,
+        )
+        .verdict;
+        assert_eq!(verdict, Verdict::Inconclusive);
     }
 
     #[test]

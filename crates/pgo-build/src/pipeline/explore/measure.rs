@@ -130,34 +130,41 @@ impl Session {
                     ..CompareArgs::default()
                 },
             )?;
+            let margin = self.config.compare.margin();
             for variant in &compared[1..] {
-                let vs_baseline = speed(workloads.iter().map(|w| {
-                    let comparison = result
-                        .workloads
-                        .iter()
-                        .find(|c| c.workload == w.name())
-                        .expect("every holdout workload was compared");
-                    (
-                        w.name().to_owned(),
-                        comparison.candidates[&variant.name].by(metric).clone(),
-                    )
-                }));
-                let vs_pgo = (variant.name != PGO).then(|| {
-                    speed(result.workloads.iter().map(|comparison| {
-                        let summaries = summarize_candidates(
-                            &comparison.runs,
-                            PGO,
-                            &[variant.name.as_str()],
-                            rounds,
-                            stats::ALPHA,
-                            1,
-                            metric == Metric::Instructions,
-                        );
+                let vs_baseline = speed(
+                    workloads.iter().map(|w| {
+                        let comparison = result
+                            .workloads
+                            .iter()
+                            .find(|c| c.workload == w.name())
+                            .expect("every holdout workload was compared");
                         (
-                            comparison.workload.clone(),
-                            summaries[&variant.name].by(metric).clone(),
+                            w.name().to_owned(),
+                            comparison.candidates[&variant.name].by(metric).clone(),
                         )
-                    }))
+                    }),
+                    margin,
+                );
+                let vs_pgo = (variant.name != PGO).then(|| {
+                    speed(
+                        result.workloads.iter().map(|comparison| {
+                            let summaries = summarize_candidates(
+                                &comparison.runs,
+                                PGO,
+                                &[variant.name.as_str()],
+                                rounds,
+                                stats::ALPHA,
+                                1,
+                                metric == Metric::Instructions,
+                            );
+                            (
+                                comparison.workload.clone(),
+                                summaries[&variant.name].by(metric).clone(),
+                            )
+                        }),
+                        margin,
+                    )
                 });
                 cache.variants.insert(
                     variant.name.clone(),

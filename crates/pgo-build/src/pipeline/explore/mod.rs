@@ -35,7 +35,7 @@ use crate::measurement::{self, Metric};
 use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 use builds::{Clock, budget_note};
-use decide::{mark_fronts, mark_size_changes, recommend};
+use decide::{Decision, apply_margin, mark_fronts, mark_size_changes, recommend};
 use variants::{BASELINE, PGO, describe, new_record, select_variants};
 
 impl Session {
@@ -178,6 +178,9 @@ impl Session {
                 }
             }
         }
+        // Verdicts of measurements kept from earlier runs, under the margin configured now.
+        let margin = self.config.compare.margin();
+        apply_margin(&mut records, margin);
         mark_fronts(&mut records);
         records.sort_by(|a, b| {
             let speed = |r: &ExploreVariantRecord| {
@@ -185,13 +188,12 @@ impl Session {
             };
             speed(a).total_cmp(&speed(b))
         });
-        let recommendation = if stopped.is_none() {
-            Some(recommend(
-                &records,
-                self.config.pgo.max_size_growth.as_ref(),
-            ))
-        } else {
-            None
+        let (recommendation, undecided) = match &stopped {
+            Some(_) => (None, None),
+            None => match recommend(&records, self.config.pgo.max_size_growth.as_ref(), margin) {
+                Decision::Recommend(recommendation) => (Some(recommendation), None),
+                Decision::Undecided(why) => (None, Some(why)),
+            },
         };
         let result = ExploreResult {
             metric: args.metric,
@@ -199,6 +201,7 @@ impl Session {
             workloads: holdout,
             variants: records,
             recommendation,
+            undecided,
             stopped,
         };
         self.printer.table(explore_table(&result));
@@ -234,6 +237,10 @@ impl Session {
                 "recommended: {} - {}",
                 recommendation.variant, recommendation.evidence
             ));
+        }
+        if let Some(why) = &result.undecided {
+            self.printer
+                .warn(format!("no variant is recommended yet: {why}"));
         }
         self.printer.info(format!(
             "variants' binaries: {}/<variant>/bin/",
