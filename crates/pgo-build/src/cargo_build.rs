@@ -107,24 +107,6 @@ pub struct BuildOutput {
     pub dynamic_libs: BTreeMap<String, Vec<String>>,
 }
 
-/// Libraries every C program links: not a package's own C.
-const RUNTIME_LIBS: [&str; 9] = [
-    "c", "m", "dl", "pthread", "rt", "util", "gcc_s", "stdc++", "c++",
-];
-
-/// The libraries of `cargo:rustc-link-lib` lines that are linked dynamically (`dylib=x` or a
-/// bare `x`; not `static=`, not the C runtime's).
-fn dynamic_libs(linked: &[cargo_metadata::camino::Utf8PathBuf]) -> Vec<String> {
-    linked
-        .iter()
-        .map(|lib| lib.as_str())
-        .filter(|lib| !lib.starts_with("static=") && !lib.starts_with("framework="))
-        .map(|lib| lib.strip_prefix("dylib=").unwrap_or(lib))
-        .map(|lib| lib.split(':').next().unwrap_or(lib).to_owned())
-        .filter(|lib| !RUNTIME_LIBS.contains(&lib.as_str()))
-        .collect()
-}
-
 impl BuildRequest<'_> {
     pub fn rustflags(&self) -> Vec<String> {
         let mut flags = self.settings.common_rustflags.clone();
@@ -292,7 +274,7 @@ fn build_batch(
                 diagnostics.push(diagnostic);
             }
             Message::BuildScriptExecuted(script) => {
-                let libs = dynamic_libs(&script.linked_libs);
+                let libs = crate::cross_language::dynamic_libs(&script.linked_libs);
                 // `build/<package>-<hash>/out` of a target unit.
                 if let Some(package) = script
                     .out_dir
@@ -806,22 +788,6 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_dynamically_linked_libraries_beyond_the_c_runtime_are_named() {
-        let libs: Vec<cargo_metadata::camino::Utf8PathBuf> = [
-            "static=bz2",
-            "dylib=lzma",
-            "ssl",
-            "m",
-            "dylib=stdc++",
-            "dylib=z:renamed",
-        ]
-        .iter()
-        .map(|l| l.into())
-        .collect();
-        assert_eq!(dynamic_libs(&libs), ["lzma", "ssl", "z"]);
-    }
 
     #[test]
     fn unit_hashes_are_read_from_file_and_directory_names() {

@@ -313,6 +313,24 @@ pub fn stage_flags(
     }
 }
 
+/// Libraries every C program links: not a package's own C.
+const RUNTIME_LIBS: [&str; 9] = [
+    "c", "m", "dl", "pthread", "rt", "util", "gcc_s", "stdc++", "c++",
+];
+
+/// The libraries of a build script's `cargo:rustc-link-lib` lines that are linked dynamically
+/// (`dylib=x` or a bare `x`; not `static=`, not the C runtime's): C no build compiles.
+pub fn dynamic_libs(linked: &[impl AsRef<str>]) -> Vec<String> {
+    linked
+        .iter()
+        .map(|lib| lib.as_ref())
+        .filter(|lib| !lib.starts_with("static=") && !lib.starts_with("framework="))
+        .map(|lib| lib.strip_prefix("dylib=").unwrap_or(lib))
+        .map(|lib| lib.split(':').next().unwrap_or(lib).to_owned())
+        .filter(|lib| !RUNTIME_LIBS.contains(&lib.as_str()))
+        .collect()
+}
+
 /// The variables that point the `cc` crate's compilers (and archiver) for `target` at `cc`,
 /// `cxx` and `ar`: the most specific ones, which win over anything else the user set.
 pub fn compiler_env(
@@ -343,6 +361,19 @@ mod tests {
                 .find(|(k, _)| *k == key)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn only_dynamically_linked_libraries_beyond_the_c_runtime_are_named() {
+        let libs = [
+            "static=bz2",
+            "dylib=lzma",
+            "ssl",
+            "m",
+            "dylib=stdc++",
+            "dylib=z:renamed",
+        ];
+        assert_eq!(dynamic_libs(&libs), ["lzma", "ssl", "z"]);
     }
 
     #[test]
