@@ -978,8 +978,13 @@ mod tests {
         let marker = dir.path().join("pid");
         let outcome = target(dir.path())
             .run(
+                // The shell exits once its child runs `sleep` (a child still between fork and
+                // exec is named like the shell: on a busy machine the name raced).
                 &workload(
-                    &format!("sleep 60 & echo $! > {}", marker.display()),
+                    &format!(
+                        "sleep 60 & echo $! > {}; until [ \"$(cat /proc/$!/comm)\" = sleep ]; do :; done",
+                        marker.display()
+                    ),
                     Duration::from_secs(60),
                 ),
                 &printer,
