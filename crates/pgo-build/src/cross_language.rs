@@ -163,7 +163,7 @@ pub fn locate(
     env: &dyn Fn(&str) -> Option<String>,
     printer: &Printer,
 ) -> Result<Option<CSettings>> {
-    if !mode.profiled() && mode != CBuild::Clang {
+    if mode == CBuild::User {
         return Ok(None);
     }
     let fix = format!(

@@ -33,13 +33,6 @@ pub enum CBuild {
     PgoXlto,
 }
 
-impl CBuild {
-    /// Whether the C gets the profile.
-    pub fn profiled(self) -> bool {
-        matches!(self, CBuild::Pgo | CBuild::PgoXlto)
-    }
-}
-
 /// A size growth limit, `"5%"`: the fraction it allows, and the text it was written as.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Growth {

@@ -142,13 +142,10 @@ impl Session {
                 list(&other)
             ));
         }
-        let mode = crate::cross_language::CBuild::Pgo;
-        let located = crate::cross_language::locate(
-            mode,
+        let located = super::c_settings(
+            crate::cross_language::CBuild::Pgo,
             &self.settings.target,
-            &self.rustc.host,
-            self.rustc.llvm_major,
-            &|key| std::env::var(key).ok(),
+            &self.rustc,
             &printer,
         );
         match located {
