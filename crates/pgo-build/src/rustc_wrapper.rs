@@ -148,20 +148,16 @@ fn wrap() -> Result<u8> {
     // Outside the workspace root (registry crates), pgo-build's relative paths name nothing;
     // only a crate that links uses them, so only its command line changes (an rlib's stays
     // the same in every checkout, for a compile cache).
-    let root = std::env::var_os(WORKSPACE_ROOT_ENV).map(PathBuf::from);
-    let in_root = !links(rustc_args)
-        || root
-            .as_deref()
-            .is_none_or(|root| std::env::current_dir().is_ok_and(|cwd| cwd == root));
+    let outside_root = std::env::var_os(WORKSPACE_ROOT_ENV)
+        .map(PathBuf::from)
+        .filter(|root| links(rustc_args) && std::env::current_dir().is_ok_and(|cwd| cwd != *root));
     for arg in rustc_args {
-        match (&root, in_root) {
-            (Some(root), false) => {
-                match crate::layout::absolute_own_path(&arg.to_string_lossy(), root) {
-                    Some(absolute) => command.arg(absolute),
-                    None => command.arg(arg),
-                }
-            }
-            _ => command.arg(arg),
+        match outside_root
+            .as_deref()
+            .and_then(|root| crate::layout::absolute_own_path(&arg.to_string_lossy(), root))
+        {
+            Some(absolute) => command.arg(absolute),
+            None => command.arg(arg),
         };
     }
     command.env_remove(MODE_ENV);
