@@ -11,10 +11,12 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use toml::Spanned;
 
+mod services;
 mod values;
 
-use crate::measurement::Rounds;
+use crate::measurement::{Decider, Rounds};
 use crate::memory::MemoryBudget;
+pub use services::{Direction, MetricSpec, ReadyWhen, Service};
 pub use values::{CBuild, CROSS_LANGUAGE_THIN_LTO, Growth, parse_duration};
 use values::{
     default_grace_period, default_timeout, deserialize_cross_language, deserialize_duration,
@@ -36,6 +38,7 @@ pub struct Config {
     pub compare: CompareSection,
     pub explore: ExploreSection,
     pub workloads: Vec<Workload>,
+    pub services: Vec<Service>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -151,11 +154,23 @@ pub struct CompareSection {
     /// The equivalence margin (`"2%"`): within it a difference counts as none.
     #[serde(default, deserialize_with = "deserialize_margin")]
     pub margin: Option<f64>,
+    /// What verdicts rest on: `wall` (default), `cpu`, `instructions`, `faults`, or a metric
+    /// the workloads report (`p99_ms`, `latency.p99`).
+    #[serde(default)]
+    pub metric: Option<Spanned<String>>,
 }
 
 impl CompareSection {
     pub fn margin(&self) -> f64 {
         self.margin.unwrap_or(crate::measurement::DEFAULT_MARGIN)
+    }
+
+    /// `metric`, checked at load.
+    pub fn decider(&self) -> Decider {
+        self.metric
+            .as_ref()
+            .map(|m| m.get_ref().parse().expect("checked at load"))
+            .unwrap_or_default()
     }
 }
 
@@ -379,6 +394,15 @@ pub struct Workload {
     /// Which of the `shards` runs this is (set by [`Workload::parts`], never read from the file).
     #[serde(skip)]
     pub part: Option<Part>,
+    /// The `[[service]]`s started before each run and stopped after it, by name.
+    #[serde(default)]
+    pub services: Vec<String>,
+    /// Those services' declarations (filled in at load, never read from the workload).
+    #[serde(skip)]
+    pub service_specs: Vec<Service>,
+    /// What the workload reports (`[[workload.metric]]`).
+    #[serde(default, rename = "metric")]
+    pub metrics: Vec<MetricSpec>,
 }
 
 /// One run of a workload that declares `shards = K`.
@@ -451,6 +475,11 @@ impl Workload {
         if let Some(part) = self.part {
             print.push_str(&format!(" part {}/{}", part.index, part.count));
         }
+        // Workloads without services keep the fingerprint they had before services existed.
+        for service in &self.service_specs {
+            print.push(' ');
+            print.push_str(&service.fingerprint());
+        }
         print
     }
 }
@@ -470,6 +499,8 @@ struct ConfigFile {
     explore: ExploreSection,
     #[serde(default, rename = "workload")]
     workloads: Vec<Workload>,
+    #[serde(default, rename = "service")]
+    services: Vec<Service>,
 }
 
 impl Config {
@@ -540,8 +571,24 @@ impl Config {
             compare: file.compare,
             explore: file.explore,
             workloads: file.workloads,
+            services: file.services,
         };
+        let mut config = config;
         config.validate(text)?;
+        let services = config.services.clone();
+        for workload in &mut config.workloads {
+            workload.service_specs = workload
+                .services
+                .iter()
+                .map(|name| {
+                    services
+                        .iter()
+                        .find(|s| s.name() == name)
+                        .cloned()
+                        .expect("checked by validate")
+                })
+                .collect();
+        }
         Ok(config)
     }
 
@@ -616,6 +663,7 @@ impl Config {
                 );
             }
         }
+        self.validate_services(text)?;
         let mut runs = BTreeMap::new();
         for run in self.workloads.iter().flat_map(Workload::parts) {
             if let Some(other) = runs.insert(run.run_name(), run.name().to_owned()) {
@@ -629,6 +677,98 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// `[[service]]`s, the workloads' services and metrics, and `[compare] metric`.
+    fn validate_services(&self, text: &str) -> Result<()> {
+        let path = self.display_path();
+        let mut seen = BTreeMap::new();
+        for service in &self.services {
+            let line = line_of(text, service.name.span().start);
+            let name = service.name();
+            let checked = crate::names::check_service(name)
+                .and_then(|()| service.ready.as_ref().map_or(Ok(()), |r| r.condition().map(|_| ())))
+                .and_then(|()| service.stop.check());
+            if let Err(reason) = checked {
+                bail!("invalid configuration in {path}, line {line}: service {name:?}: {reason}");
+            }
+            if let Some(first) = seen.insert(name.to_owned(), line) {
+                bail!(
+                    "invalid configuration in {path}, line {line}: service {name:?} is already \
+                     defined at line {first}"
+                );
+            }
+        }
+        let mut reported = Vec::new();
+        for workload in &self.workloads {
+            let line = line_of(text, workload.name.span().start);
+            let name = workload.name();
+            for service in &workload.services {
+                if !seen.contains_key(service) {
+                    bail!(
+                        "invalid configuration in {path}, line {line}: workload {name:?} needs \
+                         service {service:?}, but no [[service]] has that name{}",
+                        if seen.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " (defined: {})",
+                                seen.keys().cloned().collect::<Vec<_>>().join(", ")
+                            )
+                        }
+                    );
+                }
+            }
+            let mut metric_names = BTreeMap::new();
+            for metric in &workload.metrics {
+                let metric_line = line_of(text, metric.name.span().start);
+                if let Err(reason) = metric.check() {
+                    bail!(
+                        "invalid configuration in {path}, line {metric_line}: metric {:?} of \
+                         workload {name:?}: {reason}",
+                        metric.name()
+                    );
+                }
+                if metric_names.insert(metric.name().to_owned(), ()).is_some() {
+                    bail!(
+                        "invalid configuration in {path}, line {metric_line}: workload {name:?} \
+                         declares metric {:?} twice",
+                        metric.name()
+                    );
+                }
+                reported.extend(crate::metrics::compared_names(metric));
+            }
+        }
+        if let Some(metric) = &self.compare.metric {
+            let line = line_of(text, metric.span().start);
+            let decider: Decider = metric.get_ref().parse().map_err(|reason: String| {
+                anyhow::anyhow!("invalid configuration in {path}, line {line}: [compare] metric {reason}")
+            })?;
+            if let Some(name) = decider.reported()
+                && !reported.iter().any(|r| r == name)
+            {
+                bail!(
+                    "invalid configuration in {path}, line {line}: [compare] metric = {name:?}, \
+                     but no workload reports it ({}). Declare it with [[workload.metric]] name = \
+                     {name:?}, direction = \"lower\" or \"higher\"",
+                    if reported.is_empty() {
+                        "no workload declares a metric".to_owned()
+                    } else {
+                        format!("reported: {}", reported.join(", "))
+                    }
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The metric names the workloads report, as `--metric` takes them.
+    pub fn reported_metrics(&self) -> Vec<String> {
+        self.workloads
+            .iter()
+            .flat_map(|w| &w.metrics)
+            .flat_map(crate::metrics::compared_names)
+            .collect()
     }
 
     /// The file name for messages, or where the file would be.

@@ -22,6 +22,7 @@ mod layout;
 mod linker;
 mod measurement;
 mod memory;
+mod metrics;
 mod names;
 mod pgo_diagnostics;
 mod pipeline;

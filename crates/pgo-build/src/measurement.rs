@@ -34,6 +34,70 @@ pub enum Metric {
     Faults,
 }
 
+/// The names `--metric` and `[compare] metric` take for what pgo-build measures itself; any
+/// other name is a metric the workloads report.
+pub const BUILT_IN_METRICS: [&str; 4] = ["wall", "cpu", "instructions", "faults"];
+
+/// What verdicts rest on: a figure pgo-build measures, or a metric the workloads report
+/// (`[[workload.metric]]`, e.g. `p99_ms`, or `latency.p99` of a distribution).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decider {
+    Measured(Metric),
+    Reported(String),
+}
+
+impl Default for Decider {
+    fn default() -> Decider {
+        Decider::Measured(Metric::Wall)
+    }
+}
+
+impl Decider {
+    /// What the rounds measure: a reported metric comes with wall and CPU times.
+    pub fn measured(&self) -> Metric {
+        match self {
+            Decider::Measured(metric) => *metric,
+            Decider::Reported(_) => Metric::Wall,
+        }
+    }
+
+    pub fn reported(&self) -> Option<&str> {
+        match self {
+            Decider::Measured(_) => None,
+            Decider::Reported(name) => Some(name),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Decider::Measured(metric) => {
+                BUILT_IN_METRICS[*metric as usize].to_owned()
+            }
+            Decider::Reported(name) => name.clone(),
+        }
+    }
+}
+
+impl std::str::FromStr for Decider {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Decider, String> {
+        let measured = [Metric::Wall, Metric::Cpu, Metric::Instructions, Metric::Faults];
+        if let Some(i) = BUILT_IN_METRICS.iter().position(|name| *name == text) {
+            return Ok(Decider::Measured(measured[i]));
+        }
+        // `latency.p99`: a percentile of a distribution metric.
+        let base = match text.rsplit_once(".p") {
+            Some((base, p)) if p.parse::<u8>().is_ok() => base,
+            _ => text,
+        };
+        crate::names::check_metric(base).map_err(|reason| {
+            format!("`{text}`: neither wall, cpu, instructions nor faults, nor a metric name: {reason}")
+        })?;
+        Ok(Decider::Reported(text.to_owned()))
+    }
+}
+
 /// `--rounds N` or `--rounds auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rounds {

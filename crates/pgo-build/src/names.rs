@@ -14,6 +14,28 @@ pub fn check_workload(name: &str) -> Result<(), String> {
     )
 }
 
+/// A service's name: it names its log (`<workload log>.<service>.log`).
+pub fn check_service(name: &str) -> Result<(), String> {
+    check_chars(
+        name,
+        "-_",
+        "service name",
+        "letters, digits, '-' and '_'",
+    )
+}
+
+/// A workload metric's name: `--metric NAME` takes it beside the built-in ones, and a
+/// distribution's percentiles are `<name>.p<P>`.
+pub fn check_metric(name: &str) -> Result<(), String> {
+    check_chars(name, "-_", "metric name", "letters, digits, '-' and '_'")?;
+    if crate::measurement::BUILT_IN_METRICS.contains(&name) {
+        return Err(format!(
+            "metric name {name:?} is one pgo-build measures itself (--metric {name}): rename it"
+        ));
+    }
+    Ok(())
+}
+
 /// An explore variant's name: `explore/<name>/bin/`, beside explore's own `builds/` and
 /// `measurements.json`.
 pub fn check_variant(name: &str) -> Result<(), String> {

@@ -18,12 +18,19 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::command::Cmd;
-use crate::config::{Part, Workload, WorkloadCommand};
+use crate::config::{MetricSpec, Part, Service, Workload, WorkloadCommand};
 use crate::interrupt;
 use crate::layout::Stage;
 use crate::printer::Printer;
 use crate::report::StoppedProcess;
 use crate::workspace::bin_env_var;
+
+mod process;
+mod service;
+
+use process::{Members, reap, stop};
+pub use process::describe_stopped;
+pub use service::ServiceOutcome;
 
 /// Left in the environment by an instrumented parent: children that inherit it skip creating
 /// the profile directory and then fail to write their profile.
@@ -89,6 +96,10 @@ pub struct Outcome {
     pub log_path: PathBuf,
     /// Processes pgo-build had to stop: on timeout, or left running after the command ended.
     pub stopped: Vec<StoppedProcess>,
+    /// How each of the workload's services ended (their CPU time is in `cpu`).
+    pub services: Vec<ServiceOutcome>,
+    /// The lines the workload wrote to `$PGO_BUILD_METRICS`.
+    pub metric_lines: Vec<String>,
 }
 
 /// A workload as it runs against one stage: its configuration, with the command resolved
@@ -105,6 +116,8 @@ pub struct Job {
     cwd: Option<PathBuf>,
     timeout: Duration,
     grace_period: Duration,
+    services: Vec<Service>,
+    pub metrics: Vec<MetricSpec>,
 }
 
 impl Job {
@@ -119,6 +132,8 @@ impl Job {
             cwd: workload.cwd.clone(),
             timeout: workload.timeout,
             grace_period: workload.grace_period,
+            services: workload.service_specs.clone(),
+            metrics: workload.metrics.clone(),
         }
     }
 
@@ -128,8 +143,13 @@ impl Job {
 }
 
 impl Target<'_> {
-    fn variables(&self, workload: &Job) -> Vec<(String, String)> {
+    fn variables(&self, workload: &Job, run_dir: &Path) -> Vec<(String, String)> {
         let mut vars = vec![
+            (RUN_DIR_ENV.to_owned(), run_dir.display().to_string()),
+            (
+                METRICS_ENV.to_owned(),
+                run_dir.join(METRICS_FILE).display().to_string(),
+            ),
             (
                 "PGO_BUILD_BIN_DIR".to_owned(),
                 self.bin_dir.display().to_string(),
@@ -150,37 +170,56 @@ impl Target<'_> {
         vars
     }
 
-    fn command(&self, workload: &Job) -> Result<Cmd> {
-        let vars = self.variables(workload);
-        let words: Vec<std::ffi::OsString> = match &workload.command {
+    /// The workload's command (under the wrapper, if any).
+    fn command(&self, workload: &Job, vars: &[(String, String)]) -> Result<Cmd> {
+        self.prepared(
+            &self.wrapper,
+            &workload.command,
+            workload.cwd.as_deref(),
+            &workload.env,
+            vars,
+            &format!("workload `{}`", workload.name()),
+        )
+    }
+
+    /// `command` as a process of this run: the run's variables, the stage's, then `env`, in
+    /// `cwd` (relative to the workspace root). `what` names it in errors.
+    fn prepared(
+        &self,
+        wrapper: &[std::ffi::OsString],
+        command: &WorkloadCommand,
+        cwd: Option<&Path>,
+        env: &BTreeMap<String, String>,
+        vars: &[(String, String)],
+        what: &str,
+    ) -> Result<Cmd> {
+        let words: Vec<std::ffi::OsString> = match command {
             WorkloadCommand::Shell(line) => shell_words(line),
-            WorkloadCommand::Argv(words) => words.iter().map(|w| expand(w, &vars).into()).collect(),
+            WorkloadCommand::Argv(words) => words.iter().map(|w| expand(w, vars).into()).collect(),
         };
-        let mut words = self.wrapper.iter().chain(&words);
+        let mut words = wrapper.iter().chain(&words);
         let mut cmd = Cmd::new(words.next().expect("commands are never empty")).args(words);
-        let cwd = match &workload.cwd {
+        let cwd = match cwd {
             Some(dir) => self.workspace_root.join(dir),
             None => self.workspace_root.to_owned(),
         };
         if !cwd.is_dir() {
-            bail!(
-                "workload `{}`: its cwd {} does not exist",
-                workload.name(),
-                cwd.display()
-            );
+            bail!("{what}: its cwd {} does not exist", cwd.display());
         }
         cmd = cmd.cwd(cwd).env_remove(PROFILE_RT_INIT_ONCE);
         for (key, value) in vars.iter().chain(&self.extra_env) {
             cmd = cmd.env(key, value);
         }
-        for (key, value) in &workload.env {
+        for (key, value) in env {
             cmd = cmd.env(key, value);
         }
         Ok(cmd)
     }
 
     pub fn run(&self, workload: &Job, printer: &Printer) -> Result<Outcome> {
-        let cmd = self.command(workload)?;
+        let run_dir = RunDir::create()?;
+        let vars = self.variables(workload, &run_dir.0);
+        let cmd = self.command(workload, &vars)?;
         if let Some(dir) = self.log_path.parent() {
             crate::files::create_dir_all(dir)?;
         }
@@ -224,9 +263,17 @@ impl Target<'_> {
                 serde_json::to_string_pretty(&running)?.as_bytes(),
             )?;
         }
+        let window = interrupt::WorkloadWindow::open();
+        let services = service::Services::start(self, workload, &vars, &token, &window, printer);
+        let mut services = match services {
+            Ok(services) => services,
+            Err(err) => {
+                forget_running(record.as_deref());
+                return Err(err);
+            }
+        };
         let mut command = cmd.to_command();
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let window = interrupt::WorkloadWindow::open();
         printer.detail(format!("$ {}", cmd.display()));
         let started = Instant::now();
         let child = command
@@ -289,16 +336,56 @@ impl Target<'_> {
         let leftovers = stop(&members, workload.grace_period);
         stopped.extend(leftovers);
         forget_running(record.as_deref());
+        let services = services.stop_all(self, &vars);
         drop(window);
+        let metric_lines = std::fs::read_to_string(run_dir.0.join(METRICS_FILE))
+            .map(|text| text.lines().map(str::to_owned).collect())
+            .unwrap_or_default();
         Ok(Outcome {
             duration,
             status,
             success,
-            cpu: usage.cpu,
-            faults: usage.faults,
+            cpu: usage.cpu + services.iter().map(|s| s.cpu).sum::<Duration>(),
+            faults: usage.faults + services.iter().map(|s| s.faults).sum::<u64>(),
             log_path: self.log_path.clone(),
             stopped,
+            services,
+            metric_lines,
         })
+    }
+}
+
+/// Every process of a run gets this run's scratch directory (sockets, state, configuration),
+/// removed after the run.
+pub const RUN_DIR_ENV: &str = "PGO_BUILD_RUN_DIR";
+
+/// Where a workload may write its metrics, one JSON object per line.
+pub const METRICS_ENV: &str = "PGO_BUILD_METRICS";
+const METRICS_FILE: &str = "metrics.jsonl";
+
+/// A run's `$PGO_BUILD_RUN_DIR`: under the system's temporary directory, because a Unix
+/// socket's path must stay under 108 bytes, which a target directory often is not.
+struct RunDir(PathBuf);
+
+impl RunDir {
+    fn create() -> Result<RunDir> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "pgo-build-run-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        if dir.exists() {
+            crate::files::remove_dir_all(&dir)?;
+        }
+        crate::files::create_dir_all(&dir)?;
+        Ok(RunDir(dir))
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -487,132 +574,6 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
             )
         }
     )))
-}
-
-/// What `wait4` accounts to a process and its waited-for descendants.
-#[derive(Debug, Clone, Copy, Default)]
-struct Usage {
-    cpu: Duration,
-    /// Minor and major page faults.
-    faults: u64,
-}
-
-/// Waits for `pid` with `wait4`, which also returns the CPU time and page faults of it and its
-/// waited-for descendants. `None` while it is still running (only when not blocking).
-fn reap(pid: libc::pid_t, block: bool) -> Result<Option<(std::process::ExitStatus, Usage)>> {
-    use std::os::unix::process::ExitStatusExt;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value; wait4 only writes to the two out-pointers.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let flags = if block { 0 } else { libc::WNOHANG };
-    loop {
-        // SAFETY: `status` and `usage` are valid for writes for the duration of the call.
-        let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
-        if reaped == pid {
-            let usage = Usage {
-                cpu: timeval(usage.ru_utime) + timeval(usage.ru_stime),
-                faults: (usage.ru_minflt + usage.ru_majflt) as u64,
-            };
-            return Ok(Some((std::process::ExitStatus::from_raw(status), usage)));
-        }
-        if reaped == 0 {
-            return Ok(None);
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err).context("waiting for a workload failed");
-        }
-    }
-}
-
-fn timeval(tv: libc::timeval) -> Duration {
-    Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64)
-}
-
-fn send(pid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill(2) has no memory effects; a negative pid signals that process group.
-    unsafe { libc::kill(pid, signal) };
-}
-
-/// The processes of one workload: its process group, and every process that carries its
-/// token, which finds those that left the group (`setsid`, double fork).
-struct Members<'a> {
-    /// 0: no group (its id may belong to someone else by now).
-    group: libc::pid_t,
-    token: &'a str,
-}
-
-impl Members<'_> {
-    /// Live members (zombies excluded), by pid and name.
-    fn live(&self) -> Vec<(i32, String)> {
-        let needle = format!("{TOKEN_ENV}={}", self.token);
-        let mut members: Vec<(i32, String)> = crate::memory::processes()
-            .into_iter()
-            .filter(|p| p.state != 'Z')
-            .filter(|p| {
-                (self.group != 0 && p.pgrp == self.group)
-                    || crate::memory::has_env_entry(p.pid, &needle)
-            })
-            .map(|p| (p.pid, p.name))
-            .collect();
-        members.sort();
-        members
-    }
-
-    fn signal(&self, pids: &[i32], signal: libc::c_int) {
-        if self.group != 0 {
-            send(-self.group, signal);
-        }
-        for pid in pids {
-            send(*pid, signal);
-        }
-    }
-}
-
-/// Whether `pid` is a process that has not exited (a zombie has).
-fn running(pid: i32) -> bool {
-    crate::memory::process(pid).is_some_and(|p| p.state != 'Z')
-}
-
-/// Stops every live member: SIGTERM, then SIGKILL for those still alive after `grace`. A
-/// process that has exited but not been reaped (a zombie) counts as stopped. Returns what was
-/// stopped and how.
-fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
-    let found = members.live();
-    if found.is_empty() {
-        return Vec::new();
-    }
-    let pids: Vec<i32> = found.iter().map(|(pid, _)| *pid).collect();
-    members.signal(&pids, libc::SIGTERM);
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && pids.iter().any(|pid| running(*pid)) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let still_alive: Vec<i32> = pids.iter().copied().filter(|pid| running(*pid)).collect();
-    if !still_alive.is_empty() {
-        members.signal(&still_alive, libc::SIGKILL);
-    }
-    found
-        .into_iter()
-        .map(|(pid, name)| StoppedProcess {
-            pid,
-            signal: if still_alive.contains(&pid) {
-                "SIGKILL"
-            } else {
-                "SIGTERM"
-            }
-            .to_owned(),
-            name,
-        })
-        .collect()
-}
-
-pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {
-    stopped
-        .iter()
-        .map(|p| format!("{} (pid {}, {})", p.name, p.pid, p.signal))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// How a shell-string command runs: bash with errexit and pipefail where bash exists, else
