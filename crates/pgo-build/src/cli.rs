@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::bundle::{Shard, Weights};
-use crate::measurement::{Metric, Rounds};
+use crate::measurement::{Decider, Rounds};
 use crate::step::Step;
 use clap::{Args, Parser, Subcommand};
 
@@ -166,9 +166,10 @@ pub struct ExploreArgs {
     /// and a repeat)
     #[arg(long, value_name = "N")]
     pub rounds: Option<usize>,
-    /// What speed is: wall-clock time, CPU time of the process tree, or instructions
-    #[arg(long, value_enum, default_value_t = Metric::Wall)]
-    pub metric: Metric,
+    /// What speed is (default: [compare] metric, else wall): wall-clock time, CPU time of the
+    /// process tree, instructions, or a metric the holdout workloads report
+    #[arg(long, value_name = "wall|cpu|instructions|NAME")]
+    pub metric: Option<Decider>,
     /// Stop building and measuring once this much time has passed (e.g. 90m, 2h): what was
     /// built is kept, and the next run continues from there
     #[arg(long, value_name = "DURATION")]
@@ -291,12 +292,14 @@ pub struct CompareArgs {
     /// --metric instructions, which is slow to count, holdout only)
     #[arg(long, value_enum, value_name = "ROLE")]
     pub role: Option<CompareRole>,
-    /// What decides the verdict: wall-clock time, the process tree's user+system CPU time,
-    /// instructions (perf stat where it can count them, else valgrind's callgrind: noise-free
-    /// but ~50x slower; wall and CPU times are then inflated by the counting tool), or the
-    /// process tree's minor+major page faults (what start-up order changes; always recorded)
-    #[arg(long, value_enum, default_value_t = Metric::Wall)]
-    pub metric: Metric,
+    /// What decides the verdict (default: [compare] metric, else wall): wall-clock time, the
+    /// process tree's user+system CPU time (services included), instructions (perf stat where
+    /// it can count them, else valgrind's callgrind: noise-free but ~50x slower; wall and CPU
+    /// times are then inflated by the counting tool), the process tree's minor+major page
+    /// faults (what start-up order changes; always recorded), or a metric the workloads report
+    /// ([[workload.metric]]: `p99_ms`, `latency.p99`)
+    #[arg(long, value_name = "wall|cpu|instructions|faults|NAME")]
+    pub metric: Option<Decider>,
     /// Seed of the bootstrap resampling
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

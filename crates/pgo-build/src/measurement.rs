@@ -67,15 +67,6 @@ impl Decider {
             Decider::Reported(name) => Some(name),
         }
     }
-
-    pub fn name(&self) -> String {
-        match self {
-            Decider::Measured(metric) => {
-                BUILT_IN_METRICS[*metric as usize].to_owned()
-            }
-            Decider::Reported(name) => name.clone(),
-        }
-    }
 }
 
 impl std::str::FromStr for Decider {

@@ -100,13 +100,71 @@ pub fn starts_by_executable(workload_dirs: &[(String, PathBuf)]) -> BTreeMap<Pat
         for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().is_some_and(|ext| ext == "start")
-                && let Ok(executable) = std::fs::read_to_string(&path)
+                && let Ok(text) = std::fs::read_to_string(&path)
             {
+                let executable = text.lines().next().unwrap_or_default();
                 *starts.entry(PathBuf::from(executable)).or_default() += 1;
             }
         }
     }
     starts
+}
+
+/// A process that wrote no profile although the process of the same program that started
+/// it did: a launcher (a daemon's front that forks the server and exits) wrote, the process
+/// that did the work did not.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SilentChild {
+    pub executable: PathBuf,
+    pub workload: String,
+    pub launcher_pid: u32,
+    pub pid: u32,
+}
+
+/// Every [`SilentChild`] in the workload directories: starts recorded with their parent, and
+/// the pids whose raw profile (`*_<pid>.profraw`, `*_<pid>%c…`) is not empty.
+pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> {
+    let mut found = Vec::new();
+    for (workload, dir) in workload_dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut starts: BTreeMap<u32, (String, Option<u32>)> = BTreeMap::new();
+        let mut wrote = std::collections::BTreeSet::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_suffix(".start").and_then(|p| p.parse().ok()) {
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    let mut lines = text.lines();
+                    let executable = lines.next().unwrap_or_default().to_owned();
+                    let parent = lines.next().and_then(|p| p.trim().parse().ok());
+                    starts.insert(pid, (executable, parent));
+                }
+            } else if let Some(stem) = name.strip_suffix(".profraw")
+                && entry.metadata().is_ok_and(|m| m.len() > 0)
+                && let Some((_, pid)) = stem.rsplit_once('_')
+                && let Ok(pid) = pid.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u32>()
+            {
+                wrote.insert(pid);
+            }
+        }
+        for (pid, (executable, parent)) in &starts {
+            let Some(parent) = parent else { continue };
+            if wrote.contains(pid) || !wrote.contains(parent) {
+                continue;
+            }
+            if starts.get(parent).is_some_and(|(launcher, _)| launcher == executable) {
+                found.push(SilentChild {
+                    executable: PathBuf::from(executable),
+                    workload: workload.clone(),
+                    launcher_pid: *parent,
+                    pid: *pid,
+                });
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -125,6 +183,37 @@ mod tests {
         let starts = starts_by_executable(&crate::profiles::workload_dirs(dir.path()));
         assert_eq!(starts[Path::new("/bin/a")], 2);
         assert_eq!(starts[Path::new("/bin/b")], 1);
+    }
+
+    #[test]
+    fn a_child_that_wrote_nothing_while_its_launcher_of_the_same_program_did_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().join("w");
+        std::fs::create_dir_all(&w).unwrap();
+        // 10 launched 11 (same program) and wrote; 11 did not. 12 (another program, child of
+        // 10) did not write either, and 13 (child of 11, which wrote nothing) is not a case.
+        std::fs::write(w.join("10.start"), "/bin/daemon\n1").unwrap();
+        std::fs::write(w.join("11.start"), "/bin/daemon\n10").unwrap();
+        std::fs::write(w.join("12.start"), "/bin/worker\n10").unwrap();
+        std::fs::write(w.join("13.start"), "/bin/daemon\n11").unwrap();
+        std::fs::write(w.join("abc_10.profraw"), "data").unwrap();
+        // An old marker without a parent line counts as before and finds nothing.
+        std::fs::write(w.join("14.start"), "/bin/daemon").unwrap();
+        let found = silent_children(&crate::profiles::workload_dirs(dir.path()));
+        assert_eq!(
+            found,
+            vec![SilentChild {
+                executable: PathBuf::from("/bin/daemon"),
+                workload: "w".to_owned(),
+                launcher_pid: 10,
+                pid: 11
+            }]
+        );
+        assert_eq!(
+            starts_by_executable(&crate::profiles::workload_dirs(dir.path()))
+                [Path::new("/bin/daemon")],
+            4
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@ use anyhow::{Context, Result};
 use super::Session;
 use super::accounting::Trained;
 use super::accounting::{ENDED_WITHOUT_WRITING, cargo_only_message, no_profile_message};
+use super::workloads::SERVICE_FIX;
+use crate::start_marker;
 use super::workloads::instrumented_profile_env;
 use crate::bundle::Shard;
 use crate::cargo_build::StageManifest;
@@ -124,6 +126,18 @@ impl Session {
                     figures.died, figures.processes
                 ))?;
             }
+        }
+        for silent in start_marker::silent_children(&usable) {
+            let binary = silent
+                .executable
+                .file_name()
+                .map_or_else(|| silent.executable.display().to_string(), |n| n.to_string_lossy().into_owned());
+            self.caution(format!(
+                "`{binary}` (workload `{}`): process {} wrote no profile while the `{binary}` \
+                 that started it (pid {}, its launcher) did, so the profile has the launcher's \
+                 work and not the process that did the work. {SERVICE_FIX}",
+                silent.workload, silent.pid, silent.launcher_pid
+            ))?;
         }
         let shard = args.shard.unwrap_or(Shard::WHOLE);
         let runs = scope

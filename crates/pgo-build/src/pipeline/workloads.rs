@@ -20,6 +20,12 @@ use crate::targets::{self, Execution};
 use crate::training;
 use crate::training::Job;
 
+/// How a service writes its profile when stopped.
+pub(super) const SERVICE_FIX: &str = "A service writes its profile when it exits normally, or \
+    on SIGTERM/SIGINT when it calls pgo_build_rt::install(); in continuous mode \
+    ([pgo] continuous = true) any signal keeps what it ran. Stop it with a signal it handles or \
+    a `stop.command` that shuts it down, and give it a long enough stop.grace_period";
+
 impl Session {
     /// Runs training workloads against a stage's binaries, one after the other. `prepare`
     /// readies a workload's profile directory and returns the variables that point the
@@ -107,6 +113,16 @@ impl Session {
                 log: outcome.log_path.clone(),
                 stopped: outcome.stopped.clone(),
             });
+            for service in &outcome.services {
+                if let Some(problem) = service.problem() {
+                    self.caution(format!(
+                        "workload `{}` against the {} binaries: {problem}. What it ran is \
+                         missing from its profile. {SERVICE_FIX}",
+                        workload.run_name(),
+                        stage.name()
+                    ))?;
+                }
+            }
             if !outcome.stopped.is_empty() {
                 self.caution(format!(
                     "pgo-build had to stop processes of workload `{}`: {}. A process stopped by a \

@@ -22,9 +22,10 @@ pub mod tables;
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
     CompareResult, CrateFigures, Estimate, ExploreRecommendation, ExploreResult, ExploreSpeed,
-    ExploreStageCost, ExploreVariantRecord, LinkSummary, OrderRecord, RejectedProfile, RunSample,
+    ExploreStageCost, ExploreVariantRecord, LinkSummary, MetricComparison, OrderRecord,
+    RejectedProfile, RunSample,
     RustcSummary, StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison,
-    WorkloadRecord, metric_label, verdict_text,
+    WorkloadRecord, decider_label, metric_label, verdict_text,
 };
 pub use tables::human_bytes;
 

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::StartupOrder;
-use crate::measurement::Metric;
+use crate::config::{Direction, StartupOrder};
+use crate::measurement::{Decider, Metric};
 use crate::stats::PairedSummary;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -123,8 +123,23 @@ pub struct CompareResult {
     pub reference: String,
     pub candidates: Vec<String>,
     pub workloads: Vec<WorkloadComparison>,
-    /// Role → candidate → geometric mean of the per-workload median ratios (of `metric`).
+    /// Role → candidate → geometric mean of the per-workload median ratios (of what decides:
+    /// `metric`, or `decided_by` where a workload reports it).
     pub geometric_mean: BTreeMap<String, BTreeMap<String, f64>>,
+    /// The workload metric verdicts rest on (`--metric NAME`, `[compare] metric`), if any;
+    /// workloads that do not report it are judged by `metric`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+impl CompareResult {
+    /// What verdicts rest on.
+    pub fn decider(&self) -> Decider {
+        match &self.decided_by {
+            Some(name) => Decider::Reported(name.clone()),
+            None => Decider::Measured(self.metric),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -164,9 +179,20 @@ pub struct RunSample {
     /// Minor and major page faults of the whole process tree (`wait4`).
     #[serde(default)]
     pub faults: Option<u64>,
+    /// What the workload reported (`[[workload.metric]]`), by compared name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, f64>,
 }
 
 impl RunSample {
+    /// The run's figure of what decides, when it was measured or reported.
+    pub fn judged_value(&self, decider: &Decider) -> Option<f64> {
+        match decider {
+            Decider::Measured(metric) => self.value(*metric),
+            Decider::Reported(name) => self.metrics.get(name).copied(),
+        }
+    }
+
     /// The run's figure for `metric`, when it was measured.
     pub fn value(&self, metric: Metric) -> Option<f64> {
         match metric {
@@ -179,11 +205,22 @@ impl RunSample {
 }
 
 /// A summary's verdict in the words of its metric: fewer page faults are not "faster".
-pub fn verdict_text(summary: &crate::stats::PairedSummary, metric: Metric) -> String {
-    match (metric, summary.verdict) {
-        (Metric::Faults, crate::stats::Verdict::Faster) => "fewer faults".to_owned(),
-        (Metric::Faults, crate::stats::Verdict::Slower) => "more faults".to_owned(),
+pub fn verdict_text(summary: &crate::stats::PairedSummary, decider: &Decider) -> String {
+    use crate::stats::Verdict;
+    match (decider, summary.verdict) {
+        (Decider::Measured(Metric::Faults), Verdict::Faster) => "fewer faults".to_owned(),
+        (Decider::Measured(Metric::Faults), Verdict::Slower) => "more faults".to_owned(),
+        (Decider::Reported(_), Verdict::Faster) => "better".to_owned(),
+        (Decider::Reported(_), Verdict::Slower) => "worse".to_owned(),
         _ => summary.verdict_text(),
+    }
+}
+
+/// How what decides is named: the metric label, or the workload metric's own name.
+pub fn decider_label(decider: &Decider) -> String {
+    match decider {
+        Decider::Measured(metric) => metric_label(*metric).to_owned(),
+        Decider::Reported(name) => name.clone(),
     }
 }
 
@@ -208,6 +245,26 @@ pub struct CandidateSummary {
     pub faults: Option<PairedSummary>,
     pub reference_median_wall_secs: f64,
     pub candidate_median_wall_secs: f64,
+    /// The workload's own metrics, by compared name (`p99_ms`, `latency.p99`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, MetricComparison>,
+}
+
+/// One workload metric of a candidate against the reference, paired per round.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricComparison {
+    pub unit: String,
+    pub direction: Direction,
+    pub reference_median: f64,
+    pub candidate_median: f64,
+    /// Of the per-round cost ratios: candidate/reference for a `lower` metric,
+    /// reference/candidate for a `higher` one, so that below 1 is better either way and
+    /// "faster" reads "better".
+    pub summary: PairedSummary,
+    /// A high percentile (p90 and above) worse while the distribution's median is better or
+    /// the same: a tail regression a median hides.
+    #[serde(default)]
+    pub tail_regression: bool,
 }
 
 impl WorkloadComparison {
@@ -223,6 +280,15 @@ impl WorkloadComparison {
 }
 
 impl CandidateSummary {
+    /// The summary verdicts rest on: the workload metric `decider` names when this workload
+    /// reports it, else what the rounds measured.
+    pub fn judged(&self, decider: &Decider) -> &PairedSummary {
+        match decider.reported().and_then(|name| self.metrics.get(name)) {
+            Some(metric) => &metric.summary,
+            None => self.by(decider.measured()),
+        }
+    }
+
     pub fn by(&self, metric: Metric) -> &PairedSummary {
         match (metric, &self.instructions, &self.faults) {
             (Metric::Instructions, Some(instructions), _) => instructions,
@@ -237,6 +303,9 @@ impl CandidateSummary {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExploreResult {
     pub metric: Metric,
+    /// The workload metric the verdicts rest on, if any (as `CompareResult::decided_by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
     /// Counted rounds per holdout workload.
     pub rounds: usize,
     /// The holdout workloads speed was measured on.

@@ -4,11 +4,11 @@
 
 use std::fmt::Write;
 
-use crate::measurement::Metric;
+use crate::measurement::Decider;
 use crate::report::tables::percent;
 use crate::report::{
-    BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, human_bytes,
-    metric_label, verdict_text,
+    BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, decider_label,
+    human_bytes, verdict_text,
 };
 use crate::stats::Verdict;
 
@@ -69,12 +69,13 @@ pub fn markdown(report: &Report) -> String {
         }
         let _ = writeln!(
             out,
-            "| Workload | Role | Variant | Median of per-round {:?} ratios (CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|",
-            compare.metric
+            "| Workload | Role | Variant | Median of per-round {} ratios (CI) | Wins | Verdict |\n|---|---|---|---:|---:|---|",
+            decider_label(&compare.decider())
         );
+        let decider = compare.decider();
         for workload in &compare.workloads {
             for (candidate, summary) in workload.in_order(&compare.candidates) {
-                let s = summary.by(compare.metric);
+                let s = summary.judged(&decider);
                 let _ = writeln!(
                     out,
                     "| {} | {} | {candidate} vs {} | {} ({} … {}) | {}/{} | {} |",
@@ -86,11 +87,12 @@ pub fn markdown(report: &Report) -> String {
                     percent(s.ci_high),
                     s.wins,
                     s.pairs,
-                    verdict_text(s, compare.metric)
+                    verdict_text(s, &decider)
                 );
             }
         }
         out += "\n";
+        metrics_markdown(compare, &mut out);
     }
     if let Some(explore) = &report.explore {
         explore_markdown(explore, &mut out);
@@ -406,15 +408,57 @@ fn bolt_section(report: &Report, out: &mut String) {
     out.push_str("</table>");
 }
 
+/// The workloads' own metrics, one row per candidate and metric.
+fn metrics_markdown(compare: &CompareResult, out: &mut String) {
+    let rows: Vec<_> = compare
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            w.in_order(&compare.candidates)
+                .flat_map(move |(c, s)| s.metrics.iter().map(move |(n, m)| (w, c, n, m)))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "| Workload | Metric | Variant | Median of each side | Cost ratio (CI) | Verdict |\n|---|---|---|---:|---:|---|\n",
+    );
+    let decider = Decider::Reported(String::new());
+    for (workload, candidate, name, metric) in rows {
+        let s = &metric.summary;
+        let _ = writeln!(
+            out,
+            "| {} | {name} ({}) | {candidate} vs {} | {} → {} {} | {:.3} ({:.3} … {:.3}) | {}{} |",
+            workload.workload,
+            match metric.direction {
+                crate::config::Direction::Lower => "lower is better",
+                crate::config::Direction::Higher => "higher is better",
+            },
+            compare.reference,
+            metric.reference_median,
+            metric.candidate_median,
+            metric.unit,
+            s.median_ratio,
+            s.ci_low,
+            s.ci_high,
+            verdict_text(s, &decider),
+            if metric.tail_regression { " (tail regression)" } else { "" }
+        );
+    }
+    out.push('\n');
+}
+
 fn compare_section(compare: &CompareResult, out: &mut String) {
     let _ = write!(
         out,
         "<h2>A/B comparison</h2><p>{} rounds after a warm-up, order alternating; each dot is one \
          round's {} ratio against {}; the band is the 95% interval of the median (bar).</p>",
         compare.rounds,
-        metric_label(compare.metric),
+        escape(&decider_label(&compare.decider())),
         escape(&compare.reference)
     );
+    let decider = compare.decider();
     if let Some(note) = &compare.emulated {
         let _ = write!(
             out,
@@ -424,7 +468,7 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
     }
     for workload in &compare.workloads {
         for (candidate, summary) in workload.in_order(&compare.candidates) {
-            let s = summary.by(compare.metric);
+            let s = summary.judged(&decider);
             let class = match s.verdict {
                 Verdict::Faster => "faster",
                 Verdict::Slower => "slower",
@@ -442,11 +486,11 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
                 percent(s.ci_high),
                 s.wins,
                 s.pairs,
-                verdict_text(s, compare.metric)
+                verdict_text(s, &decider)
             );
             out.push_str(&ratio_plot(
                 workload,
-                compare.metric,
+                &decider,
                 candidate,
                 &compare.reference,
                 s.median_ratio,
@@ -460,13 +504,17 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
 /// Per-round ratios on an axis around 1.0.
 fn ratio_plot(
     workload: &WorkloadComparison,
-    metric: Metric,
+    decider: &Decider,
     candidate: &str,
     reference: &str,
     median: f64,
     low: f64,
     high: f64,
 ) -> String {
+    let higher = decider
+        .reported()
+        .and_then(|name| workload.candidates.get(candidate)?.metrics.get(name))
+        .is_some_and(|m| m.direction == crate::config::Direction::Higher);
     let ratios: Vec<f64> = workload
         .runs
         .iter()
@@ -476,8 +524,10 @@ fn ratio_plot(
                 .runs
                 .iter()
                 .find(|r| r.round == c.round && r.variant == reference)?;
-            Some(c.value(metric)? / r.value(metric)?)
+            Some(c.judged_value(decider)? / r.judged_value(decider)?)
         })
+        // A higher-is-better metric is summarised as reference/candidate (below 1: better).
+        .map(|ratio| if higher { 1.0 / ratio } else { ratio })
         .collect();
     let lo = ratios.iter().copied().fold(0.8f64, f64::min).min(low) - 0.02;
     let hi = ratios.iter().copied().fold(1.2f64, f64::max).max(high) + 0.02;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 
 use super::{BoltRecord, CompareResult, Report};
+use crate::measurement::Decider;
 use crate::step::Step;
 
 impl Report {
@@ -146,6 +147,88 @@ pub fn percent(ratio: f64) -> String {
 
 /// criterion's per-benchmark estimates of held-out cargo benches: median time per iteration
 /// and its interval per variant. `None` when no workload had any.
+/// The workloads' own metrics: each candidate against the reference, in the metric's unit
+/// and direction (a cost ratio below 1 is better), with tail regressions marked.
+pub fn metrics_table(result: &CompareResult) -> Option<String> {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "Workload",
+        "Metric",
+        "Variant",
+        "Median of each side",
+        "Change",
+        "Cost ratio (CI)",
+        "Wins",
+        "Verdict",
+    ]);
+    let right = |text: String| Cell::new(text).set_alignment(CellAlignment::Right);
+    let decider = Decider::Reported(String::new());
+    let mut rows = 0;
+    for comparison in &result.workloads {
+        for (candidate, summary) in comparison.in_order(&result.candidates) {
+            for (name, metric) in &summary.metrics {
+                rows += 1;
+                let direction = match metric.direction {
+                    crate::config::Direction::Lower => "lower is better",
+                    crate::config::Direction::Higher => "higher is better",
+                };
+                let s = &metric.summary;
+                let mut verdict = super::verdict_text(s, &decider);
+                if metric.tail_regression {
+                    verdict.push_str(" (tail regression)");
+                }
+                if result.decided_by.as_deref() == Some(name.as_str()) {
+                    verdict.push_str(" *");
+                }
+                table.add_row([
+                    Cell::new(&comparison.workload),
+                    Cell::new(format!("{name} ({direction})")),
+                    Cell::new(format!("{candidate} vs {}", result.reference)),
+                    right(format!(
+                        "{} → {} {}",
+                        figure(metric.reference_median),
+                        figure(metric.candidate_median),
+                        metric.unit
+                    )),
+                    right(percent(metric.candidate_median / metric.reference_median)),
+                    right(format!(
+                        "{} ({} … {})",
+                        format_args!("{:.3}", s.median_ratio),
+                        format_args!("{:.3}", s.ci_low),
+                        format_args!("{:.3}", s.ci_high)
+                    )),
+                    right(format!("{}/{}", s.wins, s.pairs)),
+                    Cell::new(verdict),
+                ]);
+            }
+        }
+    }
+    if rows == 0 {
+        return None;
+    }
+    let mut text = table.to_string();
+    text.push_str(
+        "\nCost ratio: the median of the per-round ratios oriented so that below 1 is better \
+         (candidate/reference for lower-is-better metrics, reference/candidate for higher). \
+         Change: of the two medians.",
+    );
+    if let Some(name) = &result.decided_by {
+        text.push_str(&format!("\n* decides the verdict: {name}"));
+    }
+    Some(text)
+}
+
+/// A metric's value, to about four significant digits.
+fn figure(value: f64) -> String {
+    if value.abs() >= 1000.0 {
+        format!("{value:.0}")
+    } else if value.abs() >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
 pub fn benchmark_table(result: &CompareResult) -> Option<String> {
     let rows: Vec<_> = result
         .workloads
@@ -209,9 +292,10 @@ pub fn compare_table(result: &CompareResult) -> String {
         "Verdict",
     ]);
     let right = |text: String| Cell::new(text).set_alignment(CellAlignment::Right);
+    let decider = result.decider();
     for comparison in &result.workloads {
         for (candidate, summary) in comparison.in_order(&result.candidates) {
-            let chosen = summary.by(result.metric);
+            let chosen = summary.judged(&decider);
             table.add_row([
                 Cell::new(&comparison.workload),
                 Cell::new(&comparison.role),
@@ -255,7 +339,7 @@ pub fn compare_table(result: &CompareResult) -> String {
                     )
                 })),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
-                Cell::new(super::verdict_text(chosen, result.metric)),
+                Cell::new(super::verdict_text(chosen, &decider)),
             ]);
         }
     }
@@ -274,12 +358,19 @@ pub fn compare_table(result: &CompareResult) -> String {
          each variant's median time, whose ratio can differ.",
         confidence * 100.0
     ));
+    if let Some(name) = &result.decided_by {
+        text.push_str(&format!(
+            "\nVerdicts and wins rest on the workload metric `{name}` (see the metrics table) \
+             where a workload reports it, else on {} time.",
+            super::metric_label(result.metric)
+        ));
+    }
     for (role, per_candidate) in &result.geometric_mean {
         for (candidate, mean) in per_candidate {
             text.push_str(&format!(
                 "\n{role}: {candidate} vs {}: geometric mean of median {} ratios {} ({})",
                 result.reference,
-                super::metric_label(result.metric),
+                super::decider_label(&decider),
                 format_args!("{mean:.3}"),
                 percent(*mean)
             ));
@@ -485,8 +576,10 @@ mod tests {
             faults: None,
             reference_median_wall_secs: 1.0,
             candidate_median_wall_secs: 0.9,
+            metrics: BTreeMap::new(),
         };
         CompareResult {
+            decided_by: None,
             metric: if instructions {
                 Metric::Instructions
             } else {
@@ -548,10 +641,10 @@ mod tests {
     fn fewer_page_faults_are_not_called_faster() {
         let fewer = summarize(&[0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9], 1);
         assert_eq!(
-            super::super::verdict_text(&fewer, Metric::Faults),
+            super::super::verdict_text(&fewer, &Decider::Measured(Metric::Faults)),
             "fewer faults"
         );
-        assert_eq!(super::super::verdict_text(&fewer, Metric::Wall), "faster");
+        assert_eq!(super::super::verdict_text(&fewer, &Decider::Measured(Metric::Wall)), "faster");
     }
 
     #[test]

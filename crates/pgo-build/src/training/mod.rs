@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::command::Cmd;
-use crate::config::{MetricSpec, Part, Service, Workload, WorkloadCommand};
+use crate::config::{Part, Service, Workload, WorkloadCommand};
 use crate::interrupt;
 use crate::layout::Stage;
 use crate::printer::Printer;
@@ -117,7 +117,6 @@ pub struct Job {
     timeout: Duration,
     grace_period: Duration,
     services: Vec<Service>,
-    pub metrics: Vec<MetricSpec>,
 }
 
 impl Job {
@@ -133,7 +132,6 @@ impl Job {
             timeout: workload.timeout,
             grace_period: workload.grace_period,
             services: workload.service_specs.clone(),
-            metrics: workload.metrics.clone(),
         }
     }
 

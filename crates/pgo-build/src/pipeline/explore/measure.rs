@@ -13,7 +13,7 @@ use super::variants::{BASELINE, PGO};
 use crate::cli::{CompareArgs, CompareRole};
 use crate::config::{self, Role};
 use crate::files::write_atomically;
-use crate::measurement::Metric;
+use crate::measurement::{Decider, Metric};
 use crate::measurement::Rounds;
 use crate::pipeline::Session;
 use crate::pipeline::compare::{Compared, summarize_candidates};
@@ -43,7 +43,7 @@ impl Session {
         &mut self,
         built: &BTreeMap<String, Compared>,
         records: &mut [ExploreVariantRecord],
-        metric: Metric,
+        decider: &Decider,
         rounds: usize,
         clock: &Clock,
     ) -> Result<()> {
@@ -67,7 +67,11 @@ impl Session {
             for workload in &workloads {
                 print.text("workload", &workload.fingerprint());
             }
-            print.text("metric", &format!("{metric:?}"));
+            // Keys made before workload metrics existed stay valid.
+            match decider {
+                Decider::Measured(metric) => print.text("metric", &format!("{metric:?}")),
+                Decider::Reported(name) => print.text("metric", &format!("reported {name}")),
+            };
             print.text("rounds", &rounds.to_string());
             print.finish()
         };
@@ -125,7 +129,7 @@ impl Session {
                     rounds: Some(Rounds::Fixed(rounds)),
                     workloads: workloads.iter().map(|w| w.name().to_owned()).collect(),
                     role: Some(CompareRole::Holdout),
-                    metric,
+                    metric: Some(decider.clone()),
                     seed: 1,
                     ..CompareArgs::default()
                 },
@@ -141,7 +145,7 @@ impl Session {
                             .expect("every holdout workload was compared");
                         (
                             w.name().to_owned(),
-                            comparison.candidates[&variant.name].by(metric).clone(),
+                            comparison.candidates[&variant.name].judged(decider).clone(),
                         )
                     }),
                     margin,
@@ -156,11 +160,16 @@ impl Session {
                                 rounds,
                                 stats::ALPHA,
                                 1,
-                                metric == Metric::Instructions,
+                                decider.measured() == Metric::Instructions,
+                                &workloads
+                                    .iter()
+                                    .find(|w| w.name() == comparison.workload)
+                                    .map(|w| w.metrics.clone())
+                                    .unwrap_or_default(),
                             );
                             (
                                 comparison.workload.clone(),
-                                summaries[&variant.name].by(metric).clone(),
+                                summaries[&variant.name].judged(decider).clone(),
                             )
                         }),
                         margin,

@@ -52,7 +52,8 @@ impl Session {
         };
         // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
         // times need rounds against noise.
-        let rounds = match (args.rounds, args.metric) {
+        let decider = self.decider(args.metric.as_ref())?;
+        let rounds = match (args.rounds, decider.measured()) {
             (Some(rounds), _) => rounds,
             (None, Metric::Instructions) => measurement::INSTRUCTION_ROUNDS,
             (None, _) => match self.config.compare.rounds {
@@ -167,7 +168,7 @@ impl Session {
         }
         mark_size_changes(&mut records, self.config.pgo.max_size_growth.as_ref());
         if stopped.is_none() {
-            self.measure_variants(&built, &mut records, args.metric, rounds, &clock)?;
+            self.measure_variants(&built, &mut records, &decider, rounds, &clock)?;
             if clock.exhausted() && records.iter().any(|r| r.status == "not measured") {
                 stopped = Some(budget_note(&clock));
             }
@@ -196,7 +197,8 @@ impl Session {
             },
         };
         let result = ExploreResult {
-            metric: args.metric,
+            metric: decider.measured(),
+            decided_by: decider.reported().map(str::to_owned),
             rounds,
             workloads: holdout,
             variants: records,

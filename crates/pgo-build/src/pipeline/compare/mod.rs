@@ -21,28 +21,48 @@ use crate::counter::Counter;
 use crate::criterion;
 use crate::layout::{Layout, Stage};
 use crate::measurement::Rounds;
-use crate::measurement::{DEFAULT_ROUNDS, INSTRUCTION_ROUNDS, Metric};
-use crate::report::tables::{benchmark_table, compare_table};
+use crate::measurement::{DEFAULT_ROUNDS, Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::report::tables::{benchmark_table, compare_table, metrics_table};
 use crate::report::{
     BenchmarkComparison, CandidateSummary, CompareResult, RunSample, WorkloadComparison,
 };
 use crate::stats::{self, Verdict};
 use crate::training;
 
+mod summary;
+
+pub(super) use summary::summarize_candidates;
+use summary::comparisons_rounds;
+
 impl Session {
     /// Runs the comparison, prints its table and records it in the report.
     pub fn compare(&mut self, args: &CompareArgs) -> Result<CompareResult> {
         let variants = self.compare_variants(&args.variants)?;
         let result = self.measure(&variants, args)?;
+        let decider = result.decider();
         self.printer.table(compare_table(&result));
+        if let Some(table) = metrics_table(&result) {
+            self.printer.table(table);
+        }
         if let Some(table) = benchmark_table(&result) {
             self.printer.table(table);
         }
         for comparison in &result.workloads {
             for (candidate, summary) in &comparison.candidates {
-                if let Some(note) = &summary.by(args.metric).resolution_note {
+                if let Some(note) = &summary.judged(&decider).resolution_note {
                     self.printer
                         .info(format!("{} ({candidate}): {note}", comparison.workload));
+                }
+                for (name, metric) in summary.metrics.iter().filter(|(_, m)| m.tail_regression) {
+                    self.printer.warn(format!(
+                        "{} ({candidate}): tail regression: {name} is {:.1}% worse ({} → {} {}) \
+                         although the distribution's median is not",
+                        comparison.workload,
+                        (metric.summary.median_ratio - 1.0) * 100.0,
+                        metric.reference_median,
+                        metric.candidate_median,
+                        metric.unit
+                    ));
                 }
             }
         }
@@ -57,12 +77,13 @@ impl Session {
                 .flat_map(|c| {
                     c.candidates
                         .iter()
-                        .filter(|(_, s)| s.by(args.metric).verdict == Verdict::Slower)
-                        .map(move |(candidate, s)| {
+                        .filter(|(_, s)| s.judged(&decider).verdict == Verdict::Slower)
+                        .map(|(candidate, s)| {
                             format!(
-                                "{} is {:.1}% slower on `{}`",
+                                "{} is {:.1}% {} on `{}`",
                                 candidate,
-                                (s.by(args.metric).median_ratio - 1.0) * 100.0,
+                                (s.judged(&decider).median_ratio - 1.0) * 100.0,
+                                if decider.reported().is_some() { "worse" } else { "slower" },
                                 c.workload
                             )
                         })
@@ -82,7 +103,9 @@ impl Session {
         variants: &[Compared],
         args: &CompareArgs,
     ) -> Result<CompareResult> {
-        let role = args.role.unwrap_or(match args.metric {
+        let decider = self.decider(args.metric.as_ref())?;
+        let metric = decider.measured();
+        let role = args.role.unwrap_or(match metric {
             Metric::Instructions => CompareRole::Holdout,
             _ => CompareRole::All,
         });
@@ -90,7 +113,7 @@ impl Session {
         self.check_cargo_targets(&workloads)?;
         // Instruction counts are nearly deterministic: one run per variant and one repeat to
         // confirm it, instead of rounds against noise (which `[compare] rounds` is sized for).
-        let default_rounds = match args.metric {
+        let default_rounds = match metric {
             Metric::Instructions => Rounds::Fixed(INSTRUCTION_ROUNDS),
             _ => self
                 .config
@@ -120,11 +143,11 @@ impl Session {
                 stats::TARGET_HALF_WIDTH * 100.0
             ),
         };
-        let emulated = self.emulation_note(args.metric)?;
+        let emulated = self.emulation_note(metric)?;
         if let Some(note) = &emulated {
             self.printer.warn(note);
         }
-        let counter = match args.metric {
+        let counter = match metric {
             Metric::Instructions => Some(Counter::detect(&self.printer)?),
             _ => None,
         };
@@ -151,7 +174,7 @@ impl Session {
                 &Looks {
                     at: &looks,
                     alpha,
-                    metric: args.metric,
+                    decider: &decider,
                 },
                 args.seed,
                 counter.as_ref(),
@@ -165,7 +188,7 @@ impl Session {
                 let medians: Vec<f64> = comparisons
                     .iter()
                     .filter(|c| c.role == role)
-                    .map(|c| c.candidates[candidate].by(args.metric).median_ratio)
+                    .map(|c| c.candidates[candidate].judged(&decider).median_ratio)
                     .collect();
                 if !medians.is_empty() {
                     geometric_mean
@@ -176,7 +199,8 @@ impl Session {
             }
         }
         Ok(CompareResult {
-            metric: args.metric,
+            metric,
+            decided_by: decider.reported().map(str::to_owned),
             counter: counter.as_ref().map(Counter::describe),
             rounds: comparisons_rounds(&comparisons),
             emulated,
@@ -431,10 +455,11 @@ impl Session {
                 looks.alpha,
                 seed,
                 counter.is_some(),
+                &workload.metrics,
             );
             let settled = candidates
                 .values()
-                .all(|c: &CandidateSummary| c.by(looks.metric).settled(stats::TARGET_HALF_WIDTH));
+                .all(|c: &CandidateSummary| c.judged(looks.decider).settled(stats::TARGET_HALF_WIDTH));
             if settled {
                 break;
             }
@@ -555,6 +580,26 @@ impl Session {
                     )
                 })?;
             let (wall, cpu) = (outcome.duration, outcome.cpu);
+            let reported = if workload.metrics.is_empty() {
+                crate::metrics::RunMetrics::default()
+            } else {
+                crate::metrics::read(&workload.metrics, &outcome.log_path, &outcome.metric_lines)
+                    .map_err(|reason| {
+                        anyhow::anyhow!(
+                            "workload `{}` against the {name} binaries: {reason}. Full log: {}",
+                            workload.name(),
+                            outcome.log_path.display()
+                        )
+                    })?
+            };
+            if round == 0 && !reported.undeclared.is_empty() {
+                self.printer.warn(format!(
+                    "workload `{}` wrote metrics no [[workload.metric]] declares, so they are \
+                     not compared: {} (declare each with its direction and unit)",
+                    workload.name(),
+                    reported.undeclared.join(", ")
+                ));
+            }
             self.printer.detail(format!(
                 "{} round {round}{} {}: {:.3}s wall, {:.3}s cpu{}",
                 workload.name(),
@@ -572,6 +617,7 @@ impl Session {
                     cpu_secs: cpu.as_secs_f64(),
                     instructions,
                     faults: Some(outcome.faults),
+                    metrics: reported.values,
                 });
             }
         }
@@ -606,6 +652,28 @@ impl Session {
         target.run(&resolved, &self.printer)
     }
 
+    /// What verdicts rest on: `--metric`, else `[compare] metric`, else wall time. A workload
+    /// metric must be one the workloads report.
+    pub(super) fn decider(&self, flag: Option<&Decider>) -> Result<Decider> {
+        let decider = flag.cloned().unwrap_or_else(|| self.config.compare.decider());
+        if let Some(name) = decider.reported() {
+            let reported = self.config.reported_metrics();
+            if !reported.iter().any(|r| r == name) {
+                bail!(
+                    "--metric {name}: no workload reports a metric of that name ({}). Declare it \
+                     in {} with [[workload.metric]] name = {name:?} and its direction",
+                    if reported.is_empty() {
+                        "no workload declares a metric".to_owned()
+                    } else {
+                        format!("reported: {}", reported.join(", "))
+                    },
+                    self.config.display_path()
+                );
+            }
+        }
+        Ok(decider)
+    }
+
     /// A run's outcome, refused when the workload failed (its time would mean nothing).
     pub(super) fn checked_run(
         &self,
@@ -620,6 +688,14 @@ impl Session {
                 variant,
                 training::describe_stopped(&outcome.stopped)
             ));
+        }
+        for service in &outcome.services {
+            if let Some(problem) = service.problem() {
+                self.printer.warn(format!(
+                    "workload `{}` against the {variant} binaries: {problem}",
+                    workload.name()
+                ));
+            }
         }
         if !outcome.success && !workload.allow_failure {
             bail!(
@@ -674,88 +750,7 @@ struct Looks<'a> {
     /// Pairs after which to look (the last is the most that run).
     at: &'a [usize],
     alpha: f64,
-    metric: Metric,
-}
-
-/// The largest relative difference between two instruction counts of one variant, when some
-/// variant was counted more than once.
-fn repeat_spread(runs: &[RunSample]) -> Option<f64> {
-    let mut by_variant: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    for run in runs {
-        if let Some(count) = run.instructions {
-            by_variant.entry(&run.variant).or_default().push(count);
-        }
-    }
-    by_variant
-        .values()
-        .filter(|counts| counts.len() > 1)
-        .map(|counts| {
-            let (low, high) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-            (high - low) as f64 / (*low).max(1) as f64
-        })
-        .reduce(f64::max)
-}
-
-/// The most rounds any workload ran.
-fn comparisons_rounds(comparisons: &[WorkloadComparison]) -> usize {
-    comparisons
-        .iter()
-        .flat_map(|c| c.runs.iter().map(|r| r.round))
-        .max()
-        .unwrap_or(0)
-}
-
-/// Per candidate: the summaries of its per-round ratios to `reference`.
-pub(super) fn summarize_candidates(
-    runs: &[RunSample],
-    reference: &str,
-    candidates_of: &[&str],
-    rounds: usize,
-    alpha: f64,
-    seed: u64,
-    counted: bool,
-) -> BTreeMap<String, CandidateSummary> {
-    let mut candidates = BTreeMap::new();
-    for &candidate in candidates_of {
-        let ratios = |field: fn(&RunSample) -> f64| -> Vec<f64> {
-            (1..=rounds)
-                .map(|round| {
-                    let value = |variant: &str| {
-                        runs.iter()
-                            .find(|r| r.round == round && r.variant == variant)
-                            .map(field)
-                            .unwrap_or(f64::NAN)
-                    };
-                    value(candidate) / value(reference)
-                })
-                .collect()
-        };
-        let walls = |variant: &str| -> Vec<f64> {
-            runs.iter()
-                .filter(|r| r.variant == variant)
-                .map(|r| r.wall_secs)
-                .collect()
-        };
-        candidates.insert(
-            candidate.to_owned(),
-            CandidateSummary {
-                wall: stats::summarize_at(&ratios(|r| r.wall_secs), seed, alpha),
-                cpu: stats::summarize_at(&ratios(|r| r.cpu_secs), seed, alpha),
-                instructions: counted.then(|| {
-                    stats::summarize_counts(
-                        &ratios(|r| r.instructions.unwrap_or(0) as f64),
-                        repeat_spread(runs),
-                    )
-                }),
-                faults: runs.iter().all(|r| r.faults.is_some()).then(|| {
-                    stats::summarize_at(&ratios(|r| r.faults.unwrap_or(0) as f64), seed, alpha)
-                }),
-                reference_median_wall_secs: stats::median(&walls(reference)),
-                candidate_median_wall_secs: stats::median(&walls(candidate)),
-            },
-        );
-    }
-    candidates
+    decider: &'a Decider,
 }
 
 /// Each criterion benchmark's estimate of every candidate against the reference (the first
