@@ -2,7 +2,8 @@
 //! own executable), hands each a share of the queries, prints the answers in order and stops
 //! the workers with SIGTERM, the way orchestrators stop replicas.
 //!
-//! `coordinator --queries FILE [--workers N] [--rows N] [--seed S] [--repeat R]`
+//! `coordinator --queries FILE [--workers N] [--rows N] [--seed S] [--repeat R]`; as a server,
+//! `coordinator serve …`, and its load generator, `coordinator load …` (see `serve.rs`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -49,8 +50,16 @@ fn options() -> Result<Options, String> {
     Ok(options)
 }
 
+mod serve;
+
 fn main() {
-    if let Err(message) = run() {
+    let mut args = std::env::args().skip(1).peekable();
+    let result = match args.peek().map(String::as_str) {
+        Some("serve") => serve::serve(args.skip(1)),
+        Some("load") => serve::load(args.skip(1)),
+        _ => run(),
+    };
+    if let Err(message) = result {
         eprintln!("coordinator: {message}");
         std::process::exit(1);
     }

@@ -100,6 +100,19 @@ impl Session {
         self.print_accounting(&accounting);
         self.report_accounting(&accounting)?;
         let from_cargo = self.print_cargo_coverage(&accounting)?;
+        // Before the per-binary counts: this names which process and why.
+        for silent in start_marker::silent_children(&usable) {
+            let binary = silent
+                .executable
+                .file_name()
+                .map_or_else(|| silent.executable.display().to_string(), |n| n.to_string_lossy().into_owned());
+            self.caution(format!(
+                "`{binary}` (workload `{}`): process {} wrote no profile while the `{binary}` \
+                 that started it (pid {}, its launcher) did, so the profile has the launcher's \
+                 work and not the process that did the work. {SERVICE_FIX}",
+                silent.workload, silent.pid, silent.launcher_pid
+            ))?;
+        }
         for (binary, figures) in &accounting.per_binary {
             if figures.valid_files == 0 && from_cargo {
                 self.caution(cargo_only_message(binary))?;
@@ -126,18 +139,6 @@ impl Session {
                     figures.died, figures.processes
                 ))?;
             }
-        }
-        for silent in start_marker::silent_children(&usable) {
-            let binary = silent
-                .executable
-                .file_name()
-                .map_or_else(|| silent.executable.display().to_string(), |n| n.to_string_lossy().into_owned());
-            self.caution(format!(
-                "`{binary}` (workload `{}`): process {} wrote no profile while the `{binary}` \
-                 that started it (pid {}, its launcher) did, so the profile has the launcher's \
-                 work and not the process that did the work. {SERVICE_FIX}",
-                silent.workload, silent.pid, silent.launcher_pid
-            ))?;
         }
         let shard = args.shard.unwrap_or(Shard::WHOLE);
         let runs = scope

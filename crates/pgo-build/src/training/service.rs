@@ -233,8 +233,20 @@ fn wait_ready(
             }
             .into());
         }
-        if let Some((status, usage)) = reap(service.pid, false)? {
-            service.exited = Some((status, usage));
+        if service.exited.is_none()
+            && let Some(done) = reap(service.pid, false)?
+        {
+            service.exited = Some(done);
+        }
+        // A launcher that exited 0 leaving its server running (a daemon) is still starting.
+        let members = Members {
+            group: service.pid,
+            token: &service.token,
+        };
+        let gone = service.exited.is_some_and(|(status, _)| {
+            !status.success() || members.live().is_empty()
+        });
+        if let Some((status, _)) = service.exited.filter(|_| gone) {
             bar.finish_and_clear();
             bail!(
                 "service `{name}` of workload `{}` ended before it was ready ({status}), against \
@@ -313,7 +325,8 @@ fn log_matches(log: &Path, offset: &mut u64, regex: &regex::Regex) -> bool {
                     return false;
                 }
                 *offset += n as u64;
-                if regex.is_match(&String::from_utf8_lossy(&line)) {
+                let text = String::from_utf8_lossy(&line);
+                if regex.is_match(text.trim_end_matches(['\n', '\r'])) {
                     return true;
                 }
             }
@@ -378,7 +391,8 @@ fn stop_service(target: &Target, mut service: RunningService, vars: &[(String, S
     }
     let ended_early = service.exited.is_some();
     let deadline = Instant::now() + grace;
-    if !ended_early {
+    // Asked even when its first process has ended: a launcher leaves the server running.
+    if !ended_early || !members.live().is_empty() {
         match &spec.stop.command {
             Some(command) => {
                 let stopped = target

@@ -14,6 +14,7 @@ mod pipeline;
 mod profile;
 mod report;
 mod run;
+mod services;
 mod shard;
 mod signals;
 mod startup_order;

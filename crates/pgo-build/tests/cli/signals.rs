@@ -1,7 +1,6 @@
 //! Processes stopped by signals: the start markers, `pgo-build-rt`, continuous mode, leftovers,
 //! and interrupting pgo-build itself.
 
-use std::path::Path;
 use std::process::Command;
 
 use crate::support::*;
@@ -133,19 +132,6 @@ fn processes_a_workload_leaves_behind_are_stopped_and_reported() {
         .run(&["train", "--features", "rt", "--strict"])
         .failure()
         .stderr_contains("--strict turns this warning into an error");
-}
-
-/// Waits up to 60 s for a file a workload writes, and returns its trimmed contents.
-fn wait_for_file(path: &Path) -> String {
-    for _ in 0..600 {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && !text.trim().is_empty()
-        {
-            return text.trim().to_owned();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("{} was never written", path.display());
 }
 
 /// A train workload that runs app, records its shell's pid and that of a process that leaves

@@ -383,3 +383,16 @@ impl Drop for Mounted {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+
+/// Waits up to 60 s for a file a workload writes, and returns its trimmed contents.
+pub fn wait_for_file(path: &Path) -> String {
+    for _ in 0..600 {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && !text.trim().is_empty()
+        {
+            return text.trim().to_owned();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{} was never written", path.display());
+}

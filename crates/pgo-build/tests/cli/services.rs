@@ -1,0 +1,231 @@
+//! Services (`[[service]]`): readiness by port, socket, log line and command, stopping them
+//! however the workload ends, and naming services and launchers that wrote no profile.
+
+use std::process::Command;
+
+use crate::support::*;
+
+/// A port nothing listens on now (the test then binds it, or relies on nobody doing so).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The signals fixture's configuration: `replica` is the only binary (the services and
+/// clients), then `config`.
+fn write_config(fixture: &Fixture, config: &str) {
+    fixture.write(
+        "pgo-build.toml",
+        &format!("[build]\nbins = [\"replica\"]\n\n{config}"),
+    );
+}
+
+/// A service whose pid is written to `<fixture>/<name>.pid` before it execs `replica ARGS`.
+fn service(fixture: &Fixture, name: &str, args: &str, rest: &str) -> String {
+    let pid_file = fixture.root().join(format!("{name}.pid"));
+    format!(
+        "[[service]]\nname = \"{name}\"\ncommand = 'echo $$ > {}; exec \"$PGO_BUILD_BIN_REPLICA\" {args}'\n{rest}\n\n",
+        pid_file.display()
+    )
+}
+
+fn workload(name: &str, services: &str, command: &str) -> String {
+    format!(
+        "[[workload]]\nname = \"{name}\"\nrole = \"train\"\nservices = [{services}]\ncommand = '{command}'\ntimeout = 120\n\n"
+    )
+}
+
+#[test]
+fn services_are_ready_by_port_socket_log_line_and_command_before_the_client_runs() {
+    let (port, log_port) = (free_port(), free_port());
+    let fixture = Fixture::new("signals");
+    // Each service waits 300 ms before it listens; each client fails unless it can connect.
+    let mut config = String::new();
+    config += &service(
+        &fixture,
+        "by-port",
+        &format!("tcp 127.0.0.1:{port} 300"),
+        &format!("ready = {{ tcp = \"127.0.0.1:{port}\" }}"),
+    );
+    config += &service(
+        &fixture,
+        "by-socket",
+        "unix \"$PGO_BUILD_RUN_DIR/s.sock\" 300",
+        "ready = { unix = \"$PGO_BUILD_RUN_DIR/s.sock\" }",
+    );
+    config += &service(
+        &fixture,
+        "by-log",
+        &format!("tcp 127.0.0.1:{log_port} 300"),
+        "ready = { log = \"^listening$\" }",
+    );
+    config += &service(
+        &fixture,
+        "by-command",
+        "unix \"$PGO_BUILD_RUN_DIR/c.sock\" 300",
+        "ready = { command = '\"$PGO_BUILD_BIN_REPLICA\" connect unix \"$PGO_BUILD_RUN_DIR/c.sock\"' }",
+    );
+    let connect = |how: &str, to: &str| format!("\"$PGO_BUILD_BIN_REPLICA\" connect {how} {to}");
+    config += &workload("port", "\"by-port\"", &connect("tcp", &format!("127.0.0.1:{port}")));
+    config += &workload("socket", "\"by-socket\"", &connect("unix", "\"$PGO_BUILD_RUN_DIR/s.sock\""));
+    config += &workload("log", "\"by-log\"", &connect("tcp", &format!("127.0.0.1:{log_port}")));
+    config += &workload("command", "\"by-command\"", &connect("unix", "\"$PGO_BUILD_RUN_DIR/c.sock\""));
+    write_config(&fixture, &config);
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    fixture.run(&["train", "--features", "rt", "--strict"]).success();
+    // Every service was stopped with SIGTERM and wrote its profile (pgo-build-rt); so did
+    // every client and readiness probe.
+    let replica = profile_figures(&fixture, "replica");
+    assert_eq!(replica["died"], 0, "{replica}");
+    assert!(replica["valid_files"].as_u64().unwrap() >= 8, "{replica}");
+    for name in ["by-port", "by-socket", "by-log", "by-command"] {
+        let pid = std::fs::read_to_string(fixture.root().join(format!("{name}.pid"))).unwrap();
+        assert!(ended(pid.trim()), "service {name} (pid {pid}) is still running");
+    }
+    let log = std::fs::read_to_string(fixture.layout().path("logs/train-log.by-log.log")).unwrap();
+    assert!(log.contains("listening"), "{log}");
+}
+
+#[test]
+fn a_service_that_never_becomes_ready_fails_the_run_and_is_stopped() {
+    let (port, other) = (free_port(), free_port());
+    let fixture = Fixture::new("signals");
+    let config = service(
+        &fixture,
+        "server",
+        &format!("tcp 127.0.0.1:{other}"),
+        &format!("ready = {{ tcp = \"127.0.0.1:{port}\", timeout = \"2s\" }}"),
+    ) + &workload("w", "\"server\"", "true");
+    write_config(&fixture, &config);
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("service `server` of workload `w` was not ready within 2s")
+        .stderr_contains(&format!("waited for a TCP connection to 127.0.0.1:{port}"))
+        .stderr_contains("listening");
+    let pid = std::fs::read_to_string(fixture.root().join("server.pid")).unwrap();
+    assert!(ended(pid.trim()), "the service (pid {pid}) is still running");
+    // One that ends before it is ready says how it ended.
+    let config = "[[service]]\nname = \"server\"\ncommand = 'echo starting; exit 3'\nready = { log = \"^listening\" }\n\n"
+        .to_owned()
+        + &workload("w", "\"server\"", "true");
+    write_config(&fixture, &config);
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("service `server` of workload `w` ended before it was ready (exit status: 3)")
+        .stderr_contains("starting");
+}
+
+#[test]
+fn the_service_is_stopped_when_the_client_fails() {
+    let fixture = Fixture::new("signals");
+    let config = service(&fixture, "server", "", "ready = { log = \"^ready\" }")
+        + &workload("w", "\"server\"", "echo client failed; exit 4");
+    write_config(&fixture, &config);
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("training workload `w` exit status: 4")
+        .stderr_contains("client failed");
+    let pid = std::fs::read_to_string(fixture.root().join("server.pid")).unwrap();
+    assert!(ended(pid.trim()), "the service (pid {pid}) is still running");
+    assert_eq!(
+        std::fs::read_dir(fixture.layout().path("running")).unwrap().count(),
+        0,
+        "nothing is recorded as running"
+    );
+}
+
+#[test]
+fn the_service_is_stopped_when_pgo_build_is_interrupted() {
+    let fixture = Fixture::new("signals");
+    let marker = fixture.root().join("client.pid");
+    let config = service(&fixture, "server", "", "ready = { log = \"^ready\" }")
+        + &workload("w", "\"server\"", &format!("echo $$ > {}; sleep 60", marker.display()));
+    write_config(&fixture, &config);
+    fixture.run(&["instrument"]).success();
+    let child = fixture
+        .command(&["train"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = wait_for_file(&marker);
+    let server = wait_for_file(&fixture.root().join("server.pid"));
+    assert!(Command::new("kill").arg("-INT").arg(child.id().to_string()).status().unwrap().success());
+    let run = Run {
+        output: child.wait_with_output().unwrap(),
+    };
+    assert_eq!(run.output.status.code(), Some(130), "{}", run.describe());
+    run.stderr_contains("interrupted by SIGINT while workload `w`");
+    assert!(ended(&client), "the client (pid {client}) is still running");
+    assert!(ended(&server), "the service (pid {server}) is still running");
+    assert_eq!(std::fs::read_dir(fixture.layout().path("running")).unwrap().count(), 0);
+}
+
+#[test]
+fn a_service_killed_with_sigkill_is_named_with_the_fix() {
+    let fixture = Fixture::new("signals");
+    // Asked to stop by a command that does nothing: SIGKILL after the grace period.
+    let config = service(
+        &fixture,
+        "stubborn",
+        "",
+        "ready = { log = \"^ready\" }\nstop = { command = \"true\", grace_period = \"1s\" }",
+    ) + &workload("w", "\"stubborn\"", "true");
+    write_config(&fixture, &config);
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    let pid = {
+        let run = fixture.run(&["train", "--features", "rt"]);
+        run.success()
+            .stderr_contains("service `stubborn` did not exit within 1s of `true`: pgo-build killed replica (pid")
+            .stderr_contains("SIGKILL, which writes no profile")
+            .stderr_contains("stop.command");
+        std::fs::read_to_string(fixture.root().join("stubborn.pid")).unwrap()
+    };
+    assert!(ended(pid.trim()));
+    fixture
+        .run(&["train", "--features", "rt", "--strict"])
+        .failure()
+        .stderr_contains("service `stubborn` did not exit within 1s");
+    // Killed by someone else while the client ran: named as ending early, with its status.
+    let config = service(&fixture, "victim", "", "ready = { log = \"^ready\" }")
+        + &workload("w", "\"victim\"", &format!("kill -KILL $(cat {}); sleep 0.2", fixture.root().join("victim.pid").display()));
+    write_config(&fixture, &config);
+    fixture
+        .run(&["train", "--features", "rt"])
+        .success()
+        .stderr_contains("service `victim` ended while the workload ran (signal: 9 (SIGKILL))")
+        .stderr_contains("`replica`: all 1 process ended without writing a profile");
+}
+
+#[test]
+fn a_launcher_that_wrote_while_the_server_it_started_did_not_is_a_warning() {
+    let port = free_port();
+    let fixture = Fixture::new("signals");
+    // Without pgo-build-rt, the server the launcher left behind dies by SIGTERM unwritten;
+    // the launcher exited normally and wrote.
+    let config = service(
+        &fixture,
+        "daemon",
+        &format!("daemon 127.0.0.1:{port}"),
+        &format!("ready = {{ tcp = \"127.0.0.1:{port}\" }}"),
+    ) + &workload("w", "\"daemon\"", &format!("\"$PGO_BUILD_BIN_REPLICA\" connect tcp 127.0.0.1:{port}"));
+    write_config(&fixture, &config);
+    fixture.run(&["instrument"]).success();
+    fixture
+        .run(&["train"])
+        .success()
+        .stderr_contains("wrote no profile while the `replica` that started it (pid")
+        .stderr_contains("its launcher");
+    fixture
+        .run(&["train", "--strict"])
+        .failure()
+        .stderr_contains("its launcher");
+}
