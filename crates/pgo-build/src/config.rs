@@ -687,7 +687,12 @@ impl Config {
             let line = line_of(text, service.name.span().start);
             let name = service.name();
             let checked = crate::names::check_service(name)
-                .and_then(|()| service.ready.as_ref().map_or(Ok(()), |r| r.condition().map(|_| ())))
+                .and_then(|()| {
+                    service
+                        .ready
+                        .as_ref()
+                        .map_or(Ok(()), |r| r.condition().map(|_| ()))
+                })
                 .and_then(|()| service.stop.check());
             if let Err(reason) = checked {
                 bail!("invalid configuration in {path}, line {line}: service {name:?}: {reason}");
@@ -742,7 +747,9 @@ impl Config {
         if let Some(metric) = &self.compare.metric {
             let line = line_of(text, metric.span().start);
             let decider: Decider = metric.get_ref().parse().map_err(|reason: String| {
-                anyhow::anyhow!("invalid configuration in {path}, line {line}: [compare] metric {reason}")
+                anyhow::anyhow!(
+                    "invalid configuration in {path}, line {line}: [compare] metric {reason}"
+                )
             })?;
             if let Some(name) = decider.reported()
                 && !reported.iter().any(|r| r == name)

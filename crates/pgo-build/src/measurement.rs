@@ -73,7 +73,12 @@ impl std::str::FromStr for Decider {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Decider, String> {
-        let measured = [Metric::Wall, Metric::Cpu, Metric::Instructions, Metric::Faults];
+        let measured = [
+            Metric::Wall,
+            Metric::Cpu,
+            Metric::Instructions,
+            Metric::Faults,
+        ];
         if let Some(i) = BUILT_IN_METRICS.iter().position(|name| *name == text) {
             return Ok(Decider::Measured(measured[i]));
         }
@@ -83,7 +88,9 @@ impl std::str::FromStr for Decider {
             _ => text,
         };
         crate::names::check_metric(base).map_err(|reason| {
-            format!("`{text}`: neither wall, cpu, instructions nor faults, nor a metric name: {reason}")
+            format!(
+                "`{text}`: neither wall, cpu, instructions nor faults, nor a metric name: {reason}"
+            )
         })?;
         Ok(Decider::Reported(text.to_owned()))
     }

@@ -35,7 +35,11 @@ pub struct RunMetrics {
 /// Reads one run's metrics from its log (pattern metrics; pgo-build's own header line is
 /// skipped) and the lines it wrote to `$PGO_BUILD_METRICS`. A declared metric the run did not
 /// report, or a one-value metric reported several times, is an error naming the fix.
-pub fn read(specs: &[MetricSpec], log: &Path, metric_lines: &[String]) -> Result<RunMetrics, String> {
+pub fn read(
+    specs: &[MetricSpec],
+    log: &Path,
+    metric_lines: &[String],
+) -> Result<RunMetrics, String> {
     let mut found: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut undeclared = Vec::new();
     let patterns: Vec<(&str, regex::Regex)> = specs
@@ -43,7 +47,8 @@ pub fn read(specs: &[MetricSpec], log: &Path, metric_lines: &[String]) -> Result
         .filter_map(|s| Some((s.name(), s.regex()?)))
         .collect();
     if !patterns.is_empty() {
-        let text = std::fs::read(log).map_err(|err| format!("could not read {}: {err}", log.display()))?;
+        let text =
+            std::fs::read(log).map_err(|err| format!("could not read {}: {err}", log.display()))?;
         let text = String::from_utf8_lossy(&text);
         for line in text.lines().filter(|l| !l.starts_with("# pgo-build")) {
             for (name, regex) in &patterns {
@@ -75,7 +80,10 @@ pub fn read(specs: &[MetricSpec], log: &Path, metric_lines: &[String]) -> Result
                 number + 1
             )
         })?;
-        match specs.iter().find(|s| s.name() == parsed.name && s.pattern.is_none()) {
+        match specs
+            .iter()
+            .find(|s| s.name() == parsed.name && s.pattern.is_none())
+        {
             Some(spec) => found.entry(spec.name()).or_default().push(parsed.value),
             None if !undeclared.contains(&parsed.name) => undeclared.push(parsed.name),
             None => {}
@@ -196,7 +204,10 @@ mod tests {
             r#"{"name":"p99_ms","value":2}"#.to_owned(),
         ];
         let repeated = read(&specs, &log, &twice).unwrap_err();
-        assert!(repeated.contains("percentiles = [50, 95, 99]"), "{repeated}");
+        assert!(
+            repeated.contains("percentiles = [50, 95, 99]"),
+            "{repeated}"
+        );
         let bad = read(&specs, &log, &["p99 12".to_owned()]).unwrap_err();
         assert!(bad.contains("line 1 of $PGO_BUILD_METRICS"), "{bad}");
     }

@@ -16,12 +16,7 @@ pub fn check_workload(name: &str) -> Result<(), String> {
 
 /// A service's name: it names its log (`<workload log>.<service>.log`).
 pub fn check_service(name: &str) -> Result<(), String> {
-    check_chars(
-        name,
-        "-_",
-        "service name",
-        "letters, digits, '-' and '_'",
-    )
+    check_chars(name, "-_", "service name", "letters, digits, '-' and '_'")
 }
 
 /// A workload metric's name: `--metric NAME` takes it beside the built-in ones, and a

@@ -144,7 +144,9 @@ pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> 
             } else if let Some(stem) = name.strip_suffix(".profraw")
                 && entry.metadata().is_ok_and(|m| m.len() > 0)
                 && let Some((_, pid)) = stem.rsplit_once('_')
-                && let Ok(pid) = pid.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u32>()
+                && let Ok(pid) = pid
+                    .trim_end_matches(|c: char| !c.is_ascii_digit())
+                    .parse::<u32>()
             {
                 wrote.insert(pid);
             }
@@ -154,7 +156,10 @@ pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> 
             if wrote.contains(pid) || !wrote.contains(parent) {
                 continue;
             }
-            if starts.get(parent).is_some_and(|(launcher, _)| launcher == executable) {
+            if starts
+                .get(parent)
+                .is_some_and(|(launcher, _)| launcher == executable)
+            {
                 found.push(SilentChild {
                     executable: PathBuf::from(executable),
                     workload: workload.clone(),

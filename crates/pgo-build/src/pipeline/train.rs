@@ -11,7 +11,6 @@ use super::Session;
 use super::accounting::Trained;
 use super::accounting::{ENDED_WITHOUT_WRITING, cargo_only_message, no_profile_message};
 use super::workloads::SERVICE_FIX;
-use crate::start_marker;
 use super::workloads::instrumented_profile_env;
 use crate::bundle::Shard;
 use crate::cargo_build::StageManifest;
@@ -19,6 +18,7 @@ use crate::cli::TrainArgs;
 use crate::config::Workload;
 use crate::layout::Stage;
 use crate::profiles;
+use crate::start_marker;
 use crate::training_record::TrainingRecord;
 
 impl Session {
@@ -102,10 +102,10 @@ impl Session {
         let from_cargo = self.print_cargo_coverage(&accounting)?;
         // Before the per-binary counts: this names which process and why.
         for silent in start_marker::silent_children(&usable) {
-            let binary = silent
-                .executable
-                .file_name()
-                .map_or_else(|| silent.executable.display().to_string(), |n| n.to_string_lossy().into_owned());
+            let binary = silent.executable.file_name().map_or_else(
+                || silent.executable.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
             self.caution(format!(
                 "`{binary}` (workload `{}`): process {} wrote no profile while the `{binary}` \
                  that started it (pid {}, its launcher) did, so the profile has the launcher's \

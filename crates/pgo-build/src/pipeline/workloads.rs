@@ -14,7 +14,7 @@ use crate::config::{Role, Workload, WorkloadCommand};
 use crate::criterion;
 use crate::layout::{Layout, Stage};
 use crate::profiles;
-use crate::report::WorkloadRecord;
+use crate::report::{ServiceRecord, WorkloadRecord};
 use crate::start_marker;
 use crate::targets::{self, Execution};
 use crate::training;
@@ -112,6 +112,18 @@ impl Session {
                 duration_secs: outcome.duration.as_secs_f64(),
                 log: outcome.log_path.clone(),
                 stopped: outcome.stopped.clone(),
+                services: outcome
+                    .services
+                    .iter()
+                    .map(|s| ServiceRecord {
+                        name: s.name.clone(),
+                        status: s.status.clone(),
+                        asked_by: s.asked_by.clone(),
+                        ended_early: s.ended_early,
+                        killed: s.killed.clone(),
+                        log: s.log.clone(),
+                    })
+                    .collect(),
             });
             for service in &outcome.services {
                 if let Some(problem) = service.problem() {

@@ -23,15 +23,15 @@ pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
     CompareResult, CrateFigures, Estimate, ExploreRecommendation, ExploreResult, ExploreSpeed,
     ExploreStageCost, ExploreVariantRecord, LinkSummary, MetricComparison, OrderRecord,
-    RejectedProfile, RunSample,
-    RustcSummary, StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison,
-    WorkloadRecord, decider_label, metric_label, verdict_text,
+    RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache, StageRecord,
+    StoppedProcess, Traces, WorkloadComparison, WorkloadRecord, decider_label, metric_label,
+    verdict_text,
 };
 pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {

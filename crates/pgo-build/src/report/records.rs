@@ -77,6 +77,23 @@ pub struct WorkloadRecord {
     pub log: PathBuf,
     /// Processes pgo-build had to stop (timeout, or left running), and with which signal.
     pub stopped: Vec<crate::report::StoppedProcess>,
+    /// How the workload's services ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceRecord>,
+}
+
+/// A service of a training run, as it ended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    pub name: String,
+    pub status: String,
+    /// How it was asked to stop (`SIGTERM`, `` `pueue shutdown` ``).
+    pub asked_by: String,
+    /// It ended before pgo-build stopped it.
+    pub ended_early: bool,
+    /// Processes still alive after the grace period, killed with SIGKILL.
+    pub killed: Vec<StoppedProcess>,
+    pub log: PathBuf,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -443,7 +443,11 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
             s.ci_low,
             s.ci_high,
             verdict_text(s, &decider),
-            if metric.tail_regression { " (tail regression)" } else { "" }
+            if metric.tail_regression {
+                " (tail regression)"
+            } else {
+                ""
+            }
         );
     }
     out.push('\n');

@@ -644,7 +644,10 @@ mod tests {
             super::super::verdict_text(&fewer, &Decider::Measured(Metric::Faults)),
             "fewer faults"
         );
-        assert_eq!(super::super::verdict_text(&fewer, &Decider::Measured(Metric::Wall)), "faster");
+        assert_eq!(
+            super::super::verdict_text(&fewer, &Decider::Measured(Metric::Wall)),
+            "faster"
+        );
     }
 
     #[test]

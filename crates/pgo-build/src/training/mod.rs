@@ -28,8 +28,8 @@ use crate::workspace::bin_env_var;
 mod process;
 mod service;
 
-use process::{Members, reap, stop};
 pub use process::describe_stopped;
+use process::{Members, reap, stop};
 pub use service::ServiceOutcome;
 
 /// Left in the environment by an instrumented parent: children that inherit it skip creating

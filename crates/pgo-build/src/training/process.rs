@@ -19,7 +19,10 @@ pub(super) struct Usage {
 
 /// Waits for `pid` with `wait4`, which also returns the CPU time and page faults of it and its
 /// waited-for descendants. `None` while it is still running (only when not blocking).
-pub(super) fn reap(pid: libc::pid_t, block: bool) -> Result<Option<(std::process::ExitStatus, Usage)>> {
+pub(super) fn reap(
+    pid: libc::pid_t,
+    block: bool,
+) -> Result<Option<(std::process::ExitStatus, Usage)>> {
     use std::os::unix::process::ExitStatusExt;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value; wait4 only writes to the two out-pointers.
@@ -134,4 +137,3 @@ pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
-

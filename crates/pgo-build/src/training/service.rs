@@ -156,7 +156,11 @@ impl Services {
     }
 
     /// Stops every service (reverse order) and says how each ended.
-    pub(super) fn stop_all(&mut self, target: &Target, vars: &[(String, String)]) -> Vec<ServiceOutcome> {
+    pub(super) fn stop_all(
+        &mut self,
+        target: &Target,
+        vars: &[(String, String)],
+    ) -> Vec<ServiceOutcome> {
         let mut outcomes = Vec::new();
         while let Some(service) = self.running.pop() {
             self.commands.pop();
@@ -176,7 +180,11 @@ impl Drop for Services {
                 token: &service.token,
             };
             if service.exited.is_none() {
-                let (signal, _) = service.spec.stop.signal().unwrap_or((libc::SIGTERM, "SIGTERM"));
+                let (signal, _) = service
+                    .spec
+                    .stop
+                    .signal()
+                    .unwrap_or((libc::SIGTERM, "SIGTERM"));
                 members.signal(&[], signal);
             }
             stop(&members, service.spec.stop.grace_period);
@@ -212,7 +220,10 @@ fn wait_ready(
     let name = service.spec.name().to_owned();
     let what = match &condition {
         ReadyWhen::Tcp(addr) => format!("a TCP connection to {}", super::expand(addr, vars)),
-        ReadyWhen::Unix(path) => format!("a connection to the Unix socket {}", super::expand(path, vars)),
+        ReadyWhen::Unix(path) => format!(
+            "a connection to the Unix socket {}",
+            super::expand(path, vars)
+        ),
         ReadyWhen::Log(regex) => format!("a line of its output matching /{}/", regex.as_str()),
         ReadyWhen::Command(command) => format!("`{}` exiting 0", describe_command(command)),
     };
@@ -243,9 +254,9 @@ fn wait_ready(
             group: service.pid,
             token: &service.token,
         };
-        let gone = service.exited.is_some_and(|(status, _)| {
-            !status.success() || members.live().is_empty()
-        });
+        let gone = service
+            .exited
+            .is_some_and(|(status, _)| !status.success() || members.live().is_empty());
         if let Some((status, _)) = service.exited.filter(|_| gone) {
             bar.finish_and_clear();
             bail!(
@@ -265,7 +276,12 @@ fn wait_ready(
             ReadyWhen::Log(regex) => log_matches(&service.log, &mut log_offset, regex),
             ReadyWhen::Command(command) => {
                 let remaining = readiness.timeout.saturating_sub(started.elapsed());
-                probe_succeeds(target, command, vars, remaining.min(Duration::from_secs(10)))?
+                probe_succeeds(
+                    target,
+                    command,
+                    vars,
+                    remaining.min(Duration::from_secs(10)),
+                )?
             }
         };
         if ready {
@@ -341,7 +357,14 @@ fn probe_succeeds(
     vars: &[(String, String)],
     limit: Duration,
 ) -> Result<bool> {
-    let cmd = target.prepared(&[], command, None, &Default::default(), vars, "a readiness command")?;
+    let cmd = target.prepared(
+        &[],
+        command,
+        None,
+        &Default::default(),
+        vars,
+        "a readiness command",
+    )?;
     let mut child = cmd
         .to_command()
         .stdin(Stdio::null())
@@ -372,7 +395,11 @@ fn describe_command(command: &crate::config::WorkloadCommand) -> String {
 
 /// Asks the service to stop its way, waits the grace period for its whole tree to exit, and
 /// kills what is left.
-fn stop_service(target: &Target, mut service: RunningService, vars: &[(String, String)]) -> ServiceOutcome {
+fn stop_service(
+    target: &Target,
+    mut service: RunningService,
+    vars: &[(String, String)],
+) -> ServiceOutcome {
     let spec = &service.spec;
     let grace = spec.stop.grace_period;
     let members = Members {
@@ -396,7 +423,14 @@ fn stop_service(target: &Target, mut service: RunningService, vars: &[(String, S
         match &spec.stop.command {
             Some(command) => {
                 let stopped = target
-                    .prepared(&[], command, spec.cwd.as_deref(), &spec.env, vars, "a stop command")
+                    .prepared(
+                        &[],
+                        command,
+                        spec.cwd.as_deref(),
+                        &spec.env,
+                        vars,
+                        "a stop command",
+                    )
                     .and_then(|cmd| {
                         let mut child = cmd
                             .to_command()
@@ -460,8 +494,7 @@ fn stop_service(target: &Target, mut service: RunningService, vars: &[(String, S
         .unwrap_or((None, Usage::default()));
     let clean = status.is_some_and(|s| {
         s.success()
-            || (!ended_early
-                && std::os::unix::process::ExitStatusExt::signal(&s) == Some(signal))
+            || (!ended_early && std::os::unix::process::ExitStatusExt::signal(&s) == Some(signal))
             || (!ended_early && s.code() == Some(128 + signal))
     }) && killed.is_empty();
     ServiceOutcome {

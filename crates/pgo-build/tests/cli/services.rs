@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use crate::support::schema::*;
 use crate::support::*;
 
 /// A port nothing listens on now (the test then binds it, or relies on nobody doing so).
@@ -69,13 +70,31 @@ fn services_are_ready_by_port_socket_log_line_and_command_before_the_client_runs
         "ready = { command = '\"$PGO_BUILD_BIN_REPLICA\" connect unix \"$PGO_BUILD_RUN_DIR/c.sock\"' }",
     );
     let connect = |how: &str, to: &str| format!("\"$PGO_BUILD_BIN_REPLICA\" connect {how} {to}");
-    config += &workload("port", "\"by-port\"", &connect("tcp", &format!("127.0.0.1:{port}")));
-    config += &workload("socket", "\"by-socket\"", &connect("unix", "\"$PGO_BUILD_RUN_DIR/s.sock\""));
-    config += &workload("log", "\"by-log\"", &connect("tcp", &format!("127.0.0.1:{log_port}")));
-    config += &workload("command", "\"by-command\"", &connect("unix", "\"$PGO_BUILD_RUN_DIR/c.sock\""));
+    config += &workload(
+        "port",
+        "\"by-port\"",
+        &connect("tcp", &format!("127.0.0.1:{port}")),
+    );
+    config += &workload(
+        "socket",
+        "\"by-socket\"",
+        &connect("unix", "\"$PGO_BUILD_RUN_DIR/s.sock\""),
+    );
+    config += &workload(
+        "log",
+        "\"by-log\"",
+        &connect("tcp", &format!("127.0.0.1:{log_port}")),
+    );
+    config += &workload(
+        "command",
+        "\"by-command\"",
+        &connect("unix", "\"$PGO_BUILD_RUN_DIR/c.sock\""),
+    );
     write_config(&fixture, &config);
     fixture.run(&["instrument", "--features", "rt"]).success();
-    fixture.run(&["train", "--features", "rt", "--strict"]).success();
+    fixture
+        .run(&["train", "--features", "rt", "--strict"])
+        .success();
     // Every service was stopped with SIGTERM and wrote its profile (pgo-build-rt); so did
     // every client and readiness probe.
     let replica = profile_figures(&fixture, "replica");
@@ -83,7 +102,10 @@ fn services_are_ready_by_port_socket_log_line_and_command_before_the_client_runs
     assert!(replica["valid_files"].as_u64().unwrap() >= 8, "{replica}");
     for name in ["by-port", "by-socket", "by-log", "by-command"] {
         let pid = std::fs::read_to_string(fixture.root().join(format!("{name}.pid"))).unwrap();
-        assert!(ended(pid.trim()), "service {name} (pid {pid}) is still running");
+        assert!(
+            ended(pid.trim()),
+            "service {name} (pid {pid}) is still running"
+        );
     }
     let log = std::fs::read_to_string(fixture.layout().path("logs/train-log.by-log.log")).unwrap();
     assert!(log.contains("listening"), "{log}");
@@ -108,7 +130,10 @@ fn a_service_that_never_becomes_ready_fails_the_run_and_is_stopped() {
         .stderr_contains(&format!("waited for a TCP connection to 127.0.0.1:{port}"))
         .stderr_contains("listening");
     let pid = std::fs::read_to_string(fixture.root().join("server.pid")).unwrap();
-    assert!(ended(pid.trim()), "the service (pid {pid}) is still running");
+    assert!(
+        ended(pid.trim()),
+        "the service (pid {pid}) is still running"
+    );
     // One that ends before it is ready says how it ended.
     let config = "[[service]]\nname = \"server\"\ncommand = 'echo starting; exit 3'\nready = { log = \"^listening\" }\n\n"
         .to_owned()
@@ -117,7 +142,9 @@ fn a_service_that_never_becomes_ready_fails_the_run_and_is_stopped() {
     fixture
         .run(&["train"])
         .failure()
-        .stderr_contains("service `server` of workload `w` ended before it was ready (exit status: 3)")
+        .stderr_contains(
+            "service `server` of workload `w` ended before it was ready (exit status: 3)",
+        )
         .stderr_contains("starting");
 }
 
@@ -134,9 +161,14 @@ fn the_service_is_stopped_when_the_client_fails() {
         .stderr_contains("training workload `w` exit status: 4")
         .stderr_contains("client failed");
     let pid = std::fs::read_to_string(fixture.root().join("server.pid")).unwrap();
-    assert!(ended(pid.trim()), "the service (pid {pid}) is still running");
+    assert!(
+        ended(pid.trim()),
+        "the service (pid {pid}) is still running"
+    );
     assert_eq!(
-        std::fs::read_dir(fixture.layout().path("running")).unwrap().count(),
+        std::fs::read_dir(fixture.layout().path("running"))
+            .unwrap()
+            .count(),
         0,
         "nothing is recorded as running"
     );
@@ -147,7 +179,11 @@ fn the_service_is_stopped_when_pgo_build_is_interrupted() {
     let fixture = Fixture::new("signals");
     let marker = fixture.root().join("client.pid");
     let config = service(&fixture, "server", "", "ready = { log = \"^ready\" }")
-        + &workload("w", "\"server\"", &format!("echo $$ > {}; sleep 60", marker.display()));
+        + &workload(
+            "w",
+            "\"server\"",
+            &format!("echo $$ > {}; sleep 60", marker.display()),
+        );
     write_config(&fixture, &config);
     fixture.run(&["instrument"]).success();
     let child = fixture
@@ -158,15 +194,30 @@ fn the_service_is_stopped_when_pgo_build_is_interrupted() {
         .unwrap();
     let client = wait_for_file(&marker);
     let server = wait_for_file(&fixture.root().join("server.pid"));
-    assert!(Command::new("kill").arg("-INT").arg(child.id().to_string()).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .arg("-INT")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap()
+            .success()
+    );
     let run = Run {
         output: child.wait_with_output().unwrap(),
     };
     assert_eq!(run.output.status.code(), Some(130), "{}", run.describe());
     run.stderr_contains("interrupted by SIGINT while workload `w`");
     assert!(ended(&client), "the client (pid {client}) is still running");
-    assert!(ended(&server), "the service (pid {server}) is still running");
-    assert_eq!(std::fs::read_dir(fixture.layout().path("running")).unwrap().count(), 0);
+    assert!(
+        ended(&server),
+        "the service (pid {server}) is still running"
+    );
+    assert_eq!(
+        std::fs::read_dir(fixture.layout().path("running"))
+            .unwrap()
+            .count(),
+        0
+    );
 }
 
 #[test]
@@ -190,13 +241,27 @@ fn a_service_killed_with_sigkill_is_named_with_the_fix() {
         std::fs::read_to_string(fixture.root().join("stubborn.pid")).unwrap()
     };
     assert!(ended(pid.trim()));
+    let report = fixture.report();
+    check_schema(&report, &report_schema(), "report");
+    let record = &report["training"][0]["services"][0];
+    assert_eq!(record["name"], "stubborn", "{record}");
+    assert_eq!(record["asked_by"], "`true`");
+    assert_eq!(record["killed"][0]["signal"], "SIGKILL");
+    assert_eq!(record["killed"][0]["pid"].to_string(), pid.trim());
     fixture
         .run(&["train", "--features", "rt", "--strict"])
         .failure()
         .stderr_contains("service `stubborn` did not exit within 1s");
     // Killed by someone else while the client ran: named as ending early, with its status.
     let config = service(&fixture, "victim", "", "ready = { log = \"^ready\" }")
-        + &workload("w", "\"victim\"", &format!("kill -KILL $(cat {}); sleep 0.2", fixture.root().join("victim.pid").display()));
+        + &workload(
+            "w",
+            "\"victim\"",
+            &format!(
+                "kill -KILL $(cat {}); sleep 0.2",
+                fixture.root().join("victim.pid").display()
+            ),
+        );
     write_config(&fixture, &config);
     fixture
         .run(&["train", "--features", "rt"])
@@ -216,7 +281,11 @@ fn a_launcher_that_wrote_while_the_server_it_started_did_not_is_a_warning() {
         "daemon",
         &format!("daemon 127.0.0.1:{port}"),
         &format!("ready = {{ tcp = \"127.0.0.1:{port}\" }}"),
-    ) + &workload("w", "\"daemon\"", &format!("\"$PGO_BUILD_BIN_REPLICA\" connect tcp 127.0.0.1:{port}"));
+    ) + &workload(
+        "w",
+        "\"daemon\"",
+        &format!("\"$PGO_BUILD_BIN_REPLICA\" connect tcp 127.0.0.1:{port}"),
+    );
     write_config(&fixture, &config);
     fixture.run(&["instrument"]).success();
     fixture

@@ -31,8 +31,8 @@ use crate::training;
 
 mod summary;
 
-pub(super) use summary::summarize_candidates;
 use summary::comparisons_rounds;
+pub(super) use summary::summarize_candidates;
 
 impl Session {
     /// Runs the comparison, prints its table and records it in the report.
@@ -83,7 +83,11 @@ impl Session {
                                 "{} is {:.1}% {} on `{}`",
                                 candidate,
                                 (s.judged(&decider).median_ratio - 1.0) * 100.0,
-                                if decider.reported().is_some() { "worse" } else { "slower" },
+                                if decider.reported().is_some() {
+                                    "worse"
+                                } else {
+                                    "slower"
+                                },
                                 c.workload
                             )
                         })
@@ -457,9 +461,9 @@ impl Session {
                 counter.is_some(),
                 &workload.metrics,
             );
-            let settled = candidates
-                .values()
-                .all(|c: &CandidateSummary| c.judged(looks.decider).settled(stats::TARGET_HALF_WIDTH));
+            let settled = candidates.values().all(|c: &CandidateSummary| {
+                c.judged(looks.decider).settled(stats::TARGET_HALF_WIDTH)
+            });
             if settled {
                 break;
             }
@@ -655,7 +659,9 @@ impl Session {
     /// What verdicts rest on: `--metric`, else `[compare] metric`, else wall time. A workload
     /// metric must be one the workloads report.
     pub(super) fn decider(&self, flag: Option<&Decider>) -> Result<Decider> {
-        let decider = flag.cloned().unwrap_or_else(|| self.config.compare.decider());
+        let decider = flag
+            .cloned()
+            .unwrap_or_else(|| self.config.compare.decider());
         if let Some(name) = decider.reported() {
             let reported = self.config.reported_metrics();
             if !reported.iter().any(|r| r == name) {

@@ -97,7 +97,6 @@ pub(crate) fn summarize_candidates(
     candidates
 }
 
-
 /// Each workload metric of `candidate` against `reference`, paired per round as cost ratios
 /// (below 1 is better whichever way the metric improves), and the tail regressions.
 pub(super) fn summarize_metrics(
@@ -155,7 +154,11 @@ fn flag_tail_regressions(spec: &MetricSpec, compared: &mut BTreeMap<String, Metr
     let body = &compared[&crate::metrics::percentile_name(spec.name(), lowest)].summary;
     let body_fine = matches!(body.verdict, Verdict::Faster | Verdict::NoDifference)
         || (body.verdict != Verdict::Slower && body.median_ratio <= 1.0);
-    for &p in spec.percentiles.iter().filter(|p| **p >= 90 && **p > lowest) {
+    for &p in spec
+        .percentiles
+        .iter()
+        .filter(|p| **p >= 90 && **p > lowest)
+    {
         let tail = compared
             .get_mut(&crate::metrics::percentile_name(spec.name(), p))
             .expect("every percentile was compared");
@@ -207,8 +210,16 @@ mod tests {
         let mut runs = Vec::new();
         for round in 1..=10 {
             let noise = round as f64 / 100.0;
-            runs.push(run(round, "base", &[("latency.p50", 10.0 + noise), ("latency.p99", 20.0 + noise)]));
-            runs.push(run(round, "pgo", &[("latency.p50", 8.0 + noise), ("latency.p99", 30.0 + noise)]));
+            runs.push(run(
+                round,
+                "base",
+                &[("latency.p50", 10.0 + noise), ("latency.p99", 20.0 + noise)],
+            ));
+            runs.push(run(
+                round,
+                "pgo",
+                &[("latency.p50", 8.0 + noise), ("latency.p99", 30.0 + noise)],
+            ));
         }
         let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1), &[spec.clone()]);
         assert_eq!(compared["latency.p50"].summary.verdict, Verdict::Faster);
@@ -221,7 +232,8 @@ mod tests {
             .map(|r| {
                 let mut r = r.clone();
                 if r.variant == "pgo" {
-                    r.metrics.insert("latency.p50".to_owned(), 12.0 + r.round as f64 / 100.0);
+                    r.metrics
+                        .insert("latency.p50".to_owned(), 12.0 + r.round as f64 / 100.0);
                 }
                 r
             })
