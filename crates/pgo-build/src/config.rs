@@ -679,102 +679,12 @@ impl Config {
         Ok(())
     }
 
-    /// `[[service]]`s, the workloads' services and metrics, and `[compare] metric`.
-    fn validate_services(&self, text: &str) -> Result<()> {
-        let path = self.display_path();
-        let mut seen = BTreeMap::new();
-        for service in &self.services {
-            let line = line_of(text, service.name.span().start);
-            let name = service.name();
-            let checked = crate::names::check_service(name)
-                .and_then(|()| {
-                    service
-                        .ready
-                        .as_ref()
-                        .map_or(Ok(()), |r| r.condition().map(|_| ()))
-                })
-                .and_then(|()| service.stop.check());
-            if let Err(reason) = checked {
-                bail!("invalid configuration in {path}, line {line}: service {name:?}: {reason}");
-            }
-            if let Some(first) = seen.insert(name.to_owned(), line) {
-                bail!(
-                    "invalid configuration in {path}, line {line}: service {name:?} is already \
-                     defined at line {first}"
-                );
-            }
-        }
-        let mut reported = Vec::new();
-        for workload in &self.workloads {
-            let line = line_of(text, workload.name.span().start);
-            let name = workload.name();
-            for service in &workload.services {
-                if !seen.contains_key(service) {
-                    bail!(
-                        "invalid configuration in {path}, line {line}: workload {name:?} needs \
-                         service {service:?}, but no [[service]] has that name{}",
-                        if seen.is_empty() {
-                            String::new()
-                        } else {
-                            format!(
-                                " (defined: {})",
-                                seen.keys().cloned().collect::<Vec<_>>().join(", ")
-                            )
-                        }
-                    );
-                }
-            }
-            let mut metric_names = BTreeMap::new();
-            for metric in &workload.metrics {
-                let metric_line = line_of(text, metric.name.span().start);
-                if let Err(reason) = metric.check() {
-                    bail!(
-                        "invalid configuration in {path}, line {metric_line}: metric {:?} of \
-                         workload {name:?}: {reason}",
-                        metric.name()
-                    );
-                }
-                if metric_names.insert(metric.name().to_owned(), ()).is_some() {
-                    bail!(
-                        "invalid configuration in {path}, line {metric_line}: workload {name:?} \
-                         declares metric {:?} twice",
-                        metric.name()
-                    );
-                }
-                reported.extend(crate::metrics::compared_names(metric));
-            }
-        }
-        if let Some(metric) = &self.compare.metric {
-            let line = line_of(text, metric.span().start);
-            let decider: Decider = metric.get_ref().parse().map_err(|reason: String| {
-                anyhow::anyhow!(
-                    "invalid configuration in {path}, line {line}: [compare] metric {reason}"
-                )
-            })?;
-            if let Some(name) = decider.reported()
-                && !reported.iter().any(|r| r == name)
-            {
-                bail!(
-                    "invalid configuration in {path}, line {line}: [compare] metric = {name:?}, \
-                     but no workload reports it ({}). Declare it with [[workload.metric]] name = \
-                     {name:?}, direction = \"lower\" or \"higher\"",
-                    if reported.is_empty() {
-                        "no workload declares a metric".to_owned()
-                    } else {
-                        format!("reported: {}", reported.join(", "))
-                    }
-                );
-            }
-        }
-        Ok(())
-    }
-
     /// The metric names the workloads report, as `--metric` takes them.
     pub fn reported_metrics(&self) -> Vec<String> {
         self.workloads
             .iter()
             .flat_map(|w| &w.metrics)
-            .flat_map(crate::metrics::compared_names)
+            .flat_map(MetricSpec::compared_names)
             .collect()
     }
 

@@ -8,22 +8,6 @@ use std::path::Path;
 
 use crate::config::MetricSpec;
 
-/// The names a metric is compared under: its own, or one per percentile.
-pub fn compared_names(spec: &MetricSpec) -> Vec<String> {
-    if spec.percentiles.is_empty() {
-        vec![spec.name().to_owned()]
-    } else {
-        spec.percentiles
-            .iter()
-            .map(|p| percentile_name(spec.name(), *p))
-            .collect()
-    }
-}
-
-pub fn percentile_name(metric: &str, percentile: u8) -> String {
-    format!("{metric}.p{percentile}")
-}
-
 /// One run's metrics: value per compared name, and names written to `$PGO_BUILD_METRICS`
 /// that no `[[workload.metric]]` declares.
 #[derive(Debug, Default, PartialEq)]
@@ -116,7 +100,10 @@ pub fn read(
             values.insert(name.to_owned(), reported[0]);
         } else {
             for p in &spec.percentiles {
-                values.insert(percentile_name(name, *p), percentile(&reported, *p));
+                values.insert(
+                    MetricSpec::percentile_name(name, *p),
+                    percentile(&reported, *p),
+                );
             }
         }
     }

@@ -19,16 +19,10 @@ pub fn check_service(name: &str) -> Result<(), String> {
     check_chars(name, "-_", "service name", "letters, digits, '-' and '_'")
 }
 
-/// A workload metric's name: `--metric NAME` takes it beside the built-in ones, and a
-/// distribution's percentiles are `<name>.p<P>`.
+/// A workload metric's name: a distribution's percentiles are `<name>.p<P>` (that it is not
+/// one of `--metric`'s built-in names is checked with them, in `config`).
 pub fn check_metric(name: &str) -> Result<(), String> {
-    check_chars(name, "-_", "metric name", "letters, digits, '-' and '_'")?;
-    if crate::measurement::BUILT_IN_METRICS.contains(&name) {
-        return Err(format!(
-            "metric name {name:?} is one pgo-build measures itself (--metric {name}): rename it"
-        ));
-    }
-    Ok(())
+    check_chars(name, "-_", "metric name", "letters, digits, '-' and '_'")
 }
 
 /// An explore variant's name: `explore/<name>/bin/`, beside explore's own `builds/` and

@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::{Result, bail};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::WorkloadCommand;
 use super::values::{default_grace_period, deserialize_duration};
+use super::{Config, WorkloadCommand, line_of};
+use crate::measurement::Decider;
 
 /// How long a service gets to become ready when `ready.timeout` does not say.
 const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -195,8 +197,31 @@ impl MetricSpec {
         self.name.get_ref()
     }
 
+    /// The names the metric is compared under: its own, or one per percentile.
+    pub fn compared_names(&self) -> Vec<String> {
+        if self.percentiles.is_empty() {
+            vec![self.name().to_owned()]
+        } else {
+            self.percentiles
+                .iter()
+                .map(|p| MetricSpec::percentile_name(self.name(), *p))
+                .collect()
+        }
+    }
+
+    pub fn percentile_name(metric: &str, percentile: u8) -> String {
+        format!("{metric}.p{percentile}")
+    }
+
     pub fn check(&self) -> Result<(), String> {
         crate::names::check_metric(self.name())?;
+        if crate::measurement::BUILT_IN_METRICS.contains(&self.name()) {
+            return Err(format!(
+                "{:?} is a name pgo-build measures itself (--metric {}): rename the metric",
+                self.name(),
+                self.name()
+            ));
+        }
         if let Some(pattern) = &self.pattern {
             let regex = regex::Regex::new(pattern)
                 .map_err(|err| format!("pattern is not a regular expression: {err}"))?;
@@ -229,4 +254,175 @@ pub enum Direction {
     Lower,
     /// Throughput.
     Higher,
+}
+
+impl Config {
+    /// `[[service]]`s, the workloads' services and metrics, and `[compare] metric`.
+    pub(super) fn validate_services(&self, text: &str) -> Result<()> {
+        let path = self.display_path();
+        let mut seen = BTreeMap::new();
+        for service in &self.services {
+            let line = line_of(text, service.name.span().start);
+            let name = service.name();
+            let checked = crate::names::check_service(name)
+                .and_then(|()| {
+                    service
+                        .ready
+                        .as_ref()
+                        .map_or(Ok(()), |r| r.condition().map(|_| ()))
+                })
+                .and_then(|()| service.stop.check());
+            if let Err(reason) = checked {
+                bail!("invalid configuration in {path}, line {line}: service {name:?}: {reason}");
+            }
+            if let Some(first) = seen.insert(name.to_owned(), line) {
+                bail!(
+                    "invalid configuration in {path}, line {line}: service {name:?} is already \
+                     defined at line {first}"
+                );
+            }
+        }
+        let mut reported = Vec::new();
+        for workload in &self.workloads {
+            let line = line_of(text, workload.name.span().start);
+            let name = workload.name();
+            for service in &workload.services {
+                if !seen.contains_key(service) {
+                    bail!(
+                        "invalid configuration in {path}, line {line}: workload {name:?} needs \
+                         service {service:?}, but no [[service]] has that name{}",
+                        if seen.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " (defined: {})",
+                                seen.keys().cloned().collect::<Vec<_>>().join(", ")
+                            )
+                        }
+                    );
+                }
+            }
+            let mut metric_names = BTreeMap::new();
+            for metric in &workload.metrics {
+                let metric_line = line_of(text, metric.name.span().start);
+                if let Err(reason) = metric.check() {
+                    bail!(
+                        "invalid configuration in {path}, line {metric_line}: metric {:?} of \
+                         workload {name:?}: {reason}",
+                        metric.name()
+                    );
+                }
+                if metric_names.insert(metric.name().to_owned(), ()).is_some() {
+                    bail!(
+                        "invalid configuration in {path}, line {metric_line}: workload {name:?} \
+                         declares metric {:?} twice",
+                        metric.name()
+                    );
+                }
+                reported.extend(metric.compared_names());
+            }
+        }
+        if let Some(metric) = &self.compare.metric {
+            let line = line_of(text, metric.span().start);
+            let decider: Decider = metric.get_ref().parse().map_err(|reason: String| {
+                anyhow::anyhow!(
+                    "invalid configuration in {path}, line {line}: [compare] metric {reason}"
+                )
+            })?;
+            if let Some(name) = decider.reported()
+                && !reported.iter().any(|r| r == name)
+            {
+                bail!(
+                    "invalid configuration in {path}, line {line}: [compare] metric = {name:?}, \
+                     but no workload reports it ({}). Declare it with [[workload.metric]] name = \
+                     {name:?}, direction = \"lower\" or \"higher\"",
+                    if reported.is_empty() {
+                        "no workload declares a metric".to_owned()
+                    } else {
+                        format!("reported: {}", reported.join(", "))
+                    }
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn parse(text: &str) -> anyhow::Result<Config> {
+        Config::parse(text, Path::new("/ws/pgo-build.toml"))
+    }
+
+    fn error(text: &str) -> String {
+        format!("{:#}", parse(text).unwrap_err())
+    }
+
+    const SERVICE: &str = "[[service]]\nname = \"db\"\ncommand = \"db --serve\"\n";
+
+    #[test]
+    fn a_service_is_resolved_into_the_workloads_that_name_it() {
+        let config = parse(&format!(
+            "{SERVICE}ready = {{ tcp = \"127.0.0.1:5432\", timeout = \"5s\" }}\nstop = {{ command = \"db --shutdown\" }}\n\n\
+             [[workload]]\nname = \"w\"\nrole = \"train\"\nservices = [\"db\"]\ncommand = \"client\"\n"
+        ))
+        .unwrap();
+        let workload = &config.workloads[0];
+        assert_eq!(workload.service_specs[0].name(), "db");
+        let ready = workload.service_specs[0].ready.as_ref().unwrap();
+        assert_eq!(ready.timeout, Duration::from_secs(5));
+        assert!(matches!(ready.condition(), Ok(ReadyWhen::Tcp(addr)) if addr == "127.0.0.1:5432"));
+        // The service is part of the workload's fingerprint: changing it makes training stale.
+        let changed = parse(&format!(
+            "{SERVICE}ready = {{ tcp = \"127.0.0.1:5433\" }}\n\n\
+             [[workload]]\nname = \"w\"\nrole = \"train\"\nservices = [\"db\"]\ncommand = \"client\"\n"
+        ))
+        .unwrap();
+        assert_ne!(workload.fingerprint(), changed.workloads[0].fingerprint());
+    }
+
+    #[test]
+    fn bad_services_and_metrics_are_errors_with_their_line() {
+        let unknown = error(&format!(
+            "{SERVICE}\n[[workload]]\nname = \"w\"\nrole = \"train\"\nservices = [\"cache\"]\ncommand = \"c\"\n"
+        ));
+        assert!(unknown.contains("line 6: workload \"w\" needs service \"cache\", but no [[service]] has that name (defined: db)"), "{unknown}");
+        let signal = error(&format!("{SERVICE}stop = {{ signal = \"KILL\" }}\n"));
+        assert!(
+            signal.contains("line 2: service \"db\": stop.signal = \"KILL\""),
+            "{signal}"
+        );
+        let two = error(&format!(
+            "{SERVICE}ready = {{ tcp = \"h:1\", log = \"up\" }}\n"
+        ));
+        assert!(two.contains("not several"), "{two}");
+        let none = error(&format!("{SERVICE}ready = {{ timeout = \"5s\" }}\n"));
+        assert!(
+            none.contains("needs one of tcp, unix, log or command"),
+            "{none}"
+        );
+        let workload = "[[workload]]\nname = \"w\"\nrole = \"holdout\"\ncommand = \"c\"\n[[workload.metric]]\n";
+        let builtin = error(&format!(
+            "{workload}name = \"wall\"\ndirection = \"lower\"\n"
+        ));
+        assert!(builtin.contains("line 6: metric \"wall\" of workload \"w\": \"wall\" is a name pgo-build measures itself"), "{builtin}");
+        let group = error(&format!(
+            "{workload}name = \"rps\"\ndirection = \"higher\"\npattern = \"rps: [0-9]+\"\n"
+        ));
+        assert!(group.contains("has no capture group"), "{group}");
+        let direction = error(&format!("{workload}name = \"rps\"\ndirection = \"up\"\n"));
+        assert!(direction.contains("line 7"), "{direction}");
+        let decider = error(&format!(
+            "[compare]\nmetric = \"rps\"\n\n{workload}name = \"latency\"\ndirection = \"lower\"\npercentiles = [50, 99]\n"
+        ));
+        assert!(decider.contains("line 2: [compare] metric = \"rps\", but no workload reports it (reported: latency.p50, latency.p99)"), "{decider}");
+        assert!(parse(&format!(
+            "[compare]\nmetric = \"latency.p99\"\n\n{workload}name = \"latency\"\ndirection = \"lower\"\npercentiles = [50, 99]\n"
+        ))
+        .is_ok());
+    }
 }

@@ -108,7 +108,7 @@ pub(super) fn summarize_metrics(
 ) -> BTreeMap<String, MetricComparison> {
     let mut compared = BTreeMap::new();
     for spec in metrics {
-        for name in crate::metrics::compared_names(spec) {
+        for name in spec.compared_names() {
             let values = |variant: &str| -> Vec<f64> {
                 (1..=rounds)
                     .map(|round| {
@@ -151,7 +151,7 @@ fn flag_tail_regressions(spec: &MetricSpec, compared: &mut BTreeMap<String, Metr
     let Some(&lowest) = spec.percentiles.iter().min() else {
         return;
     };
-    let body = &compared[&crate::metrics::percentile_name(spec.name(), lowest)].summary;
+    let body = &compared[&MetricSpec::percentile_name(spec.name(), lowest)].summary;
     let body_fine = matches!(body.verdict, Verdict::Faster | Verdict::NoDifference)
         || (body.verdict != Verdict::Slower && body.median_ratio <= 1.0);
     for &p in spec
@@ -160,7 +160,7 @@ fn flag_tail_regressions(spec: &MetricSpec, compared: &mut BTreeMap<String, Metr
         .filter(|p| **p >= 90 && **p > lowest)
     {
         let tail = compared
-            .get_mut(&crate::metrics::percentile_name(spec.name(), p))
+            .get_mut(&MetricSpec::percentile_name(spec.name(), p))
             .expect("every percentile was compared");
         tail.tail_regression = body_fine && tail.summary.verdict == Verdict::Slower;
     }
