@@ -82,6 +82,10 @@ impl std::str::FromStr for Decider {
         if let Some(i) = BUILT_IN_METRICS.iter().position(|name| *name == text) {
             return Ok(Decider::Measured(measured[i]));
         }
+        // A criterion benchmark of a held-out cargo bench (`criterion:parse/small`).
+        if text.starts_with(crate::criterion::METRIC_PREFIX) {
+            return Ok(Decider::Reported(text.to_owned()));
+        }
         // `latency.p99`: a percentile of a distribution metric.
         let base = match text.rsplit_once(".p") {
             Some((base, p)) if p.parse::<u8>().is_ok() => base,
@@ -116,5 +120,34 @@ impl std::str::FromStr for Rounds {
                 "`{text}`: expected a number of rounds (at least 1) or `auto`"
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_parse_into_what_decides() {
+        for (text, metric) in [
+            ("wall", Metric::Wall),
+            ("cpu", Metric::Cpu),
+            ("instructions", Metric::Instructions),
+            ("faults", Metric::Faults),
+        ] {
+            assert_eq!(text.parse(), Ok(Decider::Measured(metric)));
+        }
+        for reported in ["p99_ms", "latency.p99", "criterion:parse/small"] {
+            assert_eq!(
+                reported.parse(),
+                Ok(Decider::Reported(reported.to_owned()))
+            );
+        }
+        assert!("late ncy".parse::<Decider>().is_err());
+        assert!("a/b".parse::<Decider>().is_err());
+        assert_eq!(
+            "p99_ms".parse::<Decider>().unwrap().measured(),
+            Metric::Wall
+        );
     }
 }

@@ -197,6 +197,17 @@ impl MetricSpec {
         self.name.get_ref()
     }
 
+    /// A metric pgo-build reads itself (a criterion benchmark's estimate), not declared.
+    pub fn read_by_pgo_build(name: String, direction: Direction, unit: &str) -> MetricSpec {
+        MetricSpec {
+            name: Spanned::new(0..0, name),
+            direction,
+            unit: unit.to_owned(),
+            pattern: None,
+            percentiles: Vec::new(),
+        }
+    }
+
     /// The names the metric is compared under: its own, or one per percentile.
     pub fn compared_names(&self) -> Vec<String> {
         if self.percentiles.is_empty() {

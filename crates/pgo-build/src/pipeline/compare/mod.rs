@@ -584,7 +584,7 @@ impl Session {
                     )
                 })?;
             let (wall, cpu) = (outcome.duration, outcome.cpu);
-            let reported = if workload.metrics.is_empty() {
+            let mut reported = if workload.metrics.is_empty() {
                 crate::metrics::RunMetrics::default()
             } else {
                 crate::metrics::read(&workload.metrics, &outcome.log_path, &outcome.metric_lines)
@@ -596,6 +596,11 @@ impl Session {
                         )
                     })?
             };
+            if workload.cargo.is_some() {
+                // This run's estimates: each run rewrites criterion's `new/`.
+                let home = criterion::home(&variant.layout.cargo_target_dir(variant.stage));
+                reported.values.extend(criterion::run_metrics(&home));
+            }
             if round == 0 && !reported.undeclared.is_empty() {
                 self.printer.warn(format!(
                     "workload `{}` wrote metrics no [[workload.metric]] declares, so they are \
@@ -664,7 +669,10 @@ impl Session {
             .unwrap_or_else(|| self.config.compare.decider());
         if let Some(name) = decider.reported() {
             let reported = self.config.reported_metrics();
-            if !reported.iter().any(|r| r == name) {
+            // Benchmark ids are known once criterion has run: a cargo workload may report it.
+            let benchmark = name.starts_with(criterion::METRIC_PREFIX)
+                && self.config.workloads.iter().any(|w| w.cargo.is_some());
+            if !benchmark && !reported.iter().any(|r| r == name) {
                 bail!(
                     "--metric {name}: no workload reports a metric of that name ({}). Declare it \
                      in {} with [[workload.metric]] name = {name:?} and its direction",

@@ -47,6 +47,21 @@ pub(crate) fn summarize_candidates(
     counted: bool,
     metrics: &[MetricSpec],
 ) -> BTreeMap<String, CandidateSummary> {
+    // Criterion's per-benchmark estimates, read after each run of a cargo bench workload.
+    let mut metrics = metrics.to_vec();
+    let benchmarks: std::collections::BTreeSet<&String> = runs
+        .iter()
+        .flat_map(|r| r.metrics.keys())
+        .filter(|name| name.starts_with(crate::criterion::METRIC_PREFIX))
+        .collect();
+    for name in benchmarks {
+        metrics.push(MetricSpec::read_by_pgo_build(
+            name.clone(),
+            Direction::Lower,
+            "ns",
+        ));
+    }
+    let metrics = &metrics[..];
     let mut candidates = BTreeMap::new();
     for &candidate in candidates_of {
         let ratios = |field: fn(&RunSample) -> f64| -> Vec<f64> {
