@@ -138,10 +138,7 @@ mod tests {
             assert_eq!(text.parse(), Ok(Decider::Measured(metric)));
         }
         for reported in ["p99_ms", "latency.p99", "criterion:parse/small"] {
-            assert_eq!(
-                reported.parse(),
-                Ok(Decider::Reported(reported.to_owned()))
-            );
+            assert_eq!(reported.parse(), Ok(Decider::Reported(reported.to_owned())));
         }
         assert!("late ncy".parse::<Decider>().is_err());
         assert!("a/b".parse::<Decider>().is_err());

@@ -130,27 +130,18 @@ pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> 
             continue;
         };
         let mut starts: BTreeMap<u32, (String, Option<u32>)> = BTreeMap::new();
-        let mut wrote = std::collections::BTreeSet::new();
         for entry in entries.flatten() {
-            let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.strip_suffix(".start").and_then(|p| p.parse().ok()) {
-                if let Ok(text) = std::fs::read_to_string(&path) {
-                    let mut lines = text.lines();
-                    let executable = lines.next().unwrap_or_default().to_owned();
-                    let parent = lines.next().and_then(|p| p.trim().parse().ok());
-                    starts.insert(pid, (executable, parent));
-                }
-            } else if let Some(stem) = name.strip_suffix(".profraw")
-                && entry.metadata().is_ok_and(|m| m.len() > 0)
-                && let Some((_, pid)) = stem.rsplit_once('_')
-                && let Ok(pid) = pid
-                    .trim_end_matches(|c: char| !c.is_ascii_digit())
-                    .parse::<u32>()
+            if let Some(pid) = name.strip_suffix(".start").and_then(|p| p.parse().ok())
+                && let Ok(text) = std::fs::read_to_string(entry.path())
             {
-                wrote.insert(pid);
+                let mut lines = text.lines();
+                let executable = lines.next().unwrap_or_default().to_owned();
+                let parent = lines.next().and_then(|p| p.trim().parse().ok());
+                starts.insert(pid, (executable, parent));
             }
         }
+        let wrote = written(dir);
         for (pid, (executable, parent)) in &starts {
             let Some(parent) = parent else { continue };
             if wrote.contains(pid) || !wrote.contains(parent) {
@@ -170,6 +161,31 @@ pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> 
         }
     }
     found
+}
+
+/// The pids in `dir` whose raw profile (`*_<pid>.profraw`) is not empty.
+fn written(dir: &Path) -> std::collections::BTreeSet<u32> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.metadata().is_ok_and(|m| m.len() > 0))
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let (_, pid) = name.strip_suffix(".profraw")?.rsplit_once('_')?;
+            pid.parse().ok()
+        })
+        .collect()
+}
+
+/// Of `pids`, those that are processes of an instrumented binary (a start recorded in
+/// `dir`) that wrote no profile there.
+pub fn unwritten(dir: &Path, pids: &[u32]) -> Vec<u32> {
+    let wrote = written(dir);
+    pids.iter()
+        .copied()
+        .filter(|pid| dir.join(format!("{pid}.start")).is_file() && !wrote.contains(pid))
+        .collect()
 }
 
 #[cfg(test)]

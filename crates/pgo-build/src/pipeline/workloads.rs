@@ -125,7 +125,39 @@ impl Session {
                     })
                     .collect(),
             });
+            let profile_dir = target
+                .extra_env
+                .iter()
+                .find(|(key, _)| key == start_marker::START_DIR_ENV)
+                .map(|(_, dir)| std::path::PathBuf::from(dir));
             for service in &outcome.services {
+                let unwritten: Vec<String> = profile_dir
+                    .iter()
+                    .flat_map(|dir| {
+                        let pids: Vec<u32> = service
+                            .processes
+                            .iter()
+                            .map(|(pid, _)| *pid as u32)
+                            .collect();
+                        start_marker::unwritten(dir, &pids)
+                    })
+                    .filter_map(|pid| {
+                        let (_, name) = service.processes.iter().find(|(p, _)| *p as u32 == pid)?;
+                        Some(format!("{name} (pid {pid})"))
+                    })
+                    .collect();
+                if !unwritten.is_empty() && service.killed.is_empty() {
+                    self.caution(format!(
+                        "workload `{}` against the {} binaries: service `{}` was asked to stop \
+                         by {} and its process {} ended without writing a profile ({}). {SERVICE_FIX}",
+                        workload.run_name(),
+                        stage.name(),
+                        service.name,
+                        service.asked_by,
+                        unwritten.join(", "),
+                        service.status
+                    ))?;
+                }
                 if let Some(problem) = service.problem() {
                     self.caution(format!(
                         "workload `{}` against the {} binaries: {problem}. What it ran is \

@@ -40,6 +40,8 @@ pub struct ServiceOutcome {
     pub grace_period: Duration,
     /// Processes still alive after the grace period, killed with SIGKILL.
     pub killed: Vec<StoppedProcess>,
+    /// Its processes when it was asked to stop (pid, name).
+    pub processes: Vec<(i32, String)>,
     /// User + system CPU time of its process tree (as `wait4` accounts it).
     pub cpu: Duration,
     pub faults: u64,
@@ -418,8 +420,9 @@ fn stop_service(
     }
     let ended_early = service.exited.is_some();
     let deadline = Instant::now() + grace;
+    let processes = members.live();
     // Asked even when its first process has ended: a launcher leaves the server running.
-    if !ended_early || !members.live().is_empty() {
+    if !ended_early || !processes.is_empty() {
         match &spec.stop.command {
             Some(command) => {
                 let stopped = target
@@ -506,6 +509,7 @@ fn stop_service(
         asked_by,
         grace_period: grace,
         killed,
+        processes,
         cpu: usage.cpu,
         faults: usage.faults,
     }

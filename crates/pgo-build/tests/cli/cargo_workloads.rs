@@ -186,13 +186,20 @@ cargo = ["bench", "-p", "calc", "--bench", "sums"]
     // Each round's estimates are also workload metrics, paired and judged like the others.
     let sums = &report["compare"]["workloads"][0];
     for run in sums["runs"].as_array().unwrap() {
-        assert!(run["metrics"]["criterion:total_2000"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(
+            run["metrics"]["criterion:total_2000"].as_f64().unwrap() > 0.0,
+            "{run}"
+        );
     }
     let metric = &sums["candidates"]["optimized"]["metrics"]["criterion:steps_27"];
     assert_eq!(metric["unit"], "ns", "{metric}");
     assert_eq!(metric["direction"], "lower");
     assert_eq!(metric["summary"]["pairs"], 1);
-    assert!(compare.stdout().contains("criterion:total_2000 (lower is better)"));
+    assert!(
+        compare
+            .stdout()
+            .contains("criterion:total_2000 (lower is better)")
+    );
     for bench in &benchmarks {
         assert_eq!(bench["candidate"], "optimized");
         let (reference, candidate) = (&bench["reference_estimate"], &bench["candidate_estimate"]);

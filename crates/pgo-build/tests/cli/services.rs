@@ -292,9 +292,38 @@ fn a_launcher_that_wrote_while_the_server_it_started_did_not_is_a_warning() {
         .run(&["train"])
         .success()
         .stderr_contains("wrote no profile while the `replica` that started it (pid")
-        .stderr_contains("its launcher");
+        .stderr_contains("its launcher")
+        .stderr_contains(
+            "service `daemon` was asked to stop by SIGTERM and its process replica (pid",
+        );
     fixture
         .run(&["train", "--strict"])
         .failure()
-        .stderr_contains("its launcher");
+        .stderr_contains("service `daemon` was asked to stop by SIGTERM");
+}
+
+#[test]
+fn a_service_that_ends_on_its_stop_signal_without_writing_is_named() {
+    let fixture = Fixture::new("signals");
+    // Without pgo-build-rt, SIGTERM's default action ends the service before it writes.
+    let config = service(&fixture, "plain", "", "ready = { log = \"^ready\" }")
+        + &workload("w", "\"plain\"", "true");
+    write_config(&fixture, &config);
+    fixture.run(&["instrument"]).success();
+    let run = fixture.run(&["train"]);
+    let pid = std::fs::read_to_string(fixture.root().join("plain.pid")).unwrap();
+    run.success().stderr_contains(&format!(
+        "service `plain` was asked to stop by SIGTERM and its process replica (pid {}) ended \
+         without writing a profile (signal: 15 (SIGTERM))",
+        pid.trim()
+    ));
+    // With it, the same service writes and nothing is said.
+    fixture.run(&["instrument", "--features", "rt"]).success();
+    let run = fixture.run(&["train", "--features", "rt", "--strict"]);
+    run.success();
+    assert!(
+        !run.stderr().contains("service `plain`"),
+        "{}",
+        run.describe()
+    );
 }
