@@ -18,7 +18,6 @@ use anyhow::{Context, Result, bail};
 
 use super::process::{Members, Usage, reap, send, stop};
 use super::{Job, RunningWorkload, TOKEN_ENV, Target, forget_running, log_tail};
-use crate::command::Cmd;
 use crate::config::{ReadyWhen, Service};
 use crate::interrupt;
 use crate::printer::Printer;
@@ -59,8 +58,6 @@ struct RunningService {
 /// The services of one run, stopped in reverse order of starting.
 pub(super) struct Services {
     running: Vec<RunningService>,
-    /// How each was started (for the stop command): the variables of the run.
-    commands: Vec<Cmd>,
 }
 
 impl Services {
@@ -76,7 +73,6 @@ impl Services {
     ) -> Result<Services> {
         let mut services = Services {
             running: Vec::new(),
-            commands: Vec::new(),
         };
         for spec in &job.services {
             let log = service_log(&target.log_path, spec.name());
@@ -150,7 +146,6 @@ impl Services {
                 log,
                 exited: None,
             });
-            services.commands.push(cmd);
             let service = services.running.last_mut().expect("just pushed");
             wait_ready(target, job, service, vars, window, printer)?;
         }
@@ -165,7 +160,6 @@ impl Services {
     ) -> Vec<ServiceOutcome> {
         let mut outcomes = Vec::new();
         while let Some(service) = self.running.pop() {
-            self.commands.pop();
             outcomes.push(stop_service(target, service, vars));
         }
         outcomes.reverse();
