@@ -104,10 +104,10 @@ pub fn markdown(report: &Report) -> String {
 fn explore_markdown(explore: &ExploreResult, out: &mut String) {
     let _ = writeln!(
         out,
-        "### explore ({:?}, {} rounds on {})
+        "### explore ({}, {} rounds on {})
 
 | Variant | vs baseline | vs pgo | Build time | Peak memory | Size (loaded) | Pareto front | Status |\n|---|---:|---:|---:|---:|---:|---|---|",
-        explore.metric,
+        explore_decider(explore),
         explore.rounds,
         explore.workloads.join(", ")
     );
@@ -501,7 +501,66 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
                 s.ci_low,
                 s.ci_high,
             ));
+            metrics_html(workload, candidate, &compare.reference, out);
         }
+    }
+}
+
+/// A candidate's workload metrics: a row each (in the metric's unit), then each one's
+/// per-round cost ratios.
+fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str, out: &mut String) {
+    let Some(summary) = workload.candidates.get(candidate) else {
+        return;
+    };
+    if summary.metrics.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<table><tr><th>Metric</th><th>Median of each side</th><th>Cost ratio (CI)</th>\
+         <th>Wins</th><th>Verdict</th></tr>",
+    );
+    let judged = Decider::Reported(String::new());
+    for (name, metric) in &summary.metrics {
+        let s = &metric.summary;
+        let class = match s.verdict {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            _ => "",
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{} ({})</td><td>{} → {} {}</td><td>{:.3} ({:.3} … {:.3})</td><td>{}/{}</td>\
+             <td class=\"{class}\">{}{}</td></tr>",
+            escape(name),
+            match metric.direction {
+                crate::config::Direction::Lower => "lower is better",
+                crate::config::Direction::Higher => "higher is better",
+            },
+            metric.reference_median,
+            metric.candidate_median,
+            escape(&metric.unit),
+            s.median_ratio,
+            s.ci_low,
+            s.ci_high,
+            s.wins,
+            s.pairs,
+            verdict_text(s, &judged),
+            if metric.tail_regression { " (tail regression)" } else { "" }
+        );
+    }
+    out.push_str("</table>");
+    for (name, metric) in &summary.metrics {
+        let s = &metric.summary;
+        let _ = write!(out, "<p>{}: per-round cost ratios</p>", escape(name));
+        out.push_str(&ratio_plot(
+            workload,
+            &Decider::Reported(name.clone()),
+            candidate,
+            reference,
+            s.median_ratio,
+            s.ci_low,
+            s.ci_high,
+        ));
     }
 }
 
@@ -567,14 +626,22 @@ fn ratio_plot(
     format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"75\">{svg}</svg>")
 }
 
+/// What explore's speeds rest on.
+fn explore_decider(explore: &ExploreResult) -> String {
+    decider_label(&match &explore.decided_by {
+        Some(name) => Decider::Reported(name.clone()),
+        None => Decider::Measured(explore.metric),
+    })
+}
+
 /// `explore`: the recommendation, then speed against build time, one dot per measured variant,
 /// the Pareto front (speed against build time) joined by a line, then the table.
 fn explore_section(explore: &ExploreResult, out: &mut String) {
     let _ = write!(
         out,
-        "<h2>Explore</h2><p>{} variants, {:?} on {} ({} rounds each).</p>",
+        "<h2>Explore</h2><p>{} variants, {} on {} ({} rounds each).</p>",
         explore.variants.len(),
-        explore.metric,
+        escape(&explore_decider(explore)),
         escape(&explore.workloads.join(", ")),
         explore.rounds
     );

@@ -508,7 +508,10 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
 /// baseline and against pgo, its build cost and size, and the fronts it is on.
 pub fn explore_table(result: &super::ExploreResult) -> String {
     let mut table = Table::new();
-    let metric = super::metric_label(result.metric);
+    let metric = match &result.decided_by {
+        Some(name) => name.clone(),
+        None => super::metric_label(result.metric).to_owned(),
+    };
     table.load_preset(UTF8_FULL_CONDENSED).set_header([
         "Variant".to_owned(),
         format!("vs baseline ({metric})"),
