@@ -55,6 +55,18 @@ fn read(path: &Path) -> Option<Estimate> {
     })
 }
 
+/// Each benchmark's estimate as a metric of the run that produced it: `criterion:<id>`, its
+/// median time per iteration in nanoseconds (lower is better), so criterion's figures are paired
+/// per round and judged like any workload metric.
+pub const METRIC_PREFIX: &str = "criterion:";
+
+pub fn run_metrics(home: &Path) -> BTreeMap<String, f64> {
+    estimates(home)
+        .into_iter()
+        .map(|(id, estimate)| (format!("{METRIC_PREFIX}{id}"), estimate.median_ns))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,16 +108,4 @@ mod tests {
         );
         assert!(estimates(&home.path().join("missing")).is_empty());
     }
-}
-
-/// Each benchmark's estimate as a metric of the run that produced it: `criterion:<id>`, its
-/// median time per iteration in nanoseconds (lower is better), so criterion's figures are paired
-/// per round and judged like any workload metric.
-pub const METRIC_PREFIX: &str = "criterion:";
-
-pub fn run_metrics(home: &Path) -> BTreeMap<String, f64> {
-    estimates(home)
-        .into_iter()
-        .map(|(id, estimate)| (format!("{METRIC_PREFIX}{id}"), estimate.median_ns))
-        .collect()
 }

@@ -33,7 +33,8 @@ pub fn serve(mut args: impl Iterator<Item = String>) -> Result<(), String> {
         }
     }
     let table = Arc::new(Table::generate(seed, rows));
-    let listener = TcpListener::bind(&listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let listener =
+        TcpListener::bind(&listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     if let Some(file) = addr_file {
         // Written whole under another name first: a client never reads half an address.
@@ -52,7 +53,9 @@ pub fn serve(mut args: impl Iterator<Item = String>) -> Result<(), String> {
 }
 
 fn answer(stream: TcpStream, table: &Table) {
-    let Ok(reader) = stream.try_clone() else { return };
+    let Ok(reader) = stream.try_clone() else {
+        return;
+    };
     let mut out = BufWriter::new(stream);
     for line in BufReader::new(reader).lines() {
         let Ok(line) = line else { return };
@@ -77,7 +80,9 @@ pub fn load(mut args: impl Iterator<Item = String>) -> Result<(), String> {
             "--addr-file" => addr_file = Some(value()?),
             "--queries" => queries = Some(value()?),
             "--connections" => {
-                connections = value()?.parse().map_err(|e| format!("--connections: {e}"))?
+                connections = value()?
+                    .parse()
+                    .map_err(|e| format!("--connections: {e}"))?
             }
             "--repeat" => repeat = value()?.parse().map_err(|e| format!("--repeat: {e}"))?,
             other => return Err(format!("load: unknown flag {other}")),
@@ -130,9 +135,15 @@ pub fn load(mut args: impl Iterator<Item = String>) -> Result<(), String> {
         file.flush().map_err(|e| e.to_string())?;
     }
     latencies_ms.sort_by(f64::total_cmp);
-    let at = |p: f64| latencies_ms[((p * latencies_ms.len() as f64).ceil() as usize).clamp(1, latencies_ms.len()) - 1];
+    let at = |p: f64| {
+        latencies_ms
+            [((p * latencies_ms.len() as f64).ceil() as usize).clamp(1, latencies_ms.len()) - 1]
+    };
     println!("requests: {}", latencies_ms.len());
-    println!("throughput: {:.1} queries/s", latencies_ms.len() as f64 / elapsed);
+    println!(
+        "throughput: {:.1} queries/s",
+        latencies_ms.len() as f64 / elapsed
+    );
     println!(
         "latency ms: p50 {:.3}, p95 {:.3}, p99 {:.3}",
         at(0.50),

@@ -545,7 +545,11 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
             s.wins,
             s.pairs,
             verdict_text(s, &judged),
-            if metric.tail_regression { " (tail regression)" } else { "" }
+            if metric.tail_regression {
+                " (tail regression)"
+            } else {
+                ""
+            }
         );
     }
     out.push_str("</table>");

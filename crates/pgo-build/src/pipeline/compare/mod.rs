@@ -456,8 +456,7 @@ impl Session {
                 names[0],
                 &names[1..],
                 rounds,
-                looks.alpha,
-                seed,
+                (looks.alpha, seed),
                 counter.is_some(),
                 &workload.metrics,
             );

@@ -42,8 +42,7 @@ pub(crate) fn summarize_candidates(
     reference: &str,
     candidates_of: &[&str],
     rounds: usize,
-    alpha: f64,
-    seed: u64,
+    (alpha, seed): (f64, u64),
     counted: bool,
     metrics: &[MetricSpec],
 ) -> BTreeMap<String, CandidateSummary> {
@@ -236,7 +235,13 @@ mod tests {
                 &[("latency.p50", 8.0 + noise), ("latency.p99", 30.0 + noise)],
             ));
         }
-        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1), &[spec.clone()]);
+        let compared = summarize_metrics(
+            &runs,
+            ("base", "pgo"),
+            10,
+            (0.05, 1),
+            std::slice::from_ref(&spec),
+        );
         assert_eq!(compared["latency.p50"].summary.verdict, Verdict::Faster);
         assert_eq!(compared["latency.p99"].summary.verdict, Verdict::Slower);
         assert!(compared["latency.p99"].tail_regression);

@@ -158,8 +158,7 @@ impl Session {
                                 PGO,
                                 &[variant.name.as_str()],
                                 rounds,
-                                stats::ALPHA,
-                                1,
+                                (stats::ALPHA, 1),
                                 decider.measured() == Metric::Instructions,
                                 &workloads
                                     .iter()
