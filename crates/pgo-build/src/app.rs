@@ -136,6 +136,7 @@ fn dispatch(command: &Command, session: &mut Session) -> Result<()> {
         Command::Export(args) => session.stage(Step::Export, |s| s.export(args)),
         Command::Compare(args) => session.stage(Step::Compare, |s| s.compare(args).map(drop)),
         Command::Run(args) => session.run_all(args),
+        Command::Gate(args) => session.stage(Step::Gate, |s| s.gate(args)),
         Command::Explore(args) => session.explore(args),
         Command::Clean | Command::Report(_) => unreachable!("handled above"),
     }

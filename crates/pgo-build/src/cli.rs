@@ -103,6 +103,10 @@ pub enum Command {
     Compare(CompareArgs),
     /// doctor, build, instrument, train, optimize and compare, then print the stage table
     Run(RunArgs),
+    /// For release CI: pass only when what `run` staged is current, proven not slower than the
+    /// baseline on every holdout workload within [compare] margin, and within
+    /// [pgo] max_size_growth; writes target/pgo-build/provenance.json either way
+    Gate(GateArgs),
     /// Build variants of the build settings (LTO, codegen units, BOLT, ...), measure their
     /// speed, build cost and size side by side, and recommend (or --apply) the best
     Explore(ExploreArgs),
@@ -153,6 +157,16 @@ pub struct RunArgs {
     /// BOLT the baseline binaries (set by `explore` for variants without PGO)
     #[arg(skip)]
     pub bolt_without_pgo: bool,
+}
+
+#[derive(Debug, Clone, Args, Default)]
+pub struct GateArgs {
+    /// Counted rounds of the comparison (default: [compare] rounds, else 10), or `auto`
+    #[arg(long, value_name = "N|auto")]
+    pub rounds: Option<Rounds>,
+    /// What decides (default: [compare] metric, else wall), as for `compare`
+    #[arg(long, value_name = "wall|cpu|instructions|faults|NAME")]
+    pub metric: Option<Decider>,
 }
 
 #[derive(Debug, Clone, Args, Default)]

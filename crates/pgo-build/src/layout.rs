@@ -252,6 +252,11 @@ impl Layout {
     pub fn report(&self) -> PathBuf {
         self.root.join("report.json")
     }
+
+    /// What `pgo-build gate` passed or refused, and the evidence (`release.rs`).
+    pub fn provenance(&self) -> PathBuf {
+        self.root.join("provenance.json")
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ mod pgo_diagnostics;
 mod pipeline;
 mod printer;
 mod profiles;
+mod release;
 mod report;
 mod rustc_wrapper;
 mod rustflags;

@@ -25,11 +25,13 @@ pub enum Step {
     #[value(skip)]
     Export,
     Compare,
+    #[value(skip)]
+    Gate,
 }
 
 impl Step {
     /// Every step, in pipeline order.
-    pub const ALL: [Step; 12] = [
+    pub const ALL: [Step; 13] = [
         Step::Doctor,
         Step::Build,
         Step::Instrument,
@@ -42,6 +44,7 @@ impl Step {
         Step::Overlap,
         Step::Export,
         Step::Compare,
+        Step::Gate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +61,7 @@ impl Step {
             Step::Overlap => "overlap",
             Step::Export => "export",
             Step::Compare => "compare",
+            Step::Gate => "gate",
         }
     }
 

@@ -29,6 +29,7 @@ mod committed;
 mod compare;
 mod doctor;
 mod explore;
+mod gate;
 mod offline;
 mod optimize;
 mod profile;

@@ -140,6 +140,47 @@ impl Session {
         Ok(())
     }
 
+    /// The stages `run` would build again now, each with why: not completed by `run`, inputs
+    /// changed since (sources, settings, workloads, profiles), or outputs no longer intact. A
+    /// training merged from bundles (`pgo-build merge`) stands for the train stage while it is
+    /// the current training.
+    pub(super) fn stale_stages(&self) -> Result<Vec<String>> {
+        let args = RunArgs::default();
+        let mut steps = vec![Step::Build];
+        if self.config.pgo.profile.is_none() {
+            steps.extend([Step::Instrument, Step::Train]);
+        }
+        steps.push(Step::Optimize);
+        if self.config.bolt.enabled {
+            steps.push(Step::Bolt);
+        }
+        let mut stale = Vec::new();
+        for step in steps {
+            let name = step.name();
+            if step == Step::Train && self.merged_bundles()?.is_some() {
+                continue;
+            }
+            let now = self.fingerprint(step, &args)?;
+            let recorded = self.state.stages.get(name);
+            let reason = match (recorded, now) {
+                (None, _) => Some("not completed by `pgo-build run` in this target directory"),
+                (Some(_), None) => Some("its inputs cannot be read (a build output is missing)"),
+                (Some(recorded), Some(now)) if *recorded != now => Some(
+                    "its inputs changed since it completed (sources, settings, workloads or \
+                     profiles)",
+                ),
+                _ if !self.outputs_intact(step) => {
+                    Some("its outputs changed or are incomplete since it completed")
+                }
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                stale.push(format!("{name}: {reason}"));
+            }
+        }
+        Ok(stale)
+    }
+
     fn outputs_intact(&self, stage: Step) -> bool {
         let manifest_intact =
             |stage: Stage| StageManifest::load(&self.layout, stage, "").is_ok_and(|m| m.intact());

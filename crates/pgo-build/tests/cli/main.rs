@@ -9,6 +9,7 @@ mod cargo_workloads;
 mod compare;
 mod cross_language;
 mod explore;
+mod gate;
 mod memory;
 mod metrics;
 mod pipeline;

@@ -8,6 +8,11 @@ pub fn report_schema() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+pub fn provenance_schema() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/provenance.schema.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// Checks `value` against the subset of JSON Schema that docs/report.schema.json uses: type,
 /// enum, const, required, properties, additionalProperties, items.
 pub fn check_schema(value: &serde_json::Value, schema: &serde_json::Value, path: &str) {

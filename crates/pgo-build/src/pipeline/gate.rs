@@ -1,0 +1,287 @@
+//! `pgo-build gate`: may this build ship? For release CI: the variant that ships (BOLT when
+//! enabled, else optimized) must come from a current, complete pipeline (nothing `run` would
+//! build again), be proven not slower than the baseline on every held-out workload within
+//! `[compare] margin` (a fresh comparison, judged by `[compare] metric`), and pass
+//! `[pgo] max_size_growth`. One line per binary, then `target/pgo-build/provenance.json`
+//! (written whether it passes or not), and a non-zero exit unless everything passed.
+
+use anyhow::{Context, Result, bail};
+
+use super::Session;
+use crate::cargo_build::{StageManifest, loaded_size};
+use crate::cli::{CompareArgs, CompareRole, GateArgs};
+use crate::config::Role;
+use crate::layout::Stage;
+use crate::release::{
+    GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
+    TrainingRecord, workload_check,
+};
+use crate::report::{CompareResult, decider_label, human_bytes};
+
+impl Session {
+    pub fn gate(&mut self, args: &GateArgs) -> Result<()> {
+        let shipped = if self.config.bolt.enabled {
+            Stage::Bolt
+        } else {
+            Stage::Optimized
+        };
+        let holdout: Vec<String> = self
+            .config
+            .workloads_with_role(Role::Holdout)
+            .map(|w| w.name().to_owned())
+            .collect();
+        if holdout.is_empty() {
+            bail!(
+                "the gate needs held-out workloads to judge the build on: add a [[workload]] with \
+                 role = \"holdout\" to {}",
+                self.config.display_path()
+            );
+        }
+        let mut failures = Vec::new();
+        let stale = self.stale_stages()?;
+        for reason in &stale {
+            failures.push(format!("stale: {reason}"));
+        }
+        let manifest = StageManifest::load(
+            &self.layout,
+            shipped,
+            "run `pgo-build run` first (the gate judges what it staged)",
+        )?;
+        // Stale outputs are not worth measuring: the verdict would be about other binaries.
+        let comparison = if stale.is_empty() {
+            Some(self.compare(&CompareArgs {
+                variants: vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],
+                rounds: args.rounds,
+                workloads: holdout.clone(),
+                role: Some(CompareRole::Holdout),
+                metric: args.metric.clone(),
+                seed: 1,
+                fail_if_slower: false,
+            })?)
+        } else {
+            None
+        };
+        let margin = self.config.compare.margin();
+        let verdicts = comparison
+            .as_ref()
+            .map(|c| gate_verdicts(c, shipped, margin))
+            .unwrap_or_default();
+        for verdict in verdicts.iter().filter(|v| !v.passed) {
+            failures.push(format!(
+                "`{}` against the {}: {}",
+                verdict.workload, verdict.against, verdict.detail
+            ));
+        }
+        let binaries = self.shipped_binaries(&manifest, &mut failures)?;
+        let provenance = Provenance {
+            schema_version: PROVENANCE_SCHEMA_VERSION,
+            pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
+            created: crate::printer::utc_text(std::time::SystemTime::now()),
+            passed: failures.is_empty(),
+            failures: failures.clone(),
+            workspace: self.workspace.root.clone(),
+            git_revision: crate::bundle::git_revision(&self.workspace.root, &self.printer),
+            target: self.platform.triple.clone(),
+            variant: shipped.name().to_owned(),
+            rustc: self.rustc.version_line.clone(),
+            llvm_version: self.rustc.llvm_version.clone(),
+            c_compiler: manifest.settings.c.as_ref().map(|c| c.version.clone()),
+            profile: self.profile_record(&manifest)?,
+            training: self.training_records()?,
+            binaries,
+            metric: comparison
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |c| decider_label(&c.decider())),
+            margin,
+            max_size_growth: self
+                .config
+                .pgo
+                .max_size_growth
+                .as_ref()
+                .map(|g| g.text.clone()),
+            verdicts,
+        };
+        let path = self.layout.provenance();
+        crate::files::write_atomically(
+            &path,
+            serde_json::to_string_pretty(&provenance)?.as_bytes(),
+        )?;
+        self.print_gate(&provenance);
+        self.printer.info(format!("provenance: {}", path.display()));
+        if !provenance.passed {
+            bail!(
+                "the gate refuses the {} binaries:\n  - {}",
+                shipped.name(),
+                failures.join("\n  - ")
+            );
+        }
+        Ok(())
+    }
+
+    /// Every shipped binary with its hash and size, checked against `[pgo] max_size_growth`.
+    fn shipped_binaries(
+        &self,
+        manifest: &StageManifest,
+        failures: &mut Vec<String>,
+    ) -> Result<Vec<ShippedBinary>> {
+        let baseline = StageManifest::load(&self.layout, Stage::Baseline, "").ok();
+        let mut shipped = Vec::new();
+        for binary in &manifest.binaries {
+            let data = std::fs::read(&binary.path)
+                .with_context(|| format!("could not read {}", binary.path.display()))?;
+            let loaded = loaded_size(&data)?;
+            let reference = baseline
+                .as_ref()
+                .and_then(|b| b.binaries.iter().find(|r| r.name == binary.name))
+                .map(|r| match r.loaded_bytes {
+                    Some(bytes) => Ok(bytes),
+                    None => std::fs::read(&r.path)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|d| loaded_size(&d)),
+                })
+                .transpose()?;
+            let mut passed = true;
+            if let (Some(limit), Some(reference)) = (&self.config.pgo.max_size_growth, reference) {
+                let growth = loaded as f64 / reference.max(1) as f64 - 1.0;
+                if growth > limit.fraction {
+                    passed = false;
+                    failures.push(format!(
+                        "`{}` grew {} -> {} ({:+.1}%, without debug info and symbols), more than \
+                         [pgo] max_size_growth = {:?} allows",
+                        binary.name,
+                        human_bytes(reference),
+                        human_bytes(loaded),
+                        growth * 100.0,
+                        limit.text
+                    ));
+                }
+            }
+            shipped.push(ShippedBinary {
+                name: binary.name.clone(),
+                path: binary.path.clone(),
+                sha256: crate::files::sha256_hex(&data),
+                size_bytes: data.len() as u64,
+                loaded_bytes: loaded,
+                baseline_loaded_bytes: reference,
+                passed,
+            });
+        }
+        Ok(shipped)
+    }
+
+    /// The profile the optimized build used (`-Cprofile-use=`), with its hash.
+    fn profile_record(&self, manifest: &StageManifest) -> Result<Option<ProfileRecord>> {
+        let optimized = match manifest.stage.as_str() {
+            "optimized" => manifest.clone(),
+            _ => match StageManifest::load(&self.layout, Stage::Optimized, "") {
+                Ok(optimized) => optimized,
+                Err(_) => return Ok(None),
+            },
+        };
+        let Some(path) = optimized
+            .stage_rustflags
+            .iter()
+            .find_map(|flag| flag.strip_prefix("-Cprofile-use="))
+        else {
+            return Ok(None);
+        };
+        let path = std::path::PathBuf::from(path);
+        Ok(Some(ProfileRecord {
+            sha256: crate::files::sha256_of(&path)?,
+            path,
+        }))
+    }
+
+    /// The training the profile came from: merged bundles, or the local train runs.
+    fn training_records(&self) -> Result<Vec<TrainingRecord>> {
+        if let Some(merged) = self.merged_bundles()? {
+            return Ok(merged
+                .bundles
+                .iter()
+                .map(|b| TrainingRecord {
+                    name: b.file.display().to_string(),
+                    fingerprint: format!("shard {}/{}", b.shard.index, b.shard.count),
+                    status: b
+                        .workloads
+                        .iter()
+                        .map(|w| format!("{}: {}", w.run, w.status))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+                .collect());
+        }
+        Ok(self
+            .config
+            .train_runs()
+            .iter()
+            .map(|run| TrainingRecord {
+                name: run.run_name(),
+                fingerprint: crate::files::sha256_hex(run.fingerprint().as_bytes()),
+                status: self
+                    .report
+                    .training
+                    .iter()
+                    .find(|w| w.name == run.run_name() && w.stage == Stage::Instrumented.name())
+                    .map_or_else(|| "unknown".to_owned(), |w| w.status.clone()),
+            })
+            .collect())
+    }
+
+    /// One line per binary: passed or not, with the evidence.
+    fn print_gate(&self, provenance: &Provenance) {
+        let evidence: Vec<String> = provenance
+            .verdicts
+            .iter()
+            .map(|v| format!("`{}` vs {} {}", v.workload, v.against, v.detail))
+            .collect();
+        for binary in &provenance.binaries {
+            let size = match binary.baseline_loaded_bytes {
+                Some(reference) => format!(
+                    "size {} -> {} ({:+.1}%)",
+                    human_bytes(reference),
+                    human_bytes(binary.loaded_bytes),
+                    (binary.loaded_bytes as f64 / reference.max(1) as f64 - 1.0) * 100.0
+                ),
+                None => format!("size {}", human_bytes(binary.loaded_bytes)),
+            };
+            let passed = provenance.passed && binary.passed;
+            self.printer.info(format!(
+                "gate: {} {} ({}): {}; {}; by {}",
+                if passed { "PASS" } else { "FAIL" },
+                binary.name,
+                provenance.variant,
+                if evidence.is_empty() {
+                    "not measured (stale)".to_owned()
+                } else {
+                    evidence.join("; ")
+                },
+                size,
+                provenance.metric
+            ));
+        }
+    }
+}
+
+/// The shipped variant's verdict on every held-out workload of `comparison`.
+fn gate_verdicts(comparison: &CompareResult, shipped: Stage, margin: f64) -> Vec<GateVerdict> {
+    let decider = comparison.decider();
+    comparison
+        .workloads
+        .iter()
+        .filter(|w| w.role == "holdout")
+        .filter_map(|w| {
+            let summary = w.candidates.get(shipped.name())?.judged(&decider);
+            let (passed, detail) = workload_check(summary, margin);
+            Some(GateVerdict {
+                workload: w.workload.clone(),
+                against: comparison.reference.clone(),
+                median_ratio: summary.median_ratio,
+                ci_low: summary.ci_low,
+                ci_high: summary.ci_high,
+                verdict: summary.verdict,
+                passed,
+                detail,
+            })
+        })
+        .collect()
+}

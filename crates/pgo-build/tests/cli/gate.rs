@@ -1,0 +1,131 @@
+//! `pgo-build gate`: passes a current build proven not slower, refuses a slower one, a stale
+//! training and a binary over `max_size_growth`, and writes `provenance.json` either way.
+
+use crate::support::schema::*;
+use crate::support::*;
+
+fn provenance(fixture: &Fixture) -> serde_json::Value {
+    let path = fixture.layout().path("provenance.json");
+    let value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    check_schema(&value, &provenance_schema(), "provenance");
+    value
+}
+
+#[test]
+fn the_gate_passes_the_example_and_its_provenance_hashes_the_staged_binaries() {
+    let fixture = Fixture::example("ws");
+    // The example's batch workloads on fewer rows: PGO makes its engine about 25% faster
+    // (in instructions, about 12% fewer).
+    fixture.write(
+        "pgo-build.toml",
+        "[build]\nbins = [\"coordinator\", \"worker\"]\n\n\
+         [[workload]]\nname = \"train\"\nrole = \"train\"\ncommand = '\"$PGO_BUILD_BIN_COORDINATOR\" --queries workloads/train.queries --rows 100000 --seed 1 --workers 2'\n\n\
+         [[workload]]\nname = \"holdout\"\nrole = \"holdout\"\ncommand = '\"$PGO_BUILD_BIN_COORDINATOR\" --queries workloads/holdout.queries --rows 200000 --seed 2 --workers 2'\n",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    // Instruction counts: a verdict that a busy test machine cannot blur.
+    let gate = fixture.run(&["gate", "--metric", "instructions"]);
+    gate.success()
+        .stderr_contains("gate: PASS coordinator (optimized): `holdout` vs baseline")
+        .stderr_contains("gate: PASS worker (optimized)")
+        .stderr_contains("provenance.json");
+    let record = provenance(&fixture);
+    assert_eq!(record["passed"], true, "{record:#}");
+    assert_eq!(record["variant"], "optimized");
+    assert_eq!(record["metric"], "instructions");
+    assert_eq!(record["verdicts"][0]["workload"], "holdout");
+    assert!(record["verdicts"][0]["ci_high"].as_f64().unwrap() <= 1.02);
+    // The hashes are the staged binaries', and the profile is the one optimize used.
+    for binary in record["binaries"].as_array().unwrap() {
+        let name = binary["name"].as_str().unwrap();
+        let staged = std::fs::read(fixture.stage_bin("optimized", name)).unwrap();
+        use sha2::Digest;
+        let hash: String = sha2::Sha256::digest(&staged)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(binary["sha256"], hash.as_str(), "{name}");
+    }
+    let profile = record["profile"]["path"].as_str().unwrap();
+    assert!(profile.contains("merged-"), "{profile}");
+    assert_eq!(record["training"][0]["name"], "train");
+    assert_eq!(record["training"][0]["status"], "exit status: 0");
+    assert!(record["rustc"].as_str().unwrap().starts_with("rustc "));
+}
+
+#[test]
+fn the_gate_refuses_a_slower_build_and_a_stale_training() {
+    let fixture = Fixture::new("twobins");
+    let config = |train: &str| {
+        format!(
+            "[[workload]]\nname = \"train\"\nrole = \"train\"\ncommand = \"{train}\"\n\n\
+             [[workload]]\nname = \"holdout\"\nrole = \"holdout\"\n\
+             command = '$PGO_BUILD_BIN_APP work 100; if [ \"$PGO_BUILD_STAGE\" = optimized ]; then sleep 0.25; fi; sleep 0.02'\n"
+        )
+    };
+    fixture.write(
+        "pgo-build.toml",
+        &config("$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"),
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    fixture
+        .run(&["gate", "--rounds", "7"])
+        .failure()
+        .stderr_contains("gate: FAIL app (optimized): `holdout` vs baseline")
+        .stderr_contains("the gate refuses the optimized binaries")
+        .stderr_contains(": slower");
+    let record = provenance(&fixture);
+    assert_eq!(record["passed"], false);
+    assert_eq!(record["verdicts"][0]["verdict"], "slower");
+    // The training's definition changed since it ran: stale, and nothing is measured.
+    fixture.write(
+        "pgo-build.toml",
+        &config("$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"),
+    );
+    let gate = fixture.run(&["gate", "--rounds", "7"]);
+    gate.failure()
+        .stderr_contains("stale: train: its inputs changed since it completed")
+        .stderr_contains("not measured (stale)");
+    assert!(
+        !gate.stderr().contains("comparing baseline"),
+        "{}",
+        gate.describe()
+    );
+    let record = provenance(&fixture);
+    assert_eq!(record["verdicts"], serde_json::json!([]));
+    assert!(
+        record["failures"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("stale: train")
+    );
+}
+
+#[test]
+fn the_gate_refuses_a_binary_grown_past_max_size_growth() {
+    // Huge pages pad the BOLTed binaries to 2 MiB alignment: several times the baseline.
+    let fixture = bolt_fixture(
+        &["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"],
+        "huge_pages = true",
+    );
+    fixture.append_config(
+        "\n[[workload]]\nname = \"holdout\"\nrole = \"holdout\"\ncommand = \"$PGO_BUILD_BIN_APP work 200\"\n",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    fixture.prepend_config("[pgo]\nmax_size_growth = \"50%\"\n\n");
+    fixture
+        .run(&["gate", "--rounds", "7"])
+        .failure()
+        .stderr_contains("gate: FAIL app (bolt)")
+        .stderr_contains("more than [pgo] max_size_growth = \"50%\" allows");
+    let record = provenance(&fixture);
+    assert_eq!(record["variant"], "bolt");
+    let app = record["binaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "app")
+        .unwrap()
+        .clone();
+    assert_eq!(app["passed"], false, "{app}");
+}
