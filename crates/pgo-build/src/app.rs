@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ProfileCommand};
+use crate::cli::{Cli, Command, ProfileCommand, RunArgs};
 use crate::interrupt;
 use crate::pipeline::{self, Loaded, Session};
 use crate::printer::{Printer, Verbosity};
@@ -139,5 +139,33 @@ fn dispatch(command: &Command, session: &mut Session) -> Result<()> {
         Command::Gate(args) => session.stage(Step::Gate, |s| s.gate(args)),
         Command::Explore(args) => session.explore(args),
         Command::Clean | Command::Report(_) => unreachable!("handled above"),
+    }?;
+    // A build stage completed by its own command counts as `run`'s would.
+    let completed = match command {
+        Command::Build => Some((Step::Build, RunArgs::default())),
+        Command::Instrument => Some((Step::Instrument, RunArgs::default())),
+        // A shard, or some workloads only, is not the whole training `run` would do.
+        Command::Train(args) if args.shard.is_none() && args.workloads.is_empty() => {
+            Some((Step::Train, RunArgs::default()))
+        }
+        Command::Optimize(args) => Some((
+            Step::Optimize,
+            RunArgs {
+                optimize: args.clone(),
+                ..RunArgs::default()
+            },
+        )),
+        Command::Bolt(args) => Some((
+            Step::Bolt,
+            RunArgs {
+                bolt_without_pgo: args.without_pgo,
+                ..RunArgs::default()
+            },
+        )),
+        _ => None,
+    };
+    if let Some((step, args)) = completed {
+        session.record_completed(step, &args)?;
     }
+    Ok(())
 }

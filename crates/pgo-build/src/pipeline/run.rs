@@ -140,6 +140,24 @@ impl Session {
         Ok(())
     }
 
+    /// Records a stage completed by its own command (`pgo-build optimize`, …) as `run` records
+    /// its stages, so `run` reuses it while its inputs are unchanged and `gate` knows it is
+    /// current.
+    pub fn record_completed(&mut self, step: Step, args: &RunArgs) -> Result<()> {
+        if let Some(fingerprint) = self.fingerprint(step, args)? {
+            self.state
+                .stages
+                .insert(step.name().to_owned(), fingerprint);
+            if let Some(record) = self.report.stage_record(step.name()) {
+                self.state
+                    .runs
+                    .insert(step.name().to_owned(), record.clone());
+            }
+            self.state.save(&self.layout)?;
+        }
+        Ok(())
+    }
+
     /// The stages `run` would build again now, each with why: not completed by `run`, inputs
     /// changed since (sources, settings, workloads, profiles), or outputs no longer intact. A
     /// training merged from bundles (`pgo-build merge`) stands for the train stage while it is
@@ -147,7 +165,8 @@ impl Session {
     pub(super) fn stale_stages(&self) -> Result<Vec<String>> {
         let args = RunArgs::default();
         let mut steps = vec![Step::Build];
-        if self.config.pgo.profile.is_none() {
+        // Training merged from bundles was made against an instrumented build elsewhere.
+        if self.config.pgo.profile.is_none() && self.merged_bundles()?.is_none() {
             steps.extend([Step::Instrument, Step::Train]);
         }
         steps.push(Step::Optimize);
@@ -157,13 +176,10 @@ impl Session {
         let mut stale = Vec::new();
         for step in steps {
             let name = step.name();
-            if step == Step::Train && self.merged_bundles()?.is_some() {
-                continue;
-            }
             let now = self.fingerprint(step, &args)?;
             let recorded = self.state.stages.get(name);
             let reason = match (recorded, now) {
-                (None, _) => Some("not completed by `pgo-build run` in this target directory"),
+                (None, _) => Some("not completed in this target directory"),
                 (Some(_), None) => Some("its inputs cannot be read (a build output is missing)"),
                 (Some(recorded), Some(now)) if *recorded != now => Some(
                     "its inputs changed since it completed (sources, settings, workloads or \
