@@ -164,6 +164,9 @@ pub struct GateArgs {
     /// Counted rounds of the comparison (default: [compare] rounds, else 10), or `auto`
     #[arg(long, value_name = "N|auto")]
     pub rounds: Option<Rounds>,
+    /// The binaries of the last release: the build must not be slower than them either
+    #[arg(long, value_name = "DIR")]
+    pub against: Option<std::path::PathBuf>,
     /// What decides (default: [compare] metric, else wall), as for `compare`
     #[arg(long, value_name = "wall|cpu|instructions|faults|NAME")]
     pub metric: Option<Decider>,
@@ -320,6 +323,11 @@ pub struct CompareArgs {
     /// Exit non-zero when a holdout workload's verdict is "slower"
     #[arg(long)]
     pub fail_if_slower: bool,
+    /// The binaries of the last release (a directory holding each binary by name, e.g. a
+    /// downloaded artifact): measured as the `previous` variant, and each candidate is judged
+    /// against it too
+    #[arg(long, value_name = "DIR")]
+    pub against: Option<std::path::PathBuf>,
 }
 
 /// `compare --role`.

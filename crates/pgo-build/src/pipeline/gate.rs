@@ -8,6 +8,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::Session;
+use super::compare::{PREVIOUS, against_previous};
 use crate::cargo_build::{StageManifest, loaded_size};
 use crate::cli::{CompareArgs, CompareRole, GateArgs};
 use crate::config::Role;
@@ -57,19 +58,52 @@ impl Session {
                 metric: args.metric.clone(),
                 seed: 1,
                 fail_if_slower: false,
+                against: args.against.clone(),
             })?)
         } else {
             None
         };
         let margin = self.config.compare.margin();
-        let verdicts = comparison
+        let mut verdicts = comparison
             .as_ref()
             .map(|c| gate_verdicts(c, shipped, margin))
             .unwrap_or_default();
+        // Against the last release too: from the same rounds.
+        if let (Some(comparison), Some(_)) = (&comparison, &args.against) {
+            for (workload, candidate, summary) in
+                against_previous(comparison, 1, &self.config.workloads)
+            {
+                let holdout = comparison
+                    .workloads
+                    .iter()
+                    .any(|w| w.workload == workload && w.role == "holdout");
+                if candidate != shipped.name() || !holdout {
+                    continue;
+                }
+                let (passed, detail) = workload_check(&summary, margin);
+                verdicts.push(GateVerdict {
+                    workload,
+                    against: PREVIOUS.to_owned(),
+                    median_ratio: summary.median_ratio,
+                    ci_low: summary.ci_low,
+                    ci_high: summary.ci_high,
+                    verdict: summary.verdict,
+                    passed,
+                    detail,
+                });
+            }
+        }
         for verdict in verdicts.iter().filter(|v| !v.passed) {
             failures.push(format!(
-                "`{}` against the {}: {}",
-                verdict.workload, verdict.against, verdict.detail
+                "`{}` against the {}{}: {}",
+                verdict.workload,
+                verdict.against,
+                if verdict.against == PREVIOUS {
+                    " release"
+                } else {
+                    ""
+                },
+                verdict.detail
             ));
         }
         let binaries = self.shipped_binaries(&manifest, &mut failures)?;

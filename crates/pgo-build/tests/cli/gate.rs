@@ -129,3 +129,55 @@ fn the_gate_refuses_a_binary_grown_past_max_size_growth() {
         .clone();
     assert_eq!(app["passed"], false, "{app}");
 }
+
+#[test]
+fn the_gate_refuses_a_build_slower_than_the_last_release() {
+    let fixture = Fixture::new("twobins");
+    // Every variant but the last release's binaries takes 0.25 s longer.
+    fixture.write(
+        "pgo-build.toml",
+        "[[workload]]\nname = \"train\"\nrole = \"train\"\ncommand = \"$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER\"\n\n\
+         [[workload]]\nname = \"holdout\"\nrole = \"holdout\"\n\
+         command = '$PGO_BUILD_BIN_APP work 100; case \"$PGO_BUILD_BIN_DIR\" in */previous/*) ;; *) sleep 0.25;; esac; sleep 0.02'\n",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    let release = fixture.root().join("release");
+    std::fs::create_dir_all(&release).unwrap();
+    for name in ["app", "helper"] {
+        std::fs::copy(fixture.stage_bin("optimized", name), release.join(name)).unwrap();
+    }
+    fixture
+        .run(&[
+            "compare",
+            "--rounds",
+            "7",
+            "--against",
+            "release",
+            "--fail-if-slower",
+        ])
+        .failure()
+        .stderr_contains("holdout: optimized vs previous (the last release), by wall: +")
+        .stderr_contains("optimized is")
+        .stderr_contains("slower than previous (the last release) on `holdout`");
+    fixture
+        .run(&["gate", "--rounds", "7", "--against", "release"])
+        .failure()
+        .stderr_contains("`holdout` against the previous release: +")
+        .stderr_contains(": slower");
+    let record = provenance(&fixture);
+    let previous = record["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["against"] == "previous")
+        .unwrap()
+        .clone();
+    assert_eq!(previous["verdict"], "slower", "{previous}");
+    assert_eq!(previous["passed"], false);
+    // A release directory without every binary is refused up front.
+    std::fs::remove_file(release.join("helper")).unwrap();
+    fixture
+        .run(&["gate", "--against", "release"])
+        .failure()
+        .stderr_contains("the last release has no helper");
+}

@@ -29,16 +29,29 @@ use crate::report::{
 use crate::stats::{self, Verdict};
 use crate::training;
 
+mod previous;
 mod summary;
 
+pub(super) use previous::{PREVIOUS, against_previous};
 use summary::comparisons_rounds;
 pub(super) use summary::summarize_candidates;
 
 impl Session {
     /// Runs the comparison, prints its table and records it in the report.
     pub fn compare(&mut self, args: &CompareArgs) -> Result<CompareResult> {
-        let variants = self.compare_variants(&args.variants)?;
+        let mut variants = self.compare_variants(&args.variants)?;
+        if let Some(dir) = &args.against {
+            let previous = self.previous_variant(dir, variants.last().expect("two variants"))?;
+            variants.push(previous);
+        }
         let result = self.measure(&variants, args)?;
+        let previous = match &args.against {
+            Some(_) => against_previous(&result, args.seed, &self.config.workloads),
+            None => Vec::new(),
+        };
+        for line in previous::describe(&result, &previous) {
+            self.printer.info(line);
+        }
         let decider = result.decider();
         self.printer.table(compare_table(&result));
         if let Some(table) = metrics_table(&result) {
@@ -93,6 +106,24 @@ impl Session {
                         })
                 })
                 .collect();
+            let mut slower = slower;
+            slower.extend(
+                previous
+                    .iter()
+                    .filter(|(workload, _, s)| {
+                        s.verdict == Verdict::Slower
+                            && result
+                                .workloads
+                                .iter()
+                                .any(|w| &w.workload == workload && w.role == "holdout")
+                    })
+                    .map(|(workload, candidate, s)| {
+                        format!(
+                            "{candidate} is {:.1}% slower than {PREVIOUS} (the last release) on `{workload}`",
+                            (s.median_ratio - 1.0) * 100.0
+                        )
+                    }),
+            );
             if !slower.is_empty() {
                 bail!("--fail-if-slower: {}", slower.join("; "));
             }

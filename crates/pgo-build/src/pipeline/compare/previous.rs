@@ -1,0 +1,163 @@
+//! `--against DIR`: the binaries of the last release (a downloaded artifact) as the `previous`
+//! variant, so a release slower than the last one is caught even when it beats its own
+//! baseline. They are copied into `target/pgo-build/previous/` (a layout of their own: their
+//! logs and bin directory) and measured in the same rounds as the others.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use super::super::Session;
+use super::Compared;
+use super::summary::summarize_candidates;
+use crate::cargo_build::{StageManifest, StagedBinary};
+use crate::layout::{Layout, Stage};
+use crate::report::{CompareResult, decider_label};
+use crate::stats::PairedSummary;
+
+/// The variant's name in tables, logs and the report.
+pub const PREVIOUS: &str = "previous";
+
+impl Session {
+    /// `dir`'s binaries as the `previous` variant: every binary `like` has, by name.
+    pub(in crate::pipeline) fn previous_variant(
+        &self,
+        dir: &Path,
+        like: &Compared,
+    ) -> Result<Compared> {
+        if !dir.is_dir() {
+            bail!(
+                "--against {}: not a directory (give the directory holding the last release's binaries)",
+                dir.display()
+            );
+        }
+        let missing: Vec<&str> = like
+            .manifest
+            .binaries
+            .iter()
+            .map(|b| b.name.as_str())
+            .filter(|name| !dir.join(name).is_file())
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "--against {}: the last release has no {} (every binary compared must be there, by name)",
+                dir.display(),
+                missing.join(", ")
+            );
+        }
+        let layout = Layout::at(self.layout.root().join(PREVIOUS));
+        // The layout's optimized slot holds them (they are somebody's release build).
+        let stage = Stage::Optimized;
+        let bin_dir = layout.bin_dir(stage);
+        if bin_dir.exists() {
+            crate::files::remove_dir_all(&bin_dir)?;
+        }
+        crate::files::create_dir_all(&bin_dir)?;
+        let mut binaries = Vec::new();
+        for binary in &like.manifest.binaries {
+            let source = dir.join(&binary.name);
+            let data = std::fs::read(&source)
+                .with_context(|| format!("could not read {}", source.display()))?;
+            let path = bin_dir.join(&binary.name);
+            crate::files::write_atomically(&path, &data)?;
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            binaries.push(StagedBinary {
+                name: binary.name.clone(),
+                package: binary.package.clone(),
+                path,
+                source,
+                size_bytes: data.len() as u64,
+                loaded_bytes: crate::cargo_build::loaded_size(&data).ok(),
+                compressed_bytes: None,
+                build_id: None,
+                pgo: false,
+                bolted: false,
+                sha256: Some(crate::files::sha256_hex(&data)),
+            });
+        }
+        let id = crate::files::sha256_hex(
+            binaries
+                .iter()
+                .map(|b| b.sha256.clone().unwrap_or_default())
+                .collect::<String>()
+                .as_bytes(),
+        );
+        Ok(Compared {
+            name: PREVIOUS.to_owned(),
+            stage,
+            layout,
+            manifest: StageManifest {
+                stage: PREVIOUS.to_owned(),
+                settings: like.manifest.settings.clone(),
+                stage_rustflags: Vec::new(),
+                binaries,
+                id: format!("{PREVIOUS}-{}", &id[..16]),
+                sources: None,
+                upstream: BTreeMap::new(),
+            },
+            log_prefix: "compare",
+            rebuild: "compare --against",
+        })
+    }
+}
+
+/// Each candidate against `previous` on each workload of `result`, from the same rounds:
+/// (workload, candidate, summary).
+pub fn against_previous(
+    result: &CompareResult,
+    seed: u64,
+    workloads: &[crate::config::Workload],
+) -> Vec<(String, String, PairedSummary)> {
+    let decider = result.decider();
+    let mut found = Vec::new();
+    for workload in &result.workloads {
+        let rounds = workload.runs.iter().map(|r| r.round).max().unwrap_or(0);
+        let candidates: Vec<&str> = result
+            .candidates
+            .iter()
+            .map(String::as_str)
+            .filter(|c| *c != PREVIOUS)
+            .collect();
+        let metrics = workloads
+            .iter()
+            .find(|w| w.name() == workload.workload)
+            .map(|w| w.metrics.clone())
+            .unwrap_or_default();
+        let summaries = summarize_candidates(
+            &workload.runs,
+            PREVIOUS,
+            &candidates,
+            rounds,
+            (crate::stats::ALPHA, seed),
+            result.counter.is_some(),
+            &metrics,
+        );
+        for (candidate, summary) in summaries {
+            found.push((
+                workload.workload.clone(),
+                candidate,
+                summary.judged(&decider).clone(),
+            ));
+        }
+    }
+    found
+}
+
+/// The lines `compare --against` prints: each candidate against the last release.
+pub fn describe(result: &CompareResult, found: &[(String, String, PairedSummary)]) -> Vec<String> {
+    let decider = result.decider();
+    found
+        .iter()
+        .map(|(workload, candidate, s)| {
+            format!(
+                "{workload}: {candidate} vs {PREVIOUS} (the last release), by {}: {:+.1}% ({:+.1}% … {:+.1}%), {}",
+                decider_label(&decider),
+                (s.median_ratio - 1.0) * 100.0,
+                (s.ci_low - 1.0) * 100.0,
+                (s.ci_high - 1.0) * 100.0,
+                crate::report::verdict_text(s, &decider)
+            )
+        })
+        .collect()
+}
