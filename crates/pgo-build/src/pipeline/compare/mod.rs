@@ -29,6 +29,7 @@ use crate::report::{
 use crate::stats::{self, Verdict};
 use crate::training;
 
+mod checks;
 mod previous;
 mod summary;
 
@@ -246,36 +247,6 @@ impl Session {
             workloads: comparisons,
             geometric_mean,
         })
-    }
-
-    /// For a target whose binaries run under an emulator: what the figures mean (wall and CPU
-    /// time of the emulation), or the refusal of instruction counts, which cannot be taken.
-    fn emulation_note(&self, metric: Metric) -> Result<Option<String>> {
-        let execution = self.platform.execution();
-        let Some(runner) = execution.runner().filter(|_| execution.emulated()) else {
-            return Ok(None);
-        };
-        let triple = &self.platform.triple;
-        if metric == Metric::Instructions {
-            bail!(
-                "--metric instructions cannot be measured for {triple} here: its binaries run \
-                 under `{}`, which callgrind cannot run and whose own instructions perf would \
-                 count. Here only wall and CPU time of the emulation can be measured \
-                 (--metric wall or cpu), and they say little about {} hardware: for a figure \
-                 that does, `pgo-build pack` the stages and compare on a machine of that \
-                 architecture",
-                runner.display(),
-                self.platform.arch,
-            );
-        }
-        Ok(Some(format!(
-            "{triple} binaries ran under the emulator `{}`: these times measure the emulation \
-             on this {} machine, not {} hardware; compare on {} hardware for figures that do",
-            runner.display(),
-            std::env::consts::ARCH,
-            self.platform.arch,
-            self.platform.arch
-        )))
     }
 
     /// The variants named, or by default the baseline and the newest current variant (BOLT,
@@ -689,69 +660,6 @@ impl Session {
         let resolved =
             self.resolve_workload(&variant.layout, variant.stage, &variant.manifest, workload)?;
         target.run(&resolved, &self.printer)
-    }
-
-    /// What verdicts rest on: `--metric`, else `[compare] metric`, else wall time. A workload
-    /// metric must be one the workloads report.
-    pub(super) fn decider(&self, flag: Option<&Decider>) -> Result<Decider> {
-        let decider = flag
-            .cloned()
-            .unwrap_or_else(|| self.config.compare.decider());
-        if let Some(name) = decider.reported() {
-            let reported = self.config.reported_metrics();
-            // Benchmark ids are known once criterion has run: a cargo workload may report it.
-            let benchmark = name.starts_with(criterion::METRIC_PREFIX)
-                && self.config.workloads.iter().any(|w| w.cargo.is_some());
-            if !benchmark && !reported.iter().any(|r| r == name) {
-                bail!(
-                    "--metric {name}: no workload reports a metric of that name ({}). Declare it \
-                     in {} with [[workload.metric]] name = {name:?} and its direction",
-                    if reported.is_empty() {
-                        "no workload declares a metric".to_owned()
-                    } else {
-                        format!("reported: {}", reported.join(", "))
-                    },
-                    self.config.display_path()
-                );
-            }
-        }
-        Ok(decider)
-    }
-
-    /// A run's outcome, refused when the workload failed (its time would mean nothing).
-    pub(super) fn checked_run(
-        &self,
-        workload: &Workload,
-        variant: &str,
-        outcome: training::Outcome,
-    ) -> Result<training::Outcome> {
-        if !outcome.stopped.is_empty() {
-            self.printer.warn(format!(
-                "workload `{}` against the {} binaries: pgo-build had to stop {}",
-                workload.name(),
-                variant,
-                training::describe_stopped(&outcome.stopped)
-            ));
-        }
-        for service in &outcome.services {
-            if let Some(problem) = service.problem() {
-                self.printer.warn(format!(
-                    "workload `{}` against the {variant} binaries: {problem}",
-                    workload.name()
-                ));
-            }
-        }
-        if !outcome.success && !workload.allow_failure {
-            bail!(
-                "workload `{}` {} against the {} binaries, so its time means nothing. Its output ends with:\n{}\nFull log: {}",
-                workload.name(),
-                outcome.status,
-                variant,
-                training::log_tail(&outcome.log_path, 20),
-                outcome.log_path.display()
-            );
-        }
-        Ok(outcome)
     }
 }
 
