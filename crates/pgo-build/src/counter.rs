@@ -43,6 +43,16 @@ impl Counter {
         )
     }
 
+    /// How many times longer a workload runs under this counter: its timeout is scaled by it.
+    /// Callgrind's ~50× is the order measured on the example (0.4 s → 20 s); twice that, so a
+    /// slower workload still fits.
+    pub fn slowdown(&self) -> u32 {
+        match self {
+            Counter::Perf => 1,
+            Counter::Callgrind => 100,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Counter::Perf => "perf stat -e instructions".to_owned(),

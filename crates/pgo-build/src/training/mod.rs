@@ -138,6 +138,16 @@ impl Job {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The same job with its timeout multiplied by `factor` (it runs under a slow counter).
+    pub fn slowed(mut self, factor: u32) -> Job {
+        self.timeout = self.timeout.saturating_mul(factor);
+        self
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
 }
 
 impl Target<'_> {

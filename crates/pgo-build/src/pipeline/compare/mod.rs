@@ -547,8 +547,27 @@ impl Session {
         // A cargo workload builds and runs its benches with each variant's own build settings.
         let resolved: Vec<crate::training::Job> = order
             .iter()
-            .map(|v| self.resolve_workload(&v.layout, v.stage, &v.manifest, workload))
+            .map(|v| {
+                let job = self.resolve_workload(&v.layout, v.stage, &v.manifest, workload)?;
+                // Under the counter a run takes many times longer: so does its timeout.
+                Ok(match counter {
+                    Some(counter) => job.slowed(counter.slowdown()),
+                    None => job,
+                })
+            })
             .collect::<Result<_>>()?;
+        if let (Some(counter), Some(job), 1) = (counter, resolved.first(), round) {
+            if counter.slowdown() > 1 {
+                self.printer.info(format!(
+                    "{}: timeout {}s under {} ({}× the workload's {}s)",
+                    workload.name(),
+                    job.timeout().as_secs(),
+                    counter.describe(),
+                    counter.slowdown(),
+                    workload.timeout.as_secs()
+                ));
+            }
+        }
         let printer = self.printer;
         let mut outcomes = Vec::new();
         if side_by_side {
