@@ -125,6 +125,29 @@ pub struct GateVerdict {
     pub detail: String,
 }
 
+impl GateVerdict {
+    /// The verdict of `summary` (a candidate against `against` on `workload`) under the rule of
+    /// [`workload_check`].
+    pub fn judge(
+        workload: String,
+        against: String,
+        summary: &PairedSummary,
+        margin: f64,
+    ) -> GateVerdict {
+        let (passed, detail) = workload_check(summary, margin);
+        GateVerdict {
+            workload,
+            against,
+            median_ratio: summary.median_ratio,
+            ci_low: summary.ci_low,
+            ci_high: summary.ci_high,
+            verdict: summary.verdict,
+            passed,
+            detail,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

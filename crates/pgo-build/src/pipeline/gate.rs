@@ -15,7 +15,7 @@ use crate::config::Role;
 use crate::layout::Stage;
 use crate::release::{
     GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
-    TrainingRecord, workload_check,
+    TrainingRecord,
 };
 use crate::report::{CompareResult, decider_label, human_bytes};
 
@@ -80,17 +80,12 @@ impl Session {
                 if candidate != shipped.name() || !holdout {
                     continue;
                 }
-                let (passed, detail) = workload_check(&summary, margin);
-                verdicts.push(GateVerdict {
+                verdicts.push(GateVerdict::judge(
                     workload,
-                    against: PREVIOUS.to_owned(),
-                    median_ratio: summary.median_ratio,
-                    ci_low: summary.ci_low,
-                    ci_high: summary.ci_high,
-                    verdict: summary.verdict,
-                    passed,
-                    detail,
-                });
+                    PREVIOUS.to_owned(),
+                    &summary,
+                    margin,
+                ));
             }
         }
         for verdict in verdicts.iter().filter(|v| !v.passed) {
@@ -305,17 +300,12 @@ fn gate_verdicts(comparison: &CompareResult, shipped: Stage, margin: f64) -> Vec
         .filter(|w| w.role == "holdout")
         .filter_map(|w| {
             let summary = w.candidates.get(shipped.name())?.judged(&decider);
-            let (passed, detail) = workload_check(summary, margin);
-            Some(GateVerdict {
-                workload: w.workload.clone(),
-                against: comparison.reference.clone(),
-                median_ratio: summary.median_ratio,
-                ci_low: summary.ci_low,
-                ci_high: summary.ci_high,
-                verdict: summary.verdict,
-                passed,
-                detail,
-            })
+            Some(GateVerdict::judge(
+                w.workload.clone(),
+                comparison.reference.clone(),
+                summary,
+                margin,
+            ))
         })
         .collect()
 }

@@ -296,6 +296,25 @@ impl WorkloadComparison {
     }
 }
 
+impl MetricComparison {
+    /// "lower is better" / "higher is better".
+    pub fn direction_text(&self) -> &'static str {
+        match self.direction {
+            Direction::Lower => "lower is better",
+            Direction::Higher => "higher is better",
+        }
+    }
+
+    /// better / worse / no difference …, and a tail regression when it is one.
+    pub fn verdict_text(&self) -> String {
+        let mut text = verdict_text(&self.summary, &Decider::Reported(String::new()));
+        if self.tail_regression {
+            text.push_str(" (tail regression)");
+        }
+        text
+    }
+}
+
 impl CandidateSummary {
     /// The summary verdicts rest on: the workload metric `decider` names when this workload
     /// reports it, else what the rounds measured.

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 
 use super::{BoltRecord, CompareResult, Report};
-use crate::measurement::Decider;
 use crate::step::Step;
 
 impl Report {
@@ -162,21 +161,14 @@ pub fn metrics_table(result: &CompareResult) -> Option<String> {
         "Verdict",
     ]);
     let right = |text: String| Cell::new(text).set_alignment(CellAlignment::Right);
-    let decider = Decider::Reported(String::new());
     let mut rows = 0;
     for comparison in &result.workloads {
         for (candidate, summary) in comparison.in_order(&result.candidates) {
             for (name, metric) in &summary.metrics {
                 rows += 1;
-                let direction = match metric.direction {
-                    crate::config::Direction::Lower => "lower is better",
-                    crate::config::Direction::Higher => "higher is better",
-                };
+                let direction = metric.direction_text();
                 let s = &metric.summary;
-                let mut verdict = super::verdict_text(s, &decider);
-                if metric.tail_regression {
-                    verdict.push_str(" (tail regression)");
-                }
+                let mut verdict = metric.verdict_text();
                 if result.decided_by.as_deref() == Some(name.as_str()) {
                     verdict.push_str(" *");
                 }
@@ -566,7 +558,7 @@ fn verdict_word(verdict: crate::stats::Verdict) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measurement::Metric;
+    use crate::measurement::{Decider, Metric};
     use crate::report::{BenchmarkComparison, CandidateSummary, WorkloadComparison};
     use crate::stats::summarize;
 

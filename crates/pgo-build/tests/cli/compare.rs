@@ -315,7 +315,10 @@ fn a_workloads_timeout_scales_under_callgrind() {
     );
     fixture.run(&["run", "--no-compare"]).success();
     let run = fixture.run(&["compare", "--metric", "instructions"]);
-    if run.stderr().contains("counting instructions with perf stat") {
+    if run
+        .stderr()
+        .contains("counting instructions with perf stat")
+    {
         return; // A machine with hardware counters: perf does not slow the run down.
     }
     run.success()

@@ -556,17 +556,17 @@ impl Session {
                 })
             })
             .collect::<Result<_>>()?;
-        if let (Some(counter), Some(job), 1) = (counter, resolved.first(), round) {
-            if counter.slowdown() > 1 {
-                self.printer.info(format!(
-                    "{}: timeout {}s under {} ({}× the workload's {}s)",
-                    workload.name(),
-                    job.timeout().as_secs(),
-                    counter.describe(),
-                    counter.slowdown(),
-                    workload.timeout.as_secs()
-                ));
-            }
+        if let (Some(counter), Some(job), 1) = (counter, resolved.first(), round)
+            && counter.slowdown() > 1
+        {
+            self.printer.info(format!(
+                "{}: timeout {}s under {} ({}× the workload's {}s)",
+                workload.name(),
+                job.timeout().as_secs(),
+                counter.describe(),
+                counter.slowdown(),
+                workload.timeout.as_secs()
+            ));
         }
         let printer = self.printer;
         let mut outcomes = Vec::new();

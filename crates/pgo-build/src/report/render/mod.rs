@@ -380,17 +380,13 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
     out.push_str(
         "| Workload | Metric | Variant | Median of each side | Cost ratio (CI) | Verdict |\n|---|---|---|---:|---:|---|\n",
     );
-    let decider = Decider::Reported(String::new());
     for (workload, candidate, name, metric) in rows {
         let s = &metric.summary;
         let _ = writeln!(
             out,
-            "| {} | {name} ({}) | {candidate} vs {} | {} → {} {} | {:.3} ({:.3} … {:.3}) | {}{} |",
+            "| {} | {name} ({}) | {candidate} vs {} | {} → {} {} | {:.3} ({:.3} … {:.3}) | {} |",
             workload.workload,
-            match metric.direction {
-                crate::config::Direction::Lower => "lower is better",
-                crate::config::Direction::Higher => "higher is better",
-            },
+            metric.direction_text(),
             compare.reference,
             metric.reference_median,
             metric.candidate_median,
@@ -398,12 +394,7 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
             s.median_ratio,
             s.ci_low,
             s.ci_high,
-            verdict_text(s, &decider),
-            if metric.tail_regression {
-                " (tail regression)"
-            } else {
-                ""
-            }
+            metric.verdict_text()
         );
     }
     out.push('\n');
@@ -475,7 +466,6 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
         "<table><tr><th>Metric</th><th>Median of each side</th><th>Cost ratio (CI)</th>\
          <th>Wins</th><th>Verdict</th></tr>",
     );
-    let judged = Decider::Reported(String::new());
     for (name, metric) in &summary.metrics {
         let s = &metric.summary;
         let class = match s.verdict {
@@ -486,12 +476,9 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
         let _ = write!(
             out,
             "<tr><td>{} ({})</td><td>{} → {} {}</td><td>{:.3} ({:.3} … {:.3})</td><td>{}/{}</td>\
-             <td class=\"{class}\">{}{}</td></tr>",
+             <td class=\"{class}\">{}</td></tr>",
             escape(name),
-            match metric.direction {
-                crate::config::Direction::Lower => "lower is better",
-                crate::config::Direction::Higher => "higher is better",
-            },
+            metric.direction_text(),
             metric.reference_median,
             metric.candidate_median,
             escape(&metric.unit),
@@ -500,12 +487,7 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
             s.ci_high,
             s.wins,
             s.pairs,
-            verdict_text(s, &judged),
-            if metric.tail_regression {
-                " (tail regression)"
-            } else {
-                ""
-            }
+            metric.verdict_text()
         );
     }
     out.push_str("</table>");
