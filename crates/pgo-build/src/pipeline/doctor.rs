@@ -33,10 +33,16 @@ impl Session {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-        printer.info(format!(
-            "user rustflags ({}): {:?}",
-            self.user_flags.source, self.user_flags.flags
-        ));
+        // Only what was found: "no user rustflags" needs no empty list beside it.
+        if self.user_flags.flags.is_empty() {
+            printer.info("user rustflags: none");
+        } else {
+            printer.info(format!(
+                "user rustflags ({}): {}",
+                self.user_flags.source,
+                self.user_flags.flags.join(" ")
+            ));
+        }
         printer.info(format!(
             "config: {} ({} train, {} holdout workloads)",
             self.config

@@ -539,3 +539,17 @@ fn a_dependency_that_links_in_its_own_directory_finds_pgo_builds_linker() {
     }
     fixture.run(&["train"]).success();
 }
+
+#[test]
+fn doctor_prints_the_user_rustflags_it_found_and_no_empty_list() {
+    let fixture = Fixture::new("twobins");
+    let run = fixture.run(&["doctor"]);
+    run.success().stderr_contains("user rustflags: none");
+    assert!(!run.stderr().contains("[]"), "{}", run.describe());
+    let mut doctor = fixture.command(&["doctor"]);
+    doctor.env("RUSTFLAGS", "-Cdebuginfo=1");
+    fixture
+        .run_with(doctor)
+        .success()
+        .stderr_contains("user rustflags (RUSTFLAGS): -Cdebuginfo=1");
+}
