@@ -169,7 +169,8 @@ impl Session {
         self.forget_stage(Step::Train)?;
         self.forget_merged_bundles()?;
         self.printer.info(format!(
-            "unpacked the {} stage ({} binaries, built {} at {}) into {}",
+            // The pack records when it was packed, not when its binaries were built.
+            "unpacked the {} stage ({} binaries, packed {} from {}) into {}",
             stage.name(),
             manifest.binaries.len(),
             pack.provenance.created,

@@ -54,7 +54,10 @@ fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
     let train_job = Fixture::example("ci/runner/work/train-job");
     train_job.write("pgo-build.toml", SHARDED_EXAMPLE_CONFIG);
     // Nothing is built here: the unpacked binaries are trained.
-    train_job.run(&["unpack", pack.to_str().unwrap()]).success();
+    train_job
+        .run(&["unpack", pack.to_str().unwrap()])
+        .success()
+        .stderr_contains("unpacked the instrumented stage (2 binaries, packed ");
     train_job
         .run(&[
             "train",
