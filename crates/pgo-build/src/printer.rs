@@ -5,6 +5,8 @@
 use std::io::Write;
 use std::time::Duration;
 
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verbosity {
     Quiet,
@@ -141,9 +143,70 @@ pub fn duration(span: std::time::Duration) -> String {
     }
 }
 
+/// Without a terminal (piped, CI logs), tables are laid out for this many columns: a stable
+/// width, and one that most log viewers show without wrapping.
+const PIPED_TABLE_WIDTH: u16 = 120;
+
+/// The width tables fit: `COLUMNS` when set, else the terminal's, else [`PIPED_TABLE_WIDTH`].
+pub fn table_width() -> u16 {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|columns| columns.trim().parse().ok())
+        .filter(|columns| *columns >= 20)
+        .or_else(|| Table::new().width())
+        .unwrap_or(PIPED_TABLE_WIDTH)
+}
+
+/// Every table's style: pgo-build's borders, cells wrapped to fit [`table_width`].
+pub trait Fitted {
+    fn fitted(&mut self) -> &mut Self;
+}
+
+impl Fitted for Table {
+    fn fitted(&mut self) -> &mut Table {
+        self.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(table_width())
+    }
+}
+
+/// `text` with every line longer than [`table_width`] wrapped at spaces: the legends printed
+/// under tables fit like the tables do.
+pub fn fit_lines(text: &str) -> String {
+    let width = usize::from(table_width());
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut current = String::new();
+        for word in line.split(' ') {
+            if !current.is_empty() && current.chars().count() + 1 + word.chars().count() > width {
+                out.push_str(&current);
+                out.push('\n');
+                current.clear();
+            } else if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+        out.push_str(&current);
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn legends_wrap_at_spaces_to_the_table_width() {
+        let width = usize::from(table_width());
+        let legend = "word ".repeat(100) + "\nshort line";
+        let fitted = fit_lines(&legend);
+        assert!(fitted.lines().all(|l| l.chars().count() <= width), "{fitted}");
+        assert!(fitted.ends_with("\nshort line"), "{fitted}");
+        assert_eq!(fitted.split_whitespace().count(), 102);
+    }
 
     #[test]
     fn times_are_written_as_utc_dates() {

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::Table;
+
+use crate::printer::Fitted;
 
 use super::Session;
 use crate::bundle::Shard;
@@ -132,7 +134,7 @@ impl Session {
         let profdata = self.profdata()?.clone();
         let scratch = self.layout.profiles_dir().join("scratch");
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        table.fitted().set_header([
             "Cargo workload",
             "Profile files",
             "Binary",
@@ -269,7 +271,7 @@ fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> Strin
         "Profile bytes",
         "Functions run / instrumented",
     ]);
-    out.load_preset(UTF8_FULL_CONDENSED).set_header(header);
+    out.fitted().set_header(header);
     for (binary, figures) in table {
         let mut row = vec![
             binary.clone(),

@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::Table;
+
+use crate::printer::Fitted;
 
 use super::Session;
 use super::accounting::{cargo_only_message, no_profile_message};
@@ -448,11 +450,9 @@ impl Session {
             return Ok(());
         }
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header([
-            "Crate",
-            "Stale functions",
-            "Functions in profile",
-        ]);
+        table
+            .fitted()
+            .set_header(["Crate", "Stale functions", "Functions in profile"]);
         for (krate, (stale, total)) in &staleness.per_crate {
             table.add_row([krate.clone(), stale.to_string(), total.to_string()]);
         }
@@ -491,7 +491,7 @@ impl Session {
             .values()
             .any(|c| c.inconsistent_value_sites > 0);
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header(
+        table.fitted().set_header(
             [
                 "Crate",
                 "Functions without data",

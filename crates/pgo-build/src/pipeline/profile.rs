@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::Table;
+
+use crate::printer::Fitted;
 
 use super::Session;
 use super::committed::{ProfileMetadata, metadata_path};
@@ -93,7 +95,7 @@ impl Session {
         }
         let mut table = Table::new();
         table
-            .load_preset(UTF8_FULL_CONDENSED)
+            .fitted()
             .set_header(["#", "Function", "Crate", "Count", "Share"]);
         for (rank, function) in hot.iter().enumerate() {
             table.add_row([
@@ -109,9 +111,7 @@ impl Session {
         }
         self.printer.table(table);
         let mut crates = Table::new();
-        crates
-            .load_preset(UTF8_FULL_CONDENSED)
-            .set_header(["Crate", "Share of all counts"]);
+        crates.fitted().set_header(["Crate", "Share of all counts"]);
         for (krate, share) in &shares {
             crates.add_row([krate.clone(), format!("{:.1}%", share * 100.0)]);
         }
@@ -133,7 +133,7 @@ impl Session {
         if let Some(accounting) = &accounting {
             let mut coverage = Table::new();
             coverage
-                .load_preset(UTF8_FULL_CONDENSED)
+                .fitted()
                 .set_header(["Binary", "Functions run / instrumented"]);
             for (binary, figures) in &accounting.per_binary {
                 if args.binary.as_ref().is_none_or(|b| b == binary) {
@@ -249,7 +249,7 @@ impl Session {
         let scratch = self.layout.profiles_dir().join("scratch");
         let threshold = self.config.pgo.min_overlap();
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        table.fitted().set_header([
             "Binary",
             "Edge profile overlap",
             "Hot in holdout, cold or absent in training",

@@ -14,7 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::Table;
+
+use crate::printer::Fitted;
 
 use super::Session;
 use super::accounting::Trained;
@@ -622,7 +624,7 @@ impl Session {
 
     fn print_bundle_accounting(&self, record: &MergedBundles) {
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        table.fitted().set_header([
             "Binary",
             "Shard",
             "Weight",

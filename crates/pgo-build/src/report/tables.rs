@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::{Cell, CellAlignment, Table};
+
+use crate::printer::Fitted;
 
 use super::{BoltRecord, CompareResult, Report};
 use crate::step::Step;
@@ -15,7 +17,7 @@ impl Report {
         let mut table = Table::new();
         // Only with sccache as rustc wrapper: hits of the stage's last build.
         let cache = !self.sccache.is_empty();
-        table.load_preset(UTF8_FULL_CONDENSED).set_header(
+        table.fitted().set_header(
             ["Stage", "Result", "Duration", "Share", "Peak memory"]
                 .into_iter()
                 .chain(cache.then_some("sccache hits")),
@@ -99,7 +101,7 @@ impl Report {
     pub fn size_table(&self) -> String {
         let stages = ["baseline", "instrumented", "optimized", "bolt"];
         let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
+        table.fitted();
         table.set_header(std::iter::once("Binary").chain(stages));
         // "zst": the loaded sections compressed with zstd -9, as a release archive of the
         // stripped binary would take.
@@ -150,7 +152,7 @@ pub fn percent(ratio: f64) -> String {
 /// and direction (a cost ratio below 1 is better), with tail regressions marked.
 pub fn metrics_table(result: &CompareResult) -> Option<String> {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+    table.fitted().set_header([
         "Workload",
         "Metric",
         "Variant",
@@ -207,7 +209,7 @@ pub fn metrics_table(result: &CompareResult) -> Option<String> {
     if let Some(name) = &result.decided_by {
         text.push_str(&format!("\n* decides the verdict: {name}"));
     }
-    Some(text)
+    Some(crate::printer::fit_lines(&text))
 }
 
 /// A metric's value, to about four significant digits.
@@ -239,7 +241,7 @@ pub fn benchmark_table(result: &CompareResult) -> Option<String> {
         )
     };
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+    table.fitted().set_header([
         "Workload",
         "Benchmark (criterion)",
         "Variant",
@@ -269,26 +271,41 @@ fn nanos(ns: f64) -> String {
     }
 }
 
+/// Where the instruction counts go in [`compare_table`].
+const INSTRUCTIONS_COLUMN: usize = 6;
+
 pub fn compare_table(result: &CompareResult) -> String {
+    // Only columns with figures: instructions only where they were counted.
+    let counted = result
+        .workloads
+        .iter()
+        .flat_map(|c| c.candidates.values())
+        .any(|s| s.instructions.is_some());
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
-        "Workload",
-        "Role",
-        "Variant",
-        "Median wall of each side",
-        "Wall: median ratio (CI)",
-        "CPU: median ratio (CI)",
-        "Instructions: ratio (± noise)",
-        "Page faults: median ratio (CI)",
-        "Wins",
-        "Verdict",
-    ]);
+    table.fitted().set_header(
+        [
+            "Workload",
+            "Role",
+            "Variant",
+            "Median wall of each side",
+            "Wall: median ratio (CI)",
+            "CPU: median ratio (CI)",
+            "Instructions: ratio (± noise)",
+            "Page faults: median ratio (CI)",
+            "Wins",
+            "Verdict",
+        ]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| counted || *i != INSTRUCTIONS_COLUMN)
+        .map(|(_, header)| header),
+    );
     let right = |text: String| Cell::new(text).set_alignment(CellAlignment::Right);
     let decider = result.decider();
     for comparison in &result.workloads {
         for (candidate, summary) in comparison.in_order(&result.candidates) {
             let chosen = summary.judged(&decider);
-            table.add_row([
+            let mut row = vec![
                 Cell::new(&comparison.workload),
                 Cell::new(&comparison.role),
                 Cell::new(format!("{candidate} vs {}", result.reference)),
@@ -308,7 +325,7 @@ pub fn compare_table(result: &CompareResult) -> String {
                     percent(summary.cpu.ci_low),
                     percent(summary.cpu.ci_high)
                 )),
-                // Every row has every column: "-" where instructions were not counted.
+                // "-" where this row's instructions were not counted.
                 right(
                     summary
                         .instructions
@@ -332,7 +349,11 @@ pub fn compare_table(result: &CompareResult) -> String {
                 })),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
                 Cell::new(super::verdict_text(chosen, &decider)),
-            ]);
+            ];
+            if !counted {
+                row.remove(INSTRUCTIONS_COLUMN);
+            }
+            table.add_row(row);
         }
     }
     let mut text = table.to_string();
@@ -368,12 +389,12 @@ pub fn compare_table(result: &CompareResult) -> String {
             ));
         }
     }
-    text
+    crate::printer::fit_lines(&text)
 }
 
 pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+    table.fitted().set_header([
         "Binary",
         "Input",
         "BOLTed",
@@ -420,7 +441,7 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         return None;
     }
     let mut stages = Table::new();
-    stages.load_preset(UTF8_FULL_CONDENSED).set_header([
+    stages.fitted().set_header([
         "Stage",
         "Budget (rustc)",
         "Peak, whole tree",
@@ -432,7 +453,7 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         "Ran alone",
     ]);
     let mut heaviest = Table::new();
-    heaviest.load_preset(UTF8_FULL_CONDENSED).set_header([
+    heaviest.fitted().set_header([
         "Stage", "Crate", "Kind", "Peak", "Estimate", "Wall", "Waited",
     ]);
     let names = |crates: &[super::CrateFigures]| {
@@ -504,7 +525,7 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
         Some(name) => name.clone(),
         None => super::metric_label(result.metric).to_owned(),
     };
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+    table.fitted().set_header([
         "Variant".to_owned(),
         format!("vs baseline ({metric})"),
         "vs pgo".to_owned(),
@@ -615,21 +636,36 @@ mod tests {
             ratio: 0.75,
         });
         let table = benchmark_table(&result).unwrap();
-        assert!(table.contains("parse/small"), "{table}");
-        assert!(
-            table.contains("200.000 µs (199.000 µs … 201.000 µs)"),
-            "{table}"
-        );
-        assert!(table.contains("-25.0%"), "{table}");
+        let cells = row_cells(&table);
+        assert_eq!(cells[1], "parse/small", "{table}");
+        assert_eq!(cells[3], "200.000 µs (199.000 µs … 201.000 µs)", "{table}");
+        assert_eq!(cells[5], "-25.0%", "{table}");
     }
 
-    /// The cells of the table's one data row, split on the table's column separator.
+    /// The cells of the table's one data row: its lines (cells wrap to fit the width) between
+    /// the header's rule and the bottom border, each column's pieces joined by a space.
     fn row_cells(table: &str) -> Vec<String> {
-        let row = table.lines().find(|l| l.contains("optimized vs")).unwrap();
-        row.trim_matches('│')
-            .split('┆')
-            .map(|c| c.trim().to_owned())
-            .collect()
+        let mut cells: Vec<String> = Vec::new();
+        let rows = table
+            .lines()
+            .skip_while(|l| !l.starts_with('╞'))
+            .skip(1)
+            .take_while(|l| !l.starts_with('└'));
+        for line in rows {
+            for (i, piece) in line.trim_matches('│').split('┆').enumerate() {
+                if cells.len() <= i {
+                    cells.push(String::new());
+                }
+                let piece = piece.trim();
+                if !piece.is_empty() {
+                    if !cells[i].is_empty() {
+                        cells[i].push(' ');
+                    }
+                    cells[i].push_str(piece);
+                }
+            }
+        }
+        cells
     }
 
     #[test]
@@ -646,16 +682,26 @@ mod tests {
     }
 
     #[test]
-    fn every_compare_row_fills_every_column() {
-        let header_columns = 10;
+    fn every_compare_row_fills_every_column_and_instructions_only_when_counted() {
+        // Measured by wall time: no instructions column at all.
         let wall = row_cells(&compare_table(&comparison(false)));
-        assert_eq!(wall.len(), header_columns, "{wall:?}");
+        assert_eq!(wall.len(), 9, "{wall:?}");
         assert_eq!(wall[6], "-", "{wall:?}");
-        assert_eq!(wall[7], "-", "{wall:?}");
-        assert_eq!(wall[8], "7/7", "{wall:?}");
-        assert_eq!(wall[9], "faster", "{wall:?}");
+        assert_eq!(wall[7], "7/7", "{wall:?}");
+        assert_eq!(wall[8], "faster", "{wall:?}");
         let counted = row_cells(&compare_table(&comparison(true)));
+        assert_eq!(counted.len(), 10, "{counted:?}");
         assert!(counted[6].starts_with("-20.0%"), "{counted:?}");
         assert_eq!(counted[8], "7/7", "{counted:?}");
+    }
+
+    #[test]
+    fn tables_fit_the_width() {
+        let table = compare_table(&comparison(true));
+        let widest = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(
+            widest <= usize::from(crate::printer::table_width()),
+            "{table}"
+        );
     }
 }

@@ -43,13 +43,18 @@ fn metrics_fixture(compare_section: &str) -> Fixture {
 fn workload_metrics_are_paired_and_judged_in_their_direction_and_a_worse_tail_is_flagged() {
     let fixture = metrics_fixture("");
     fixture.run(&["run", "--no-compare"]).success();
-    let run = fixture.run(&["compare", "--workload", "api", "--rounds", "7"]);
+    let mut compare = fixture.command(&["compare", "--workload", "api", "--rounds", "7"]);
+    compare.env_remove("COLUMNS");
+    let run = fixture.run_with(compare);
     run.success()
         .stderr_contains("tail regression: latency.p99 is")
         .stderr_contains("although the distribution's median is not");
     let stdout = run.stdout();
-    assert!(stdout.contains("rps (higher is better)"), "{stdout}");
-    assert!(stdout.contains("worse (tail regression)"), "{stdout}");
+    // Piped: both tables and their legends fit 120 columns.
+    assert!(widest_line(&stdout) <= 120, "{stdout}");
+    // (Cells wrap to fit the width: look for words, not whole cells.)
+    assert!(stdout.contains("rps (higher is"), "{stdout}");
+    assert!(stdout.contains("worse (tail"), "{stdout}");
     let report = fixture.report();
     let api = &report["compare"]["workloads"][0];
     let metrics = &api["candidates"]["optimized"]["metrics"];
@@ -69,6 +74,13 @@ fn workload_metrics_are_paired_and_judged_in_their_direction_and_a_worse_tail_is
             .all(|r| r["metrics"]["latency.p99"].as_f64().unwrap() >= 40.0)
     );
     check_schema(&report, &report_schema(), "report");
+    // A terminal of 80 columns (COLUMNS): the tables wrap their cells to fit it.
+    let mut narrow = fixture.command(&["compare", "--workload", "api", "--rounds", "7"]);
+    narrow.env("COLUMNS", "80");
+    let narrow = fixture.run_with(narrow);
+    narrow.success();
+    assert!(widest_line(&narrow.stdout()) <= 80, "{}", narrow.stdout());
+    assert!(narrow.stdout().contains("latency."), "{}", narrow.stdout());
     let markdown = fixture.run(&["report", "--markdown"]);
     assert!(
         markdown
@@ -138,4 +150,8 @@ fn a_metric_decides_compare_by_flag_or_configuration() {
         .run(&["doctor"])
         .failure()
         .stderr_contains("line 2: [compare] metric = \"p99_ms\", but no workload reports it");
+}
+
+fn widest_line(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }

@@ -115,7 +115,10 @@ impl Fixture {
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .env_remove("CARGO_BUILD_RUSTFLAGS")
             .env_remove("CARGO_TARGET_DIR")
-            .env_remove("PGO_BUILD_LLVM_PROFDATA");
+            .env_remove("PGO_BUILD_LLVM_PROFDATA")
+            // Tables as wide as their content, so assertions can look for whole cells; the
+            // tests of fitting set their own width.
+            .env("COLUMNS", "400");
         command
     }
 
