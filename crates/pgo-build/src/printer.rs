@@ -203,7 +203,10 @@ mod tests {
         let width = usize::from(table_width());
         let legend = "word ".repeat(100) + "\nshort line";
         let fitted = fit_lines(&legend);
-        assert!(fitted.lines().all(|l| l.chars().count() <= width), "{fitted}");
+        assert!(
+            fitted.lines().all(|l| l.chars().count() <= width),
+            "{fitted}"
+        );
         assert!(fitted.ends_with("\nshort line"), "{fitted}");
         assert_eq!(fitted.split_whitespace().count(), 102);
     }

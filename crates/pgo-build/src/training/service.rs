@@ -23,6 +23,9 @@ use crate::interrupt;
 use crate::printer::Printer;
 use crate::report::StoppedProcess;
 
+/// The first line of a service's log is pgo-build's, starting with this.
+const LOG_HEADER: &str = "# pgo-build: ";
+
 /// How a service's run ended.
 #[derive(Debug, Clone)]
 pub struct ServiceOutcome {
@@ -81,7 +84,7 @@ impl Services {
             std::io::Write::write_all(
                 &mut file,
                 format!(
-                    "# pgo-build: service `{}` of workload `{}` against the {} binaries, started {}\n",
+                    "{LOG_HEADER}service `{}` of workload `{}` against the {} binaries, started {}\n",
                     spec.name(),
                     job.name(),
                     target.stage.name(),
@@ -338,6 +341,10 @@ fn log_matches(log: &Path, offset: &mut u64, regex: &regex::Regex) -> bool {
                 }
                 *offset += n as u64;
                 let text = String::from_utf8_lossy(&line);
+                // pgo-build's own header line is not the service's output.
+                if text.starts_with(LOG_HEADER) {
+                    continue;
+                }
                 if regex.is_match(text.trim_end_matches(['\n', '\r'])) {
                     return true;
                 }

@@ -134,6 +134,15 @@ fn a_service_that_never_becomes_ready_fails_the_run_and_is_stopped() {
         ended(pid.trim()),
         "the service (pid {pid}) is still running"
     );
+    // pgo-build's own header line in the service's log is not the service saying it is ready.
+    let config = "[[service]]\nname = \"quiet\"\ncommand = 'sleep 30'\nready = { log = \"pgo-build\", timeout = \"1s\" }\n\n"
+        .to_owned()
+        + &workload("w", "\"quiet\"", "true");
+    write_config(&fixture, &config);
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("service `quiet` of workload `w` was not ready within 1s");
     // One that ends before it is ready says how it ended.
     let config = "[[service]]\nname = \"server\"\ncommand = 'echo starting; exit 3'\nready = { log = \"^listening\" }\n\n"
         .to_owned()
