@@ -700,6 +700,13 @@ impl Config {
         self.workloads.iter().filter(move |w| w.role == role)
     }
 
+    /// The names of the workloads of `role`, in configuration order.
+    pub fn workload_names(&self, role: Role) -> Vec<String> {
+        self.workloads_with_role(role)
+            .map(|w| w.name().to_owned())
+            .collect()
+    }
+
     pub fn workload(&self, name: &str) -> Option<&Workload> {
         self.workloads.iter().find(|w| w.name() == name)
     }

@@ -26,11 +26,7 @@ impl Session {
         } else {
             Stage::Optimized
         };
-        let holdout: Vec<String> = self
-            .config
-            .workloads_with_role(Role::Holdout)
-            .map(|w| w.name().to_owned())
-            .collect();
+        let holdout: Vec<String> = self.config.workload_names(Role::Holdout);
         if holdout.is_empty() {
             bail!(
                 "the gate needs held-out workloads to judge the build on: add a [[workload]] with \

@@ -308,11 +308,7 @@ fn run_compare_args(session: &Session, args: &RunArgs) -> CompareArgs {
             .map(|stage| stage.name().to_owned())
             .collect(),
         rounds: args.compare_rounds,
-        workloads: session
-            .config
-            .workloads_with_role(Role::Holdout)
-            .map(|w| w.name().to_owned())
-            .collect(),
+        workloads: session.config.workload_names(Role::Holdout),
         seed: 1,
         ..CompareArgs::default()
     }

@@ -65,11 +65,7 @@ impl Session {
             bail!("--rounds must be at least 1");
         }
         let variants = select_variants(&self.config, &args.variants)?;
-        let holdout: Vec<String> = self
-            .config
-            .workloads_with_role(Role::Holdout)
-            .map(|w| w.name().to_owned())
-            .collect();
+        let holdout: Vec<String> = self.config.workload_names(Role::Holdout);
         if holdout.is_empty() {
             bail!(
                 "explore measures speed on holdout workloads, and {} has none: add a [[workload]] \
