@@ -121,6 +121,7 @@ impl Session {
                         asked_by: s.asked_by.clone(),
                         ended_early: s.ended_early,
                         killed: s.killed.clone(),
+                        stop_failure: s.stop_failure.clone(),
                         log: s.log.clone(),
                     })
                     .collect(),

@@ -93,6 +93,9 @@ pub struct ServiceRecord {
     pub ended_early: bool,
     /// Processes still alive after the grace period, killed with SIGKILL.
     pub killed: Vec<StoppedProcess>,
+    /// Why it was not stopped the configured way (its stop command failed), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_failure: Option<String>,
     pub log: PathBuf,
 }
 

@@ -42,6 +42,8 @@ pub struct ServiceOutcome {
     pub grace_period: Duration,
     /// Processes still alive after the grace period, killed with SIGKILL.
     pub killed: Vec<StoppedProcess>,
+    /// Why it was not stopped the configured way, if it was not.
+    pub stop_failure: Option<String>,
     /// Its processes when it was asked to stop (pid, name).
     pub processes: Vec<(i32, String)>,
     /// User + system CPU time of its process tree (as `wait4` accounts it).
@@ -410,7 +412,7 @@ fn stop_service(
         token: &service.token,
     };
     let (signal, signal_name) = spec.stop.signal().unwrap_or((libc::SIGTERM, "SIGTERM"));
-    let asked_by = match &spec.stop.command {
+    let mut asked_by = match &spec.stop.command {
         Some(command) => format!("`{}`", describe_command(command)),
         None => signal_name.to_owned(),
     };
@@ -421,6 +423,7 @@ fn stop_service(
     }
     let ended_early = service.exited.is_some();
     let deadline = Instant::now() + grace;
+    let mut stop_failure = None;
     let processes = members.live();
     // Asked even when its first process has ended: a launcher leaves the server running.
     if !ended_early || !processes.is_empty() {
@@ -446,10 +449,17 @@ fn stop_service(
                             std::thread::sleep(Duration::from_millis(10));
                         }
                         let _ = child.kill();
-                        let _ = child.wait();
-                        Ok(())
+                        match child.wait()? {
+                            status if status.success() => Ok(()),
+                            status => Err(anyhow::anyhow!("it ended with {status}")),
+                        }
                     });
-                if stopped.is_err() {
+                if let Err(err) = stopped {
+                    stop_failure = Some(format!(
+                        "its stop command {asked_by} could not run ({err:#}), so pgo-build sent \
+                         {signal_name} instead"
+                    ));
+                    asked_by = signal_name.to_owned();
                     members.signal(&[], signal);
                 }
             }
@@ -510,6 +520,7 @@ fn stop_service(
         asked_by,
         grace_period: grace,
         killed,
+        stop_failure,
         processes,
         cpu: usage.cpu,
         faults: usage.faults,
@@ -520,6 +531,9 @@ impl ServiceOutcome {
     /// What went wrong for its profile, if anything: ended by itself with a failure or a
     /// signal, or killed after the grace period.
     pub fn problem(&self) -> Option<String> {
+        if let Some(failure) = &self.stop_failure {
+            return Some(format!("service `{}`: {failure}", self.name));
+        }
         if !self.killed.is_empty() {
             return Some(format!(
                 "service `{}` did not exit within {}s of {}: pgo-build killed {} with SIGKILL, \

@@ -261,6 +261,21 @@ fn a_service_killed_with_sigkill_is_named_with_the_fix() {
         .run(&["train", "--features", "rt", "--strict"])
         .failure()
         .stderr_contains("service `stubborn` did not exit within 1s");
+    // A stop command that fails: said, and the service gets its stop signal instead.
+    let config = service(
+        &fixture,
+        "unstoppable",
+        "",
+        "ready = { log = \"^ready\" }\nstop = { command = \"exit 3\", grace_period = \"5s\" }",
+    ) + &workload("w", "\"unstoppable\"", "true");
+    write_config(&fixture, &config);
+    fixture
+        .run(&["train", "--features", "rt"])
+        .success()
+        .stderr_contains(
+            "service `unstoppable`: its stop command `exit 3` could not run (it ended with exit \
+             status: 3), so pgo-build sent SIGTERM instead",
+        );
     // Killed by someone else while the client ran: named as ending early, with its status.
     let config = service(&fixture, "victim", "", "ready = { log = \"^ready\" }")
         + &workload(
