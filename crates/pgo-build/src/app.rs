@@ -12,8 +12,21 @@ use crate::pipeline::{self, Loaded, Session};
 use crate::printer::{Printer, Verbosity};
 use crate::step::Step;
 
+/// Installed as `cargo-pgo-build` (a link to pgo-build), cargo runs it for `cargo pgo-build
+/// …` with `pgo-build` as the first argument.
+const CARGO_SUBCOMMAND: &str = "cargo-pgo-build";
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let as_cargo_subcommand = args.first().is_some_and(|argv0| {
+        std::path::Path::new(argv0)
+            .file_name()
+            .is_some_and(|name| name == CARGO_SUBCOMMAND)
+    });
+    if as_cargo_subcommand && args.get(1).is_some_and(|arg| arg == "pgo-build") {
+        args.remove(1);
+    }
+    let cli = Cli::parse_from(args);
     let verbosity = if cli.global.quiet {
         Verbosity::Quiet
     } else if cli.global.verbose {
@@ -39,6 +52,7 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli, printer: Printer) -> Result<()> {
     match &cli.command {
         Command::Clean => return pipeline::clean(&cli.global, &printer),
+        Command::Init => return pipeline::init(&cli.global, &printer),
         Command::Report(args) => return pipeline::show_report(&cli.global, args, &printer),
         _ => {}
     }
@@ -138,7 +152,7 @@ fn dispatch(command: &Command, session: &mut Session) -> Result<()> {
         Command::Run(args) => session.run_all(args),
         Command::Gate(args) => session.stage(Step::Gate, |s| s.gate(args)),
         Command::Explore(args) => session.explore(args),
-        Command::Clean | Command::Report(_) => unreachable!("handled above"),
+        Command::Clean | Command::Init | Command::Report(_) => unreachable!("handled above"),
     }?;
     // A build stage completed by its own command counts as `run`'s would.
     let completed = match command {

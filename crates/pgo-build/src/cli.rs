@@ -114,6 +114,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Remove everything under target/pgo-build/
     Clean,
+    /// Write a commented pgo-build.toml for the workspace to start from (never over an
+    /// existing one): its binaries, training from its own benchmarks or a placeholder
+    Init,
 }
 
 #[derive(Debug, Clone, Args, Default)]

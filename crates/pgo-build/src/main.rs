@@ -16,6 +16,7 @@ mod counter;
 mod criterion;
 mod cross_language;
 mod files;
+mod init;
 mod insight;
 mod interrupt;
 mod layout;

@@ -35,6 +35,8 @@ pub struct Workspace {
     /// Every target of every member by kind ("bin", "bench", "test", "example", …) and name:
     /// what a cargo workload's `--bench NAME` may name.
     pub targets: Vec<(String, String)>,
+    /// Every bench target of every member, with its package (what `init` trains on).
+    pub benches: Vec<BinTarget>,
 }
 
 /// Which binaries to build: `-p`, `--bin` and `[build] bins` in one place.
@@ -116,20 +118,24 @@ impl Workspace {
     }
 
     fn from_metadata(metadata: &Metadata) -> Workspace {
-        let binaries = metadata
-            .workspace_packages()
-            .iter()
-            .flat_map(|package| {
-                package
-                    .targets
-                    .iter()
-                    .filter(|target| target.kind.contains(&TargetKind::Bin))
-                    .map(|target| BinTarget {
-                        name: target.name.clone(),
-                        package: package.name.to_string(),
-                    })
-            })
-            .collect();
+        let of_kind = |kind: TargetKind| -> Vec<BinTarget> {
+            metadata
+                .workspace_packages()
+                .iter()
+                .flat_map(|package| {
+                    package
+                        .targets
+                        .iter()
+                        .filter(|target| target.kind.contains(&kind))
+                        .map(|target| BinTarget {
+                            name: target.name.clone(),
+                            package: package.name.to_string(),
+                        })
+                })
+                .collect()
+        };
+        let binaries = of_kind(TargetKind::Bin);
+        let benches = of_kind(TargetKind::Bench);
         let targets = metadata
             .workspace_packages()
             .iter()
@@ -185,6 +191,7 @@ impl Workspace {
             outside_path_dependencies,
             member_dependencies,
             targets,
+            benches,
         }
     }
 
@@ -324,6 +331,7 @@ mod tests {
                 bin("cli", "tools"),
             ],
             targets: Vec::new(),
+            benches: Vec::new(),
             outside_path_dependencies: Default::default(),
             member_dependencies: Default::default(),
         }

@@ -45,10 +45,10 @@ impl Session {
         }
         printer.info(format!(
             "config: {} ({} train, {} holdout workloads)",
-            self.config
-                .path
-                .as_ref()
-                .map_or("none".to_owned(), |p| p.display().to_string()),
+            self.config.path.as_ref().map_or(
+                "none (`pgo-build init` writes one to start from)".to_owned(),
+                |p| p.display().to_string()
+            ),
             self.config.workloads_with_role(Role::Train).count(),
             self.config.workloads_with_role(Role::Holdout).count()
         ));

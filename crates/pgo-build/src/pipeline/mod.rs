@@ -61,7 +61,7 @@ use crate::training;
 use crate::workspace::{BinTarget, Selection, Workspace};
 
 use crate::step::Step;
-pub use offline::{clean, show_report};
+pub use offline::{clean, init, show_report};
 
 pub struct Session {
     pub printer: Printer,
@@ -460,8 +460,13 @@ impl Session {
     fn no_train_workloads(&self) -> String {
         format!(
             "there are no training workloads in {}: `train`, `optimize` and `run` need a \
-             [[workload]] with role = \"train\" (or a committed profile, [pgo] profile)",
-            self.config.display_path()
+             [[workload]] with role = \"train\" (or a committed profile, [pgo] profile){}",
+            self.config.display_path(),
+            if self.config.path.is_none() {
+                "; `pgo-build init` writes a commented pgo-build.toml to start from"
+            } else {
+                ""
+            }
         )
     }
 

@@ -117,6 +117,41 @@ fn target_dirs_with(root: &std::path::Path, file: &str) -> Vec<String> {
 }
 
 /// Removes everything under `target/pgo-build/`.
+/// `pgo-build init`: writes the configuration `init::config_text` makes, never over a file.
+pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
+    let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
+    let path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| workspace.root.join(crate::config::CONFIG_FILE_NAME));
+    if path.exists() {
+        bail!(
+            "{} exists: `pgo-build init` never overwrites a configuration (move it away to \
+             start again; `pgo-build doctor` checks the one there)",
+            path.display()
+        );
+    }
+    if workspace.binaries.is_empty() {
+        bail!(
+            "the workspace at {} has no binary targets: pgo-build optimizes binaries",
+            workspace.root.display()
+        );
+    }
+    let text = crate::init::config_text(&workspace);
+    crate::files::write_atomically(&path, text.as_bytes())?;
+    printer.info(format!(
+        "wrote {}: {} binaries, training {}",
+        path.display(),
+        workspace.binaries.len(),
+        match workspace.benches.first() {
+            Some(bench) => format!("from the benchmark `{}`", bench.name),
+            None => "from a placeholder command: replace it with real work".to_owned(),
+        }
+    ));
+    printer.info("next: `pgo-build doctor`, then `pgo-build run`");
+    Ok(())
+}
+
 pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
     let layout = Layout::new(&workspace.target_dir);

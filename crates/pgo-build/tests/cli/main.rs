@@ -10,6 +10,7 @@ mod compare;
 mod cross_language;
 mod explore;
 mod gate;
+mod init;
 mod memory;
 mod metrics;
 mod pipeline;

@@ -1,0 +1,101 @@
+//! `pgo-build init` (and pgo-build as `cargo pgo-build`): a configuration to start from, never
+//! over an existing one.
+
+use std::process::Command;
+
+use crate::support::*;
+
+#[test]
+fn init_trains_on_the_workspaces_own_benchmark_and_never_overwrites() {
+    let fixture = Fixture::new("criterion");
+    let _ = std::fs::remove_file(fixture.root().join("pgo-build.toml"));
+    fixture
+        .run(&["init"])
+        .success()
+        .stderr_contains("training from the benchmark `sums`");
+    let written = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    assert!(
+        written.contains(r#"cargo = ["bench", "-p", "calc", "--bench", "sums"]"#),
+        "{written}"
+    );
+    assert!(written.contains(r#"bins = ["calc"]"#), "{written}");
+    // It parses: doctor reads it and finds one train workload.
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("(1 train, 0 holdout workloads)");
+    // Never over an existing file, which stays as it was.
+    fixture.write("pgo-build.toml", "# mine\n");
+    fixture
+        .run(&["init"])
+        .failure()
+        .stderr_contains("pgo-build.toml exists: `pgo-build init` never overwrites");
+    assert_eq!(
+        std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap(),
+        "# mine\n"
+    );
+}
+
+#[test]
+fn without_benchmarks_one_edited_line_makes_init_s_configuration_run() {
+    let fixture = Fixture::new("twobins");
+    let _ = std::fs::remove_file(fixture.root().join("pgo-build.toml"));
+    // Without a configuration, doctor and run point to init.
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("config: none (`pgo-build init` writes one to start from)");
+    fixture
+        .run(&["run"])
+        .failure()
+        .stderr_contains("`pgo-build init` writes a commented pgo-build.toml to start from");
+    fixture.run(&["init"]).success();
+    // The placeholder fails the training with what to do, naming the file.
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains(
+            "pgo-build.toml: replace the command of the train workload with real work",
+        );
+    fixture.edit("pgo-build.toml", |text| {
+        let placeholder = text
+            .lines()
+            .find(|l| l.starts_with("command = 'echo"))
+            .unwrap()
+            .to_owned();
+        text.replace(
+            &placeholder,
+            r#"command = '"$PGO_BUILD_BIN_APP" work 1000 && "$PGO_BUILD_BIN_HELPER"'"#,
+        )
+    });
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("pgo-build stage optimize ok");
+}
+
+#[test]
+fn cargo_runs_pgo_build_as_its_pgo_build_subcommand() {
+    let fixture = Fixture::new("twobins");
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_pgo-build"),
+        bin.path().join("cargo-pgo-build"),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new("cargo")
+        .args(["pgo-build", "doctor"])
+        .current_dir(fixture.root())
+        .env("PATH", path)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    let run = Run { output };
+    run.success().stderr_contains("pgo-build stage doctor ok");
+}
