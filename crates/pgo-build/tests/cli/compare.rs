@@ -325,3 +325,40 @@ fn a_workloads_timeout_scales_under_callgrind() {
         .stderr_contains("holdout: timeout 200s under valgrind")
         .stderr_contains("(100× the workload's 2s)");
 }
+
+#[test]
+fn a_failed_compare_does_not_replace_the_last_good_one_in_the_report() {
+    let fixture = compared_fixture("$PGO_BUILD_BIN_APP work 100");
+    fixture
+        .run(&["compare", "--workload", "holdout", "--rounds", "7"])
+        .success();
+    let good = fixture.report()["compare"].clone();
+    assert_eq!(good["workloads"][0]["runs"].as_array().unwrap().len(), 14);
+    // The holdout now fails against the optimized binaries: nothing is measured.
+    fixture.write(
+        "pgo-build.toml",
+        &std::fs::read_to_string(fixture.root().join("pgo-build.toml"))
+            .unwrap()
+            .replace(
+                "$PGO_BUILD_BIN_APP work 100",
+                "$PGO_BUILD_BIN_APP work 100; [ \\\"$PGO_BUILD_STAGE\\\" != optimized ]",
+            ),
+    );
+    fixture
+        .run(&["compare", "--workload", "holdout", "--rounds", "7"])
+        .failure()
+        .stderr_contains("its time means nothing");
+    let report = fixture.report();
+    assert_eq!(
+        report["compare"], good,
+        "the failed compare replaced the good one"
+    );
+    let compare_stage = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "compare")
+        .unwrap()
+        .clone();
+    assert_eq!(compare_stage["result"], "failed", "{compare_stage}");
+}
