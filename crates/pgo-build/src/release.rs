@@ -117,6 +117,8 @@ pub struct GateVerdict {
     pub workload: String,
     /// `baseline`, or `previous` (`--against DIR`).
     pub against: String,
+    /// What judged it: the deciding metric, or wall time where the workload does not report it.
+    pub metric: String,
     pub median_ratio: f64,
     pub ci_low: f64,
     pub ci_high: f64,
@@ -131,6 +133,7 @@ impl GateVerdict {
     pub fn judge(
         workload: String,
         against: String,
+        metric: String,
         summary: &PairedSummary,
         margin: f64,
     ) -> GateVerdict {
@@ -138,6 +141,7 @@ impl GateVerdict {
         GateVerdict {
             workload,
             against,
+            metric,
             median_ratio: summary.median_ratio,
             ci_low: summary.ci_low,
             ci_high: summary.ci_high,

@@ -76,9 +76,15 @@ impl Session {
                 if candidate != shipped.name() || !holdout {
                     continue;
                 }
+                // Judged by what judged the same workload against the baseline.
+                let metric = verdicts
+                    .iter()
+                    .find(|v| v.workload == workload)
+                    .map_or_else(|| "-".to_owned(), |v| v.metric.clone());
                 verdicts.push(GateVerdict::judge(
                     workload,
                     PREVIOUS.to_owned(),
+                    metric,
                     &summary,
                     margin,
                 ));
@@ -257,7 +263,12 @@ impl Session {
         let evidence: Vec<String> = provenance
             .verdicts
             .iter()
-            .map(|v| format!("`{}` vs {} {}", v.workload, v.against, v.detail))
+            .map(|v| {
+                format!(
+                    "`{}` vs {} by {}: {}",
+                    v.workload, v.against, v.metric, v.detail
+                )
+            })
             .collect();
         for binary in &provenance.binaries {
             let size = match binary.baseline_loaded_bytes {
@@ -271,7 +282,7 @@ impl Session {
             };
             let passed = provenance.passed && binary.passed;
             self.printer.info(format!(
-                "gate: {} {} ({}): {}; {}; by {}",
+                "gate: {} {} ({}): {}; {}",
                 if passed { "PASS" } else { "FAIL" },
                 binary.name,
                 provenance.variant,
@@ -280,8 +291,7 @@ impl Session {
                 } else {
                     evidence.join("; ")
                 },
-                size,
-                provenance.metric
+                size
             ));
         }
     }
@@ -295,11 +305,12 @@ fn gate_verdicts(comparison: &CompareResult, shipped: Stage, margin: f64) -> Vec
         .iter()
         .filter(|w| w.role == "holdout")
         .filter_map(|w| {
-            let summary = w.candidates.get(shipped.name())?.judged(&decider);
+            let candidate = w.candidates.get(shipped.name())?;
             Some(GateVerdict::judge(
                 w.workload.clone(),
                 comparison.reference.clone(),
-                summary,
+                candidate.judged_by(&decider),
+                candidate.judged(&decider),
                 margin,
             ))
         })

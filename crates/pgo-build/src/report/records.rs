@@ -328,6 +328,18 @@ impl CandidateSummary {
         }
     }
 
+    /// What [`CandidateSummary::judged`] rests on for this workload: the workload metric, or
+    /// the measured one when the workload does not report it.
+    pub fn judged_by(&self, decider: &Decider) -> String {
+        match decider
+            .reported()
+            .filter(|name| self.metrics.contains_key(*name))
+        {
+            Some(name) => name.to_owned(),
+            None => metric_label(decider.measured()).to_owned(),
+        }
+    }
+
     pub fn by(&self, metric: Metric) -> &PairedSummary {
         match (metric, &self.instructions, &self.faults) {
             (Metric::Instructions, Some(instructions), _) => instructions,

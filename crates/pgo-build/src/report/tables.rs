@@ -696,6 +696,16 @@ mod tests {
     }
 
     #[test]
+    fn a_workload_without_the_deciding_metric_says_it_was_judged_by_the_measured_one() {
+        let result = comparison(false);
+        let summary = &result.workloads[0].candidates["optimized"];
+        let p99 = Decider::Reported("p99_ms".to_owned());
+        assert_eq!(summary.judged_by(&p99), "wall");
+        assert_eq!(summary.judged(&p99).median_ratio, summary.wall.median_ratio);
+        assert_eq!(summary.judged_by(&Decider::Measured(Metric::Cpu)), "CPU");
+    }
+
+    #[test]
     fn tables_fit_the_width() {
         let table = compare_table(&comparison(true));
         let widest = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);

@@ -34,6 +34,7 @@ fn the_gate_passes_the_example_and_its_provenance_hashes_the_staged_binaries() {
     assert_eq!(record["variant"], "optimized");
     assert_eq!(record["metric"], "instructions");
     assert_eq!(record["verdicts"][0]["workload"], "holdout");
+    assert_eq!(record["verdicts"][0]["metric"], "instructions");
     assert!(record["verdicts"][0]["ci_high"].as_f64().unwrap() <= 1.02);
     // The hashes are the staged binaries', and the profile is the one optimize used.
     for binary in record["binaries"].as_array().unwrap() {
