@@ -51,6 +51,10 @@ pub struct PgoSection {
     /// What to do with corrupt or unreadable raw profiles.
     #[serde(default)]
     pub on_corrupt: OnCorrupt,
+    /// Keep every process's raw profile instead of merging each binary's as training runs
+    /// (see `profiles::compact`): disk use then grows with the number of processes.
+    #[serde(default)]
+    pub keep_raw_profiles: bool,
     /// A committed profile (from `pgo-build export`, relative to the workspace root): `optimize`
     /// and `run` use it instead of instrumenting and training.
     pub profile: Option<PathBuf>,

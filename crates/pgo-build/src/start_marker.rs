@@ -122,7 +122,7 @@ pub struct SilentChild {
 }
 
 /// Every [`SilentChild`] in the workload directories: starts recorded with their parent, and
-/// the pids whose raw profile (`*_<pid>.profraw`, `*_<pid>%c…`) is not empty.
+/// the pids that wrote a profile (see [`written`]).
 pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> {
     let mut found = Vec::new();
     for (workload, dir) in workload_dirs {
@@ -163,8 +163,15 @@ pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> 
     found
 }
 
-/// The pids in `dir` whose raw profile (`*_<pid>.profraw`) is not empty.
+/// The pids in `dir` whose raw profile (`*_<pid>.profraw`) is not empty, or was merged while
+/// training ran.
 fn written(dir: &Path) -> std::collections::BTreeSet<u32> {
+    let mut pids = crate::profiles::compact::merged_pids(dir);
+    pids.extend(raw_written(dir));
+    pids
+}
+
+fn raw_written(dir: &Path) -> impl Iterator<Item = u32> {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -175,7 +182,6 @@ fn written(dir: &Path) -> std::collections::BTreeSet<u32> {
             let (_, pid) = name.strip_suffix(".profraw")?.rsplit_once('_')?;
             pid.parse().ok()
         })
-        .collect()
 }
 
 /// Of `pids`, those that are processes of an instrumented binary (a start recorded in

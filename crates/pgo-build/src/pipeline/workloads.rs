@@ -70,7 +70,38 @@ impl Session {
             self.printer
                 .info(format!("workload {} ...", workload.run_name()));
             let running = self.resolve_workload(&self.layout, stage, manifest, workload)?;
-            let mut outcome = target.run(&running, &self.printer)?;
+            let raw_dir = target
+                .extra_env
+                .iter()
+                .find(|(key, _)| key == "LLVM_PROFILE_FILE")
+                .and_then(|(_, pattern)| Path::new(pattern).parent().map(Path::to_path_buf))
+                .filter(|_| !self.config.pgo.keep_raw_profiles);
+            let mut outcome = match raw_dir {
+                Some(raw_dir) => {
+                    let profdata = self.profdata()?;
+                    let (outcome, merged) =
+                        profiles::compact::while_running(&raw_dir, profdata, &self.printer, || {
+                            target.run(&running, &self.printer)
+                        });
+                    let outcome = outcome?;
+                    let merged = merged.with_context(|| {
+                        format!(
+                            "could not merge the raw profiles of workload `{}` in {}",
+                            workload.run_name(),
+                            raw_dir.display()
+                        )
+                    })?;
+                    if merged.files > 0 {
+                        self.printer.detail(format!(
+                            "merged {} raw profiles ({}) as they were written",
+                            merged.files,
+                            crate::report::human_bytes(merged.raw_bytes)
+                        ));
+                    }
+                    outcome
+                }
+                None => target.run(&running, &self.printer)?,
+            };
             // Processes that exited normally but whose profiles the runtime could not write
             // (a full disk): not a training run to use, nor processes stopped by signals.
             if let Some(failure) = training::ProfileWriteFailure::find(&outcome.log_path) {

@@ -30,6 +30,71 @@ fn profile_show_lists_the_hot_function_first() {
 }
 
 #[test]
+fn raw_profiles_of_many_short_processes_are_merged_as_training_runs() {
+    // 200 short processes; halfway, the workload waits (up to a minute) for the files so far
+    // to be merged and notes how many it saw, so merging while it runs is shown without
+    // depending on how fast this machine is.
+    let fixture = train_holdout_fixture(
+        r#"dir=$(dirname "$LLVM_PROFILE_FILE")
+count() { ls "$dir" | grep -c '\.profraw$' || true; }
+for i in $(seq 100); do $PGO_BUILD_BIN_HELPER > /dev/null; done
+for t in $(seq 600); do [ "$(count)" -lt 50 ] && break; sleep 0.1; done
+count > "$dir/../halfway"
+for i in $(seq 100); do $PGO_BUILD_BIN_HELPER > /dev/null; done
+$PGO_BUILD_BIN_APP work 2000"#,
+        "true",
+    );
+    fixture.run(&["instrument"]).success();
+    fixture.run(&["train"]).success();
+    let raw = fixture.layout().path("profiles/raw");
+    let halfway: usize = std::fs::read_to_string(raw.join("halfway"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(halfway < 50, "{halfway} raw files left while training ran");
+    // Every process is still accounted for.
+    let helper = profile_figures(&fixture, "helper");
+    assert_eq!(helper["processes"], 200, "{helper}");
+    assert_eq!(helper["valid_files"], 200, "{helper}");
+    assert_eq!(helper["died"], 0, "{helper}");
+    // What is left on disk: one merged profile per binary, not 200 raw files.
+    let dir = fixture.raw_profile_dir("train");
+    let names = file_names(&dir);
+    assert!(!names.iter().any(|n| n.ends_with(".profraw")), "{names:?}");
+    let size = |name: &String| std::fs::metadata(dir.join(name)).unwrap().len();
+    let merged: Vec<&String> = names
+        .iter()
+        .filter(|n| n.ends_with("_merged.profdata"))
+        .collect();
+    assert_eq!(merged.len(), 2, "{names:?}");
+    let ledger: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("merged.json")).unwrap()).unwrap();
+    let raw_bytes: u64 = ledger["by_build_id"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|m| m["raw_bytes"].as_u64().unwrap())
+        .sum();
+    // Profiles and what counts them (each process's start marker stays, a line naming its
+    // program, and so does its line in the training record).
+    let on_disk: u64 = names
+        .iter()
+        .filter(|n| n.ends_with(".profdata") || n.ends_with(".profraw") || *n == "merged.json")
+        .map(size)
+        .sum();
+    let largest_merged = merged.iter().map(|n| size(n)).max().unwrap();
+    assert!(
+        on_disk < 3 * largest_merged && on_disk * 10 < raw_bytes,
+        "{on_disk} bytes on disk for {raw_bytes} bytes of raw profiles: {names:?}"
+    );
+    // The merged profile serves like the raw files did.
+    let run = fixture.run(&["-q", "profile", "show", "--binary", "helper", "--json"]);
+    run.success();
+    fixture.run(&["optimize"]).success();
+}
+
+#[test]
 fn profile_overlap_is_high_for_the_same_work_and_low_for_other_work() {
     let fixture = train_holdout_fixture(
         "$PGO_BUILD_BIN_APP work 20000",

@@ -182,10 +182,10 @@ fn profiles_changed_after_training_are_refused_and_train_is_not_reused() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
     fixture.run(&["run", "--no-compare"]).success();
-    // Every raw profile destroyed (truncated to 0 bytes) after training completed.
+    // Every profile destroyed (truncated to 0 bytes) after training completed.
     for entry in std::fs::read_dir(fixture.raw_profile_dir("t0")).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|ext| ext == "profraw") {
+        if is_profile(&path) {
             std::fs::write(&path, b"").unwrap();
         }
     }
@@ -205,11 +205,11 @@ fn profiles_changed_in_place_or_a_garbled_record_are_refused_naming_the_file() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
     fixture.run(&["run", "--no-compare"]).success();
-    // 8 KiB in the middle of the largest raw profile zeroed: the same size, other counts.
+    // 8 KiB in the middle of the largest profile zeroed: the same size, other counts.
     let largest = std::fs::read_dir(fixture.raw_profile_dir("t0"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "profraw"))
+        .filter(|path| is_profile(path))
         .max_by_key(|path| std::fs::metadata(path).unwrap().len())
         .unwrap();
     let mut data = std::fs::read(&largest).unwrap();
@@ -389,4 +389,10 @@ fn a_garbled_stage_cache_is_called_corrupt_and_nothing_is_reused_from_it() {
         .stderr_contains("runs again");
     let results = stage_results(&fixture);
     assert_eq!(result_of(&results, "build"), "ok", "{results:?}");
+}
+
+/// A raw profile, or the profile raw ones were merged into as training ran.
+fn is_profile(path: &std::path::Path) -> bool {
+    path.extension()
+        .is_some_and(|ext| ext == "profraw" || ext == "profdata")
 }

@@ -248,6 +248,8 @@ fn pgo_build_rt_writes_one_profile_per_process_whatever_the_order_of_signal_flus
         "\"$PGO_BUILD_BIN_REPLICA\" exit && \"$PGO_BUILD_BIN_REPLICA\" flush-exit \
          && for us in $(seq 0 25 1000); do \"$PGO_BUILD_BIN_REPLICA\" term-exit $us || true; done",
     ]);
+    // Every process's file kept, to look into.
+    fixture.prepend_config("[pgo]\nkeep_raw_profiles = true\n\n");
     fixture.run(&["instrument", "--features", "rt"]).success();
     fixture.run(&["train"]).success();
     let replica = profile_figures(&fixture, "replica");

@@ -262,6 +262,16 @@ pub fn run_binary(path: &Path, args: &[&str]) -> String {
 }
 
 /// The per-binary accounting `train` recorded for `binary`.
+/// The names of the files in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 pub fn profile_figures(fixture: &Fixture, binary: &str) -> serde_json::Value {
     fixture.report()["profiles"][binary].clone()
 }

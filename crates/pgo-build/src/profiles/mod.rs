@@ -18,6 +18,8 @@ use crate::printer::Printer;
 use crate::start_marker;
 use crate::toolchain::LlvmTool;
 
+pub mod compact;
+
 /// The `LLVM_PROFILE_FILE` pattern inside a workload's raw directory. `%b` (the binary's build
 /// id) attributes every file to the binary that wrote it; `%p` gives each process its own file,
 /// which the runtime truncates at start-up, so a process killed before its exit handlers ran
@@ -58,6 +60,9 @@ pub struct RawProfile {
     pub raw_version: Option<u64>,
     /// Why it is excluded from the merge; `None` for a valid file.
     pub rejected: Option<String>,
+    /// The processes whose profiles it holds: 1 for a raw file, more for the profile their
+    /// raw files were merged into while training ran (see [`compact`]).
+    pub processes: usize,
 }
 
 /// The workload directories under `raw_dir`, by name.
@@ -93,7 +98,33 @@ pub fn collect(
         .collect();
     let mut profiles = Vec::new();
     for (workload, workload_dir) in workload_dirs {
+        let ledger = compact::Ledger::load(workload_dir)?;
         for path in sorted_entries(workload_dir)? {
+            if let Some(build_id) = compact::merged_build_id(&path) {
+                let merged = ledger.by_build_id.get(build_id);
+                let binary = by_build_id.get(build_id).map(|b| b.to_string());
+                let rejected = if merged.is_none() {
+                    Some(format!(
+                        "a merged profile {} does not count: the training run did not write \
+                         it; re-run `pgo-build train`",
+                        compact::LEDGER
+                    ))
+                } else if binary.is_none() && !cargo_runs.contains(workload) {
+                    Some(foreign_build_id(build_id))
+                } else {
+                    None
+                };
+                profiles.push(RawProfile {
+                    size_bytes: std::fs::metadata(&path)?.len(),
+                    path,
+                    workload: workload.clone(),
+                    binary,
+                    raw_version: merged.and_then(|m| m.raw_version),
+                    rejected,
+                    processes: merged.map_or(1, |m| m.files),
+                });
+                continue;
+            }
             if path.extension().is_none_or(|ext| ext != "profraw") {
                 continue;
             }
@@ -102,11 +133,7 @@ pub fn collect(
             let build_id = name.split('_').next().unwrap_or_default();
             let binary = by_build_id.get(build_id).map(|b| b.to_string());
             let rejected = if binary.is_none() && !cargo_runs.contains(workload) {
-                Some(format!(
-                    "written by a binary that is not one of the current instrumented binaries \
-                     (build id {build_id}): a stale file from an older instrumented build, or \
-                     another program run with this LLVM_PROFILE_FILE; re-run `pgo-build train`"
-                ))
+                Some(foreign_build_id(build_id))
             } else if size_bytes == 0 {
                 Some(
                     "0 bytes: no process of this binary exited through its exit handlers (killed \
@@ -123,10 +150,19 @@ pub fn collect(
                 size_bytes,
                 binary,
                 rejected,
+                processes: 1,
             });
         }
     }
     Ok(profiles)
+}
+
+fn foreign_build_id(build_id: &str) -> String {
+    format!(
+        "written by a binary that is not one of the current instrumented binaries (build id \
+         {build_id}): a stale file from an older instrumented build, or another program run \
+         with this LLVM_PROFILE_FILE; re-run `pgo-build train`"
+    )
 }
 
 fn read_raw_version(path: &Path) -> Option<u64> {
@@ -237,7 +273,7 @@ fn explain_other_llvm(profiles: &mut [RawProfile], llvm_major: u32) {
         .filter(|p| p.rejected.is_none() && p.binary.is_some())
     {
         if let Some(version) = profile.raw_version {
-            *counts.entry(version).or_default() += 1;
+            *counts.entry(version).or_default() += profile.processes;
         }
     }
     let Some((&expected, _)) = counts.iter().max_by_key(|(_, n)| **n) else {
@@ -258,7 +294,8 @@ fn explain_other_llvm(profiles: &mut [RawProfile], llvm_major: u32) {
     }
 }
 
-/// Per-binary figures after training. One file is one process (see [`RAW_PATTERN`]).
+/// Per-binary figures after training. One raw file is one process (see [`RAW_PATTERN`]); a
+/// merged one counts the processes whose files it holds.
 #[derive(Debug, Default, Clone, Serialize, serde::Deserialize)]
 pub struct BinaryProfiles {
     /// Processes that started: recorded starts, or profile files where more.
@@ -430,10 +467,10 @@ fn per_binary<'a>(
         let Some(entry) = profile.binary.as_ref().and_then(|b| table.get_mut(b)) else {
             continue;
         };
-        entry.files += 1;
+        entry.files += profile.processes;
         entry.empty_files += usize::from(profile.size_bytes == 0);
         if profile.rejected.is_none() {
-            entry.valid_files += 1;
+            entry.valid_files += profile.processes;
             entry.bytes += profile.size_bytes;
         }
     }
