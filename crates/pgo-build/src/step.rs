@@ -65,6 +65,23 @@ impl Step {
         }
     }
 
+    /// Whether the step is part of making a release build (what `run` does), so its time
+    /// counts in the pipeline's total; packing, exporting, gating and looking at profiles
+    /// do not.
+    pub fn builds_the_release(self) -> bool {
+        matches!(
+            self,
+            Step::Doctor
+                | Step::Build
+                | Step::Instrument
+                | Step::Train
+                | Step::Merge
+                | Step::Optimize
+                | Step::Bolt
+                | Step::Compare
+        )
+    }
+
     /// The step a report or state record names.
     pub fn from_name(name: &str) -> Option<Step> {
         Step::ALL.into_iter().find(|step| step.name() == name)

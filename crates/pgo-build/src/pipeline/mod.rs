@@ -383,6 +383,7 @@ impl Session {
         });
         self.printer.stage_start(name);
         let started = Instant::now();
+        let started_unix = crate::report::now_unix();
         let memory = PeakSampler::start();
         let result = body(self);
         let peak = memory.stop();
@@ -398,6 +399,14 @@ impl Session {
             other => other,
         };
         let outcome = if result.is_ok() { "ok" } else { "failed" };
+        if let (Step::Compare, Err(err)) = (step, &result) {
+            self.report
+                .record_compare_run(crate::report::CompareRun::failed(
+                    err,
+                    crate::report::invocation(),
+                    started_unix,
+                ));
+        }
         self.printer.stage_end(name, outcome, started.elapsed());
         self.report
             .record_stage(name, outcome, started.elapsed(), Some(peak));

@@ -80,8 +80,17 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
     } else if report_args.html.is_none() {
         printer.table(report.stage_table());
         printer.table(report.size_table());
-        if let Some(compare) = &report.compare {
+        // The latest good comparison of each set of variants, newest first, then all of them
+        // as they ran.
+        for compare in report
+            .compare
+            .iter()
+            .chain(report.earlier_compares.iter().rev())
+        {
             printer.table(tables::compare_table(compare));
+        }
+        if let Some(history) = crate::report::compare_history_table(&report.compare_history) {
+            printer.table(history);
         }
         if let Some(rustc) = tables::rustc_memory_tables(&report) {
             printer.table(rustc);

@@ -15,23 +15,28 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::write_atomically;
 
+mod history;
 mod records;
 pub mod render;
 pub mod tables;
 
+pub use history::table as compare_history_table;
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
-    CompareResult, CrateFigures, Estimate, ExploreRecommendation, ExploreResult, ExploreSpeed,
-    ExploreStageCost, ExploreVariantRecord, LinkSummary, MetricComparison, OrderRecord,
-    RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache, StageRecord,
-    StoppedProcess, Traces, WorkloadComparison, WorkloadRecord, decider_label, metric_label,
-    verdict_text,
+    CompareResult, CompareRun, CrateFigures, Estimate, ExploreRecommendation, ExploreResult,
+    ExploreSpeed, ExploreStageCost, ExploreVariantRecord, LinkSummary, MetricComparison,
+    OrderRecord, RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache, StageRecord,
+    StoppedProcess, Traces, WorkloadComparison, WorkloadRecord, decider_label, invocation,
+    metric_label, now_unix, verdict_text,
 };
 pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
+
+/// How many comparisons the report's history keeps.
+pub const COMPARE_HISTORY: usize = 50;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
@@ -66,8 +71,15 @@ pub struct Report {
     /// Staleness of a committed profile against the current sources.
     #[serde(default)]
     pub staleness: Option<serde_json::Value>,
-    /// The last A/B comparison, with every round.
+    /// The last good A/B comparison, with every round.
     pub compare: Option<CompareResult>,
+    /// The last good comparison of each other set of variants than `compare`'s.
+    #[serde(default)]
+    pub earlier_compares: Vec<CompareResult>,
+    /// Every `compare` as it ran, good or failed, oldest first (the last
+    /// [`COMPARE_HISTORY`]).
+    #[serde(default)]
+    pub compare_history: Vec<CompareRun>,
     /// The training bundles `pgo-build merge` merged: each shard's workloads, weight and
     /// per-binary accounting, and the totals.
     #[serde(default)]
@@ -149,7 +161,11 @@ impl Report {
         duration: Duration,
         peak_memory_bytes: Option<u64>,
     ) {
-        self.stages.retain(|stage| stage.name != name);
+        // A failed attempt does not erase the stage's last good run: both are shown, and
+        // only the good one counts in the pipeline's total.
+        let keeps_good = result == "failed";
+        self.stages
+            .retain(|stage| stage.name != name || (keeps_good && stage.result != "failed"));
         self.stages.push(StageRecord {
             name: name.to_owned(),
             result: result.to_owned(),
@@ -189,13 +205,42 @@ impl Report {
             }
             "bolt" => self.bolt.clear(),
             "overlap" => self.overlap.clear(),
-            "compare" => self.compare = None,
+            // "compare" keeps its last good result: a new one replaces it (`record_compare`),
+            // a failed one goes into the history only.
             _ => {}
         }
     }
 
+    /// Records a comparison that ran: in the history, and as the latest good one (the one it
+    /// replaces moves to `earlier_compares` when it compared another set of variants).
+    pub fn record_compare(&mut self, result: &CompareResult, command: String) {
+        self.record_compare_run(CompareRun::of(result, command, records::now_unix()));
+        let variants = result.variants();
+        self.earlier_compares.retain(|c| c.variants() != variants);
+        if let Some(last) = self.compare.replace(result.clone())
+            && last.variants() != variants
+        {
+            self.earlier_compares.push(last);
+        }
+    }
+
+    /// Records a comparison in the history only (a failed one: the last good one stays).
+    pub fn record_compare_run(&mut self, run: CompareRun) {
+        self.compare_history.push(run);
+        let excess = self.compare_history.len().saturating_sub(COMPARE_HISTORY);
+        self.compare_history.drain(..excess);
+    }
+
+    /// The stage's record: its last good run when it has one.
     pub fn stage_record(&self, name: &str) -> Option<&StageRecord> {
-        self.stages.iter().find(|stage| stage.name == name)
+        let mut records = self.stages.iter().filter(|stage| stage.name == name);
+        let first = records.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(records)
+                .find(|stage| stage.result != "failed")
+                .unwrap_or(first),
+        )
     }
 }
 
@@ -214,6 +259,37 @@ mod tests {
         assert!(table.contains("75.0%"), "{table}");
         assert!(table.contains("25.0%"), "{table}");
         assert!(table.contains("40.00s"), "{table}");
+    }
+
+    #[test]
+    fn the_total_counts_one_pipeline_run_not_other_commands_or_failed_retries() {
+        let mut report = Report::new(Path::new("/ws"));
+        report.record_stage("build", "ok", Duration::from_secs(30), None);
+        report.record_stage("train", "ok", Duration::from_secs(10), None);
+        report.record_stage("compare", "ok", Duration::from_secs(60), None);
+        report.record_stage("pack", "ok", Duration::from_secs(5), None);
+        report.record_stage("compare", "failed", Duration::from_secs(1112), None);
+        let table = report.stage_table();
+        assert!(table.contains("100.00s"), "{table}");
+        assert!(
+            table.contains("1112.00s"),
+            "the failed retry is shown: {table}"
+        );
+        assert!(table.contains("not in the total"), "{table}");
+        assert_eq!(report.stage_record("compare").unwrap().result, "ok");
+        // A good run replaces both.
+        report.record_stage("compare", "ok", Duration::from_secs(50), None);
+        assert_eq!(
+            report.stages.iter().filter(|s| s.name == "compare").count(),
+            1
+        );
+        // A pipeline that failed at a stage with no good run: the failure is part of it.
+        report.record_stage("optimize", "failed", Duration::from_secs(20), None);
+        assert!(
+            report.stage_table().contains("110.00s"),
+            "{}",
+            report.stage_table()
+        );
     }
 
     #[test]

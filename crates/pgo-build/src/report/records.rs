@@ -38,6 +38,14 @@ impl StageRecord {
     }
 }
 
+/// This pgo-build's command line, as the report records how something ran.
+pub fn invocation() -> String {
+    std::iter::once("pgo-build".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -153,6 +161,13 @@ pub struct CompareResult {
 }
 
 impl CompareResult {
+    /// The variants compared, reference first.
+    pub fn variants(&self) -> Vec<String> {
+        std::iter::once(self.reference.clone())
+            .chain(self.candidates.iter().cloned())
+            .collect()
+    }
+
     /// What verdicts rest on.
     pub fn decider(&self) -> Decider {
         match &self.decided_by {
@@ -346,6 +361,55 @@ impl CandidateSummary {
             (Metric::Faults, _, Some(faults)) => faults,
             (Metric::Cpu, _, _) => &self.cpu,
             _ => &self.wall,
+        }
+    }
+}
+
+/// One `compare` as it ran, kept in the report's history whether it succeeded or not.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompareRun {
+    /// When it started (seconds since 1970).
+    pub ran_at_unix: u64,
+    /// The command line that ran it (`pgo-build compare …`, or `pgo-build run`).
+    pub command: String,
+    /// "ok", or "failed: " and the first line of why.
+    pub result: String,
+    /// The variants it compared, reference first; empty when it failed before measuring.
+    #[serde(default)]
+    pub variants: Vec<String>,
+    /// What its verdicts rest on ("wall", or a workload metric).
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    #[serde(default)]
+    pub rounds: usize,
+    /// Role → candidate → geometric mean of the per-workload median ratios.
+    #[serde(default)]
+    pub geometric_mean: BTreeMap<String, BTreeMap<String, f64>>,
+}
+
+impl CompareRun {
+    pub fn of(result: &CompareResult, command: String, ran_at_unix: u64) -> CompareRun {
+        CompareRun {
+            ran_at_unix,
+            command,
+            result: "ok".to_owned(),
+            variants: result.variants(),
+            decided_by: Some(decider_label(&result.decider())),
+            rounds: result.rounds,
+            geometric_mean: result.geometric_mean.clone(),
+        }
+    }
+
+    pub fn failed(error: &anyhow::Error, command: String, ran_at_unix: u64) -> CompareRun {
+        let why = format!("{error:#}");
+        CompareRun {
+            ran_at_unix,
+            command,
+            result: format!("failed: {}", why.lines().next().unwrap_or_default()),
+            variants: Vec::new(),
+            decided_by: None,
+            rounds: 0,
+            geometric_mean: BTreeMap::new(),
         }
     }
 }

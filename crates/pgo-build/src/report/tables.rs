@@ -6,14 +6,17 @@ use comfy_table::{Cell, CellAlignment, Table};
 
 use crate::printer::Fitted;
 
-use super::{BoltRecord, CompareResult, Report};
+use super::{BoltRecord, CompareResult, Report, StageRecord};
 use crate::step::Step;
 
 impl Report {
     /// The stage table: duration and share of the total, like rustc's release pipeline prints.
     pub fn stage_table(&self) -> String {
+        // The total is what one pipeline run costs: other commands (pack, gate, …) and failed
+        // retries of a stage that has a good run are listed below it, not in it.
+        let (counted, other) = self.pipeline_stages();
         // + 0.0: a float sum of nothing is -0.0, printed "-0.00s".
-        let total: f64 = self.stages.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
+        let total: f64 = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
         let mut table = Table::new();
         // Only with sccache as rustc wrapper: hits of the stage's last build.
         let cache = !self.sccache.is_empty();
@@ -23,30 +26,31 @@ impl Report {
                 .chain(cache.then_some("sccache hits")),
         );
         let blank = || cache.then(|| Cell::new(""));
-        for stage in &self.stages {
+        let row = |stage: &StageRecord, share: String| {
+            [
+                Cell::new(&stage.name),
+                Cell::new(stage.result_text()),
+                // A stage reused from a run that left no record of its duration: unknown, not 0.
+                Cell::new(if stage.result == "cached" && stage.ran_at_unix.is_none() {
+                    "-".to_owned()
+                } else {
+                    format!("{:.2}s", stage.duration_secs)
+                })
+                .set_alignment(CellAlignment::Right),
+                Cell::new(share).set_alignment(CellAlignment::Right),
+                Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
+                    .set_alignment(CellAlignment::Right),
+            ]
+            .into_iter()
+            .chain(cache.then(|| Cell::new(self.cache_hits_of(&stage.name))))
+        };
+        for stage in &counted {
             let share = if total > 0.0 {
                 100.0 * stage.duration_secs / total
             } else {
                 0.0
             };
-            table.add_row(
-                [
-                    Cell::new(&stage.name),
-                    Cell::new(stage.result_text()),
-                    // A stage reused from a run that left no record of its duration: unknown, not 0.
-                    Cell::new(if stage.result == "cached" && stage.ran_at_unix.is_none() {
-                        "-".to_owned()
-                    } else {
-                        format!("{:.2}s", stage.duration_secs)
-                    })
-                    .set_alignment(CellAlignment::Right),
-                    Cell::new(format!("{share:.1}%")).set_alignment(CellAlignment::Right),
-                    Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
-                        .set_alignment(CellAlignment::Right),
-                ]
-                .into_iter()
-                .chain(cache.then(|| Cell::new(self.cache_hits_of(&stage.name)))),
-            );
+            table.add_row(row(stage, format!("{share:.1}%")));
         }
         table.add_row(
             [
@@ -59,11 +63,10 @@ impl Report {
             .into_iter()
             .chain(blank()),
         );
-        let cached = self.stages.iter().filter(|s| s.result == "cached").count();
+        let cached = counted.iter().filter(|s| s.result == "cached").count();
         if cached > 0 {
             // What this run itself spent; the total is what the pipeline costs from scratch.
-            let spent: f64 = self
-                .stages
+            let spent: f64 = counted
                 .iter()
                 .filter(|s| s.result != "cached")
                 .map(|s| s.duration_secs)
@@ -80,7 +83,21 @@ impl Report {
                 .chain(blank()),
             );
         }
+        for stage in other {
+            table.add_row(row(stage, "not in the total".to_owned()));
+        }
         table.to_string()
+    }
+
+    /// The stage records of one pipeline run (what its total counts), and the others: other
+    /// commands (pack, gate, …) and failed retries of a stage that has a good run.
+    pub fn pipeline_stages(&self) -> (Vec<&StageRecord>, Vec<&StageRecord>) {
+        self.stages.iter().partition(|stage| {
+            Step::from_name(&stage.name).is_some_and(Step::builds_the_release)
+                && self
+                    .stage_record(&stage.name)
+                    .is_some_and(|record| std::ptr::eq(record, *stage))
+        })
     }
 
     /// "30/32" for a command whose build sccache served, else "-".

@@ -82,7 +82,8 @@ impl Session {
         }
         // Measured: the result stands, whatever --fail-if-slower says of it.
         self.begin_outputs()?;
-        self.report.compare = Some(result.clone());
+        self.report
+            .record_compare(&result, crate::report::invocation());
         if args.fail_if_slower {
             let slower: Vec<String> = result
                 .workloads

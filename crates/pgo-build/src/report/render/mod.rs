@@ -26,9 +26,10 @@ pub fn markdown(report: &Report) -> String {
         Some(triple) => format!("## pgo-build: {triple}\n\n"),
         None => String::from("## pgo-build\n\n"),
     };
-    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
+    let (counted, other) = report.pipeline_stages();
+    let total: f64 = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
     out += "| Stage | Result | Duration | Share |\n|---|---|---:|---:|\n";
-    for stage in &report.stages {
+    for stage in &counted {
         let share = if total > 0.0 {
             100.0 * stage.duration_secs / total
         } else {
@@ -40,7 +41,15 @@ pub fn markdown(report: &Report) -> String {
             stage.name, stage.result, stage.duration_secs
         );
     }
-    let _ = writeln!(out, "| **total** | | **{total:.2}s** | |\n");
+    let _ = writeln!(out, "| **total** | | **{total:.2}s** | |");
+    for stage in &other {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2}s | not in the total |",
+            stage.name, stage.result, stage.duration_secs
+        );
+    }
+    out += "\n";
     if !report.binaries.is_empty() {
         out +=
             "| Binary | baseline | instrumented | optimized | bolt |\n|---|---:|---:|---:|---:|\n";
@@ -152,9 +161,14 @@ pub fn html(report: &Report) -> String {
         body.push_str("</table>");
     }
     bolt_section(report, &mut body);
-    if let Some(compare) = &report.compare {
+    for compare in report
+        .compare
+        .iter()
+        .chain(report.earlier_compares.iter().rev())
+    {
         compare_section(compare, &mut body);
     }
+    super::history::section(&report.compare_history, &mut body);
     if let Some(explore) = &report.explore {
         explore_section(explore, &mut body);
     }
@@ -208,12 +222,13 @@ fn stages_section(report: &Report, out: &mut String) {
     if report.stages.is_empty() {
         return;
     }
-    let total: f64 = report.stages.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
+    let (counted, other) = report.pipeline_stages();
+    let total: f64 = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
     out.push_str("<h2>Stages</h2>");
     let width = 760.0;
     let mut svg = String::new();
     let mut x = 20.0;
-    for (i, stage) in report.stages.iter().enumerate() {
+    for (i, stage) in counted.iter().enumerate() {
         let w = if total > 0.0 {
             width * stage.duration_secs / total
         } else {
@@ -244,7 +259,7 @@ fn stages_section(report: &Report, out: &mut String) {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"50\">{svg}</svg>"
     );
     out.push_str("<table><tr><th>Stage</th><th>Result</th><th>Duration</th><th>Share</th></tr>");
-    for (i, stage) in report.stages.iter().enumerate() {
+    for (i, stage) in counted.iter().enumerate() {
         let share = if total > 0.0 {
             100.0 * stage.duration_secs / total
         } else {
@@ -261,8 +276,18 @@ fn stages_section(report: &Report, out: &mut String) {
     }
     let _ = write!(
         out,
-        "<tr><th>total</th><td></td><th>{total:.2}s</th><td></td></tr></table>"
+        "<tr><th>total</th><td></td><th>{total:.2}s</th><td></td></tr>"
     );
+    for stage in other {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{:.2}s</td><td>not in the total</td></tr>",
+            escape(&stage.name),
+            escape(&stage.result_text()),
+            stage.duration_secs
+        );
+    }
+    out.push_str("</table>");
 }
 
 fn sizes_section(report: &Report, out: &mut String) {
@@ -568,7 +593,7 @@ fn ratio_plot(
     format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"75\">{svg}</svg>")
 }
 
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -1,0 +1,93 @@
+//! The history of comparisons: every `compare` with when and how it ran and how it ended, as
+//! a terminal table and an HTML section. The full results of the latest good one per set of
+//! variants are `Report::compare` and `Report::earlier_compares`.
+
+use std::fmt::Write as _;
+
+use comfy_table::{Cell, CellAlignment, Table};
+
+use super::CompareRun;
+use super::render::escape;
+use crate::printer::Fitted;
+
+/// The columns of one history row.
+fn cells(run: &CompareRun) -> [String; 6] {
+    let elapsed = std::time::Duration::from_secs(super::now_unix().saturating_sub(run.ran_at_unix));
+    let holdout = run
+        .geometric_mean
+        .get("holdout")
+        .map(|per_candidate| {
+            per_candidate
+                .iter()
+                .map(|(candidate, ratio)| format!("{candidate} {:+.1}%", (ratio - 1.0) * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_else(|| "-".to_owned());
+    [
+        crate::printer::ago(elapsed),
+        run.command.clone(),
+        if run.variants.is_empty() {
+            "-".to_owned()
+        } else {
+            run.variants.join(" → ")
+        },
+        run.decided_by.clone().unwrap_or_else(|| "-".to_owned()),
+        holdout,
+        run.result.clone(),
+    ]
+}
+
+const HEADER: [&str; 6] = [
+    "Compared",
+    "Command",
+    "Variants",
+    "Decided by",
+    "Holdout (geometric mean)",
+    "Result",
+];
+
+/// The comparisons as they ran, newest first; `None` with fewer than two (the one there is
+/// is shown in full).
+pub fn table(history: &[CompareRun]) -> Option<String> {
+    if history.len() < 2 {
+        return None;
+    }
+    let mut table = Table::new();
+    table.fitted().set_header(HEADER);
+    for run in history.iter().rev() {
+        let [when, command, variants, decided_by, holdout, result] = cells(run);
+        table.add_row([
+            Cell::new(when),
+            Cell::new(command),
+            Cell::new(variants),
+            Cell::new(decided_by),
+            Cell::new(holdout).set_alignment(CellAlignment::Right),
+            Cell::new(result),
+        ]);
+    }
+    Some(table.to_string())
+}
+
+/// [`table`] as an HTML section.
+pub fn section(history: &[CompareRun], out: &mut String) {
+    if history.len() < 2 {
+        return;
+    }
+    out.push_str(
+        "<h2>Comparisons</h2><p>Every comparison as it ran, newest first; the results shown \
+         above are the latest good one per set of variants.</p><table><tr>",
+    );
+    for name in HEADER {
+        let _ = write!(out, "<th>{}</th>", escape(name));
+    }
+    out.push_str("</tr>");
+    for run in history.iter().rev() {
+        out.push_str("<tr>");
+        for cell in cells(run) {
+            let _ = write!(out, "<td>{}</td>", escape(&cell));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+}
