@@ -200,11 +200,25 @@ impl Session {
                 }
             }
             if !outcome.stopped.is_empty() {
+                // What the stopped processes wrote is known where profiles go: say that, not
+                // what a stopped process may fail to do.
+                let pids: Vec<u32> = outcome.stopped.iter().map(|p| p.pid as u32).collect();
+                let lost = match &profile_dir {
+                    Some(dir) => match start_marker::unwritten(dir, &pids).len() {
+                        0 => "each wrote its profile (a signal handler, or continuous mode), \
+                              but the workload must not leave them to pgo-build"
+                            .to_owned(),
+                        n => format!(
+                            "{n} of them wrote no profile: a process stopped by a signal writes \
+                             none unless it calls pgo_build_rt::install() (SIGTERM, SIGINT) or \
+                             training runs in continuous mode (any signal)"
+                        ),
+                    },
+                    None => "a process stopped by a signal may write no profile".to_owned(),
+                };
                 self.caution(format!(
-                    "pgo-build had to stop processes of workload `{}`: {}. A process stopped by a \
-                     signal writes no profile unless it calls pgo_build_rt::install() (SIGTERM, \
-                     SIGINT) or training runs in continuous mode (any signal). Make the workload \
-                     stop its own children.",
+                    "pgo-build had to stop processes of workload `{}`: {}; {lost}. Make the \
+                     workload stop its own children.",
                     workload.run_name(),
                     training::describe_stopped(&outcome.stopped)
                 ))?;
