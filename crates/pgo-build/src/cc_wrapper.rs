@@ -57,7 +57,7 @@ impl WrapperSpec {
         let dir = root.join(self.id());
         let cc = dir.join("clang");
         let cxx = dir.join("clang++");
-        let exe = std::env::current_exe().context("could not find pgo-build's own executable")?;
+        let exe = crate::linker::own_executable()?;
         crate::files::create_dir_all(&dir)?;
         crate::files::write_atomically(&dir.join(SPEC_FILE), &serde_json::to_vec_pretty(self)?)?;
         for link in [&cc, &cxx] {

@@ -267,10 +267,26 @@ fn with_response_files(args: &[OsString]) -> Vec<OsString> {
     all
 }
 
-/// `dir/<file name of real>`, a symlink to this executable (created or updated).
-pub fn wrapper(dir: &Path, real: &OsString) -> Result<PathBuf> {
+/// This pgo-build's executable, which its wrappers link to: refused when it was replaced or
+/// removed while pgo-build ran (Linux then names it "<path> (deleted)"), since a wrapper
+/// linking there would fail the build with cargo's "No such file or directory".
+pub fn own_executable() -> Result<PathBuf> {
     let executable =
         std::env::current_exe().context("could not find pgo-build's own executable")?;
+    if !executable.exists() {
+        anyhow::bail!(
+            "pgo-build's own executable ({}) was replaced or removed while this command ran (a \
+             rebuild or upgrade of pgo-build), and its compiler and linker wrappers must point \
+             at it: run the command again",
+            executable.display()
+        );
+    }
+    Ok(executable)
+}
+
+/// `dir/<file name of real>`, a symlink to this executable (created or updated).
+pub fn wrapper(dir: &Path, real: &OsString) -> Result<PathBuf> {
+    let executable = own_executable()?;
     let name = Path::new(real)
         .file_name()
         .map_or_else(|| "cc".into(), |n| n.to_owned());
