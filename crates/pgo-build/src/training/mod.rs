@@ -608,15 +608,41 @@ fn shell_words(line: &str) -> Vec<std::ffi::OsString> {
 pub fn error_lines(log: &Path) -> Option<(usize, String)> {
     let text = std::fs::read(log).ok()?;
     let text = String::from_utf8_lossy(&text);
-    let mut matching = text.lines().filter(|line| {
-        let lower = line.to_ascii_lowercase();
-        ["error", "panicked", "fatal"]
-            .iter()
-            .any(|word| lower.contains(word))
-    });
+    let mut matching = text.lines().filter(|line| looks_like_an_error(line));
     let first = matching.next()?;
     let first: String = first.trim().chars().take(160).collect();
     Some((1 + matching.count(), first))
+}
+
+/// Whether a log line reads as an error: "error", "errors", "panicked" or "fatal" as a word
+/// (not inside a name such as `quick-error` or `thiserror`), outside cargo's progress lines,
+/// which name crates.
+fn looks_like_an_error(line: &str) -> bool {
+    const CARGO_PROGRESS: [&str; 8] = [
+        "Compiling ",
+        "Checking ",
+        "Downloaded ",
+        "Downloading ",
+        "Fresh ",
+        "Running ",
+        "Finished ",
+        "Updating ",
+    ];
+    if CARGO_PROGRESS
+        .iter()
+        .any(|word| line.trim_start().starts_with(word))
+    {
+        return false;
+    }
+    let lower = line.to_ascii_lowercase();
+    let part_of_a_name =
+        |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || "-_".contains(c));
+    ["error", "errors", "panicked", "fatal"].iter().any(|word| {
+        lower.match_indices(word).any(|(at, _)| {
+            !part_of_a_name(lower[..at].chars().next_back())
+                && !part_of_a_name(lower[at + word.len()..].chars().next())
+        })
+    })
 }
 
 /// The profile runtime's own report that it could not write a profile, found in a
@@ -796,6 +822,13 @@ mod tests {
         assert_eq!(first, "Error: no such file: a");
         std::fs::write(&log, "all good\n").unwrap();
         assert_eq!(error_lines(&log), None);
+        // Names that contain the word are not errors; the word is, in any case.
+        std::fs::write(
+            &log,
+            "   Compiling quick-error v1.2.3\nusing thiserror and error_chain\nran 3 ERRORS\n",
+        )
+        .unwrap();
+        assert_eq!(error_lines(&log), Some((1, "ran 3 ERRORS".to_owned())));
     }
 
     #[test]
