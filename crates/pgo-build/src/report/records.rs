@@ -472,6 +472,9 @@ pub struct ExploreVariantRecord {
     pub over_size_limit: bool,
     pub vs_baseline: Option<ExploreSpeed>,
     pub vs_pgo: Option<ExploreSpeed>,
+    /// The rounds it was measured for: explore's race stops a variant once it is decided.
+    #[serde(default)]
+    pub rounds: Option<usize>,
     /// The Pareto fronts it is on: `build time`, `peak memory`, `size` (speed against each).
     pub front: Vec<String>,
 }
@@ -525,6 +528,10 @@ pub struct ExploreSpeed {
     /// faster when every holdout workload's verdict is, slower when every one is.
     pub verdict: crate::stats::Verdict,
     pub workloads: BTreeMap<String, PairedSummary>,
+    /// Set when not the explore's metric decided: "instructions (wall time undecided after
+    /// 40 rounds)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -553,6 +553,13 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
         "Status".to_owned(),
     ]);
     let speed = |speed: &Option<super::ExploreSpeed>| match speed {
+        // Decided by another figure than the table's (instruction counts where wall time
+        // could not decide): said in the cell.
+        Some(s) if s.decided_by.is_some() => format!(
+            "{} {} (instructions)",
+            percent(s.ratio),
+            verdict_word(s.verdict)
+        ),
         Some(s) => format!("{} {}", percent(s.ratio), verdict_word(s.verdict)),
         None => "-".to_owned(),
     };
@@ -575,7 +582,12 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
             Cell::new(variant.peak_memory_text()).set_alignment(CellAlignment::Right),
             Cell::new(variant.size_text()).set_alignment(CellAlignment::Right),
             Cell::new(variant.front.join(", ")),
-            Cell::new(&variant.status),
+            Cell::new(match variant.rounds {
+                Some(rounds) if variant.status == "measured" => {
+                    format!("measured ({rounds} rounds)")
+                }
+                _ => variant.status.clone(),
+            }),
         ]);
     }
     table.to_string()

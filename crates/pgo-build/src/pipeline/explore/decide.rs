@@ -161,8 +161,9 @@ pub fn recommend(
         Some((_, vs_baseline)) => Decision::Undecided(format!(
             "{none_better}, and whether pgo is faster than the baseline is not shown yet \
              ({:+.1}%, {}): neither faster nor the same within the margin of {:.1}%. \
-             More rounds (`--rounds`, or `--rounds auto`) or `--metric instructions` would \
-             decide; an unclear result is no reason to drop PGO",
+             More rounds (`--rounds`) or a larger `--budget` would decide (with wall or CPU \
+             time, so would instruction counts: valgrind installed, or `--metric \
+             instructions`); an unclear result is no reason to drop PGO",
             -percent(vs_baseline.ratio),
             evidence_of(vs_baseline),
             margin * 100.0
@@ -173,7 +174,12 @@ pub fn recommend(
 
 /// "interval 0.95-0.97 on `a`; 10/10 rounds faster on `b`".
 pub(super) fn evidence_of(speed: &ExploreSpeed) -> String {
-    speed
+    let by = speed
+        .decided_by
+        .as_ref()
+        .map(|by| format!("by {by}: "))
+        .unwrap_or_default();
+    by + &speed
         .workloads
         .iter()
         .map(|(workload, s)| {
@@ -230,6 +236,7 @@ pub(super) fn speed(
         ratio: stats::geometric_mean(&ratios),
         verdict: verdict_over(&workloads, margin),
         workloads,
+        decided_by: None,
     }
 }
 

@@ -8,18 +8,14 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::builds::Clock;
-use super::decide::speed;
 use super::variants::{BASELINE, PGO};
-use crate::cli::{CompareArgs, CompareRole};
 use crate::config::{self, Role};
 use crate::files::write_atomically;
-use crate::measurement::Rounds;
 use crate::measurement::{Decider, Metric};
 use crate::pipeline::Session;
-use crate::pipeline::compare::{Compared, summarize_candidates};
+use crate::pipeline::compare::Compared;
 use crate::report::{ExploreSpeed, ExploreVariantRecord};
 use crate::state::Fingerprint;
-use crate::stats;
 
 /// `explore/measurements.json`: each variant's last measurement, by the key of what it
 /// measured.
@@ -33,6 +29,9 @@ pub(super) struct Measurement {
     key: String,
     vs_baseline: ExploreSpeed,
     vs_pgo: Option<ExploreSpeed>,
+    /// The rounds it ran (racing stops a decided variant early).
+    #[serde(default)]
+    rounds: usize,
 }
 
 impl Session {
@@ -122,64 +121,41 @@ impl Session {
                 record.detail = Some(reason.clone());
             }
             measured.retain(|v| !refused.contains_key(&v.name));
-            let compared: Vec<Compared> = measured.iter().map(|v| (*v).clone()).collect();
-            let result = self.measure(
-                &compared,
-                &CompareArgs {
-                    rounds: Some(Rounds::Fixed(rounds)),
-                    workloads: workloads.iter().map(|w| w.name().to_owned()).collect(),
-                    role: Some(CompareRole::Holdout),
-                    metric: Some(decider.clone()),
-                    seed: 1,
-                    ..CompareArgs::default()
-                },
-            )?;
             let margin = self.config.compare.margin();
-            for variant in &compared[1..] {
-                let vs_baseline = speed(
-                    workloads.iter().map(|w| {
-                        let comparison = result
-                            .workloads
-                            .iter()
-                            .find(|c| c.workload == w.name())
-                            .expect("every holdout workload was compared");
-                        (
-                            w.name().to_owned(),
-                            comparison.candidates[&variant.name].judged(decider).clone(),
-                        )
-                    }),
-                    margin,
-                );
-                let vs_pgo = (variant.name != PGO).then(|| {
-                    speed(
-                        result.workloads.iter().map(|comparison| {
-                            let summaries = summarize_candidates(
-                                &comparison.runs,
-                                PGO,
-                                &[variant.name.as_str()],
-                                rounds,
-                                (stats::ALPHA, 1),
-                                decider.measured() == Metric::Instructions,
-                                &workloads
-                                    .iter()
-                                    .find(|w| w.name() == comparison.workload)
-                                    .map(|w| w.metrics.clone())
-                                    .unwrap_or_default(),
-                            );
-                            (
-                                comparison.workload.clone(),
-                                summaries[&variant.name].judged(decider).clone(),
-                            )
-                        }),
-                        margin,
-                    )
-                });
+            let (outcome, pace) =
+                self.race_variants(&measured, &workloads, decider, rounds, clock)?;
+            let mut standings = outcome.standings;
+            let undecided: Vec<String> = standings
+                .iter()
+                .filter(|(_, standing)| standing.undecided())
+                .map(|(name, _)| name.clone())
+                .collect();
+            if let Some(why) = &outcome.cut_short {
+                self.printer.warn(format!("explore: {why}"));
+            }
+            if !undecided.is_empty()
+                && matches!(decider, Decider::Measured(Metric::Wall | Metric::Cpu))
+            {
+                let by_name: BTreeMap<&str, &Compared> =
+                    measured.iter().map(|v| (v.name.as_str(), *v)).collect();
+                self.count_undecided(
+                    &by_name,
+                    &undecided,
+                    &workloads,
+                    (outcome.rounds, margin),
+                    (clock, pace),
+                    &mut standings,
+                )?;
+            }
+            for (name, standing) in standings {
+                let variant = &built[name.as_str()];
                 cache.variants.insert(
-                    variant.name.clone(),
+                    name,
                     Measurement {
                         key: key_of(variant),
-                        vs_baseline,
-                        vs_pgo,
+                        vs_baseline: standing.vs_baseline,
+                        vs_pgo: standing.vs_pgo,
+                        rounds: standing.rounds,
                     },
                 );
             }
@@ -205,6 +181,7 @@ impl Session {
                 record.detail = None;
                 record.vs_baseline = Some(measurement.vs_baseline.clone());
                 record.vs_pgo = measurement.vs_pgo.clone();
+                record.rounds = (measurement.rounds > 0).then_some(measurement.rounds);
             }
         }
         Ok(())

@@ -18,6 +18,7 @@ mod apply;
 mod builds;
 mod decide;
 mod measure;
+mod race;
 mod variants;
 
 use std::collections::BTreeMap;

@@ -192,6 +192,7 @@ pub(super) fn new_record(variant: &Variant) -> ExploreVariantRecord {
         over_size_limit: false,
         vs_baseline: None,
         vs_pgo: None,
+        rounds: None,
         front: Vec::new(),
     }
 }
