@@ -15,7 +15,8 @@
 //!   <stage>/rustc-estimates.json  each crate's last measured rustc peak (rustc_wrapper.rs)
 //!   linker/<name>, rustc-wrapper/rustc   symlinks to pgo-build: linker and rustc wrapper modes
 //!   link-slots/, memory-ledger.json   what links and rustc run now, shared by pgo-build processes
-//!   profiles/raw/<workload>/<build id>_<pool>.profraw
+//!   profiles/raw/<workload>/<build id>_<pid>.profraw   one per process, until merged into
+//!   profiles/raw/<workload>/<build id>_merged.profdata + merged.json   (profiles/compact.rs)
 //!   profiles/raw/<workload>/training.json   that run's record: only complete, current runs
 //!                           are merged (see training_record.rs)
 //!   profiles/merged-<content hash>.profdata

@@ -1,17 +1,14 @@
 //! The history of comparisons: every `compare` with when and how it ran and how it ended, as
-//! a terminal table and an HTML section. The full results of the latest good one per set of
-//! variants are `Report::compare` and `Report::earlier_compares`.
-
-use std::fmt::Write as _;
+//! rows (the terminal table here, the HTML section in `render`). The full results of the
+//! latest good one per set of variants are `Report::compare` and `Report::earlier_compares`.
 
 use comfy_table::{Cell, CellAlignment, Table};
 
 use super::CompareRun;
-use super::render::escape;
 use crate::printer::Fitted;
 
 /// The columns of one history row.
-fn cells(run: &CompareRun) -> [String; 6] {
+pub fn cells(run: &CompareRun) -> [String; 6] {
     let elapsed = std::time::Duration::from_secs(super::now_unix().saturating_sub(run.ran_at_unix));
     let holdout = run
         .geometric_mean
@@ -38,7 +35,7 @@ fn cells(run: &CompareRun) -> [String; 6] {
     ]
 }
 
-const HEADER: [&str; 6] = [
+pub const HEADER: [&str; 6] = [
     "Compared",
     "Command",
     "Variants",
@@ -67,27 +64,4 @@ pub fn table(history: &[CompareRun]) -> Option<String> {
         ]);
     }
     Some(table.to_string())
-}
-
-/// [`table`] as an HTML section.
-pub fn section(history: &[CompareRun], out: &mut String) {
-    if history.len() < 2 {
-        return;
-    }
-    out.push_str(
-        "<h2>Comparisons</h2><p>Every comparison as it ran, newest first; the results shown \
-         above are the latest good one per set of variants.</p><table><tr>",
-    );
-    for name in HEADER {
-        let _ = write!(out, "<th>{}</th>", escape(name));
-    }
-    out.push_str("</tr>");
-    for run in history.iter().rev() {
-        out.push_str("<tr>");
-        for cell in cells(run) {
-            let _ = write!(out, "<td>{}</td>", escape(&cell));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</table>");
 }

@@ -8,6 +8,7 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::builds::Clock;
+use super::race;
 use super::variants::{BASELINE, PGO};
 use crate::config::{self, Role};
 use crate::files::write_atomically;
@@ -123,7 +124,7 @@ impl Session {
             measured.retain(|v| !refused.contains_key(&v.name));
             let margin = self.config.compare.margin();
             let (outcome, pace) =
-                self.race_variants(&measured, &workloads, decider, rounds, clock)?;
+                race::race_variants(self, &measured, &workloads, decider, rounds, clock)?;
             let mut standings = outcome.standings;
             let undecided: Vec<String> = standings
                 .iter()
@@ -138,7 +139,8 @@ impl Session {
             {
                 let by_name: BTreeMap<&str, &Compared> =
                     measured.iter().map(|v| (v.name.as_str(), *v)).collect();
-                self.count_undecided(
+                race::count_undecided(
+                    self,
                     &by_name,
                     &undecided,
                     &workloads,

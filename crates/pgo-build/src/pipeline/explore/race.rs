@@ -186,185 +186,182 @@ pub fn race(
     })
 }
 
-impl Session {
-    /// Races the variants (`baseline` and `pgo` first) on the holdout workloads: looks of
-    /// `first`, twice and four times as many rounds (one look for instruction counts, which
-    /// need no more), within the budget. Also returns the seconds a variant-round took.
-    pub(super) fn race_variants(
-        &self,
-        measured: &[&Compared],
-        workloads: &[config::Workload],
-        decider: &Decider,
-        first: usize,
-        clock: &Clock,
-    ) -> Result<(Outcome, Option<f64>)> {
-        let names: Vec<String> = measured.iter().map(|v| v.name.clone()).collect();
-        let plan = match decider.measured() {
-            Metric::Instructions => Plan {
-                looks: vec![first],
-                alpha: stats::ALPHA,
-            },
-            _ => Plan::new(first, names.len() - 2),
-        };
-        if plan.looks.len() > 1 {
-            self.printer.info(format!(
-                "measuring {} variants in a race: {}; a variant stops once its verdict against \
+/// Races the variants (`baseline` and `pgo` first) on the holdout workloads: looks of
+/// `first`, twice and four times as many rounds (one look for instruction counts, which
+/// need no more), within the budget. Also returns the seconds a variant-round took.
+pub(super) fn race_variants(
+    session: &Session,
+    measured: &[&Compared],
+    workloads: &[config::Workload],
+    decider: &Decider,
+    first: usize,
+    clock: &Clock,
+) -> Result<(Outcome, Option<f64>)> {
+    let names: Vec<String> = measured.iter().map(|v| v.name.clone()).collect();
+    let plan = match decider.measured() {
+        Metric::Instructions => Plan {
+            looks: vec![first],
+            alpha: stats::ALPHA,
+        },
+        _ => Plan::new(first, names.len() - 2),
+    };
+    if plan.looks.len() > 1 {
+        session.printer.info(format!(
+            "measuring {} variants in a race: {}; a variant stops once its verdict against \
                  pgo is reached",
-                names.len(),
-                plan.describe()
+            names.len(),
+            plan.describe()
+        ));
+    }
+    let by_name: BTreeMap<&str, &Compared> =
+        measured.iter().map(|v| (v.name.as_str(), *v)).collect();
+    let margin = session.config.compare.margin();
+    // Seconds per variant-round of the last batch: what the budget is checked against.
+    let mut pace: Option<f64> = None;
+    let mut look = 0;
+    let mut measure = |open: &[String], rounds: usize| -> Result<Option<Runs>> {
+        if let (Some(budget), Some(pace)) = (clock.budget, pace) {
+            let needed = pace * (open.len() * rounds) as f64;
+            if clock.started.elapsed().as_secs_f64() + needed > budget.as_secs_f64() {
+                return Ok(None);
+            }
+        }
+        look += 1;
+        if look > 1 {
+            session.printer.info(format!(
+                "look {look}: {rounds} more rounds of {}",
+                open.join(", ")
             ));
         }
-        let by_name: BTreeMap<&str, &Compared> =
-            measured.iter().map(|v| (v.name.as_str(), *v)).collect();
-        let margin = self.config.compare.margin();
-        // Seconds per variant-round of the last batch: what the budget is checked against.
-        let mut pace: Option<f64> = None;
-        let mut look = 0;
-        let mut measure = |open: &[String], rounds: usize| -> Result<Option<Runs>> {
-            if let (Some(budget), Some(pace)) = (clock.budget, pace) {
-                let needed = pace * (open.len() * rounds) as f64;
-                if clock.started.elapsed().as_secs_f64() + needed > budget.as_secs_f64() {
-                    return Ok(None);
-                }
-            }
-            look += 1;
-            if look > 1 {
-                self.printer.info(format!(
-                    "look {look}: {rounds} more rounds of {}",
-                    open.join(", ")
-                ));
-            }
-            let started = Instant::now();
-            let variants: Vec<Compared> =
-                open.iter().map(|n| by_name[n.as_str()].clone()).collect();
-            let result = self.measure(
-                &variants,
-                &holdout_args(workloads, decider, rounds, look as u64),
-            )?;
-            pace = Some(started.elapsed().as_secs_f64() / (open.len() * rounds) as f64);
-            Ok(Some(
-                result
-                    .workloads
-                    .into_iter()
-                    .map(|c| (c.workload, c.runs))
-                    .collect(),
-            ))
-        };
-        let counted = decider.measured() == Metric::Instructions;
-        let judge = |workload: &str,
-                     runs: &[RunSample],
-                     reference: &str,
-                     candidate: &str,
-                     rounds: usize,
-                     alpha: f64| {
-            let specs = workloads
-                .iter()
-                .find(|w| w.name() == workload)
-                .map(|w| w.metrics.clone())
-                .unwrap_or_default();
-            summarize_candidates(
-                runs,
-                reference,
-                &[candidate],
-                rounds,
-                (alpha, 1),
-                counted,
-                &specs,
-            )[candidate]
-                .judged(decider)
-                .clone()
-        };
-        let outcome = race(&names, &plan, margin, &mut measure, &judge)?;
-        Ok((outcome, pace))
-    }
-
-    /// Decides by instruction counts (noise-free, through callgrind where perf cannot count)
-    /// what wall time could not decide in the race, when the budget allows: the undecided
-    /// variants with the references, one count and a repeat each. Their standings then say
-    /// they were decided by instructions; without a counter or budget they stay undecided.
-    pub(super) fn count_undecided(
-        &self,
-        by_name: &BTreeMap<&str, &Compared>,
-        undecided: &[String],
-        workloads: &[config::Workload],
-        (raced, margin): (usize, f64),
-        (clock, pace): (&Clock, Option<f64>),
-        standings: &mut BTreeMap<String, Standing>,
-    ) -> Result<()> {
-        let counter = match Counter::detect(&self.printer) {
-            Ok(counter) => counter,
-            Err(err) => {
-                self.printer.warn(format!(
-                    "wall time left {} undecided after {raced} rounds, and instructions cannot \
-                     be counted here to decide instead: {err:#}",
-                    undecided.join(", ")
-                ));
-                return Ok(());
-            }
-        };
-        let open: Vec<Compared> = [BASELINE, PGO]
-            .into_iter()
-            .chain(undecided.iter().map(String::as_str).filter(|n| *n != PGO))
-            .map(|name| by_name[name].clone())
-            .collect();
-        if let (Some(budget), Some(pace)) = (clock.budget, pace) {
-            // A round of every holdout workload per variant and count, and the warm-up, at
-            // the race's pace, slowed by the counter (its timeout allows twice this).
-            let needed = pace * f64::from(counter.slowdown()) / 2.0
-                * (open.len() * (INSTRUCTION_ROUNDS + 1)) as f64;
-            if clock.started.elapsed().as_secs_f64() + needed > budget.as_secs_f64() {
-                self.printer.warn(format!(
-                    "wall time left {} undecided after {raced} rounds, and counting their \
-                     instructions ({}, about {}) would not finish within the budget",
-                    undecided.join(", "),
-                    counter.describe(),
-                    crate::printer::duration(std::time::Duration::from_secs_f64(needed))
-                ));
-                return Ok(());
-            }
-        }
-        self.printer.info(format!(
-            "wall time left {} undecided after {raced} rounds: deciding by instruction counts \
-             ({})",
-            undecided.join(", "),
-            counter.describe()
-        ));
-        let decider = Decider::Measured(Metric::Instructions);
-        let result = self.measure(
-            &open,
-            &holdout_args(workloads, &decider, INSTRUCTION_ROUNDS, 100),
+        let started = Instant::now();
+        let variants: Vec<Compared> = open.iter().map(|n| by_name[n.as_str()].clone()).collect();
+        let result = session.measure(
+            &variants,
+            &holdout_args(workloads, decider, rounds, look as u64),
         )?;
-        let why = format!("instructions (wall time undecided after {raced} rounds)");
-        for name in undecided {
-            let against = |reference: &str| {
-                let per_workload = result.workloads.iter().map(|comparison| {
-                    let summary = summarize_candidates(
-                        &comparison.runs,
-                        reference,
-                        &[name.as_str()],
-                        INSTRUCTION_ROUNDS,
-                        (stats::ALPHA, 1),
-                        true,
-                        &[],
-                    )[name.as_str()]
-                    .judged(&decider)
-                    .clone();
-                    (comparison.workload.clone(), same_within(summary, margin))
-                });
-                let mut speed = speed(per_workload, margin);
-                speed.decided_by = Some(why.clone());
-                speed
-            };
-            let standing = standings.get_mut(name).expect("raced");
-            if name == PGO {
-                standing.vs_baseline = against(BASELINE);
-            } else {
-                standing.vs_pgo = Some(against(PGO));
-                standing.vs_baseline = against(BASELINE);
-            }
+        pace = Some(started.elapsed().as_secs_f64() / (open.len() * rounds) as f64);
+        Ok(Some(
+            result
+                .workloads
+                .into_iter()
+                .map(|c| (c.workload, c.runs))
+                .collect(),
+        ))
+    };
+    let counted = decider.measured() == Metric::Instructions;
+    let judge = |workload: &str,
+                 runs: &[RunSample],
+                 reference: &str,
+                 candidate: &str,
+                 rounds: usize,
+                 alpha: f64| {
+        let specs = workloads
+            .iter()
+            .find(|w| w.name() == workload)
+            .map(|w| w.metrics.clone())
+            .unwrap_or_default();
+        summarize_candidates(
+            runs,
+            reference,
+            &[candidate],
+            rounds,
+            (alpha, 1),
+            counted,
+            &specs,
+        )[candidate]
+            .judged(decider)
+            .clone()
+    };
+    let outcome = race(&names, &plan, margin, &mut measure, &judge)?;
+    Ok((outcome, pace))
+}
+
+/// Decides by instruction counts (noise-free, through callgrind where perf cannot count)
+/// what wall time could not decide in the race, when the budget allows: the undecided
+/// variants with the references, one count and a repeat each. Their standings then say
+/// they were decided by instructions; without a counter or budget they stay undecided.
+pub(super) fn count_undecided(
+    session: &Session,
+    by_name: &BTreeMap<&str, &Compared>,
+    undecided: &[String],
+    workloads: &[config::Workload],
+    (raced, margin): (usize, f64),
+    (clock, pace): (&Clock, Option<f64>),
+    standings: &mut BTreeMap<String, Standing>,
+) -> Result<()> {
+    let counter = match Counter::detect(&session.printer) {
+        Ok(counter) => counter,
+        Err(err) => {
+            session.printer.warn(format!(
+                "wall time left {} undecided after {raced} rounds, and instructions cannot \
+                     be counted here to decide instead: {err:#}",
+                undecided.join(", ")
+            ));
+            return Ok(());
         }
-        Ok(())
+    };
+    let open: Vec<Compared> = [BASELINE, PGO]
+        .into_iter()
+        .chain(undecided.iter().map(String::as_str).filter(|n| *n != PGO))
+        .map(|name| by_name[name].clone())
+        .collect();
+    if let (Some(budget), Some(pace)) = (clock.budget, pace) {
+        // A round of every holdout workload per variant and count, and the warm-up, at
+        // the race's pace, slowed by the counter (its timeout allows twice this).
+        let needed = pace * f64::from(counter.slowdown()) / 2.0
+            * (open.len() * (INSTRUCTION_ROUNDS + 1)) as f64;
+        if clock.started.elapsed().as_secs_f64() + needed > budget.as_secs_f64() {
+            session.printer.warn(format!(
+                "wall time left {} undecided after {raced} rounds, and counting their \
+                     instructions ({}, about {}) would not finish within the budget",
+                undecided.join(", "),
+                counter.describe(),
+                crate::printer::duration(std::time::Duration::from_secs_f64(needed))
+            ));
+            return Ok(());
+        }
     }
+    session.printer.info(format!(
+        "wall time left {} undecided after {raced} rounds: deciding by instruction counts \
+             ({})",
+        undecided.join(", "),
+        counter.describe()
+    ));
+    let decider = Decider::Measured(Metric::Instructions);
+    let result = session.measure(
+        &open,
+        &holdout_args(workloads, &decider, INSTRUCTION_ROUNDS, 100),
+    )?;
+    let why = format!("instructions (wall time undecided after {raced} rounds)");
+    for name in undecided {
+        let against = |reference: &str| {
+            let per_workload = result.workloads.iter().map(|comparison| {
+                let summary = summarize_candidates(
+                    &comparison.runs,
+                    reference,
+                    &[name.as_str()],
+                    INSTRUCTION_ROUNDS,
+                    (stats::ALPHA, 1),
+                    true,
+                    &[],
+                )[name.as_str()]
+                .judged(&decider)
+                .clone();
+                (comparison.workload.clone(), same_within(summary, margin))
+            });
+            let mut speed = speed(per_workload, margin);
+            speed.decided_by = Some(why.clone());
+            speed
+        };
+        let standing = standings.get_mut(name).expect("raced");
+        if name == PGO {
+            standing.vs_baseline = against(BASELINE);
+        } else {
+            standing.vs_pgo = Some(against(PGO));
+            standing.vs_baseline = against(BASELINE);
+        }
+    }
+    Ok(())
 }
 
 /// The compare arguments of a batch of rounds on the holdout workloads.

@@ -168,7 +168,7 @@ pub fn html(report: &Report) -> String {
     {
         compare_section(compare, &mut body);
     }
-    super::history::section(&report.compare_history, &mut body);
+    history_section(&report.compare_history, &mut body);
     if let Some(explore) = &report.explore {
         explore_section(explore, &mut body);
     }
@@ -286,6 +286,30 @@ fn stages_section(report: &Report, out: &mut String) {
             escape(&stage.result_text()),
             stage.duration_secs
         );
+    }
+    out.push_str("</table>");
+}
+
+/// Every comparison as it ran, newest first (with fewer than two, the one there is is shown
+/// in full above).
+fn history_section(history: &[super::CompareRun], out: &mut String) {
+    if history.len() < 2 {
+        return;
+    }
+    out.push_str(
+        "<h2>Comparisons</h2><p>Every comparison as it ran, newest first; the results shown \
+         above are the latest good one per set of variants.</p><table><tr>",
+    );
+    for name in super::history::HEADER {
+        let _ = write!(out, "<th>{}</th>", escape(name));
+    }
+    out.push_str("</tr>");
+    for run in history.iter().rev() {
+        out.push_str("<tr>");
+        for cell in super::history::cells(run) {
+            let _ = write!(out, "<td>{}</td>", escape(&cell));
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</table>");
 }
@@ -593,7 +617,7 @@ fn ratio_plot(
     format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"75\">{svg}</svg>")
 }
 
-pub(super) fn escape(text: &str) -> String {
+fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
