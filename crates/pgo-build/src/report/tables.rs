@@ -465,13 +465,21 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         "rustc at once",
         "Crates",
         "Waiting for memory",
+        "Waiting for a CPU slot",
         "Estimate error",
         "Over estimate",
         "Ran alone",
     ]);
     let mut heaviest = Table::new();
     heaviest.fitted().set_header([
-        "Stage", "Crate", "Kind", "Peak", "Estimate", "Wall", "Waited",
+        "Stage",
+        "Crate",
+        "Kind",
+        "Peak",
+        "Estimate",
+        "Wall",
+        "Waited for memory",
+        "Waited for a CPU",
     ]);
     let names = |crates: &[super::CrateFigures]| {
         if crates.is_empty() {
@@ -508,7 +516,15 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
                 figures.cpus, figures.cargo_jobs
             )),
             Cell::new(figures.invocations).set_alignment(CellAlignment::Right),
-            Cell::new(format!("{:.1}s", figures.wait_secs)).set_alignment(CellAlignment::Right),
+            // Summed over crates: a crate waits for memory (the budget) or, with memory to
+            // spare, for one of the CPU slots.
+            Cell::new(format!("{:.1}s", figures.memory_wait_secs))
+                .set_alignment(CellAlignment::Right),
+            Cell::new(format!(
+                "{:.1}s",
+                (figures.wait_secs - figures.memory_wait_secs).max(0.0)
+            ))
+            .set_alignment(CellAlignment::Right),
             Cell::new(
                 figures
                     .estimate_error
@@ -527,7 +543,13 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
                     .set_alignment(CellAlignment::Right),
                 Cell::new(human_bytes(krate.estimate_bytes)).set_alignment(CellAlignment::Right),
                 Cell::new(format!("{:.1}s", krate.wall_secs)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.1}s", krate.wait_secs)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.1}s", krate.memory_wait_secs))
+                    .set_alignment(CellAlignment::Right),
+                Cell::new(format!(
+                    "{:.1}s",
+                    (krate.wait_secs - krate.memory_wait_secs).max(0.0)
+                ))
+                .set_alignment(CellAlignment::Right),
             ]);
         }
     }

@@ -226,7 +226,12 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     );
     let shown = fixture.run(&["report"]);
     shown.success();
-    for column in ["Waiting for memory", "Estimate error", "app/app"] {
+    for column in [
+        "Waiting for memory",
+        "Waiting for a CPU slot",
+        "Estimate error",
+        "app/app",
+    ] {
         assert!(shown.stdout().contains(column), "{}", shown.describe());
     }
 
