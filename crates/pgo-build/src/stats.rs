@@ -89,6 +89,31 @@ impl PairedSummary {
         }
     }
 
+    /// "No difference" holds only within the equivalence margin (`[compare] margin`): an
+    /// interval wider than it bounds the difference without showing the two the same, so the
+    /// verdict is inconclusive, with the rounds that would narrow it to the margin.
+    pub fn within_margin(mut self, margin: f64) -> PairedSummary {
+        let Some(bound) = self.bound.filter(|bound| {
+            self.verdict == Verdict::NoDifference && *bound > margin && margin > 0.0
+        }) else {
+            return self;
+        };
+        let half_width = (self.ci_high - self.ci_low) / 2.0;
+        let needed = (self.pairs as f64 * (half_width / margin).powi(2)).ceil() as usize;
+        let more = needed.saturating_sub(self.pairs).max(1);
+        self.verdict = Verdict::Inconclusive;
+        self.bound = None;
+        self.more_rounds = Some(more);
+        self.resolves = Some(margin);
+        self.resolution_note = Some(format!(
+            "no difference larger than {:.1}% is shown, and \"the same\" needs the interval \
+             within the ±{:.1}% margin ([compare] margin): about {more} more rounds would tell",
+            bound * 100.0,
+            margin * 100.0
+        ));
+        self
+    }
+
     /// Whether the question is answered: a verdict, or an interval within ±`half_width`.
     pub fn settled(&self, half_width: f64) -> bool {
         matches!(self.verdict, Verdict::Faster | Verdict::Slower)
@@ -351,6 +376,28 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_difference_holds_only_within_the_margin() {
+        // Within ±1%: the same, whatever the margin above that.
+        let tight = summarize(&[0.995, 1.004, 1.0, 0.998, 1.003, 1.001, 0.999, 1.002], 1);
+        assert_eq!(tight.verdict, Verdict::NoDifference, "{tight:?}");
+        assert_eq!(
+            tight.clone().within_margin(0.02).verdict,
+            Verdict::NoDifference
+        );
+        // Within ±10% only: bounded, but not "the same" at a 2% margin.
+        let wide = summarize(
+            &[0.92, 1.07, 0.97, 1.05, 0.95, 1.03, 0.99, 1.01, 0.94, 1.06],
+            1,
+        );
+        assert_eq!(wide.verdict, Verdict::NoDifference, "{wide:?}");
+        let judged = wide.within_margin(0.02);
+        assert_eq!(judged.verdict, Verdict::Inconclusive);
+        assert!(judged.more_rounds.unwrap() > 10, "{judged:?}");
+        let note = judged.resolution_note.unwrap();
+        assert!(note.contains("±2.0% margin"), "{note}");
+    }
 
     #[test]
     fn all_wins_is_faster() {

@@ -67,7 +67,7 @@ impl Session {
         // Against the last release too: from the same rounds.
         if let (Some(comparison), Some(_)) = (&comparison, &args.against) {
             for (workload, candidate, summary) in
-                against_previous(comparison, 1, &self.config.workloads)
+                against_previous(comparison, (1, margin), &self.config.workloads)
             {
                 let holdout = comparison
                     .workloads

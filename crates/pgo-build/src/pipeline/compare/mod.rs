@@ -47,7 +47,11 @@ impl Session {
         }
         let result = self.measure(&variants, args)?;
         let previous = match &args.against {
-            Some(_) => against_previous(&result, args.seed, &self.config.workloads),
+            Some(_) => against_previous(
+                &result,
+                (args.seed, self.config.compare.margin()),
+                &self.config.workloads,
+            ),
             None => Vec::new(),
         };
         for line in previous::describe(&result, &previous) {
@@ -212,6 +216,7 @@ impl Session {
                     at: &looks,
                     alpha,
                     decider: &decider,
+                    margin: self.config.compare.margin(),
                 },
                 args.seed,
                 counter.as_ref(),
@@ -459,7 +464,7 @@ impl Session {
                 names[0],
                 &names[1..],
                 rounds,
-                (looks.alpha, seed),
+                (looks.alpha, seed, looks.margin),
                 counter.is_some(),
                 &workload.metrics,
             );
@@ -723,6 +728,8 @@ struct Looks<'a> {
     at: &'a [usize],
     alpha: f64,
     decider: &'a Decider,
+    /// `[compare] margin`: "no difference" only within it.
+    margin: f64,
 }
 
 /// Each criterion benchmark's estimate of every candidate against the reference (the first

@@ -106,7 +106,7 @@ impl Session {
 /// (workload, candidate, summary).
 pub fn against_previous(
     result: &CompareResult,
-    seed: u64,
+    (seed, margin): (u64, f64),
     workloads: &[crate::config::Workload],
 ) -> Vec<(String, String, PairedSummary)> {
     let decider = result.decider();
@@ -129,7 +129,7 @@ pub fn against_previous(
             PREVIOUS,
             &candidates,
             rounds,
-            (crate::stats::ALPHA, seed),
+            (crate::stats::ALPHA, seed, margin),
             result.counter.is_some(),
             &metrics,
         );

@@ -42,7 +42,7 @@ pub(crate) fn summarize_candidates(
     reference: &str,
     candidates_of: &[&str],
     rounds: usize,
-    (alpha, seed): (f64, u64),
+    (alpha, seed, margin): (f64, u64, f64),
     counted: bool,
     metrics: &[MetricSpec],
 ) -> BTreeMap<String, CandidateSummary> {
@@ -85,8 +85,10 @@ pub(crate) fn summarize_candidates(
         candidates.insert(
             candidate.to_owned(),
             CandidateSummary {
-                wall: stats::summarize_at(&ratios(|r| r.wall_secs), seed, alpha),
-                cpu: stats::summarize_at(&ratios(|r| r.cpu_secs), seed, alpha),
+                wall: stats::summarize_at(&ratios(|r| r.wall_secs), seed, alpha)
+                    .within_margin(margin),
+                cpu: stats::summarize_at(&ratios(|r| r.cpu_secs), seed, alpha)
+                    .within_margin(margin),
                 instructions: counted.then(|| {
                     stats::summarize_counts(
                         &ratios(|r| r.instructions.unwrap_or(0) as f64),
@@ -95,6 +97,7 @@ pub(crate) fn summarize_candidates(
                 }),
                 faults: runs.iter().all(|r| r.faults.is_some()).then(|| {
                     stats::summarize_at(&ratios(|r| r.faults.unwrap_or(0) as f64), seed, alpha)
+                        .within_margin(margin)
                 }),
                 reference_median_wall_secs: stats::median(&walls(reference)),
                 candidate_median_wall_secs: stats::median(&walls(candidate)),
@@ -102,7 +105,7 @@ pub(crate) fn summarize_candidates(
                     runs,
                     (reference, candidate),
                     rounds,
-                    (alpha, seed),
+                    (alpha, seed, margin),
                     metrics,
                 ),
             },
@@ -117,7 +120,7 @@ pub(super) fn summarize_metrics(
     runs: &[RunSample],
     (reference, candidate): (&str, &str),
     rounds: usize,
-    (alpha, seed): (f64, u64),
+    (alpha, seed, margin): (f64, u64, f64),
     metrics: &[MetricSpec],
 ) -> BTreeMap<String, MetricComparison> {
     let mut compared = BTreeMap::new();
@@ -149,7 +152,7 @@ pub(super) fn summarize_metrics(
                     direction: spec.direction,
                     reference_median: stats::median(&of_reference),
                     candidate_median: stats::median(&of_candidate),
-                    summary: stats::summarize_at(&costs, seed, alpha),
+                    summary: stats::summarize_at(&costs, seed, alpha).within_margin(margin),
                     tail_regression: false,
                 },
             );
@@ -209,7 +212,7 @@ mod tests {
             runs.push(run(round, "base", &[("rps", 1000.0 + noise)]));
             runs.push(run(round, "pgo", &[("rps", 1200.0 + noise)]));
         }
-        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1), &[spec]);
+        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1, 1.0), &[spec]);
         let rps = &compared["rps"];
         assert_eq!(rps.summary.verdict, Verdict::Faster, "{rps:?}");
         assert!(rps.summary.median_ratio < 0.85, "{rps:?}");
@@ -239,7 +242,7 @@ mod tests {
             &runs,
             ("base", "pgo"),
             10,
-            (0.05, 1),
+            (0.05, 1, 1.0),
             std::slice::from_ref(&spec),
         );
         assert_eq!(compared["latency.p50"].summary.verdict, Verdict::Faster);
@@ -258,7 +261,7 @@ mod tests {
                 r
             })
             .collect();
-        let compared = summarize_metrics(&worse, ("base", "pgo"), 10, (0.05, 1), &[spec]);
+        let compared = summarize_metrics(&worse, ("base", "pgo"), 10, (0.05, 1, 1.0), &[spec]);
         assert!(!compared["latency.p99"].tail_regression);
     }
 }

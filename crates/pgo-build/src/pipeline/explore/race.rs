@@ -265,7 +265,7 @@ pub(super) fn race_variants(
             reference,
             &[candidate],
             rounds,
-            (alpha, 1),
+            (alpha, 1, margin),
             counted,
             &specs,
         )[candidate]
@@ -341,7 +341,7 @@ pub(super) fn count_undecided(
                     reference,
                     &[name.as_str()],
                     INSTRUCTION_ROUNDS,
-                    (stats::ALPHA, 1),
+                    (stats::ALPHA, 1, margin),
                     true,
                     &[],
                 )[name.as_str()]
