@@ -272,8 +272,9 @@ pub(super) fn mark_size_changes(records: &mut [ExploreVariantRecord], limit: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::BuildVariant;
-    use crate::pipeline::explore::variants::{Variant, builtin_variants, new_record};
+    use crate::pipeline::explore::variants::{
+        Variant, builtin_variants, measured_record, new_record,
+    };
 
     const MARGIN: f64 = 0.02;
 
@@ -309,13 +310,7 @@ mod tests {
         build_secs: f64,
         size: u64,
     ) -> ExploreVariantRecord {
-        let mut record = new_record(&Variant {
-            name: name.to_owned(),
-            build: BuildVariant::default(),
-            pgo: name != BASELINE,
-            bolt: false,
-        });
-        record.status = "measured".to_owned();
+        let mut record = measured_record(name);
         record.build_secs = Some(build_secs);
         record.peak_memory_bytes = Some(100);
         record.size_bytes = Some(size);

@@ -395,9 +395,8 @@ fn same_within(mut summary: PairedSummary, margin: f64) -> PairedSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::BuildVariant;
     use crate::pipeline::explore::decide::{Decision, recommend};
-    use crate::pipeline::explore::variants::{Variant, new_record};
+    use crate::pipeline::explore::variants::measured_record;
     use crate::report::ExploreVariantRecord;
 
     /// A tiny deterministic generator (xorshift), so the simulation needs no dependency.
@@ -473,13 +472,7 @@ mod tests {
     }
 
     fn record(name: &str, standing: Option<&Standing>) -> ExploreVariantRecord {
-        let mut record = new_record(&Variant {
-            name: name.to_owned(),
-            build: BuildVariant::default(),
-            pgo: name != BASELINE,
-            bolt: false,
-        });
-        record.status = "measured".to_owned();
+        let mut record = measured_record(name);
         if let Some(standing) = standing {
             record.vs_baseline = Some(standing.vs_baseline.clone());
             record.vs_pgo = standing.vs_pgo.clone();

@@ -168,6 +168,19 @@ pub(super) fn describe(variant: &Variant) -> String {
     words.join(", ")
 }
 
+/// A measured record of a plain variant of that name, for tests of decisions.
+#[cfg(test)]
+pub(super) fn measured_record(name: &str) -> ExploreVariantRecord {
+    let mut record = new_record(&Variant {
+        name: name.to_owned(),
+        build: BuildVariant::default(),
+        pgo: name != BASELINE,
+        bolt: false,
+    });
+    record.status = "measured".to_owned();
+    record
+}
+
 pub(super) fn new_record(variant: &Variant) -> ExploreVariantRecord {
     ExploreVariantRecord {
         name: variant.name.clone(),
