@@ -104,13 +104,15 @@ pub type Measure<'a> = dyn FnMut(&[String], usize) -> Result<Option<Runs>> + 'a;
 pub type Judge<'a> = dyn Fn(&str, &[RunSample], &str, &str, usize, f64) -> PairedSummary + 'a;
 
 /// Races `variants` (`baseline` and `pgo` first). `measure(variants, rounds)` runs a batch of
-/// rounds of those variants, or says `None` when the budget cannot afford it.
+/// rounds of those variants, or says `None` when the budget cannot afford it; `looked(rounds,
+/// standings)` hears where they stand after each look.
 pub fn race(
     variants: &[String],
     plan: &Plan,
     margin: f64,
     measure: &mut Measure,
     judge: &Judge,
+    looked: &mut dyn FnMut(usize, &BTreeMap<String, Standing>),
 ) -> Result<Outcome> {
     debug_assert!(variants[0] == BASELINE && variants[1] == PGO);
     let mut all: Runs = Runs::new();
@@ -167,6 +169,7 @@ pub fn race(
                 (name.clone(), standing)
             })
             .collect();
+        looked(done, &standings);
         let pgo_open = standings.get(PGO).is_some_and(|s: &Standing| s.undecided());
         open = variants[..2]
             .iter()
@@ -272,7 +275,18 @@ pub(super) fn race_variants(
             .judged(decider)
             .clone()
     };
-    let outcome = race(&names, &plan, margin, &mut measure, &judge)?;
+    let mut looked = |rounds: usize, standings: &BTreeMap<String, Standing>| {
+        session.printer.info(format!(
+            "after {rounds} rounds: {}",
+            standings
+                .iter()
+                .filter(|(_, s)| s.rounds == rounds)
+                .map(|(name, s)| describe_standing(name, s))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    };
+    let outcome = race(&names, &plan, margin, &mut measure, &judge, &mut looked)?;
     Ok((outcome, pace))
 }
 
@@ -322,10 +336,8 @@ pub(super) fn count_undecided(
         }
     }
     session.printer.info(format!(
-        "wall time left {} undecided after {raced} rounds: deciding by instruction counts \
-             ({})",
+        "wall time left {} undecided after {raced} rounds: deciding by instruction counts",
         undecided.join(", "),
-        counter.describe()
     ));
     let decider = Decider::Measured(Metric::Instructions);
     let result = session.measure(
@@ -362,6 +374,37 @@ pub(super) fn count_undecided(
         }
     }
     Ok(())
+}
+
+/// "pgo+lto -3.1% vs pgo (faster, 0.950-0.990): decided": where a variant stands, against
+/// `pgo`, or for `pgo` against the baseline.
+fn describe_standing(name: &str, standing: &Standing) -> String {
+    let (speed, against) = match &standing.vs_pgo {
+        Some(speed) => (speed, PGO),
+        None => (&standing.vs_baseline, BASELINE),
+    };
+    let intervals: Vec<String> = speed
+        .workloads
+        .values()
+        .map(|s| format!("{:.3}-{:.3}", s.ci_low, s.ci_high))
+        .collect();
+    format!(
+        "{name} {:+.1}% vs {against} ({}, {}): {}",
+        (speed.ratio - 1.0) * 100.0,
+        match speed.verdict {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::NoDifference => "the same",
+            Verdict::Inconclusive => "unclear",
+            Verdict::TooFewRounds => "too few rounds",
+        },
+        intervals.join(", "),
+        if standing.undecided() {
+            "goes on"
+        } else {
+            "decided"
+        }
+    )
 }
 
 /// The compare arguments of a batch of rounds on the holdout workloads.
@@ -506,6 +549,7 @@ mod tests {
                 0.02,
                 &mut simulate(&means, 0.05, seed),
                 &wall_judge,
+                &mut |_, _| {},
             )
             .unwrap();
             let records: Vec<ExploreVariantRecord> = variants
@@ -539,6 +583,7 @@ mod tests {
             0.02,
             &mut simulate(&means, 0.02, 7),
             &wall_judge,
+            &mut |_, _| {},
         )
         .unwrap();
         let loser = &outcome.standings["variant0"];
@@ -573,6 +618,7 @@ mod tests {
                 }
             },
             &wall_judge,
+            &mut |_, _| {},
         )
         .unwrap();
         assert_eq!(outcome.rounds, 10);
