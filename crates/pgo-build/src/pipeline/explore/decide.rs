@@ -102,10 +102,12 @@ pub fn recommend(
             variant: best.name.clone(),
             better_than_pgo: true,
             evidence: format!(
-                "{:.1}% faster than pgo ({}), {:.1}% faster than the baseline; {}",
+                "{:.1}% {} than pgo ({}), {:.1}% {} than the baseline; {}",
                 percent(vs_pgo.ratio),
+                better_word(vs_pgo),
                 evidence_of(vs_pgo),
                 best.vs_baseline.as_ref().map_or(0.0, |s| percent(s.ratio)),
+                best.vs_baseline.as_ref().map_or("faster", better_word),
                 costs(best, pgo)
             ),
         });
@@ -128,8 +130,9 @@ pub fn recommend(
                 variant: PGO.to_owned(),
                 better_than_pgo: false,
                 evidence: format!(
-                    "{none_better}; pgo is {:.1}% faster than the baseline ({})",
+                    "{none_better}; pgo is {:.1}% {} than the baseline ({})",
                     percent(vs_baseline.ratio),
+                    better_word(vs_baseline),
                     evidence_of(vs_baseline)
                 ),
             })
@@ -169,6 +172,14 @@ pub fn recommend(
             margin * 100.0
         )),
         None => Decision::Undecided(format!("{none_better}, and pgo was not measured")),
+    }
+}
+
+/// "faster", or "fewer instructions" where instruction counts decided.
+fn better_word(speed: &ExploreSpeed) -> &'static str {
+    match speed.decided_by {
+        Some(_) => "fewer instructions",
+        None => "faster",
     }
 }
 
