@@ -13,6 +13,8 @@
 //!   <stage>/attempt.txt     the stage's last attempt, while it has not completed
 //!   <stage>/links.jsonl, <stage>/rustc.jsonl   each link and each rustc of its last build
 //!   <stage>/rustc-estimates.json  each crate's last measured rustc peak (rustc_wrapper.rs)
+//!   <stage>/rustc-estimates.admission.json  what its build admits rustc by: its own, and the
+//!                           baseline's peaks scaled for crates it has not measured
 //!   linker/<name>, rustc-wrapper/rustc   symlinks to pgo-build: linker and rustc wrapper modes
 //!   link-slots/, memory-ledger.json   what links and rustc run now, shared by pgo-build processes
 //!   profiles/raw/<workload>/<build id>_<pid>.profraw   one per process, until merged into
@@ -204,6 +206,12 @@ impl Layout {
     /// Each crate's last measured rustc peak in the stage (rustc_wrapper.rs).
     pub fn rustc_estimates(&self, stage: Stage) -> PathBuf {
         self.stage_dir(stage).join("rustc-estimates.json")
+    }
+
+    /// What the stage's build admits rustc by: its own estimates, and for crates it has not
+    /// measured, the baseline stage's peaks scaled (`rustc_wrapper::from_baseline`).
+    pub fn rustc_admission_estimates(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("rustc-estimates.admission.json")
     }
 
     pub fn profiles_dir(&self) -> PathBuf {

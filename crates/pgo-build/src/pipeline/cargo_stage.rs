@@ -234,13 +234,30 @@ impl Session {
         let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
         let chained = sccache::user_wrapper(&self.cargo_config).unwrap_or_default();
         crate::files::create_dir_all(self.layout.stage_dir(stage))?;
-        if let Err(err) = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage)) {
-            self.printer.warn(format!(
-                "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and the \
-                 file is written again after the build",
+        let own = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage))
+            .unwrap_or_else(|err| {
+                self.printer.warn(format!(
+                    "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and \
+                     the file is written again after the build",
+                    stage.name()
+                ));
+                Default::default()
+            });
+        let baseline = match stage {
+            Stage::Baseline => Default::default(),
+            _ => rustc_wrapper::read_estimates(&self.layout.rustc_estimates(Stage::Baseline))
+                .unwrap_or_default(),
+        };
+        let (estimates, factor, derived) = rustc_wrapper::from_baseline(&own, &baseline);
+        if derived > 0 {
+            self.printer.detail(format!(
+                "rustc ({} stage): {derived} crates start from the baseline stage's measured peaks \
+                 x {factor:.2}",
                 stage.name()
             ));
         }
+        let admission = self.layout.rustc_admission_estimates(stage);
+        crate::files::write_atomically(&admission, serde_json::to_string(&estimates)?.as_bytes())?;
         let env = vec![
             ("RUSTC_WRAPPER".to_owned(), program.display().to_string()),
             (rustc_wrapper::MODE_ENV.to_owned(), "1".to_owned()),
@@ -262,7 +279,7 @@ impl Session {
             (rustc_wrapper::CPUS_ENV.to_owned(), cpus.to_string()),
             (
                 rustc_wrapper::ESTIMATES_ENV.to_owned(),
-                self.layout.rustc_estimates(stage).display().to_string(),
+                admission.display().to_string(),
             ),
             (
                 rustc_wrapper::LOG_ENV.to_owned(),

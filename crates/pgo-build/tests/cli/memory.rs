@@ -193,6 +193,27 @@ fn rustc_record(records: &[serde_json::Value], krate: &str) -> serde_json::Value
 }
 
 #[test]
+fn the_instrumented_stage_starts_from_the_baselines_measured_peaks() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.run(&["build"]).success();
+    let baseline = rustc_record(&rustc_log(&fixture, "baseline"), "app/app");
+    assert_eq!(baseline["guessed"], true, "{baseline}");
+    let peak = baseline["peak_bytes"].as_u64().unwrap() as f64;
+    fixture
+        .run(&["-v", "instrument"])
+        .success()
+        .stderr_contains("crates start from the baseline stage's measured peaks x 1.15");
+    let instrumented = rustc_record(&rustc_log(&fixture, "instrumented"), "app/app");
+    assert_eq!(instrumented["guessed"], false, "{instrumented}");
+    assert_eq!(
+        instrumented["estimate_bytes"].as_u64().unwrap(),
+        (peak * 1.15).round() as u64,
+        "{instrumented}"
+    );
+}
+
+#[test]
 fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
