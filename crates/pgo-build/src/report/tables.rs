@@ -14,9 +14,11 @@ impl Report {
     pub fn stage_table(&self) -> String {
         // The total is what one pipeline run costs: other commands (pack, gate, …) and failed
         // retries of a stage that has a good run are listed below it, not in it.
-        let (counted, other) = self.pipeline_stages();
-        // + 0.0: a float sum of nothing is -0.0, printed "-0.00s".
-        let total: f64 = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
+        let PipelineStages {
+            counted,
+            other,
+            total,
+        } = self.pipeline_stages();
         let mut table = Table::new();
         // Only with sccache as rustc wrapper: hits of the stage's last build.
         let cache = !self.sccache.is_empty();
@@ -45,11 +47,7 @@ impl Report {
             .chain(cache.then(|| Cell::new(self.cache_hits_of(&stage.name))))
         };
         for stage in &counted {
-            let share = if total > 0.0 {
-                100.0 * stage.duration_secs / total
-            } else {
-                0.0
-            };
+            let share = 100.0 * share_of(stage, total);
             table.add_row(row(stage, format!("{share:.1}%")));
         }
         table.add_row(
@@ -91,13 +89,21 @@ impl Report {
 
     /// The stage records of one pipeline run (what its total counts), and the others: other
     /// commands (pack, gate, …) and failed retries of a stage that has a good run.
-    pub fn pipeline_stages(&self) -> (Vec<&StageRecord>, Vec<&StageRecord>) {
-        self.stages.iter().partition(|stage| {
-            Step::from_name(&stage.name).is_some_and(Step::builds_the_release)
-                && self
-                    .stage_record(&stage.name)
-                    .is_some_and(|record| std::ptr::eq(record, *stage))
-        })
+    pub fn pipeline_stages(&self) -> PipelineStages<'_> {
+        let (counted, other): (Vec<&StageRecord>, Vec<&StageRecord>) =
+            self.stages.iter().partition(|stage| {
+                Step::from_name(&stage.name).is_some_and(Step::builds_the_release)
+                    && self
+                        .stage_record(&stage.name)
+                        .is_some_and(|record| std::ptr::eq(record, *stage))
+            });
+        // + 0.0: a float sum of nothing is -0.0, printed "-0.00s".
+        let total = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
+        PipelineStages {
+            counted,
+            other,
+            total,
+        }
     }
 
     /// "30/32" for a command whose build sccache served, else "-".
@@ -140,6 +146,23 @@ impl Report {
             table.add_row(row);
         }
         table.to_string()
+    }
+}
+
+/// A report's stage records split by [`Report::pipeline_stages`].
+pub struct PipelineStages<'a> {
+    pub counted: Vec<&'a StageRecord>,
+    pub other: Vec<&'a StageRecord>,
+    /// The seconds of the counted stages.
+    pub total: f64,
+}
+
+/// A stage's share of `total` (0 when nothing took time).
+pub fn share_of(stage: &StageRecord, total: f64) -> f64 {
+    if total > 0.0 {
+        stage.duration_secs / total
+    } else {
+        0.0
     }
 }
 

@@ -9,7 +9,7 @@ mod explore;
 use explore::{explore_markdown, explore_section};
 
 use crate::measurement::Decider;
-use crate::report::tables::percent;
+use crate::report::tables::{PipelineStages, percent, share_of};
 use crate::report::{
     BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, decider_label,
     human_bytes, verdict_text,
@@ -26,15 +26,14 @@ pub fn markdown(report: &Report) -> String {
         Some(triple) => format!("## pgo-build: {triple}\n\n"),
         None => String::from("## pgo-build\n\n"),
     };
-    let (counted, other) = report.pipeline_stages();
-    let total: f64 = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
+    let PipelineStages {
+        counted,
+        other,
+        total,
+    } = report.pipeline_stages();
     out += "| Stage | Result | Duration | Share |\n|---|---|---:|---:|\n";
     for stage in &counted {
-        let share = if total > 0.0 {
-            100.0 * stage.duration_secs / total
-        } else {
-            0.0
-        };
+        let share = 100.0 * share_of(stage, total);
         let _ = writeln!(
             out,
             "| {} | {} | {:.2}s | {share:.1}% |",
@@ -222,18 +221,17 @@ fn stages_section(report: &Report, out: &mut String) {
     if report.stages.is_empty() {
         return;
     }
-    let (counted, other) = report.pipeline_stages();
-    let total: f64 = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
+    let PipelineStages {
+        counted,
+        other,
+        total,
+    } = report.pipeline_stages();
     out.push_str("<h2>Stages</h2>");
     let width = 760.0;
     let mut svg = String::new();
     let mut x = 20.0;
     for (i, stage) in counted.iter().enumerate() {
-        let w = if total > 0.0 {
-            width * stage.duration_secs / total
-        } else {
-            0.0
-        };
+        let w = width * share_of(stage, total);
         let color = COLORS[i % COLORS.len()];
         // A reused stage is drawn faded: its duration is that of the run that did the work.
         let opacity = if stage.result == "cached" { 0.4 } else { 1.0 };
@@ -260,11 +258,7 @@ fn stages_section(report: &Report, out: &mut String) {
     );
     out.push_str("<table><tr><th>Stage</th><th>Result</th><th>Duration</th><th>Share</th></tr>");
     for (i, stage) in counted.iter().enumerate() {
-        let share = if total > 0.0 {
-            100.0 * stage.duration_secs / total
-        } else {
-            0.0
-        };
+        let share = 100.0 * share_of(stage, total);
         let _ = write!(
             out,
             "<tr><td><span style=\"color:{}\">■</span> {}</td><td>{}</td><td>{:.2}s</td><td>{share:.1}%</td></tr>",
