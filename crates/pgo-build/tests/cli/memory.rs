@@ -275,6 +275,42 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
 }
 
 #[test]
+fn a_guessed_crate_runs_on_probation_beside_one_whose_guess_leaves_room() {
+    // Cold: both binaries are guessed at 1 GiB, and two do not fit in 1400M (less 64 MiB for
+    // cargo and pgo-build); the second runs on probation in the 312 MiB the first leaves.
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fixture.prepend_config("[build]\nmemory_budget = \"1400M\"\n\n");
+    fixture.run(&["build"]).success();
+    let records = rustc_log(&fixture, "baseline");
+    let (app, helper) = (
+        rustc_record(&records, "app/app"),
+        rustc_record(&records, "app/helper"),
+    );
+    assert!(app["guessed"] == true && helper["guessed"] == true);
+    let on_probation: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["probation"] == true).collect();
+    assert_eq!(on_probation.len(), 1, "{records:?}");
+    // They overlapped: the one on probation started before the other ended.
+    let (first, second) = if app["start_unix"].as_f64() < helper["start_unix"].as_f64() {
+        (&app, &helper)
+    } else {
+        (&helper, &app)
+    };
+    assert_eq!(second["probation"], true, "{records:?}");
+    assert!(
+        second["start_unix"].as_f64().unwrap()
+            < first["start_unix"].as_f64().unwrap() + first["wall_secs"].as_f64().unwrap(),
+        "{records:?}"
+    );
+    // Within its allowance, or paused at it: never past the budget.
+    let peak = fixture.report()["stages"][0]["peak_memory_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(peak < 1400 << 20, "{peak}");
+}
+
+#[test]
 fn a_crate_estimated_above_the_whole_budget_runs_alone_and_is_named() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);

@@ -30,6 +30,8 @@ use crate::report::{CrateFigures, RustcSummary, human_bytes};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub mod probation;
+
 pub const MODE_ENV: &str = "PGO_BUILD_RUSTC_WRAPPER_MODE";
 /// The user's own rustc wrapper (sccache, …), run in front of rustc.
 pub const CHAINED_ENV: &str = "PGO_BUILD_CHAINED_RUSTC_WRAPPER";
@@ -90,6 +92,12 @@ pub struct RustcRecord {
     /// Estimated above the whole budget: it ran alone.
     pub alone: bool,
     pub success: bool,
+    /// It ran on probation (see [`probation`]) in what the running crates left.
+    #[serde(default)]
+    pub probation: bool,
+    /// How long it was paused on probation, at its allowance.
+    #[serde(default)]
+    pub paused_secs: f64,
 }
 
 /// How far a crate may peak over its estimate before it counts as an overrun: the same crate's
@@ -214,16 +222,49 @@ fn wrap() -> Result<u8> {
     let estimate = measured.unwrap_or_else(|| guess(&kind));
     let waiting = Instant::now();
     let me = std::process::id();
-    let memory_wait_secs = admit(&ledger, me, &krate, estimate, budget, cpus)?;
-    let wait_secs = waiting.elapsed().as_secs_f64();
-    let start_unix = crate::linker::unix_now();
-    let started = Instant::now();
-    let outcome = command
-        .spawn()
-        .with_context(|| format!("could not start {}", rustc.to_string_lossy()))
-        .and_then(|child| crate::linker::wait_with_peak_rss(child.id() as libc::pid_t));
-    release(&ledger, me)?;
-    let (code, peak) = outcome?;
+    let source_bytes = match measured {
+        // Only guessed crates are ordered for probation.
+        Some(_) => 0,
+        None => crate_root(rustc_args).map_or(0, |root| probation::source_bytes(&root)),
+    };
+    let mut request = Request {
+        krate: &krate,
+        bytes: estimate,
+        guessed: measured.is_none(),
+        source_bytes,
+    };
+    let metadata = metadata_path(rustc_args);
+    let mut memory_wait_secs = 0.0;
+    let (code, peak, probation, start_unix, started) = loop {
+        let (waited, admission) = admit(&ledger, me, &request, budget, cpus)?;
+        memory_wait_secs += waited;
+        let start_unix = crate::linker::unix_now();
+        let started = Instant::now();
+        let outcome = command
+            .spawn()
+            .with_context(|| format!("could not start {}", rustc.to_string_lossy()))
+            .and_then(|child| match admission {
+                Admission::Probation(allowance) => probation::supervise(
+                    &ledger,
+                    child.id(),
+                    &krate,
+                    (allowance, estimate),
+                    (budget, cpus),
+                    metadata.as_deref(),
+                ),
+                _ => crate::linker::wait_with_peak_rss(child.id() as libc::pid_t)
+                    .map(|(code, peak)| probation::Supervised::Done(code, peak, None)),
+            });
+        release(&ledger, me)?;
+        match outcome? {
+            probation::Supervised::Done(code, peak, figures) => {
+                break (code, peak, figures, start_unix, started);
+            }
+            // Stopped before cargo heard of it: again, charged at its guess this time.
+            probation::Supervised::Stopped => request.guessed = false,
+        }
+    };
+    let wait_secs = waiting.elapsed().as_secs_f64() - started.elapsed().as_secs_f64();
     // sccache compiles in its server, outside this process tree: its client's peak says nothing.
     let measures = chained.as_ref().is_none_or(|w| {
         !Path::new(w)
@@ -242,6 +283,8 @@ fn wrap() -> Result<u8> {
         wall_secs: started.elapsed().as_secs_f64(),
         alone: estimate > budget,
         success: code == 0,
+        probation: probation.is_some(),
+        paused_secs: probation.map_or(0.0, |p| p.paused_secs),
     };
     if let Some(log) = std::env::var_os(LOG_ENV)
         && let Err(err) = crate::linker::append_record(Path::new(&log), &record)
@@ -298,6 +341,39 @@ pub fn compiled_crate(args: &[OsString]) -> Option<(String, String)> {
     Some((krate, kind))
 }
 
+/// Where rustc writes a library's metadata (`<out-dir>/lib<crate><extra-filename>.rmeta`):
+/// once it exists, cargo may have started the crates that depend on it.
+fn metadata_path(args: &[OsString]) -> Option<PathBuf> {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let after = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+    };
+    let out_dir = after("--out-dir")?;
+    let krate = after("--crate-name")?;
+    let extra = args
+        .windows(2)
+        .find_map(|pair| {
+            (pair[0] == "-C")
+                .then(|| pair[1].strip_prefix("extra-filename="))
+                .flatten()
+        })
+        .unwrap_or_default();
+    Some(PathBuf::from(out_dir).join(format!("lib{krate}{extra}.rmeta")))
+}
+
+/// The crate root a rustc command line compiles (its one `.rs` argument).
+fn crate_root(args: &[OsString]) -> Option<PathBuf> {
+    args.iter()
+        .map(Path::new)
+        .find(|arg| arg.extension().is_some_and(|e| e == "rs") && !arg.starts_with("-"))
+        .map(Path::to_path_buf)
+}
+
 /// Whether rustc links this crate (a binary or a dynamic library): only then does it run
 /// the linker its `-C linker` names.
 fn links(args: &[OsString]) -> bool {
@@ -327,30 +403,90 @@ pub struct Entry {
     #[serde(default)]
     pub started: Option<u64>,
     pub krate: String,
+    /// Its estimate; on probation, its allowance.
     pub bytes: u64,
     /// When it started waiting (seconds since 1970).
     pub since: f64,
+    /// Its estimate is a guess by kind (no measured peak): it may run on probation.
+    #[serde(default)]
+    pub guessed: bool,
+    /// The size of its crate's sources: the smallest guessed waiter goes on probation first.
+    #[serde(default)]
+    pub source_bytes: u64,
+    /// Running on probation (see [`probation`]): `bytes` is its allowance.
+    #[serde(default)]
+    pub probation: bool,
+    /// Paused at its allowance: holds its memory, takes no CPU slot.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// What the ledger says to a waiting rustc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Wait,
+    /// Run, charged at its estimate.
+    Run,
+    /// Run on probation within this many bytes (see [`probation`]).
+    Probation(u64),
 }
 
 impl Ledger {
     /// Whether `pid` (already in `waiting`) may start now: fewer than `cpus` running, and its
     /// estimate fits beside theirs, or nothing runs (a crate above the whole budget runs
     /// alone); and no older waiter fits now, or has waited past [`PRIORITY_AFTER`].
+    #[cfg(test)]
     pub fn admits(&self, pid: u32, budget: u64, cpus: usize, now: f64) -> bool {
+        self.admission(pid, budget, cpus, now) == Admission::Run
+    }
+
+    /// What `pid` (already in `waiting`) may do now: run when [`Ledger::admits`] says so;
+    /// else run on probation (see [`probation`]) when it is the guessed waiter with the
+    /// smallest sources, a CPU slot is free, nothing else is on probation, no waiter fits or
+    /// has waited past [`PRIORITY_AFTER`], and the budget left beside what runs is at least
+    /// [`probation::MIN_ALLOWANCE`]; else wait.
+    pub fn admission(&self, pid: u32, budget: u64, cpus: usize, now: f64) -> Admission {
         let Some(me) = self.waiting.iter().find(|e| e.pid == pid) else {
-            return false;
+            return Admission::Wait;
         };
         let used: u64 = self.running.iter().map(|e| e.bytes).sum();
+        // A paused crate holds memory but no CPU.
+        let active = self.running.iter().filter(|e| !e.paused).count();
         let fits = |entry: &Entry| {
-            self.running.len() < cpus
-                && (self.running.is_empty() || used.saturating_add(entry.bytes) <= budget)
+            active < cpus && (self.running.is_empty() || used.saturating_add(entry.bytes) <= budget)
         };
+        let overdue = |entry: &Entry| now - entry.since > PRIORITY_AFTER.as_secs_f64();
         let goes_first = self.waiting.iter().any(|other| {
             other.pid != pid
                 && (other.since, other.pid) < (me.since, me.pid)
-                && (fits(other) || now - other.since > PRIORITY_AFTER.as_secs_f64())
+                && (fits(other) || overdue(other))
         });
-        !goes_first && fits(me)
+        if fits(me) {
+            return if goes_first {
+                Admission::Wait
+            } else {
+                Admission::Run
+            };
+        }
+        let allowance = budget.saturating_sub(used);
+        let first_on_probation = self
+            .waiting
+            .iter()
+            .filter(|e| e.guessed)
+            .min_by_key(|e| (e.source_bytes, e.since.to_bits(), e.pid))
+            .is_some_and(|e| e.pid == pid);
+        if me.guessed
+            && first_on_probation
+            && active < cpus
+            && !self.running.is_empty()
+            && !self.running.iter().any(|e| e.probation)
+            && !self.waiting.iter().any(|e| fits(e) || overdue(e))
+            && allowance >= probation::MIN_ALLOWANCE
+        {
+            Admission::Probation(allowance)
+        } else {
+            Admission::Wait
+        }
     }
 
     /// Drops entries of processes that are gone (a killed build leaves its entries behind),
@@ -434,16 +570,26 @@ fn with_ledger<T>(path: &Path, change: impl FnOnce(&mut Ledger) -> T) -> Result<
     Ok(result)
 }
 
-/// Waits until the ledger admits `pid`, then records it as running. Returns the seconds it
-/// waited for memory (see [`Ledger::waits_for_memory`]).
+/// What a rustc asks the ledger for.
+pub struct Request<'a> {
+    pub krate: &'a str,
+    /// Its estimate.
+    pub bytes: u64,
+    pub guessed: bool,
+    pub source_bytes: u64,
+}
+
+/// Waits until the ledger admits `pid` (to run, or on probation), then records it as running.
+/// Returns the seconds it waited for memory (see [`Ledger::waits_for_memory`]) and how it was
+/// admitted.
 pub fn admit(
     path: &Path,
     pid: u32,
-    krate: &str,
-    bytes: u64,
+    request: &Request,
     budget: u64,
     cpus: usize,
-) -> Result<f64> {
+) -> Result<(f64, Admission)> {
+    let (krate, bytes) = (request.krate, request.bytes);
     with_ledger(path, |ledger| {
         ledger.waiting.push(Entry {
             pid,
@@ -451,23 +597,32 @@ pub fn admit(
             krate: krate.to_owned(),
             bytes,
             since: crate::linker::unix_now(),
+            guessed: request.guessed,
+            source_bytes: request.source_bytes,
+            probation: false,
+            paused: false,
         })
     })?;
     let mut next_note = WAIT_NOTE_AFTER;
     let mut memory_wait = Duration::ZERO;
     let mut last_look = Instant::now();
     loop {
-        let (admitted, for_memory) = with_ledger(path, |ledger| {
-            if !ledger.admits(pid, budget, cpus, crate::linker::unix_now()) {
-                return (false, ledger.waits_for_memory(cpus));
+        let (admission, for_memory) = with_ledger(path, |ledger| {
+            let admission = ledger.admission(pid, budget, cpus, crate::linker::unix_now());
+            if admission == Admission::Wait {
+                return (admission, ledger.waits_for_memory(cpus));
             }
             let position = ledger.waiting.iter().position(|e| e.pid == pid).unwrap();
-            let entry = ledger.waiting.remove(position);
+            let mut entry = ledger.waiting.remove(position);
+            if let Admission::Probation(allowance) = admission {
+                entry.probation = true;
+                entry.bytes = allowance;
+            }
             ledger.running.push(entry);
-            (true, false)
+            (admission, false)
         })?;
-        if admitted {
-            return Ok(memory_wait.as_secs_f64());
+        if admission != Admission::Wait {
+            return Ok((memory_wait.as_secs_f64(), admission));
         }
         // The time since the last look is put down to what blocks it now.
         if for_memory {
@@ -574,7 +729,70 @@ mod tests {
             krate: format!("c{pid}"),
             bytes,
             since,
+            guessed: false,
+            source_bytes: 0,
+            probation: false,
+            paused: false,
         }
+    }
+
+    fn guessed(pid: u32, bytes: u64, since: f64, source_bytes: u64) -> Entry {
+        Entry {
+            guessed: true,
+            source_bytes,
+            ..entry(pid, bytes, since)
+        }
+    }
+
+    #[test]
+    fn a_guessed_crate_runs_on_probation_in_what_the_running_ones_leave() {
+        // A heavy crate runs, charged at its guess; two guessed libraries wait. Budget 1.2 GiB:
+        // neither guess fits beside it, 448 MiB is left.
+        let budget = 1200 << 20;
+        let mut ledger = Ledger {
+            running: vec![guessed(1, 768 << 20, 0.0, 9 << 20)],
+            waiting: vec![
+                guessed(2, 768 << 20, 1.0, 2 << 20),
+                guessed(3, 768 << 20, 1.5, 1 << 20),
+            ],
+        };
+        // The smaller sources go first.
+        assert_eq!(ledger.admission(2, budget, 2, 2.0), Admission::Wait);
+        assert_eq!(
+            ledger.admission(3, budget, 2, 2.0),
+            Admission::Probation(budget - (768 << 20))
+        );
+        // One probation at a time, and never past the budget.
+        let mut on_probation = ledger.waiting.remove(1);
+        on_probation.probation = true;
+        on_probation.bytes = budget - (768 << 20);
+        ledger.running.push(on_probation);
+        assert_eq!(ledger.admission(2, budget, 4, 2.0), Admission::Wait);
+        // Not with the CPUs busy, nor with too little left, nor for a measured crate.
+        let busy = Ledger {
+            running: vec![entry(1, 768 << 20, 0.0), entry(4, 100 << 20, 0.0)],
+            waiting: vec![guessed(2, 768 << 20, 1.0, 1)],
+        };
+        assert_eq!(busy.admission(2, budget, 2, 2.0), Admission::Wait);
+        let full = Ledger {
+            running: vec![entry(1, 1100 << 20, 0.0)],
+            waiting: vec![guessed(2, 768 << 20, 1.0, 1)],
+        };
+        assert_eq!(full.admission(2, budget, 2, 2.0), Admission::Wait);
+        let measured = Ledger {
+            running: vec![entry(1, 768 << 20, 0.0)],
+            waiting: vec![entry(2, 768 << 20, 1.0)],
+        };
+        assert_eq!(measured.admission(2, budget, 2, 2.0), Admission::Wait);
+        // A paused crate holds memory but no CPU slot.
+        let mut paused = guessed(5, 300 << 20, 0.0, 1);
+        paused.probation = true;
+        paused.paused = true;
+        let light = Ledger {
+            running: vec![entry(1, 500 << 20, 0.0), paused],
+            waiting: vec![entry(2, 300 << 20, 1.0)],
+        };
+        assert_eq!(light.admission(2, budget, 2, 2.0), Admission::Run);
     }
 
     const GIB: u64 = 1 << 30;
@@ -617,6 +835,8 @@ mod tests {
             wall_secs: 1.0,
             alone: false,
             success: true,
+            probation: false,
+            paused_secs: 0.0,
         };
         let summary = RustcSummary::from_records(&[
             // 212.1 MiB over 209.8 MiB: the same crate's run-to-run variation.
@@ -669,7 +889,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.json");
         let me = std::process::id();
-        admit(&path, me, "first", GIB, GIB, 2).unwrap();
+        let request = Request {
+            krate: "first",
+            bytes: GIB,
+            guessed: false,
+            source_bytes: 0,
+        };
+        let (_, admission) = admit(&path, me, &request, GIB, 2).unwrap();
+        assert_eq!(admission, Admission::Run);
         // A process that no longer exists holds nothing.
         with_ledger(&path, |l| l.running.push(entry(999_999_999, GIB, 0.0))).unwrap();
         let ledger = with_ledger(&path, |l| l.clone()).unwrap();
