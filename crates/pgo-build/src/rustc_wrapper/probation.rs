@@ -277,13 +277,11 @@ mod tests {
     use super::*;
     use crate::rustc_wrapper::{Ledger, release};
 
-    #[test]
-    fn a_crate_on_probation_is_paused_at_its_allowance_and_resumed_when_its_guess_fits() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ledger.json");
-        let me = std::process::id();
-        // Another crate runs (a process that sleeps), charged 64 MiB.
-        let mut other = std::process::Command::new("sleep")
+    /// A ledger in `dir` where another crate runs (a process that sleeps, returned), charged
+    /// 64 MiB, and this process is on probation within 32 MiB.
+    fn ledger_beside_another(dir: &Path) -> (std::path::PathBuf, std::process::Child) {
+        let path = dir.join("ledger.json");
+        let other = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
@@ -300,9 +298,19 @@ mod tests {
         };
         with_ledger(&path, |ledger: &mut Ledger| {
             ledger.running.push(entry(other.id(), 64 << 20, false));
-            ledger.running.push(entry(me, 32 << 20, true));
+            ledger
+                .running
+                .push(entry(std::process::id(), 32 << 20, true));
         })
         .unwrap();
+        (path, other)
+    }
+
+    #[test]
+    fn a_crate_on_probation_is_paused_at_its_allowance_and_resumed_when_its_guess_fits() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut other) = ledger_beside_another(dir.path());
+        let me = std::process::id();
         // A process that comes to hold about 100 MB, against an allowance of 32 MiB: paused;
         // its guess (256 MiB) fits beside the other's 64 MiB in 1 GiB, so it goes on.
         #[expect(clippy::zombie_processes, reason = "supervise reaps it (wait4)")]
@@ -344,28 +352,8 @@ mod tests {
     #[test]
     fn a_crate_on_probation_that_wrote_no_metadata_is_stopped_and_its_memory_freed() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ledger.json");
+        let (path, mut other) = ledger_beside_another(dir.path());
         let me = std::process::id();
-        let mut other = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        with_ledger(&path, |ledger: &mut Ledger| {
-            for (pid, probation) in [(other.id(), false), (me, true)] {
-                ledger.running.push(Entry {
-                    pid,
-                    started: None,
-                    krate: format!("c{pid}"),
-                    bytes: 32 << 20,
-                    since: 0.0,
-                    guessed: true,
-                    source_bytes: 1,
-                    probation,
-                    paused: false,
-                });
-            }
-        })
-        .unwrap();
         #[expect(clippy::zombie_processes, reason = "supervise reaps it (wait4)")]
         let child = std::process::Command::new("sh")
             .args([
