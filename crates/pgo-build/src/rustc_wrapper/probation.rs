@@ -306,6 +306,20 @@ mod tests {
         (path, other)
     }
 
+    /// The pid of a process that comes to hold about 100 MB, then sleeps `then` seconds;
+    /// `supervise` reaps it.
+    #[expect(clippy::zombie_processes, reason = "supervise reaps it (wait4)")]
+    fn grows_to_100_mb(then: &str) -> u32 {
+        let child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("a=$(head -c 100000000 /dev/zero | tr '\\0' x); sleep {then}"),
+            ])
+            .spawn()
+            .unwrap();
+        child.id()
+    }
+
     #[test]
     fn a_crate_on_probation_is_paused_at_its_allowance_and_resumed_when_its_guess_fits() {
         let dir = tempfile::tempdir().unwrap();
@@ -313,20 +327,13 @@ mod tests {
         let me = std::process::id();
         // A process that comes to hold about 100 MB, against an allowance of 32 MiB: paused;
         // its guess (256 MiB) fits beside the other's 64 MiB in 1 GiB, so it goes on.
-        #[expect(clippy::zombie_processes, reason = "supervise reaps it (wait4)")]
-        let child = std::process::Command::new("sh")
-            .args([
-                "-c",
-                "a=$(head -c 100000000 /dev/zero | tr '\\0' x); sleep 0.2",
-            ])
-            .spawn()
-            .unwrap();
+        let pid = grows_to_100_mb("0.2");
         // Its metadata is written (a file that exists): paused, not stopped.
         let metadata = dir.path().join("libprobe.rmeta");
         std::fs::write(&metadata, "").unwrap();
         let Supervised::Done(code, peak, Some(figures)) = supervise(
             &path,
-            child.id(),
+            pid,
             "probe",
             (32 << 20, 256 << 20),
             (1 << 30, 2),
@@ -354,15 +361,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, mut other) = ledger_beside_another(dir.path());
         let me = std::process::id();
-        #[expect(clippy::zombie_processes, reason = "supervise reaps it (wait4)")]
-        let child = std::process::Command::new("sh")
-            .args([
-                "-c",
-                "a=$(head -c 100000000 /dev/zero | tr '\\0' x); sleep 30",
-            ])
-            .spawn()
-            .unwrap();
-        let pid = child.id();
+        let pid = grows_to_100_mb("30");
         let outcome = supervise(
             &path,
             pid,

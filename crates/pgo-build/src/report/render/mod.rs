@@ -463,11 +463,7 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
     for workload in &compare.workloads {
         for (candidate, summary) in workload.in_order(&compare.candidates) {
             let s = summary.judged(&decider);
-            let class = match s.verdict {
-                Verdict::Faster => "faster",
-                Verdict::Slower => "slower",
-                _ => "",
-            };
+            let class = verdict_class(s.verdict);
             let _ = write!(
                 out,
                 "<h3>{} ({}): {candidate} vs {}</h3><p>median of per-round ratios {} (CI {} … {}), wins {}/{}: \
@@ -496,6 +492,15 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
     }
 }
 
+/// The page's CSS class of a verdict: shown in colour when it is one.
+fn verdict_class(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        _ => "",
+    }
+}
+
 /// A candidate's workload metrics: a row each (in the metric's unit), then each one's
 /// per-round cost ratios.
 fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str, out: &mut String) {
@@ -511,11 +516,7 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
     );
     for (name, metric) in &summary.metrics {
         let s = &metric.summary;
-        let class = match s.verdict {
-            Verdict::Faster => "faster",
-            Verdict::Slower => "slower",
-            _ => "",
-        };
+        let class = verdict_class(s.verdict);
         let _ = write!(
             out,
             "<tr><td>{} ({})</td><td>{} → {} {}</td><td>{:.3} ({:.3} … {:.3})</td><td>{}/{}</td>\
