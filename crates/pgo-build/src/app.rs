@@ -106,7 +106,11 @@ fn per_target_paths(command: &Command, triple: &str, several: bool) -> Result<Co
     };
     let mut command = command.clone();
     match &mut command {
-        Command::Export(args) => expand(&mut args.output, "export --output")?,
+        Command::Export(args) => {
+            if let Some(output) = &mut args.output {
+                expand(output, "export --output")?;
+            }
+        }
         Command::Pack(args) => expand(&mut args.output, "pack --output")?,
         Command::Train(args) => {
             if let Some(bundle) = &mut args.bundle {

@@ -249,8 +249,18 @@ pub struct OverlapArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ExportArgs {
     /// Where to write the profile; the metadata goes beside it with a .json extension
-    #[arg(short, long, value_name = "PATH")]
-    pub output: PathBuf,
+    #[arg(
+        short,
+        long,
+        value_name = "PATH",
+        required_unless_present = "rustc_estimates"
+    )]
+    pub output: Option<PathBuf>,
+    /// Also (or only) write the measured rustc peaks of every stage to PATH, adding to what it
+    /// carries: for `[build] rustc_estimates` in another target directory or on another
+    /// machine (a CI cache)
+    #[arg(long, value_name = "PATH")]
+    pub rustc_estimates: Option<PathBuf>,
     /// Exported for pgo-build's own use (`explore`'s BOLT builds): no advice to commit it
     #[arg(skip)]
     pub internal: bool,

@@ -197,6 +197,11 @@ pub struct BuildSection {
     pub link_jobs: Option<LinkJobs>,
     /// Build the binaries in groups of this many per cargo invocation instead of in one.
     pub batch_size: Option<usize>,
+    /// rustc estimates carried from another target directory or machine (a file written by
+    /// `pgo-build export --rustc-estimates`, relative to the workspace root; say restored from
+    /// a CI cache): each stage's build starts from them for crates it has not measured itself.
+    /// A file that does not exist yet is no error.
+    pub rustc_estimates: Option<PathBuf>,
     /// Cargo profile settings for every stage's build, without editing the workspace
     /// (`{ lto = "fat", codegen-units = 1 }`, passed as `cargo --config profile.<name>.<key>`);
     /// written by `explore --apply`.

@@ -7,6 +7,8 @@
 //! Both get `settings.common_rustflags`; what a stage adds is its `stage_rustflags`, and
 //! `plain_flags` (BOLT's relocations) touches links only.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, Result, bail};
 
 use super::Session;
@@ -19,7 +21,7 @@ use crate::layout::{Layout, Stage, relative_to};
 use crate::linker;
 use crate::profiles;
 use crate::report::{BinaryRecord, CCompilerRecord, LinkSummary, RustcSummary, human_bytes};
-use crate::rustc_wrapper;
+use crate::rustc_wrapper::{self, Estimates, estimates, estimates::CarriedEstimates};
 use crate::rustflags;
 use crate::sccache;
 use crate::startup_order;
@@ -234,28 +236,7 @@ impl Session {
         let program = linker::wrapper(&self.layout.root().join("rustc-wrapper"), &"rustc".into())?;
         let chained = sccache::user_wrapper(&self.cargo_config).unwrap_or_default();
         crate::files::create_dir_all(self.layout.stage_dir(stage))?;
-        let own = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage))
-            .unwrap_or_else(|err| {
-                self.printer.warn(format!(
-                    "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and \
-                     the file is written again after the build",
-                    stage.name()
-                ));
-                Default::default()
-            });
-        let baseline = match stage {
-            Stage::Baseline => Default::default(),
-            _ => rustc_wrapper::read_estimates(&self.layout.rustc_estimates(Stage::Baseline))
-                .unwrap_or_default(),
-        };
-        let (estimates, factor, derived) = rustc_wrapper::from_baseline(&own, &baseline);
-        if derived > 0 {
-            self.printer.detail(format!(
-                "rustc ({} stage): {derived} crates start from the baseline stage's measured peaks \
-                 x {factor:.2}",
-                stage.name()
-            ));
-        }
+        let estimates = self.admission_estimates(stage);
         let admission = self.layout.rustc_admission_estimates(stage);
         crate::files::write_atomically(&admission, serde_json::to_string(&estimates)?.as_bytes())?;
         let env = vec![
@@ -313,6 +294,84 @@ impl Session {
                 ..RustcSummary::default()
             },
         })
+    }
+
+    /// What a stage's build admits rustc by: its own measured peaks, for crates it has not
+    /// measured the carried ones (`[build] rustc_estimates`), then the baseline stage's scaled
+    /// (see rustc_wrapper/estimates.rs). Unusable files are said, and guesses stand in.
+    fn admission_estimates(&self, stage: Stage) -> Estimates {
+        let profile = &self.settings.profile;
+        let stored = |stage: Stage| {
+            rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage))
+                .map(|stored| estimates::for_profile(&stored, profile))
+        };
+        let mut own = stored(stage).unwrap_or_else(|err| {
+            self.printer.warn(format!(
+                "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and \
+                 the file is written again after the build",
+                stage.name()
+            ));
+            Default::default()
+        });
+        let carried = self.carried_estimates();
+        let carried_stage = |stage: Stage| {
+            carried
+                .as_ref()
+                .and_then(|(_, c)| c.stage(&self.settings.target, stage.name()))
+                .map(|stored| estimates::for_profile(stored, profile))
+                .unwrap_or_default()
+        };
+        let from_carried = estimates::fill_from(&mut own, &carried_stage(stage));
+        if let Some((path, _)) = &carried {
+            self.printer.detail(format!(
+                "rustc ({} stage): {from_carried} crates start from the estimates carried in {}",
+                stage.name(),
+                path.display()
+            ));
+        }
+        let mut baseline = match stage {
+            Stage::Baseline => Default::default(),
+            _ => stored(Stage::Baseline).unwrap_or_default(),
+        };
+        if stage != Stage::Baseline {
+            estimates::fill_from(&mut baseline, &carried_stage(Stage::Baseline));
+        }
+        let (estimates, factor, derived) = estimates::from_baseline(&own, &baseline);
+        if derived > 0 {
+            self.printer.detail(format!(
+                "rustc ({} stage): {derived} crates start from the baseline stage's measured peaks \
+                 x {factor:.2}",
+                stage.name()
+            ));
+        }
+        estimates
+    }
+
+    /// `[build] rustc_estimates`, when set and readable: its path and what it carries. A file
+    /// not written yet is a note, an unusable one a warning: guesses stand in either way.
+    fn carried_estimates(&self) -> Option<(PathBuf, CarriedEstimates)> {
+        let path = self
+            .workspace
+            .root
+            .join(self.config.build.rustc_estimates.as_ref()?);
+        match CarriedEstimates::read(&path) {
+            Ok(Some(carried)) => Some((path, carried)),
+            Ok(None) => {
+                self.printer.detail(format!(
+                    "rustc: no estimates carried yet ({} does not exist; `pgo-build export \
+                     --rustc-estimates {}` writes it)",
+                    path.display(),
+                    path.display()
+                ));
+                None
+            }
+            Err(err) => {
+                self.printer.warn(format!(
+                    "{err:#}; the build starts without the estimates carried there"
+                ));
+                None
+            }
+        }
     }
 
     /// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
@@ -409,7 +468,7 @@ impl Session {
         let estimates_path = self.layout.rustc_estimates(stage);
         // Unusable estimates were reported before the build; this build's peaks replace them.
         let estimates = rustc_wrapper::read_estimates(&estimates_path).unwrap_or_default();
-        let estimates = rustc_wrapper::updated_estimates(estimates, &records);
+        let estimates = estimates::updated(estimates, &records, &self.settings.profile);
         crate::files::write_atomically(
             &estimates_path,
             serde_json::to_string_pretty(&estimates)?.as_bytes(),

@@ -21,6 +21,7 @@ use crate::files::write_atomically;
 use crate::insight;
 use crate::layout::Stage;
 use crate::profiles::{self, Accounting};
+use crate::rustc_wrapper::{self, estimates};
 use crate::startup_order;
 
 impl Session {
@@ -352,8 +353,43 @@ impl Session {
         Ok(())
     }
 
+    /// Adds the rustc peaks this target directory measured (every cargo stage's) to the carried
+    /// file at `path`, for `[build] rustc_estimates` elsewhere.
+    fn export_rustc_estimates(&mut self, path: &Path) -> Result<()> {
+        let mut stages = Vec::new();
+        for stage in [Stage::Baseline, Stage::Instrumented, Stage::Optimized] {
+            let stored = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage))
+                .with_context(|| format!("the {} stage's estimates", stage.name()))?;
+            stages.push((stage.name(), stored));
+        }
+        let (measured, carried) =
+            estimates::export(path, &self.settings.target, &self.settings.rustc, &stages)?;
+        if measured == 0 {
+            self.caution(format!(
+                "no rustc peaks are measured in {} yet (run a build first; behind sccache they \
+                 are not measured: its server compiles outside pgo-build's process tree): {} \
+                 keeps what it carried",
+                self.layout.root().display(),
+                path.display()
+            ))?;
+        }
+        self.printer.info(format!(
+            "wrote the rustc estimates of {carried} crates to {} ({measured} measured here, for \
+             {}); use it with [build] rustc_estimates",
+            path.display(),
+            self.settings.target
+        ));
+        Ok(())
+    }
+
     /// Writes the merged training profile and its metadata.
     pub fn export(&mut self, args: &ExportArgs) -> Result<()> {
+        if let Some(path) = &args.rustc_estimates {
+            self.export_rustc_estimates(path)?;
+        }
+        let Some(output) = &args.output else {
+            return Ok(());
+        };
         let (settings, workloads, inputs) = match self.merged_bundles()? {
             // The profile `pgo-build merge` made from other machines' bundles.
             Some(record) => {
@@ -409,10 +445,10 @@ impl Session {
             bail!("there is no usable training profile to export: run `pgo-build train` first");
         }
         let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-        let output = if args.output.is_absolute() {
-            args.output.clone()
+        let output = if output.is_absolute() {
+            output.clone()
         } else {
-            std::env::current_dir()?.join(&args.output)
+            std::env::current_dir()?.join(output)
         };
         let partial = output.with_extension("profdata.partial");
         self.merge_into(&inputs, &partial)?;

@@ -606,7 +606,7 @@ pub struct RustcSummary {
     pub overruns: Vec<CrateFigures>,
     /// Crates estimated above the whole budget, which ran alone.
     pub alone: Vec<CrateFigures>,
-    /// Crates whose peak could not be measured (compiled by sccache's server).
+    /// Crates whose peak was not measured: behind sccache, its cache hits (no rustc ran).
     pub unmeasured: usize,
 }
 

@@ -30,7 +30,11 @@ use crate::report::{CrateFigures, RustcSummary, human_bytes};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub mod estimates;
 pub mod probation;
+mod remote;
+
+pub use estimates::{Estimates, read_estimates};
 
 pub const MODE_ENV: &str = "PGO_BUILD_RUSTC_WRAPPER_MODE";
 /// The user's own rustc wrapper (sccache, …), run in front of rustc.
@@ -72,13 +76,16 @@ pub fn guess(kind: &str) -> u64 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RustcRecord {
     pub krate: String,
+    /// The package's version (cargo's `CARGO_PKG_VERSION`): estimates are kept per version.
+    #[serde(default)]
+    pub version: String,
     /// bin | lib | proc-macro | build-script | …
     pub kind: String,
     pub estimate_bytes: u64,
     /// The estimate was a guess by kind (no earlier measurement).
     pub guessed: bool,
-    /// Peak RSS of rustc and the processes it waited for (its linker); `None` when it ran
-    /// behind a wrapper that compiles elsewhere (sccache's server).
+    /// Peak RSS of rustc and the processes it waited for (its linker); behind sccache, of the
+    /// rustc its server ran (see remote.rs), and `None` when none ran (a cache hit).
     pub peak_bytes: Option<u64>,
     pub wait_secs: f64,
     /// Of `wait_secs`, the time a CPU slot was free and memory was not: the budget's cost
@@ -104,52 +111,6 @@ pub struct RustcRecord {
 /// peak RSS varies by a few percent between builds (the example's: 1-3%), and a warning for
 /// "212.1 MiB over 209.8 MiB" reports that noise, not an estimate that was wrong.
 const OVERRUN_TOLERANCE: f64 = 0.05;
-
-/// The estimates of one stage: `package/crate|kind` → peak bytes last measured.
-pub type Estimates = std::collections::BTreeMap<String, u64>;
-
-/// A stage's estimates: none yet when the file does not exist; an error when it cannot be
-/// read or is not estimates (then guesses stand in, and the next build writes it again).
-pub fn read_estimates(path: &Path) -> Result<Estimates> {
-    match std::fs::read_to_string(path) {
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Estimates::new()),
-        Err(err) => Err(err).with_context(|| format!("could not read {}", path.display())),
-        Ok(text) => serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a file of rustc estimates", path.display())),
-    }
-}
-
-/// How much more a crate's rustc takes in the instrumented or optimized stage than in the
-/// baseline's, when none of the stage's crates has been measured yet: above the largest ratio
-/// seen (the example, ripgrep and grex: medians 1.03-1.07, at most 1.11).
-pub const STAGE_FACTOR: f64 = 1.15;
-
-/// A stage's estimates completed from the baseline stage's: each crate the stage has not
-/// measured gets its baseline peak times the largest ratio of stage to baseline peak among the
-/// crates both measured (within 1.0-1.5), or [`STAGE_FACTOR`] when none. So a first `run`
-/// starts its later stages from measured peaks, not from guesses by kind. Returns them, the
-/// factor and how many were derived.
-pub fn from_baseline(own: &Estimates, baseline: &Estimates) -> (Estimates, f64, usize) {
-    let ratios = own
-        .iter()
-        .filter_map(|(key, peak)| Some(*peak as f64 / *baseline.get(key)?.max(&1) as f64));
-    let factor = ratios
-        .reduce(f64::max)
-        .map_or(STAGE_FACTOR, |ratio| ratio.clamp(1.0, 1.5));
-    let mut estimates = own.clone();
-    let mut derived = 0;
-    for (key, peak) in baseline {
-        estimates.entry(key.clone()).or_insert_with(|| {
-            derived += 1;
-            (*peak as f64 * factor).round() as u64
-        });
-    }
-    (estimates, factor, derived)
-}
-
-pub fn estimate_key(krate: &str, kind: &str) -> String {
-    format!("{krate}|{kind}")
-}
 
 /// How crates are named in estimates and reports: with their package (cargo sets
 /// `CARGO_PKG_NAME` for rustc), since every build script is `build_script_build`.
@@ -218,7 +179,8 @@ fn wrap() -> Result<u8> {
     let estimates = std::env::var_os(ESTIMATES_ENV)
         .and_then(|path| read_estimates(Path::new(&path)).ok())
         .unwrap_or_default();
-    let measured = estimates.get(&estimate_key(&krate, &kind)).copied();
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let measured = estimates::lookup(&estimates, &krate, &version, &kind);
     let estimate = measured.unwrap_or_else(|| guess(&kind));
     let waiting = Instant::now();
     let me = std::process::id();
@@ -227,10 +189,18 @@ fn wrap() -> Result<u8> {
         Some(_) => 0,
         None => crate_root(rustc_args).map_or(0, |root| probation::source_bytes(&root)),
     };
+    // sccache compiles in its server, outside this process tree: the client's peak says
+    // nothing, so the server's rustc of this unit is sampled instead (see remote.rs); and a
+    // crate can run on probation only where its memory is watched (its own tree).
+    let elsewhere = chained.as_ref().is_some_and(|w| {
+        Path::new(w)
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().contains("sccache"))
+    });
     let mut request = Request {
         krate: &krate,
         bytes: estimate,
-        guessed: measured.is_none(),
+        guessed: measured.is_none() && !elsewhere,
         source_bytes,
     };
     let metadata = metadata_path(rustc_args);
@@ -240,6 +210,9 @@ fn wrap() -> Result<u8> {
         memory_wait_secs += waited;
         let start_unix = crate::linker::unix_now();
         let started = Instant::now();
+        let remote = elsewhere
+            .then(|| remote::Unit::of(rustc_args).map(remote::RemoteSampler::start))
+            .flatten();
         let outcome = command
             .spawn()
             .with_context(|| format!("could not start {}", rustc.to_string_lossy()))
@@ -255,9 +228,16 @@ fn wrap() -> Result<u8> {
                 _ => crate::linker::wait_with_peak_rss(child.id() as libc::pid_t)
                     .map(|(code, peak)| probation::Supervised::Done(code, peak, None)),
             });
+        let remote_peak = remote.and_then(remote::RemoteSampler::stop);
         release(&ledger, me)?;
         match outcome? {
             probation::Supervised::Done(code, peak, figures) => {
+                // Not cacheable, the client runs rustc itself: `wait4` saw it too.
+                let peak = if elsewhere {
+                    remote_peak.map(|remote| remote.max(peak))
+                } else {
+                    Some(peak)
+                };
                 break (code, peak, figures, start_unix, started);
             }
             // Stopped before cargo heard of it: again, charged at its guess this time.
@@ -265,18 +245,13 @@ fn wrap() -> Result<u8> {
         }
     };
     let wait_secs = waiting.elapsed().as_secs_f64() - started.elapsed().as_secs_f64();
-    // sccache compiles in its server, outside this process tree: its client's peak says nothing.
-    let measures = chained.as_ref().is_none_or(|w| {
-        !Path::new(w)
-            .file_name()
-            .is_some_and(|name| name.to_string_lossy().contains("sccache"))
-    });
     let record = RustcRecord {
         krate,
+        version,
         kind,
         estimate_bytes: estimate,
         guessed: measured.is_none(),
-        peak_bytes: measures.then_some(peak),
+        peak_bytes: peak,
         wait_secs,
         memory_wait_secs,
         start_unix,
@@ -703,16 +678,6 @@ impl RustcSummary {
     }
 }
 
-/// The estimates after a build: each crate measured gets its peak.
-pub fn updated_estimates(mut estimates: Estimates, records: &[RustcRecord]) -> Estimates {
-    for record in records {
-        if let (Some(peak), true) = (record.peak_bytes, record.success) {
-            estimates.insert(estimate_key(&record.krate, &record.kind), peak);
-        }
-    }
-    estimates
-}
-
 /// The rustc invocations a stage's build logged.
 pub fn read_log(path: &Path) -> Vec<RustcRecord> {
     crate::linker::read_log(path)
@@ -798,33 +763,10 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     #[test]
-    fn later_stages_start_from_the_baselines_peaks_scaled_by_what_both_measured() {
-        let baseline = Estimates::from([("a|lib".into(), 100 << 20), ("b|lib".into(), 200 << 20)]);
-        // Nothing measured in the stage yet: the default factor.
-        let (estimates, factor, derived) = from_baseline(&Estimates::new(), &baseline);
-        assert_eq!((factor, derived), (STAGE_FACTOR, 2));
-        assert_eq!(
-            estimates["b|lib"],
-            (200.0 * 1024.0 * 1024.0 * STAGE_FACTOR).round() as u64
-        );
-        // `a` measured 8% over its baseline peak: `b` gets the same factor, `a` its own peak.
-        let own = Estimates::from([("a|lib".into(), 108 << 20)]);
-        let (estimates, factor, derived) = from_baseline(&own, &baseline);
-        assert!((factor - 1.08).abs() < 1e-9, "{factor}");
-        assert_eq!(derived, 1);
-        assert_eq!(estimates["a|lib"], 108 << 20);
-        assert_eq!(
-            estimates["b|lib"],
-            (200.0 * 1024.0 * 1024.0 * 1.08_f64).round() as u64
-        );
-        // No baseline: the stage's own, nothing derived.
-        assert_eq!(from_baseline(&own, &Estimates::new()).2, 0);
-    }
-
-    #[test]
     fn only_a_peak_well_over_its_estimate_is_an_overrun() {
         let record = |krate: &str, estimate: u64, peak: u64| RustcRecord {
             krate: krate.to_owned(),
+            version: String::new(),
             kind: "lib".to_owned(),
             estimate_bytes: estimate,
             guessed: false,

@@ -152,12 +152,23 @@ fn sccache_serves_clean_rebuilds_in_the_same_and_another_checkout() {
     // libc and pgo-build-rt are cacheable; the binary never is.
     assert!(cold["misses"].as_u64().unwrap() >= 2, "{cold}");
     assert!(cold["not_cacheable"].as_u64().unwrap() >= 1, "{cold}");
+    // The server's rustc are measured all the same (found in /proc by their command line).
+    let libc = rustc_record(&rustc_log(&first, "baseline"), "libc/libc");
+    assert!(libc["peak_bytes"].as_u64().unwrap() > 50 << 20, "{libc}");
+    let binary = rustc_record(&rustc_log(&first, "baseline"), "sigfix/server");
+    assert!(
+        binary["peak_bytes"].as_u64().unwrap() > 50 << 20,
+        "{binary}"
+    );
 
     std::fs::remove_dir_all(first.root().join("target")).unwrap();
     with_sccache(&first, &["build", "--features", "rt"]).success();
     let warm = stage_cache(&first, "baseline");
     assert_eq!(warm["hits"], cold["misses"], "{warm}");
     assert_eq!(warm["misses"], 0, "{warm}");
+    // A hit runs no rustc (only sccache's looks at the sources): nothing measured.
+    let libc = rustc_record(&rustc_log(&first, "baseline"), "libc/libc");
+    assert!(libc["peak_bytes"].is_null(), "{libc}");
 
     let elsewhere = Fixture::at("signals", "another/checkout");
     with_sccache(&elsewhere, &["build", "--features", "rt"]).success();
@@ -227,7 +238,7 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
         &std::fs::read_to_string(fixture.layout().path("baseline/rustc-estimates.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(estimates["app/app|bin"], peak);
+    assert_eq!(estimates["release:app/app@0.1.0|bin"], peak);
     let summary = &fixture.report()["rustc_memory"]["baseline"];
     assert_eq!(summary["invocations"], 2, "{summary}");
     assert!(summary["heaviest"][0]["peak_bytes"].as_u64().unwrap() > 0);
@@ -271,7 +282,69 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     );
     let rewritten: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&estimates_file).unwrap()).unwrap();
-    assert!(rewritten["app/app|bin"].as_u64().unwrap() > 0);
+    assert!(rewritten["release:app/app@0.1.0|bin"].as_u64().unwrap() > 0);
+}
+
+/// Estimates travel: exported from one target directory, carried into a fresh one (another
+/// machine, a CI cache) by `[build] rustc_estimates`, and used there instead of guesses.
+#[test]
+fn estimates_carried_into_a_fresh_target_dir_are_used() {
+    let measured = Fixture::new("twobins");
+    measured.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    measured.run(&["build"]).success();
+    let peak = rustc_record(&rustc_log(&measured, "baseline"), "app/app")["peak_bytes"].clone();
+    let stored: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(measured.layout().path("baseline/rustc-estimates.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stored["release:app/app@0.1.0|bin"], peak, "{stored}");
+    let carried = measured.root().join("carried.json");
+    measured
+        .run(&["export", "--rustc-estimates", carried.to_str().unwrap()])
+        .success()
+        .stderr_contains("wrote the rustc estimates of 2 crates");
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&carried).unwrap()).unwrap();
+    assert_eq!(
+        file["targets"][host_triple()]["baseline"]["release:app/app@0.1.0|bin"],
+        peak
+    );
+
+    let fresh = Fixture::new("twobins");
+    fresh.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    fresh.prepend_config("[build]\nrustc_estimates = \"ci/estimates.json\"\n\n");
+    // Not restored yet (a first CI run): said, and guesses stand in.
+    fresh
+        .run(&["-v", "build"])
+        .success()
+        .stderr_contains("no estimates carried yet");
+    assert_eq!(
+        rustc_record(&rustc_log(&fresh, "baseline"), "app/app")["guessed"],
+        true
+    );
+    fresh.run(&["clean"]).success();
+    std::fs::create_dir_all(fresh.root().join("ci")).unwrap();
+    std::fs::copy(&carried, fresh.root().join("ci/estimates.json")).unwrap();
+    fresh
+        .run(&["-v", "build"])
+        .success()
+        .stderr_contains("2 crates start from the estimates carried in");
+    let used = rustc_record(&rustc_log(&fresh, "baseline"), "app/app");
+    assert_eq!(used["guessed"], false, "{used}");
+    assert_eq!(used["estimate_bytes"], peak, "{used}");
+    // The instrumented stage starts from the carried baseline peaks, scaled.
+    fresh
+        .run(&["-v", "instrument"])
+        .success()
+        .stderr_contains("crates start from the baseline stage's measured peaks x 1.15");
+
+    // A damaged carried file: said, the build goes on from guesses.
+    std::fs::write(fresh.root().join("ci/estimates.json"), "{ not json").unwrap();
+    fresh.run(&["clean"]).success();
+    fresh
+        .run(&["build"])
+        .success()
+        .stderr_contains("is not a file of rustc estimates written by `pgo-build export");
 }
 
 #[test]

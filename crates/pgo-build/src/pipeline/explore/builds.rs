@@ -294,7 +294,8 @@ impl Session {
         }
         crate::files::create_dir_all(output.parent().unwrap())?;
         let args = crate::cli::ExportArgs {
-            output: output.clone(),
+            output: Some(output.clone()),
+            rustc_estimates: None,
             internal: true,
         };
         self.in_build(build, None, |session, _| session.export(&args))?;
