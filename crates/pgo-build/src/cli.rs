@@ -369,4 +369,58 @@ mod tests {
         assert_eq!(cli.global.bins, ["b"]);
         assert_eq!(cli.global.jobs, Some(3));
     }
+
+    /// The pgo-build command lines of a GitHub Actions workflow: `run: pgo-build …`, each line of
+    /// a `run: |` block, a `run: >-` block folded into one; `${{ … }}` as `1`.
+    fn workflow_commands(workflow: &str) -> Vec<String> {
+        let mut commands = Vec::new();
+        let mut lines = workflow.lines().peekable();
+        while let Some(line) = lines.next() {
+            let Some(run) = line.trim_start().strip_prefix("run:").map(str::trim) else {
+                continue;
+            };
+            let indent = line.len() - line.trim_start().len();
+            let mut block = Vec::new();
+            while let Some(next) = lines.peek() {
+                if next.len() - next.trim_start().len() <= indent || next.trim().is_empty() {
+                    break;
+                }
+                block.push(lines.next().unwrap().trim().to_owned());
+            }
+            let found = match run {
+                "|" => block,
+                ">-" | ">" => vec![block.join(" ")],
+                single => vec![single.to_owned()],
+            };
+            commands.extend(found.into_iter().filter(|c| c.starts_with("pgo-build ")));
+        }
+        commands
+            .into_iter()
+            .map(|command| {
+                let mut text = command;
+                while let (Some(open), Some(close)) = (text.find("${{"), text.find("}}")) {
+                    text.replace_range(open..close + 2, "1");
+                }
+                text.split(" >>").next().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_command_of_the_ci_template_parses() {
+        let template = include_str!("../../../docs/ci/github-actions.yml");
+        let commands = workflow_commands(template);
+        for expected in ["pgo-build gate", "pgo-build export --rustc-estimates"] {
+            assert!(
+                commands.iter().any(|c| c.starts_with(expected)),
+                "{expected} in {commands:?}"
+            );
+        }
+        assert!(commands.iter().any(|c| c.contains("--shard 1/1")), "{commands:?}");
+        for command in &commands {
+            if let Err(err) = Cli::try_parse_from(command.split_whitespace()) {
+                panic!("docs/ci/github-actions.yml: `{command}` does not parse:\n{err}");
+            }
+        }
+    }
 }
