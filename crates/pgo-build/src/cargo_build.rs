@@ -13,6 +13,7 @@ use anyhow::{Context, Result, bail};
 use cargo_metadata::Message;
 use serde::{Deserialize, Serialize};
 
+use crate::cargo_timings::{self, TimedUnit};
 use crate::command::Cmd;
 use crate::files::{sha256_hex, sha256_of, write_atomically};
 use crate::layout::{Layout, Stage};
@@ -105,6 +106,10 @@ pub struct BuildOutput {
     /// Package → the libraries its build script links dynamically (for the target): C that no
     /// build of this workspace compiles (a system liblzma found by pkg-config, say).
     pub dynamic_libs: BTreeMap<String, Vec<String>>,
+    /// The units of each cargo invocation's `--timings` report, in order (`None`: unreadable).
+    pub timings: Vec<Option<Vec<TimedUnit>>>,
+    /// The wall time of the cargo invocations, together.
+    pub cargo_secs: f64,
 }
 
 impl BuildRequest<'_> {
@@ -125,6 +130,8 @@ impl BuildRequest<'_> {
             .arg("--target-dir")
             .arg(self.layout.cargo_target_dir(self.stage))
             .arg("--message-format=json")
+            // The dependency graph's bound on the build's time (see cargo_timings.rs).
+            .arg("--timings")
             .env("CARGO_ENCODED_RUSTFLAGS", self.rustflags().join("\u{1f}"))
             .env_remove("RUSTFLAGS")
             .cwd(self.workspace_root);
@@ -173,9 +180,16 @@ pub fn build(
         diagnostics: Vec::new(),
         unit_hashes: Some(BTreeSet::new()),
         dynamic_libs: BTreeMap::new(),
+        timings: Vec::new(),
+        cargo_secs: 0.0,
     };
     for bins in request.bins.chunks(batch) {
+        let started = std::time::Instant::now();
         let part = build_batch(request, bins, printer, show_diagnostic)?;
+        output.cargo_secs += started.elapsed().as_secs_f64();
+        output.timings.push(cargo_timings::take(
+            &request.layout.cargo_target_dir(request.stage),
+        ));
         output.executables.extend(part.executables);
         output.diagnostics.extend(part.diagnostics);
         output.dynamic_libs.extend(part.dynamic_libs);
@@ -342,6 +356,8 @@ fn build_batch(
         diagnostics,
         unit_hashes: (!unknown_units).then_some(unit_hashes),
         dynamic_libs: dynamic,
+        timings: Vec::new(),
+        cargo_secs: 0.0,
     })
 }
 
@@ -536,7 +552,7 @@ impl StageManifest {
                      interrupted, so its binaries in {} are not used; {hint}",
                     stage.name(),
                     attempt.trim(),
-                    age(&layout.stage_attempt(stage)),
+                    crate::files::age(&layout.stage_attempt(stage)),
                     layout.bin_dir(stage).display()
                 ),
                 Err(_) => bail!(
@@ -617,18 +633,6 @@ impl StageManifest {
     pub fn binary(&self, name: &str) -> Option<&StagedBinary> {
         self.binaries.iter().find(|b| b.name == name)
     }
-}
-
-/// "5 min ago": how long ago a file was written, for messages about earlier attempts.
-pub fn age(path: &Path) -> String {
-    let Some(elapsed) = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-    else {
-        return "at an unknown time".to_owned();
-    };
-    crate::printer::ago(elapsed)
 }
 
 /// Copies `executable` into `bin_dir` as a real file (never a symlink: programs that find

@@ -416,7 +416,10 @@ mod tests {
                 "{expected} in {commands:?}"
             );
         }
-        assert!(commands.iter().any(|c| c.contains("--shard 1/1")), "{commands:?}");
+        assert!(
+            commands.iter().any(|c| c.contains("--shard 1/1")),
+            "{commands:?}"
+        );
         for command in &commands {
             if let Err(err) = Cli::try_parse_from(command.split_whitespace()) {
                 panic!("docs/ci/github-actions.yml: `{command}` does not parse:\n{err}");

@@ -80,3 +80,14 @@ pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
     std::fs::rename(from, to)
         .with_context(|| format!("could not move {} to {}", from.display(), to.display()))
 }
+/// "5 min ago": how long ago a file was written, for messages about earlier attempts.
+pub fn age(path: &Path) -> String {
+    let Some(elapsed) = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+    else {
+        return "at an unknown time".to_owned();
+    };
+    crate::printer::ago(elapsed)
+}

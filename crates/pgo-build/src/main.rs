@@ -7,6 +7,7 @@ mod app;
 mod bundle;
 mod cargo_build;
 mod cargo_config;
+mod cargo_timings;
 mod cargo_workload;
 mod cc_wrapper;
 mod cli;

@@ -13,8 +13,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cargo_build::{StageManifest, age};
+use crate::cargo_build::StageManifest;
 use crate::config::Workload;
+use crate::files::age;
 use crate::files::{sha256_of, write_atomically};
 
 const FILE_NAME: &str = "training.json";

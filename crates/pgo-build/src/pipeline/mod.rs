@@ -34,6 +34,7 @@ mod offline;
 mod optimize;
 mod profile;
 mod run;
+mod rustc_budget;
 mod shard;
 mod train;
 mod workloads;

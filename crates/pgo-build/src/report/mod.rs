@@ -24,16 +24,21 @@ pub use history::table as compare_history_table;
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
     CompareResult, CompareRun, CrateFigures, Estimate, ExploreRecommendation, ExploreResult,
-    ExploreSpeed, ExploreStageCost, ExploreVariantRecord, LinkSummary, MetricComparison,
-    OrderRecord, RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache, StageRecord,
-    StoppedProcess, Traces, WorkloadComparison, WorkloadRecord, decider_label, invocation,
-    metric_label, now_unix, verdict_text,
+    ExploreSpeed, ExploreStageCost, ExploreVariantRecord, GraphBound, LinkSummary,
+    MetricComparison, OrderRecord, RejectedProfile, RunSample, RustcSummary, ServiceRecord,
+    StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
+    decider_label, invocation, metric_label, now_unix, verdict_text,
 };
 pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
+
+/// The oldest schema read as the current one: the schemas since only added fields, each with
+/// a default (9: the rustc summaries' `build_secs` and `lower_bound`), so an older report
+/// keeps its history instead of being replaced.
+const READS_SCHEMAS_FROM: u32 = 8;
 
 /// How many comparisons the report's history keeps.
 pub const COMPARE_HISTORY: usize = 50;
@@ -127,7 +132,9 @@ impl Report {
             .get("schema_version")
             .and_then(serde_json::Value::as_u64)
         {
-            Some(version) if version == u64::from(SCHEMA_VERSION) => {}
+            Some(version)
+                if (u64::from(READS_SCHEMAS_FROM)..=u64::from(SCHEMA_VERSION))
+                    .contains(&version) => {}
             version => {
                 return Err(format!(
                     "{} has report schema {}, and this pgo-build writes schema {SCHEMA_VERSION}",
@@ -136,7 +143,11 @@ impl Report {
                 ));
             }
         }
-        serde_json::from_value(value).map(Some).map_err(corrupt)
+        let report: Report = serde_json::from_value(value).map_err(corrupt)?;
+        Ok(Some(Report {
+            schema_version: SCHEMA_VERSION,
+            ..report
+        }))
     }
 
     /// The report at `path`, or a new one; with what was wrong with an unreadable one, which
@@ -314,6 +325,19 @@ mod tests {
         let (loaded, problem) = Report::load_or_new(&path, Path::new("/ws"));
         assert_eq!(loaded.stages[0].duration_secs, 1.5);
         assert_eq!(problem, None);
+        // A report of the last schema that only lacked fields is kept, as the current one.
+        let mut older: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        older["schema_version"] = READS_SCHEMAS_FROM.into();
+        std::fs::write(&path, older.to_string()).unwrap();
+        let (kept, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert_eq!((kept.stages.len(), problem), (1, None));
+        assert_eq!(kept.schema_version, SCHEMA_VERSION);
+        older["schema_version"] = (READS_SCHEMAS_FROM - 1).into();
+        std::fs::write(&path, older.to_string()).unwrap();
+        let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert!(fresh.stages.is_empty());
+        assert!(problem.unwrap().contains("has report schema 7"));
         std::fs::write(&path, r#"{"schema_version": 999}"#).unwrap();
         let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
         assert!(fresh.stages.is_empty());

@@ -608,6 +608,53 @@ pub struct RustcSummary {
     pub alone: Vec<CrateFigures>,
     /// Crates whose peak was not measured: behind sccache, its cache hits (no rustc ran).
     pub unmeasured: usize,
+    /// The wall time of the stage's cargo build (its invocations together).
+    #[serde(default)]
+    pub build_secs: Option<f64>,
+    /// What the dependency graph and the cores allowed at best (see cargo_timings.rs): a build
+    /// near it is limited by them, not by the budget.
+    #[serde(default)]
+    pub lower_bound: Option<GraphBound>,
+}
+
+/// A lower bound on a build's wall time, and what sets it (see cargo_timings.rs).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GraphBound {
+    /// The larger of the two below.
+    pub secs: f64,
+    /// The longest chain of units that had to wait for each other.
+    pub critical_path_secs: f64,
+    /// Every unit's time spread over the cores.
+    pub work_secs: f64,
+    /// The units of that chain, first to last (`package` for a library,
+    /// `package/build-script`, `package/app (bin)`, …).
+    pub critical_path: Vec<String>,
+}
+
+impl GraphBound {
+    /// What sets the bound: "graph" (the longest chain) or "cores" (the work).
+    pub fn limit(&self) -> &'static str {
+        if self.critical_path_secs >= self.work_secs {
+            "graph"
+        } else {
+            "cores"
+        }
+    }
+
+    /// "at best 10.9s (its longest chain of crates: heavy/build-script → heavy → app/app (bin))".
+    pub fn describe(&self) -> String {
+        let why = match self.limit() {
+            "graph" => {
+                let mut chain = self.critical_path.clone();
+                if chain.len() > 6 {
+                    chain.splice(2..chain.len() - 3, ["…".to_owned()]);
+                }
+                format!("its longest chain of crates: {}", chain.join(" → "))
+            }
+            _ => "its work spread over the cores".to_owned(),
+        };
+        format!("at best {:.1}s ({why})", self.secs)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -487,6 +487,7 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         "Peak, whole tree",
         "rustc at once",
         "Crates",
+        "Build (at best)",
         "Waiting for memory",
         "Waiting for a CPU slot",
         "Estimate error",
@@ -539,6 +540,16 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
                 figures.cpus, figures.cargo_jobs
             )),
             Cell::new(figures.invocations).set_alignment(CellAlignment::Right),
+            // The dependency graph's (or the cores') bound beside the build: how much of the
+            // wall time the budget could have cost at most.
+            Cell::new(match (figures.build_secs, &figures.lower_bound) {
+                (Some(build), Some(bound)) => {
+                    format!("{build:.1}s ({:.1}s, {})", bound.secs, bound.limit())
+                }
+                (Some(build), None) => format!("{build:.1}s"),
+                _ => "-".to_owned(),
+            })
+            .set_alignment(CellAlignment::Right),
             // Summed over crates: a crate waits for memory (the budget) or, with memory to
             // spare, for one of the CPU slots.
             Cell::new(format!("{:.1}s", figures.memory_wait_secs))
@@ -576,7 +587,24 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
             ]);
         }
     }
-    Some(format!("{stages}\n{heaviest}"))
+    let bounds: Vec<String> = report
+        .rustc_memory
+        .iter()
+        .filter_map(|(stage, figures)| {
+            Some(format!(
+                "{stage}: {}",
+                figures.lower_bound.as_ref()?.describe()
+            ))
+        })
+        .collect();
+    let bounds = match bounds.is_empty() {
+        true => String::new(),
+        false => format!(
+            "Build at best, by the dependency graph (cargo --timings) or the cores:\n  {}\n",
+            bounds.join("\n  ")
+        ),
+    };
+    Some(format!("{stages}\n{bounds}{heaviest}"))
 }
 
 /// `explore`'s table: one row per variant, fastest first, with its speed against the

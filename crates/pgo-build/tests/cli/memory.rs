@@ -242,6 +242,26 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     let summary = &fixture.report()["rustc_memory"]["baseline"];
     assert_eq!(summary["invocations"], 2, "{summary}");
     assert!(summary["heaviest"][0]["peak_bytes"].as_u64().unwrap() > 0);
+    // The dependency graph's bound beside the build's wall time (cargo --timings): the two
+    // binaries do not depend on each other, so the longest chain is one of them, and no
+    // schedule beats it.
+    let (build, bound) = (&summary["build_secs"], &summary["lower_bound"]);
+    let path = bound["critical_path"].as_array().unwrap();
+    assert!(
+        path.len() == 1 && path[0].as_str().unwrap().ends_with(" (bin)"),
+        "{bound}"
+    );
+    assert!(bound["secs"].as_f64().unwrap() > 0.0, "{bound}");
+    assert!(
+        bound["secs"].as_f64().unwrap() <= build.as_f64().unwrap(),
+        "{bound} {build}"
+    );
+    assert!(
+        fixture
+            .layout()
+            .path("baseline/cargo-target/cargo-timings/cargo-timing.html")
+            .is_file()
+    );
 
     // The second build of the crate starts from that measurement, not from the guess.
     let main = fixture.root().join("app/src/main.rs");
@@ -259,6 +279,8 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     let shown = fixture.run(&["report"]);
     shown.success();
     for column in [
+        "Build (at best)",
+        "its longest chain of crates",
         "Waiting for memory",
         "Waiting for a CPU slot",
         "Estimate error",

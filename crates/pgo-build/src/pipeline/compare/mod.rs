@@ -14,11 +14,12 @@ use anyhow::{Context, Result, bail};
 
 use super::Session;
 use super::workloads::warn_about_error_lines;
-use crate::cargo_build::{StageManifest, age};
+use crate::cargo_build::StageManifest;
 use crate::cli::{CompareArgs, CompareRole};
 use crate::config::{Role, Workload};
 use crate::counter::Counter;
 use crate::criterion;
+use crate::files::age;
 use crate::layout::{Layout, Stage};
 use crate::measurement::Rounds;
 use crate::measurement::{DEFAULT_ROUNDS, Decider, INSTRUCTION_ROUNDS, Metric};

@@ -1,0 +1,320 @@
+//! The rustc of a stage's build against the memory budget: pgo-build as cargo's rustc wrapper
+//! (its variables, the estimates it admits by: the stage's own, carried ones, the baseline's
+//! scaled), and afterwards what it logged: the report's figures, the warnings, the estimates
+//! for next time and the bound the dependency graph put on the build (see rustc_wrapper/ and
+//! cargo_timings.rs).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::Session;
+use crate::cargo_build::BuildOutput;
+use crate::cargo_timings::{self, TimedUnit};
+use crate::layout::{Layout, Stage};
+use crate::linker;
+use crate::report::{RustcSummary, human_bytes};
+use crate::rustc_wrapper::{self, Estimates, RustcRecord, estimates, estimates::CarriedEstimates};
+use crate::sccache;
+
+/// pgo-build as rustc wrapper for one build: the variables cargo gets, and the settings the
+/// report records with the figures.
+pub(super) struct RustcWrapper {
+    pub env: Vec<(String, String)>,
+    pub summary: RustcSummary,
+}
+
+/// pgo-build as cargo's rustc wrapper for a stage's build (see rustc_wrapper.rs): its
+/// variables, the budget and how many rustc may run at once. Cargo gets twice the cores as
+/// job slots (unless `-j` says otherwise), so light crates overtake one waiting for memory.
+pub(super) fn wrapper_setup(
+    s: &Session,
+    stage: Stage,
+    (budget, budget_reason): (u64, String),
+) -> Result<RustcWrapper> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
+    let (cpus, cargo_jobs) = match s.jobs {
+        Some(jobs) => (jobs.max(1), jobs.max(1)),
+        None => (cores, cores * 2),
+    };
+    // cargo, pgo-build and the wrappers waiting in front of rustc live in the budget too.
+    let rustc_budget = budget.saturating_sub(rustc_wrapper::OVERHEAD);
+    let program = linker::wrapper(&s.layout.root().join("rustc-wrapper"), &"rustc".into())?;
+    let chained = sccache::user_wrapper(&s.cargo_config).unwrap_or_default();
+    crate::files::create_dir_all(s.layout.stage_dir(stage))?;
+    let estimates = admission_estimates(s, stage);
+    let admission = s.layout.rustc_admission_estimates(stage);
+    crate::files::write_atomically(&admission, serde_json::to_string(&estimates)?.as_bytes())?;
+    let env = vec![
+        ("RUSTC_WRAPPER".to_owned(), program.display().to_string()),
+        (rustc_wrapper::MODE_ENV.to_owned(), "1".to_owned()),
+        (
+            rustc_wrapper::CHAINED_ENV.to_owned(),
+            chained.to_string_lossy().into_owned(),
+        ),
+        // One ledger per target directory, shared by every pgo-build working in it.
+        (
+            rustc_wrapper::LEDGER_ENV.to_owned(),
+            Layout::memory_ledger(&s.workspace.target_dir)
+                .display()
+                .to_string(),
+        ),
+        (
+            rustc_wrapper::BUDGET_ENV.to_owned(),
+            rustc_budget.to_string(),
+        ),
+        (rustc_wrapper::CPUS_ENV.to_owned(), cpus.to_string()),
+        (
+            rustc_wrapper::ESTIMATES_ENV.to_owned(),
+            admission.display().to_string(),
+        ),
+        (
+            rustc_wrapper::LOG_ENV.to_owned(),
+            s.layout.rustc_log(stage).display().to_string(),
+        ),
+        (
+            rustc_wrapper::WORKSPACE_ROOT_ENV.to_owned(),
+            s.workspace.root.display().to_string(),
+        ),
+    ];
+    s.printer.detail(format!(
+        "rustc: {cpus} at a time within {} of the memory budget of {} ({budget_reason}; {} \
+         kept for cargo and pgo-build); cargo -j {cargo_jobs}{}",
+        human_bytes(rustc_budget),
+        human_bytes(budget),
+        human_bytes(rustc_wrapper::OVERHEAD),
+        if chained.is_empty() {
+            String::new()
+        } else {
+            format!("; behind {}", chained.to_string_lossy())
+        }
+    ));
+    Ok(RustcWrapper {
+        env,
+        summary: RustcSummary {
+            budget_bytes: budget,
+            rustc_budget_bytes: rustc_budget,
+            budget_reason,
+            cpus: cpus as usize,
+            cargo_jobs,
+            ..RustcSummary::default()
+        },
+    })
+}
+
+/// What a stage's build admits rustc by: its own measured peaks, for crates it has not
+/// measured the carried ones (`[build] rustc_estimates`), then the baseline stage's scaled
+/// (see rustc_wrapper/estimates.rs). Unusable files are said, and guesses stand in.
+fn admission_estimates(s: &Session, stage: Stage) -> Estimates {
+    let profile = &s.settings.profile;
+    let stored = |stage: Stage| {
+        rustc_wrapper::read_estimates(&s.layout.rustc_estimates(stage))
+            .map(|stored| estimates::for_profile(&stored, profile))
+    };
+    let mut own = stored(stage).unwrap_or_else(|err| {
+        s.printer.warn(format!(
+            "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and \
+             the file is written again after the build",
+            stage.name()
+        ));
+        Default::default()
+    });
+    let carried = carried_estimates(s);
+    let carried_stage = |stage: Stage| {
+        carried
+            .as_ref()
+            .and_then(|(_, c)| c.stage(&s.settings.target, stage.name()))
+            .map(|stored| estimates::for_profile(stored, profile))
+            .unwrap_or_default()
+    };
+    let from_carried = estimates::fill_from(&mut own, &carried_stage(stage));
+    if let Some((path, _)) = &carried {
+        s.printer.detail(format!(
+            "rustc ({} stage): {from_carried} crates start from the estimates carried in {}",
+            stage.name(),
+            path.display()
+        ));
+    }
+    let mut baseline = match stage {
+        Stage::Baseline => Default::default(),
+        _ => stored(Stage::Baseline).unwrap_or_default(),
+    };
+    if stage != Stage::Baseline {
+        estimates::fill_from(&mut baseline, &carried_stage(Stage::Baseline));
+    }
+    let (estimates, factor, derived) = estimates::from_baseline(&own, &baseline);
+    if derived > 0 {
+        s.printer.detail(format!(
+            "rustc ({} stage): {derived} crates start from the baseline stage's measured peaks \
+             x {factor:.2}",
+            stage.name()
+        ));
+    }
+    estimates
+}
+
+/// `[build] rustc_estimates`, when set and readable: its path and what it carries. A file
+/// not written yet is a note, an unusable one a warning: guesses stand in either way.
+fn carried_estimates(s: &Session) -> Option<(PathBuf, CarriedEstimates)> {
+    let path = s
+        .workspace
+        .root
+        .join(s.config.build.rustc_estimates.as_ref()?);
+    match CarriedEstimates::read(&path) {
+        Ok(Some(carried)) => Some((path, carried)),
+        Ok(None) => {
+            s.printer.detail(format!(
+                "rustc: no estimates carried yet ({} does not exist; `pgo-build export \
+                 --rustc-estimates {}` writes it)",
+                path.display(),
+                path.display()
+            ));
+            None
+        }
+        Err(err) => {
+            s.printer.warn(format!(
+                "{err:#}; the build starts without the estimates carried there"
+            ));
+            None
+        }
+    }
+}
+
+/// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
+/// crates that ran alone or over their estimate (named), and the estimates for next time.
+pub(super) fn record(
+    s: &mut Session,
+    stage: Stage,
+    setup: RustcSummary,
+    output: &BuildOutput,
+) -> Result<()> {
+    let records = rustc_wrapper::read_log(&s.layout.rustc_log(stage));
+    if records.is_empty() {
+        return Ok(());
+    }
+    let figures = RustcSummary {
+        budget_bytes: setup.budget_bytes,
+        rustc_budget_bytes: setup.rustc_budget_bytes,
+        budget_reason: setup.budget_reason,
+        cpus: setup.cpus,
+        cargo_jobs: setup.cargo_jobs,
+        build_secs: Some(output.cargo_secs),
+        lower_bound: cargo_timings::build_bound(
+            &output.timings,
+            &|unit| rustc_time(&records, unit),
+            setup.cpus,
+        ),
+        ..RustcSummary::from_records(&records)
+    };
+    let peak = |c: &crate::report::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
+    // One warning per cause, naming every crate (a small budget made one line per crate).
+    if !figures.alone.is_empty() {
+        let mut alone: Vec<_> = figures.alone.iter().collect();
+        alone.sort_by(|a, b| a.krate.cmp(&b.krate));
+        let crates: Vec<String> = alone
+            .into_iter()
+            .map(|krate| {
+                format!(
+                    "`{}` ({}) estimated at {} (peak {} this time)",
+                    krate.krate,
+                    krate.kind,
+                    human_bytes(krate.estimate_bytes),
+                    peak(krate)
+                )
+            })
+            .collect();
+        s.printer.warn(format!(
+            "{} estimated above the whole memory budget for rustc ({} of {}), so {} ran \
+             alone: {}. Raise [build] memory_budget in {} if the machine has the memory.",
+            if crates.len() == 1 {
+                "1 crate is".to_owned()
+            } else {
+                format!("{} crates are", crates.len())
+            },
+            human_bytes(figures.rustc_budget_bytes),
+            human_bytes(figures.budget_bytes),
+            if crates.len() == 1 { "it" } else { "each" },
+            crates.join(", "),
+            s.config.display_path()
+        ));
+    }
+    if !figures.overruns.is_empty() {
+        let mut overruns: Vec<_> = figures.overruns.iter().collect();
+        overruns.sort_by(|a, b| a.krate.cmp(&b.krate));
+        let crates: Vec<String> = overruns
+            .into_iter()
+            .map(|krate| {
+                format!(
+                    "`{}` ({}) {} over {}",
+                    krate.krate,
+                    krate.kind,
+                    peak(krate),
+                    human_bytes(krate.estimate_bytes)
+                )
+            })
+            .collect();
+        s.printer.warn(format!(
+            "{} peaked over {} estimate (the last measured peak): {}; the estimates are \
+             updated for the next build",
+            if crates.len() == 1 {
+                "1 crate".to_owned()
+            } else {
+                format!("{} crates", crates.len())
+            },
+            if crates.len() == 1 { "its" } else { "their" },
+            crates.join(", ")
+        ));
+    }
+    if let Some(heaviest) = figures.heaviest.first() {
+        s.printer.info(format!(
+            "rustc ({} stage): {} crates, heaviest `{}` {}; waited {:.1}s for memory, \
+             {:.1}s for a CPU slot (summed over crates){}; the build took {:.1}s{}",
+            stage.name(),
+            figures.invocations,
+            heaviest.krate,
+            peak(heaviest),
+            figures.memory_wait_secs,
+            (figures.wait_secs - figures.memory_wait_secs).max(0.0),
+            figures
+                .estimate_error
+                .map(|e| format!("; estimates off by {:.0}% on average", e * 100.0))
+                .unwrap_or_default(),
+            output.cargo_secs,
+            figures
+                .lower_bound
+                .as_ref()
+                .map(|bound| format!(", {}", bound.describe()))
+                .unwrap_or_default()
+        ));
+    }
+    let estimates_path = s.layout.rustc_estimates(stage);
+    // Unusable estimates were reported before the build; this build's peaks replace them.
+    let estimates = rustc_wrapper::read_estimates(&estimates_path).unwrap_or_default();
+    let estimates = estimates::updated(estimates, &records, &s.settings.profile);
+    crate::files::write_atomically(
+        &estimates_path,
+        serde_json::to_string_pretty(&estimates)?.as_bytes(),
+    )?;
+    s.report
+        .rustc_memory
+        .insert(stage.name().to_owned(), figures);
+    Ok(())
+}
+
+/// A unit of cargo's timing report as the wrapper logged its rustc: (wall time, wait for
+/// admission). A rustc the log does not have counts for nothing (the bound stays a lower
+/// one); a build script's run is no rustc (`None`: cargo's time stands).
+fn rustc_time(records: &[RustcRecord], unit: &TimedUnit) -> Option<(f64, f64)> {
+    let (kind, bin) = unit.rustc_kind()?;
+    let record = records.iter().find(|r| {
+        let (package, krate) = r.krate.split_once('/').unwrap_or(("", &r.krate));
+        package == unit.name
+            && (r.version.is_empty() || r.version == unit.version)
+            && match kind {
+                "lib" => r.kind != "bin" && r.kind != "build-script",
+                "bin" => r.kind == "bin" && Some(krate) == bin.as_deref(),
+                _ => r.kind == kind,
+            }
+    });
+    Some(record.map_or((0.0, unit.duration), |r| (r.wall_secs, r.wait_secs)))
+}
