@@ -106,7 +106,7 @@ pub(super) fn wrapper_setup(
 /// measured the carried ones (`[build] rustc_estimates`), then the baseline stage's scaled
 /// (see rustc_wrapper/estimates.rs). Unusable files are said, and guesses stand in.
 fn admission_estimates(s: &Session, stage: Stage) -> Estimates {
-    let profile = &s.settings.profile;
+    let profile = &estimates::profile_label(&s.settings.profile, &s.settings.profile_settings);
     let stored = |stage: Stage| {
         rustc_wrapper::read_estimates(&s.layout.rustc_estimates(stage))
             .map(|stored| estimates::for_profile(&stored, profile))
@@ -290,7 +290,8 @@ pub(super) fn record(
     let estimates_path = s.layout.rustc_estimates(stage);
     // Unusable estimates were reported before the build; this build's peaks replace them.
     let estimates = rustc_wrapper::read_estimates(&estimates_path).unwrap_or_default();
-    let estimates = estimates::updated(estimates, &records, &s.settings.profile);
+    let profile = estimates::profile_label(&s.settings.profile, &s.settings.profile_settings);
+    let estimates = estimates::updated(estimates, &records, &profile);
     crate::files::write_atomically(
         &estimates_path,
         serde_json::to_string_pretty(&estimates)?.as_bytes(),

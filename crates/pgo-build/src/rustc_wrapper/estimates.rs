@@ -4,7 +4,8 @@
 //! back through `[build] rustc_estimates`, say from a CI cache).
 //!
 //! A stage's file maps `<profile>:<package>/<crate>@<version>|<kind>` to the peak last
-//! measured: the same crate peaks differently under another profile (LTO, codegen units), and
+//! measured (`<profile>`: [`profile_label`]): the same crate peaks differently under another
+//! profile or other profile settings (LTO, codegen units), and
 //! two versions of one crate (syn 1 and 2) are different crates. Within one build the profile
 //! is fixed, so the wrapper reads keys without it ([`for_profile`]). Keys written before
 //! versions and profiles were recorded (`<package>/<crate>|<kind>`) count as the current
@@ -26,6 +27,21 @@ pub type Estimates = BTreeMap<String, u64>;
 /// baseline's, when none of the stage's crates has been measured yet: above the largest ratio
 /// seen (the example, ripgrep and grex: medians 1.03-1.07, at most 1.11).
 pub const STAGE_FACTOR: f64 = 1.15;
+
+/// The profile part of a stored key: the cargo profile's name, and when the manifest, the
+/// environment or pgo-build's overrides set any of its settings (LTO, codegen units: they
+/// change rustc's peaks several times over), a hash of them: `release`, `release~1a2b3c4d`.
+/// So an `explore` variant with LTO, or a profile edited since, starts from its own peaks,
+/// not from those of other settings.
+pub fn profile_label(profile: &str, settings: &str) -> String {
+    match settings {
+        "" => profile.to_owned(),
+        _ => format!(
+            "{profile}~{}",
+            &crate::files::sha256_hex(settings.as_bytes())[..8]
+        ),
+    }
+}
 
 /// A crate within one build (one profile): `<package>/<crate>@<version>|<kind>`.
 pub fn admission_key(krate: &str, version: &str, kind: &str) -> String {
@@ -251,6 +267,7 @@ mod tests {
             success: true,
             probation: false,
             paused_secs: 0.0,
+            source_bytes: 0,
         }
     }
 
@@ -286,6 +303,11 @@ mod tests {
         let dist = for_profile(&stored, "dist");
         assert_eq!(lookup(&dist, "syn/syn", "2.0.1", "lib"), Some(900));
         assert_eq!(lookup(&dist, "regex/regex", "1.10.0", "lib"), None);
+        // Other settings of the profile are another profile.
+        assert_eq!(profile_label("release", ""), "release");
+        let lto = profile_label("release", "lto = \"fat\"");
+        assert!(lto.starts_with("release~") && lto.len() == "release~".len() + 8);
+        assert!(for_profile(&stored, &lto).is_empty());
         // Keys of older files are found too, for any version.
         let old = Estimates::from([("app/app|bin".into(), 42)]);
         assert_eq!(

@@ -105,6 +105,10 @@ pub struct RustcRecord {
     /// How long it was paused on probation, at its allowance.
     #[serde(default)]
     pub paused_secs: f64,
+    /// The size of its `.rs` sources, generated ones included (see
+    /// [`probation::source_bytes`]): with its peak, what a guess could learn from.
+    #[serde(default)]
+    pub source_bytes: u64,
 }
 
 /// How far a crate may peak over its estimate before it counts as an overrun: the same crate's
@@ -184,11 +188,10 @@ fn wrap() -> Result<u8> {
     let estimate = measured.unwrap_or_else(|| guess(&kind));
     let waiting = Instant::now();
     let me = std::process::id();
-    let source_bytes = match measured {
-        // Only guessed crates are ordered for probation.
-        Some(_) => 0,
-        None => crate_root(rustc_args).map_or(0, |root| probation::source_bytes(&root)),
-    };
+    // cargo sets OUT_DIR for a package with a build script: code it generated is compiled too.
+    let out_dir = std::env::var_os("OUT_DIR").map(PathBuf::from);
+    let source_bytes =
+        crate_root(rustc_args).map_or(0, |root| probation::source_bytes(&root, out_dir.as_deref()));
     // sccache compiles in its server, outside this process tree: the client's peak says
     // nothing, so the server's rustc of this unit is sampled instead (see remote.rs); and a
     // crate can run on probation only where its memory is watched (its own tree).
@@ -260,6 +263,7 @@ fn wrap() -> Result<u8> {
         success: code == 0,
         probation: probation.is_some(),
         paused_secs: probation.map_or(0.0, |p| p.paused_secs),
+        source_bytes,
     };
     if let Some(log) = std::env::var_os(LOG_ENV)
         && let Err(err) = crate::linker::append_record(Path::new(&log), &record)
@@ -779,6 +783,7 @@ mod tests {
             success: true,
             probation: false,
             paused_secs: 0.0,
+            source_bytes: 0,
         };
         let summary = RustcSummary::from_records(&[
             // 212.1 MiB over 209.8 MiB: the same crate's run-to-run variation.

@@ -242,11 +242,14 @@ fn reaped(pid: u32) -> Result<Option<(u8, u64)>> {
 }
 
 /// The size of the sources of the crate whose root is `root` (its directory's `.rs` files,
-/// at most a few thousand): what orders guessed crates for probation, smallest first.
-pub fn source_bytes(root: &Path) -> u64 {
-    let Some(dir) = root.parent() else {
-        return 0;
-    };
+/// at most a few thousand) and of the code its build script generated (`.rs` files in
+/// `out_dir`, which `include!` brings in): what orders guessed crates for probation, smallest
+/// first.
+pub fn source_bytes(root: &Path, out_dir: Option<&Path>) -> u64 {
+    root.parent().map_or(0, rs_bytes_under) + out_dir.map_or(0, rs_bytes_under)
+}
+
+fn rs_bytes_under(dir: &Path) -> u64 {
     let mut total = 0;
     let mut seen = 0;
     let mut stack = vec![dir.to_path_buf()];
@@ -388,6 +391,15 @@ mod tests {
         std::fs::write(dir.path().join("src/module/a.rs"), "y".repeat(50)).unwrap();
         std::fs::write(dir.path().join("src/target/b.rs"), "z".repeat(1000)).unwrap();
         std::fs::write(dir.path().join("src/notes.txt"), "n".repeat(1000)).unwrap();
-        assert_eq!(source_bytes(&dir.path().join("src/lib.rs")), 150);
+        assert_eq!(source_bytes(&dir.path().join("src/lib.rs"), None), 150);
+        // With the code its build script generated.
+        std::fs::create_dir_all(dir.path().join("out")).unwrap();
+        std::fs::write(dir.path().join("out/table.rs"), "t".repeat(4000)).unwrap();
+        std::fs::write(dir.path().join("out/lib.o"), "o".repeat(4000)).unwrap();
+        let out = dir.path().join("out");
+        assert_eq!(
+            source_bytes(&dir.path().join("src/lib.rs"), Some(&out)),
+            4150
+        );
     }
 }

@@ -305,6 +305,13 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     let rewritten: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&estimates_file).unwrap()).unwrap();
     assert!(rewritten["release:app/app@0.1.0|bin"].as_u64().unwrap() > 0);
+
+    // Other profile settings (LTO: rustc's peaks change several times over) are measured
+    // afresh, not admitted by the peaks of the settings before.
+    fixture.prepend_config("[build]\nprofile_overrides = { lto = \"thin\" }\n\n");
+    fixture.run(&["build"]).success();
+    let with_lto = rustc_record(&rustc_log(&fixture, "baseline"), "app/app");
+    assert_eq!(with_lto["guessed"], true, "{with_lto}");
 }
 
 /// Estimates travel: exported from one target directory, carried into a fresh one (another
