@@ -1,15 +1,16 @@
 //! The bound the dependency graph puts on a build's wall time, from cargo's `--timings`
 //! report: every stage's build writes one (`<stage>/cargo-target/cargo-timings/
-//! cargo-timing.html`), whose `UNIT_DATA` lists each unit it compiled or ran with the units
-//! its end (or its metadata) unblocked. Those are dependency edges, so the longest path through
-//! them — with each rustc's own wall time, as the wrapper measured it, not counting its wait
-//! for admission — is a time no schedule could beat; so is the work spread over the cores.
+//! cargo-timing.html`), whose `UNIT_DATA` lists each unit it compiled or ran, when its metadata
+//! was ready, and the units its end (or its metadata) unblocked last. With the package graph
+//! (`cargo metadata`), those give the units' dependencies, so the longest path through them —
+//! with each rustc's own wall time, as the wrapper measured it, not counting its wait for
+//! admission — is a time no schedule could beat; so is the work spread over the cores.
 //! The larger of the two is the lower bound beside the build's wall time: when the wall is near
 //! it, the graph (or the cores) limit the build, not the memory budget.
 //!
-//! Only a subset of the edges is known (a unit names the dependency that unblocked it last),
-//! which keeps the bound a lower one; durations are those of this build, measured under its
-//! budget and its contention. Unreadable or missing data leaves no bound, never an error: the
+//! Where the package graph is not at hand, cargo's edges alone (a subset) still give a lower
+//! bound, a weaker one; durations are those of this build, measured under its budget and its
+//! contention. Unreadable or missing data leaves no bound, never an error: the
 //! report is cargo's own, not a stable interface.
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub use crate::report::GraphBound;
+use crate::workspace::PackageDeps;
 
 /// One unit of cargo's timing report.
 #[derive(Debug, Clone, Deserialize)]
@@ -28,8 +30,6 @@ pub struct TimedUnit {
     pub version: String,
     /// `""` (the library), `" build-script"`, `" build-script (run)"`, `` " app \"bin\"" ``.
     pub target: String,
-    /// Seconds from the build's start until cargo started it (the wrapper's wait included).
-    pub start: f64,
     pub duration: f64,
     #[serde(default)]
     pub unblocked_units: Vec<usize>,
@@ -106,11 +106,12 @@ impl GraphBound {
 pub fn build_bound(
     timings: &[Option<Vec<TimedUnit>>],
     own: &dyn Fn(&TimedUnit) -> Option<(f64, f64)>,
+    packages: &[PackageDeps],
     cpus: usize,
 ) -> Option<GraphBound> {
     timings
         .iter()
-        .map(|units| Some(lower_bound(units.as_ref()?, own, cpus)))
+        .map(|units| Some(lower_bound(units.as_ref()?, own, packages, cpus)))
         .reduce(|a, b| Some(a?.then(b?)))
         .flatten()
 }
@@ -132,15 +133,27 @@ pub fn take(cargo_target: &Path) -> Option<Vec<TimedUnit>> {
     read(&dir.join("cargo-timing.html"))
 }
 
+/// What a unit waits for from one it depends on: its metadata (a library of a library, with
+/// cargo's pipelining) or its end (whatever links, or runs, or is a build script's run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Metadata,
+    End,
+}
+
 /// The bound of one cargo build. `own(unit)` is (rustc wall time, wait for admission) as the
 /// wrapper logged it for that unit: a unit's time is its rustc's own, and its metadata came
 /// that much earlier than cargo saw it; other units (build script runs) take cargo's duration.
+/// The edges are cargo's own (the dependency that unblocked each unit last) and, from
+/// `packages`, every dependency of the units' packages: a library waits for the metadata of
+/// its dependencies' libraries, a binary for their end and its own library's, a library and
+/// its binaries for their build script's run, a build script for its build dependencies.
 pub fn lower_bound(
     units: &[TimedUnit],
     own: impl Fn(&TimedUnit) -> Option<(f64, f64)>,
+    packages: &[PackageDeps],
     cpus: usize,
 ) -> GraphBound {
-    let by_index: BTreeMap<usize, &TimedUnit> = units.iter().map(|u| (u.i, u)).collect();
     let times: BTreeMap<usize, (f64, f64)> = units
         .iter()
         .map(|unit| {
@@ -152,35 +165,52 @@ pub fn lower_bound(
             (unit.i, (duration, metadata))
         })
         .collect();
-    // Earliest start of each unit, in the order cargo started them (a unit is unblocked by
-    // units that started before it).
-    let mut order: Vec<&TimedUnit> = units.iter().collect();
-    order.sort_by(|a, b| a.start.total_cmp(&b.start));
+    let needs = edges(units, packages);
+    // Earliest start of each unit: after what it needs, each as early as it could be.
     let mut earliest: BTreeMap<usize, (f64, Option<usize>)> = BTreeMap::new();
-    for unit in &order {
-        let (start, _) = *earliest.entry(unit.i).or_insert((0.0, None));
-        let (duration, metadata) = times[&unit.i];
-        let unblocked = unit
-            .unblocked_units
-            .iter()
-            .map(|j| (*j, start + duration))
-            .chain(
-                unit.unblocked_rmeta_units
-                    .iter()
-                    .map(|j| (*j, start + metadata)),
-            );
-        for (next, at) in unblocked {
-            let entry = earliest.entry(next).or_insert((0.0, None));
-            if at > entry.0 {
-                *entry = (at, Some(unit.i));
+    fn visit(
+        i: usize,
+        needs: &BTreeMap<usize, Vec<(usize, Needs)>>,
+        times: &BTreeMap<usize, (f64, f64)>,
+        earliest: &mut BTreeMap<usize, (f64, Option<usize>)>,
+        visiting: &mut Vec<usize>,
+    ) -> f64 {
+        if let Some((start, _)) = earliest.get(&i) {
+            return *start;
+        }
+        // A circle (an edge the build did not have) adds nothing rather than loop.
+        if visiting.contains(&i) {
+            return 0.0;
+        }
+        visiting.push(i);
+        let mut start = (0.0, None);
+        for (before, need) in needs.get(&i).into_iter().flatten() {
+            let Some((duration, metadata)) = times.get(before) else {
+                continue;
+            };
+            let at = visit(*before, needs, times, earliest, visiting)
+                + match need {
+                    Needs::Metadata => metadata,
+                    Needs::End => duration,
+                };
+            if at > start.0 {
+                start = (at, Some(*before));
             }
         }
+        visiting.pop();
+        earliest.insert(i, start);
+        start.0
+    }
+    let mut visiting = Vec::new();
+    for unit in units {
+        visit(unit.i, &needs, &times, &mut earliest, &mut visiting);
     }
     let end = |i: usize| earliest.get(&i).map_or(0.0, |e| e.0) + times[&i].0;
     let last = units
         .iter()
         .map(|u| u.i)
         .max_by(|a, b| end(*a).total_cmp(&end(*b)));
+    let by_index: BTreeMap<usize, &TimedUnit> = units.iter().map(|u| (u.i, u)).collect();
     let mut critical_path = Vec::new();
     let mut at = last;
     while let Some(i) = at {
@@ -200,6 +230,57 @@ pub fn lower_bound(
     }
 }
 
+/// Unit → the units it needs, and what of them.
+fn edges(units: &[TimedUnit], packages: &[PackageDeps]) -> BTreeMap<usize, Vec<(usize, Needs)>> {
+    let mut needs: BTreeMap<usize, Vec<(usize, Needs)>> = BTreeMap::new();
+    for unit in units {
+        for (after, need) in unit.unblocked_units.iter().map(|j| (j, Needs::End)).chain(
+            unit.unblocked_rmeta_units
+                .iter()
+                .map(|j| (j, Needs::Metadata)),
+        ) {
+            needs.entry(*after).or_default().push((unit.i, need));
+        }
+    }
+    let of = |name: &str, version: &str, target: &str| -> Vec<usize> {
+        units
+            .iter()
+            .filter(|u| u.name == name && u.version == version)
+            .filter(|u| match target {
+                "bin" => u.target.trim().ends_with("\"bin\""),
+                other => u.target.trim() == other,
+            })
+            .map(|u| u.i)
+            .collect()
+    };
+    for package in packages {
+        let (name, version) = (package.name.as_str(), package.version.as_str());
+        let libs = of(name, version, "");
+        let bins = of(name, version, "bin");
+        let scripts = of(name, version, "build-script");
+        let runs = of(name, version, "build-script (run)");
+        let mut add = |to: &[usize], from: &[usize], need: Needs| {
+            for to in to {
+                for from in from {
+                    needs.entry(*to).or_default().push((*from, need));
+                }
+            }
+        };
+        add(&libs, &runs, Needs::End);
+        add(&bins, &runs, Needs::End);
+        add(&bins, &libs, Needs::End);
+        for (dep, dep_version) in &package.normal {
+            let dep_libs = of(dep, dep_version, "");
+            add(&libs, &dep_libs, Needs::Metadata);
+            add(&bins, &dep_libs, Needs::End);
+        }
+        for (dep, dep_version) in &package.build {
+            add(&scripts, &of(dep, dep_version, ""), Needs::End);
+        }
+    }
+    needs
+}
+
 /// `package` (its library), `package/build-script`, `package/build-script (run)`,
 /// `package/app (bin)`.
 fn label(unit: &TimedUnit) -> String {
@@ -217,13 +298,12 @@ fn label(unit: &TimedUnit) -> String {
 mod tests {
     use super::*;
 
-    fn unit(i: usize, name: &str, target: &str, start: f64, duration: f64) -> TimedUnit {
+    fn unit(i: usize, name: &str, target: &str, duration: f64) -> TimedUnit {
         TimedUnit {
             i,
             name: name.into(),
             version: "1.0.0".into(),
             target: target.into(),
-            start,
             duration,
             unblocked_units: Vec::new(),
             unblocked_rmeta_units: Vec::new(),
@@ -236,18 +316,18 @@ mod tests {
     fn the_bound_is_the_longest_chain_or_the_work_over_the_cores() {
         // heavy (10 s, metadata after 4 s) → app bin (2 s) needs its metadata; a build script
         // (1 s) runs (0.5 s) before heavy starts; light (3 s) depends on nothing.
-        let mut script = unit(0, "heavy", " build-script", 0.0, 1.0);
+        let mut script = unit(0, "heavy", " build-script", 1.0);
         script.unblocked_units = vec![1];
-        let mut run = unit(1, "heavy", " build-script (run)", 1.0, 0.5);
+        let mut run = unit(1, "heavy", " build-script (run)", 0.5);
         run.unblocked_units = vec![2];
-        let mut heavy = unit(2, "heavy", "", 1.5, 16.0);
+        let mut heavy = unit(2, "heavy", "", 16.0);
         heavy.sections = Some(vec![
             ("frontend".into(), Section { end: 10.0 }),
             ("codegen".into(), Section { end: 16.0 }),
         ]);
         heavy.unblocked_rmeta_units = vec![3];
-        let app = unit(3, "app", " app \"bin\"", 11.5, 2.0);
-        let light = unit(4, "light", "", 0.0, 3.0);
+        let app = unit(3, "app", " app \"bin\"", 2.0);
+        let light = unit(4, "light", "", 3.0);
         let units = vec![script, run, heavy, app, light];
         // The wrapper measured heavy's rustc at 10 s after a 6 s wait: its metadata came 4 s
         // into its rustc.
@@ -256,7 +336,7 @@ mod tests {
             (_, Some(_)) => Some((u.duration, 0.0)),
             _ => None,
         };
-        let bound = lower_bound(&units, own, 2);
+        let bound = lower_bound(&units, own, &[], 2);
         // 1 + 0.5 + 10 (heavy ends after its codegen; app ended at 1.5 + 4 + 2 = 7.5).
         assert!((bound.critical_path_secs - 11.5).abs() < 1e-9, "{bound:?}");
         assert_eq!(
@@ -266,9 +346,36 @@ mod tests {
         assert!((bound.work_secs - (1.0 + 0.5 + 10.0 + 2.0 + 3.0) / 2.0).abs() < 1e-9);
         assert_eq!(bound.secs, bound.critical_path_secs);
         // On one core the work decides.
-        assert!((lower_bound(&units, own, 1).secs - 16.5).abs() < 1e-9);
+        assert!((lower_bound(&units, own, &[], 1).secs - 16.5).abs() < 1e-9);
         assert_eq!(units[3].rustc_kind(), Some(("bin", Some("app".to_owned()))));
         assert_eq!(units[1].rustc_kind(), None);
+    }
+
+    #[test]
+    fn the_package_graph_adds_the_dependencies_cargo_does_not_name() {
+        // app (bin, 5 s) uses b (3 s), which uses a (4 s, metadata after 2 s); c (1 s) ended
+        // last, so cargo names only c as unblocking app.
+        let mut a = unit(0, "a", "", 4.0);
+        a.sections = Some(vec![("frontend".into(), Section { end: 2.0 })]);
+        a.unblocked_rmeta_units = vec![1];
+        let b = unit(1, "b", "", 3.0);
+        let mut c = unit(2, "c", "", 1.0);
+        c.unblocked_units = vec![3];
+        let app = unit(3, "app", " app \"bin\"", 5.0);
+        let units = [a, b, c, app];
+        let own = |u: &TimedUnit| Some((u.duration, 0.0));
+        assert!((lower_bound(&units, own, &[], 4).critical_path_secs - 6.0).abs() < 1e-9);
+        let deps = |name: &str, on: &[&str]| PackageDeps {
+            name: name.into(),
+            version: "1.0.0".into(),
+            normal: on.iter().map(|d| (d.to_string(), "1.0.0".into())).collect(),
+            build: Vec::new(),
+        };
+        let packages = [deps("app", &["b", "c"]), deps("b", &["a"]), deps("a", &[])];
+        let bound = lower_bound(&units, own, &packages, 4);
+        // a's metadata (2 s), b (3 s), app (5 s).
+        assert!((bound.critical_path_secs - 10.0).abs() < 1e-9, "{bound:?}");
+        assert_eq!(bound.critical_path, ["a", "b", "app/app (bin)"]);
     }
 
     #[test]

@@ -17,6 +17,16 @@ pub struct BinTarget {
     pub package: String,
 }
 
+/// A package of the build's dependency graph and what it depends on (`cargo metadata`'s
+/// resolve): (name, version) of its normal and of its build dependencies.
+#[derive(Debug, Clone, Default)]
+pub struct PackageDeps {
+    pub name: String,
+    pub version: String,
+    pub normal: Vec<(String, String)>,
+    pub build: Vec<(String, String)>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Workspace {
     pub root: PathBuf,
@@ -75,14 +85,8 @@ impl Workspace {
         Ok(Workspace::from_metadata(&metadata))
     }
 
-    /// Packages of the dependency graph (for `target`) whose build scripts compile C or C++
-    /// through a build-dependency on one of `builders` (`cc`, `cmake`, …): package → builder.
-    pub fn build_script_compilers(
-        &self,
-        target: &str,
-        builders: &[&str],
-        printer: &Printer,
-    ) -> Result<BTreeMap<String, String>> {
+    /// The dependency graph for `target` (`cargo metadata` with dependencies).
+    fn full_metadata(&self, target: &str, printer: &Printer) -> Result<Metadata> {
         let json = Cmd::new(cargo_program())
             .args([
                 "metadata",
@@ -96,8 +100,56 @@ impl Workspace {
             .cwd(&self.root)
             .stdout_checked(printer)
             .context("could not read the dependency graph with `cargo metadata`")?;
-        let metadata = cargo_metadata::MetadataCommand::parse(json)
-            .context("could not parse `cargo metadata` output")?;
+        cargo_metadata::MetadataCommand::parse(json)
+            .context("could not parse `cargo metadata` output")
+    }
+
+    /// Every package of the dependency graph (for `target`) with its normal and build
+    /// dependencies, by name and version (what cargo's timing report names units by).
+    pub fn package_graph(&self, target: &str, printer: &Printer) -> Result<Vec<PackageDeps>> {
+        use cargo_metadata::DependencyKind;
+        let metadata = self.full_metadata(target, printer)?;
+        let named: BTreeMap<_, _> = metadata
+            .packages
+            .iter()
+            .map(|p| (&p.id, (p.name.to_string(), p.version.to_string())))
+            .collect();
+        let nodes = metadata.resolve.iter().flat_map(|r| r.nodes.iter());
+        Ok(nodes
+            .filter_map(|node| {
+                let (name, version) = named.get(&node.id)?.clone();
+                let mut package = PackageDeps {
+                    name,
+                    version,
+                    ..PackageDeps::default()
+                };
+                for dep in &node.deps {
+                    let Some(named) = named.get(&dep.pkg) else {
+                        continue;
+                    };
+                    let kinds = dep.dep_kinds.iter().map(|k| k.kind);
+                    for kind in kinds {
+                        match kind {
+                            DependencyKind::Normal => package.normal.push(named.clone()),
+                            DependencyKind::Build => package.build.push(named.clone()),
+                            _ => {}
+                        }
+                    }
+                }
+                Some(package)
+            })
+            .collect())
+    }
+
+    /// Packages of the dependency graph (for `target`) whose build scripts compile C or C++
+    /// through a build-dependency on one of `builders` (`cc`, `cmake`, …): package → builder.
+    pub fn build_script_compilers(
+        &self,
+        target: &str,
+        builders: &[&str],
+        printer: &Printer,
+    ) -> Result<BTreeMap<String, String>> {
+        let metadata = self.full_metadata(target, printer)?;
         let in_graph: std::collections::BTreeSet<_> = metadata
             .resolve
             .iter()

@@ -192,6 +192,16 @@ pub(super) fn record(
     if records.is_empty() {
         return Ok(());
     }
+    // Without the package graph, cargo's own edges still give a (weaker) bound.
+    let packages = s
+        .workspace
+        .package_graph(&s.settings.target, &s.printer)
+        .unwrap_or_else(|err| {
+            s.printer.detail(format!(
+                "{err:#}: the dependency graph's bound on the build uses cargo's edges only"
+            ));
+            Vec::new()
+        });
     let figures = RustcSummary {
         budget_bytes: setup.budget_bytes,
         rustc_budget_bytes: setup.rustc_budget_bytes,
@@ -202,6 +212,7 @@ pub(super) fn record(
         lower_bound: cargo_timings::build_bound(
             &output.timings,
             &|unit| rustc_time(&records, unit),
+            &packages,
             setup.cpus,
         ),
         ..RustcSummary::from_records(&records)

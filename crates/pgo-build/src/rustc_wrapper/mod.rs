@@ -105,6 +105,10 @@ pub struct RustcRecord {
     /// How long it was paused on probation, at its allowance.
     #[serde(default)]
     pub paused_secs: f64,
+    /// `peak_bytes` came from samples of sccache's rustc (see remote.rs), which can miss the
+    /// last moments of a short rustc: it is kept as an estimate with a margin.
+    #[serde(default)]
+    pub sampled: bool,
     /// The size of its `.rs` sources, generated ones included (see
     /// [`probation::source_bytes`]): with its peak, what a guess could learn from.
     #[serde(default)]
@@ -263,6 +267,7 @@ fn wrap() -> Result<u8> {
         success: code == 0,
         probation: probation.is_some(),
         paused_secs: probation.map_or(0.0, |p| p.paused_secs),
+        sampled: elsewhere && peak.is_some(),
         source_bytes,
     };
     if let Some(log) = std::env::var_os(LOG_ENV)
@@ -783,6 +788,7 @@ mod tests {
             success: true,
             probation: false,
             paused_secs: 0.0,
+            sampled: false,
             source_bytes: 0,
         };
         let summary = RustcSummary::from_records(&[

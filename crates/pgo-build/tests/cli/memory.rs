@@ -155,6 +155,7 @@ fn sccache_serves_clean_rebuilds_in_the_same_and_another_checkout() {
     // The server's rustc are measured all the same (found in /proc by their command line).
     let libc = rustc_record(&rustc_log(&first, "baseline"), "libc/libc");
     assert!(libc["peak_bytes"].as_u64().unwrap() > 50 << 20, "{libc}");
+    assert_eq!(libc["sampled"], true, "{libc}");
     let binary = rustc_record(&rustc_log(&first, "baseline"), "sigfix/server");
     assert!(
         binary["peak_bytes"].as_u64().unwrap() > 50 << 20,
