@@ -269,19 +269,10 @@ mod tests {
             krate: krate.into(),
             version: version.into(),
             kind: "lib".into(),
-            estimate_bytes: 0,
             guessed: true,
             peak_bytes: peak,
-            wait_secs: 0.0,
-            memory_wait_secs: 0.0,
-            start_unix: 0.0,
-            wall_secs: 1.0,
-            alone: false,
             success: true,
-            probation: false,
-            paused_secs: 0.0,
-            sampled: false,
-            source_bytes: 0,
+            ..RustcRecord::default()
         }
     }
 

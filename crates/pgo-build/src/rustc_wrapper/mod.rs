@@ -73,7 +73,7 @@ pub fn guess(kind: &str) -> u64 {
 }
 
 /// One rustc invocation, as the wrapper logged it (a JSON line in `<stage>/rustc.jsonl`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RustcRecord {
     pub krate: String,
     /// The package's version (cargo's `CARGO_PKG_VERSION`): estimates are kept per version.
@@ -775,21 +775,12 @@ mod tests {
     fn only_a_peak_well_over_its_estimate_is_an_overrun() {
         let record = |krate: &str, estimate: u64, peak: u64| RustcRecord {
             krate: krate.to_owned(),
-            version: String::new(),
             kind: "lib".to_owned(),
             estimate_bytes: estimate,
-            guessed: false,
             peak_bytes: Some(peak),
-            wait_secs: 0.0,
-            memory_wait_secs: 0.0,
-            start_unix: 0.0,
             wall_secs: 1.0,
-            alone: false,
             success: true,
-            probation: false,
-            paused_secs: 0.0,
-            sampled: false,
-            source_bytes: 0,
+            ..RustcRecord::default()
         };
         let summary = RustcSummary::from_records(&[
             // 212.1 MiB over 209.8 MiB: the same crate's run-to-run variation.
