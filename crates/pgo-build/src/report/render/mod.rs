@@ -75,6 +75,14 @@ pub fn markdown(report: &Report) -> String {
         }
         out += "\n";
     }
+    if !report.rustc_memory.is_empty() {
+        let _ = writeln!(out, "| {} |", RUSTC_HEADER.join(" | "));
+        let _ = writeln!(out, "|---|---:|---:|---|---:|---:|");
+        for row in rustc_rows(report) {
+            let _ = writeln!(out, "| {} |", row.join(" | "));
+        }
+        out += "\n";
+    }
     if let Some(compare) = &report.compare {
         if let Some(note) = &compare.emulated {
             let _ = writeln!(out, "> **Emulated:** {note}\n");
@@ -142,6 +150,25 @@ pub fn html(report: &Report) -> String {
     if let Some(order) = &report.startup_order {
         let _ = write!(body, "<p>{}</p>", escape(&startup_order_text(order)));
     }
+    if !report.rustc_memory.is_empty() {
+        body.push_str(
+            "<h2>rustc and the memory budget</h2><p>Each build's wall time beside the least \
+             the dependency graph (its longest chain, by each rustc's own time) or the cores \
+             allowed: far above it with memory waits, the budget held the build back.</p><table><tr>",
+        );
+        for column in RUSTC_HEADER {
+            let _ = write!(body, "<th>{}</th>", escape(column));
+        }
+        body.push_str("</tr>");
+        for row in rustc_rows(report) {
+            body.push_str("<tr>");
+            for cell in row {
+                let _ = write!(body, "<td>{}</td>", escape(&cell));
+            }
+            body.push_str("</tr>");
+        }
+        body.push_str("</table>");
+    }
     if !report.c_compilers.is_empty() {
         body.push_str(
             "<h2>C/C++ of build scripts</h2><table><tr><th>Stage</th><th>Compiled by</th>\
@@ -184,6 +211,51 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:
 
 /// Per stage whose C pgo-build compiled: compiler and version, added flags, files per package.
 /// Stages without a record used the user's own C compiler.
+/// The header and a row per stage of "is it the budget or the graph": the rustc budget, the
+/// build's wall time beside its lower bound (what limits it), and the waits.
+const RUSTC_HEADER: [&str; 6] = [
+    "Stage",
+    "rustc budget",
+    "Build",
+    "At best (limit: longest chain)",
+    "Waiting for memory",
+    "Waiting for a CPU slot",
+];
+
+fn rustc_rows(report: &Report) -> Vec<[String; 6]> {
+    report
+        .rustc_memory
+        .iter()
+        .map(|(stage, r)| {
+            let bound = r.lower_bound.as_ref().map_or("-".to_owned(), |b| {
+                let chain = match b.critical_path.as_slice() {
+                    [] => String::new(),
+                    [only] => format!(": {only}"),
+                    [first, .., last] => format!(": {first} … {last}"),
+                };
+                format!(
+                    "{:.1}s ({}{chain}, {:.1}s)",
+                    b.secs,
+                    b.limit(),
+                    b.critical_path_secs
+                )
+            });
+            [
+                stage.clone(),
+                format!(
+                    "{} of {}",
+                    human_bytes(r.rustc_budget_bytes),
+                    human_bytes(r.budget_bytes)
+                ),
+                r.build_secs.map_or("-".to_owned(), |s| format!("{s:.1}s")),
+                bound,
+                format!("{:.1}s", r.memory_wait_secs),
+                format!("{:.1}s", (r.wait_secs - r.memory_wait_secs).max(0.0)),
+            ]
+        })
+        .collect()
+}
+
 fn c_compiler_rows(report: &Report) -> Vec<(String, [String; 3])> {
     report
         .c_compilers
@@ -647,5 +719,36 @@ mod tests {
         let page = html(&report);
         assert!(page.contains("/w&lt;s&gt;"));
         assert!(markdown(&report).contains("| **total** |"));
+    }
+
+    #[test]
+    fn the_rustc_budget_shows_the_build_beside_its_bound() {
+        let mut report = Report::new(std::path::Path::new("/ws"));
+        report.rustc_memory.insert(
+            "baseline".into(),
+            crate::report::RustcSummary {
+                budget_bytes: 2 << 30,
+                rustc_budget_bytes: (2 << 30) - (64 << 20),
+                build_secs: Some(37.7),
+                memory_wait_secs: 0.9,
+                wait_secs: 52.0,
+                lower_bound: Some(crate::report::GraphBound {
+                    secs: 32.5,
+                    critical_path_secs: 18.4,
+                    work_secs: 32.5,
+                    critical_path: vec!["regex-syntax".into(), "ignore".into(), "rg".into()],
+                }),
+                ..Default::default()
+            },
+        );
+        let text = markdown(&report);
+        assert!(
+            text.contains(
+                "| baseline | 1.9 GiB of 2.0 GiB | 37.7s | 32.5s (cores: regex-syntax … rg, 18.4s) \
+                 | 0.9s | 51.1s |"
+            ),
+            "{text}"
+        );
+        assert!(html(&report).contains("<h2>rustc and the memory budget</h2>"));
     }
 }
