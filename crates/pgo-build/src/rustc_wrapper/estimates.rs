@@ -89,20 +89,26 @@ pub fn for_profile(stored: &Estimates, profile: &str) -> Estimates {
         .collect()
 }
 
+/// No estimate is believed below this: rustc itself takes about as much doing nothing (the
+/// smallest crates measured: cfg-if 57 MiB, the example's 126 MiB). A damaged or hand-edited
+/// file (a carried one, say) with tiny peaks would otherwise let any number of crates in.
+pub const FLOOR: u64 = 64 << 20;
+
 /// A crate's estimate: its own version's peak; else the largest peak measured of the same crate
 /// and kind at another version (or before versions were recorded): a dependency bump does not
-/// send it back to a guess. `None`: never measured, it is guessed.
+/// send it back to a guess. At least [`FLOOR`]. `None`: never measured, it is guessed.
 pub fn lookup(estimates: &Estimates, krate: &str, version: &str, kind: &str) -> Option<u64> {
-    if let Some(peak) = estimates.get(&admission_key(krate, version, kind)) {
-        return Some(*peak);
-    }
-    estimates
-        .iter()
-        .filter(|(key, _)| {
-            parse_admission_key(key).is_some_and(|(k, _, t)| k == krate && t == kind)
-        })
-        .map(|(_, peak)| *peak)
-        .max()
+    let peak = match estimates.get(&admission_key(krate, version, kind)) {
+        Some(peak) => *peak,
+        None => estimates
+            .iter()
+            .filter(|(key, _)| {
+                parse_admission_key(key).is_some_and(|(k, _, t)| k == krate && t == kind)
+            })
+            .map(|(_, peak)| *peak)
+            .max()?,
+    };
+    Some(peak.max(FLOOR))
 }
 
 /// A peak sampled behind sccache (see remote.rs) as an estimate: with 10% and 32 MiB on top,
@@ -279,19 +285,19 @@ mod tests {
     #[test]
     fn estimates_are_kept_by_profile_and_version_and_found_across_versions() {
         // A file from before versions and profiles: its key counts as this profile's.
-        let stored = Estimates::from([("syn/syn|lib".into(), 300)]);
+        let stored = Estimates::from([("syn/syn|lib".into(), 300 << 20)]);
         let stored = updated(
             stored,
             &[
-                record("syn/syn", "2.0.1", Some(500)),
-                record("syn/syn", "1.0.9", Some(400)),
-                record("regex/regex", "1.10.0", Some(700)),
+                record("syn/syn", "2.0.1", Some(500 << 20)),
+                record("syn/syn", "1.0.9", Some(400 << 20)),
+                record("regex/regex", "1.10.0", Some(700 << 20)),
                 record("failed/failed", "1.0.0", None),
             ],
             "release",
         );
-        assert_eq!(stored.get("release:syn/syn@2.0.1|lib"), Some(&500));
-        assert_eq!(stored.get("release:syn/syn@1.0.9|lib"), Some(&400));
+        assert_eq!(stored.get("release:syn/syn@2.0.1|lib"), Some(&(500 << 20)));
+        assert_eq!(stored.get("release:syn/syn@1.0.9|lib"), Some(&(400 << 20)));
         assert!(!stored.contains_key("syn/syn|lib"), "{stored:?}");
         assert!(!stored.keys().any(|k| k.contains("failed")));
         // Sampled behind sccache: kept with a margin.
@@ -304,19 +310,29 @@ mod tests {
             margin["release:regex/regex@1.10.0|lib"],
             (110 << 20) + (32 << 20)
         );
-        let stored = updated(stored, &[record("syn/syn", "2.0.1", Some(900))], "dist");
+        let stored = updated(
+            stored,
+            &[record("syn/syn", "2.0.1", Some(900 << 20))],
+            "dist",
+        );
 
         let release = for_profile(&stored, "release");
-        assert_eq!(lookup(&release, "syn/syn", "2.0.1", "lib"), Some(500));
-        assert_eq!(lookup(&release, "syn/syn", "1.0.9", "lib"), Some(400));
+        assert_eq!(lookup(&release, "syn/syn", "2.0.1", "lib"), Some(500 << 20));
+        assert_eq!(lookup(&release, "syn/syn", "1.0.9", "lib"), Some(400 << 20));
         // A version never measured: the largest of the crate's other versions.
-        assert_eq!(lookup(&release, "syn/syn", "2.0.2", "lib"), Some(500));
+        assert_eq!(lookup(&release, "syn/syn", "2.0.2", "lib"), Some(500 << 20));
         assert_eq!(lookup(&release, "syn/syn", "2.0.2", "proc-macro"), None);
-        assert_eq!(lookup(&release, "regex/regex", "1.10.0", "lib"), Some(700));
+        assert_eq!(
+            lookup(&release, "regex/regex", "1.10.0", "lib"),
+            Some(700 << 20)
+        );
         assert_eq!(lookup(&release, "other/other", "1.0.0", "lib"), None);
+        // Nothing below rustc's own floor is believed.
+        let tiny = Estimates::from([("tiny/tiny@1.0.0|lib".into(), 1 << 20)]);
+        assert_eq!(lookup(&tiny, "tiny/tiny", "1.0.0", "lib"), Some(FLOOR));
         // Another profile's peaks are its own.
         let dist = for_profile(&stored, "dist");
-        assert_eq!(lookup(&dist, "syn/syn", "2.0.1", "lib"), Some(900));
+        assert_eq!(lookup(&dist, "syn/syn", "2.0.1", "lib"), Some(900 << 20));
         assert_eq!(lookup(&dist, "regex/regex", "1.10.0", "lib"), None);
         // Other settings of the profile are another profile.
         assert_eq!(profile_label("release", ""), "release");
@@ -324,10 +340,10 @@ mod tests {
         assert!(lto.starts_with("release~") && lto.len() == "release~".len() + 8);
         assert!(for_profile(&stored, &lto).is_empty());
         // Keys of older files are found too, for any version.
-        let old = Estimates::from([("app/app|bin".into(), 42)]);
+        let old = Estimates::from([("app/app|bin".into(), 420 << 20)]);
         assert_eq!(
             lookup(&for_profile(&old, "dist"), "app/app", "0.1.0", "bin"),
-            Some(42)
+            Some(420 << 20)
         );
     }
 
