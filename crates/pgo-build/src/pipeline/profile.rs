@@ -358,9 +358,16 @@ impl Session {
     fn export_rustc_estimates(&mut self, path: &Path) -> Result<()> {
         let mut stages = Vec::new();
         for stage in [Stage::Baseline, Stage::Instrumented, Stage::Optimized] {
-            let stored = rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage))
-                .with_context(|| format!("the {} stage's estimates", stage.name()))?;
-            stages.push((stage.name(), stored));
+            // A damaged stage file is rewritten by the stage's next build; the others go out.
+            match rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage)) {
+                Ok(stored) => stages.push((stage.name(), stored)),
+                Err(err) => self.caution(format!(
+                    "{err:#}: the {} stage's estimates are not exported ({} keeps what it \
+                     carried for that stage)",
+                    stage.name(),
+                    path.display()
+                ))?,
+            }
         }
         let (measured, carried) =
             estimates::export(path, &self.settings.target, &self.settings.rustc, &stages)?;

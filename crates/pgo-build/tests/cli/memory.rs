@@ -387,6 +387,21 @@ fn estimates_carried_into_a_fresh_target_dir_are_used() {
         .success()
         .stderr_contains("crates start from the baseline stage's measured peaks x 1.15");
 
+    // A damaged stage file is left out of an export, said; the other stages go out.
+    std::fs::write(
+        fresh.layout().path("instrumented/rustc-estimates.json"),
+        "{",
+    )
+    .unwrap();
+    let again = fresh.root().join("again.json");
+    fresh
+        .run(&["export", "--rustc-estimates", again.to_str().unwrap()])
+        .success()
+        .stderr_contains("the instrumented stage's estimates are not exported");
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&again).unwrap()).unwrap();
+    assert!(file["targets"][host_triple()]["baseline"]["release:app/app@0.1.0|bin"].is_u64());
+
     // A damaged carried file: said, the build goes on from guesses.
     std::fs::write(fresh.root().join("ci/estimates.json"), "{ not json").unwrap();
     fresh.run(&["clean"]).success();
