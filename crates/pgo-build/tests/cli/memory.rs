@@ -126,6 +126,13 @@ fn batch_size_builds_the_binaries_in_groups() {
         fixture.stage_bin("baseline", "app").exists()
             && fixture.stage_bin("baseline", "helper").exists()
     );
+    // One cargo after the other: their bounds add up, each binary one chain.
+    let bound = &fixture.report()["rustc_memory"]["baseline"]["lower_bound"];
+    assert_eq!(
+        bound["critical_path"].as_array().map(Vec::len),
+        Some(2),
+        "{bound}"
+    );
 }
 
 /// sccache as RUSTC_WRAPPER through pgo-build's stages: a clean rebuild is served from the
