@@ -4,9 +4,10 @@
 //!
 //! Each stage's cargo build runs with `RUSTC_WRAPPER` set to a symlink to pgo-build and
 //! [`MODE_ENV`]. For every rustc that compiles a crate, the wrapper takes that crate's estimated
-//! peak from the stage's `rustc-estimates.json` (its last measured peak, or a guess by crate
-//! kind) and waits for admission in a ledger shared by every pgo-build process of the target
-//! directory (a flock'ed file, like the link slots): at most `cpus` rustc at once, and their
+//! peak from what the stage admits by (its last measured peak, a carried or derived one: see
+//! estimates.rs; else a guess by crate kind) and waits for admission in a ledger shared by
+//! every pgo-build process of the target directory (a flock'ed file, like the link slots): at
+//! most `cpus` rustc at once, and their
 //! estimates together within the budget. Cargo gets twice as many job slots as cores, so while a
 //! heavy crate waits for memory, light ones overtake it and the CPUs stay busy. A crate
 //! estimated above the whole budget runs alone rather than never. The oldest waiter gets
@@ -239,11 +240,15 @@ fn wrap() -> Result<u8> {
         release(&ledger, me)?;
         match outcome? {
             probation::Supervised::Done(code, peak, figures) => {
-                // Not cacheable, the client runs rustc itself: `wait4` saw it too.
-                let peak = if elsewhere {
-                    remote_peak.map(|remote| remote.max(peak))
-                } else {
-                    Some(peak)
+                let peak = match elsewhere {
+                    false => Measured::Waited(peak),
+                    // Not cacheable, the client ran rustc itself and `wait4` saw it (on a hit
+                    // it saw only the client, a few MiB): the larger of that and the samples.
+                    true => match remote_peak {
+                        Some(sampled) if sampled >= peak => Measured::Sampled(sampled),
+                        _ if peak > estimates::FLOOR => Measured::Waited(peak),
+                        _ => Measured::Nothing,
+                    },
                 };
                 break (code, peak, figures, start_unix, started);
             }
@@ -258,7 +263,10 @@ fn wrap() -> Result<u8> {
         kind,
         estimate_bytes: estimate,
         guessed: measured.is_none(),
-        peak_bytes: peak,
+        peak_bytes: match peak {
+            Measured::Waited(bytes) | Measured::Sampled(bytes) => Some(bytes),
+            Measured::Nothing => None,
+        },
         wait_secs,
         memory_wait_secs,
         start_unix,
@@ -267,7 +275,7 @@ fn wrap() -> Result<u8> {
         success: code == 0,
         probation: probation.is_some(),
         paused_secs: probation.map_or(0.0, |p| p.paused_secs),
-        sampled: elsewhere && peak.is_some(),
+        sampled: matches!(peak, Measured::Sampled(_)),
         source_bytes,
     };
     if let Some(log) = std::env::var_os(LOG_ENV)
@@ -280,6 +288,16 @@ fn wrap() -> Result<u8> {
         );
     }
     Ok(code)
+}
+
+/// A rustc's peak, and how it was measured.
+enum Measured {
+    /// By `wait4`: rustc ran in the wrapper's tree.
+    Waited(u64),
+    /// By samples of sccache's rustc (see remote.rs).
+    Sampled(u64),
+    /// Not at all: a cache hit ran no rustc.
+    Nothing,
 }
 
 fn env_number(key: &str) -> Option<u64> {
