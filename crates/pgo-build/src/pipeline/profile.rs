@@ -373,9 +373,9 @@ impl Session {
             estimates::export(path, &self.settings.target, &self.settings.rustc, &stages)?;
         if measured == 0 {
             self.caution(format!(
-                "no rustc peaks are measured in {} yet (run a build first; behind sccache they \
-                 are not measured: its server compiles outside pgo-build's process tree): {} \
-                 keeps what it carried",
+                "no rustc peaks are measured in {} yet (run a build first; behind sccache only \
+                 its cache misses compile, and only they are measured): {} keeps what it \
+                 carried",
                 self.layout.root().display(),
                 path.display()
             ))?;
