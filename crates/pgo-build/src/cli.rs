@@ -89,7 +89,8 @@ pub enum Command {
     /// What the training profile covers, and how well it represents the holdout workloads
     Profile(ProfileArgs),
     /// Write the merged training profile and its metadata, to commit and use with
-    /// [pgo] profile instead of training in every build
+    /// [pgo] profile instead of training in every build; or the measured rustc peaks, for
+    /// [build] rustc_estimates elsewhere
     Export(ExportArgs),
     /// Write a staged stage (the instrumented binaries) to an archive, for training jobs on
     /// other machines
@@ -247,14 +248,10 @@ pub struct OverlapArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+#[group(id = "written", required = true, multiple = true, args = ["output", "rustc_estimates"])]
 pub struct ExportArgs {
     /// Where to write the profile; the metadata goes beside it with a .json extension
-    #[arg(
-        short,
-        long,
-        value_name = "PATH",
-        required_unless_present = "rustc_estimates"
-    )]
+    #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
     /// Also (or only) write the measured rustc peaks of every stage to PATH, adding to what it
     /// carries: for `[build] rustc_estimates` in another target directory or on another
