@@ -49,8 +49,8 @@ pub struct Section {
 }
 
 impl TimedUnit {
-    /// What the unit is, as the rustc wrapper names it: (package, kind, bin name); `None` for
-    /// a build script's run, which is no rustc.
+    /// What the unit is, as the rustc wrapper names it: (kind, the crate name of a binary);
+    /// `None` for a build script's run, which is no rustc.
     pub fn rustc_kind(&self) -> Option<(&str, Option<String>)> {
         match self.target.trim() {
             "" => Some(("lib", None)),
