@@ -245,7 +245,12 @@ pub fn export(
     stages: &[(&str, Estimates)],
 ) -> Result<(usize, usize)> {
     let mut carried = CarriedEstimates::read(path)
-        .context("refusing to overwrite it: remove it, or export to another path")?
+        .with_context(|| {
+            format!(
+                "refusing to write rustc estimates over {}: remove it, or export to another path",
+                path.display()
+            )
+        })?
         .unwrap_or_else(|| CarriedEstimates::new(rustc));
     carried.pgo_build_version = env!("CARGO_PKG_VERSION").to_owned();
     let mut measured = 0;
@@ -425,7 +430,10 @@ mod tests {
             "{:#}",
             export(&other, "x86_64", "rustc", &stages).unwrap_err()
         );
-        assert!(err.contains("refusing to overwrite it"), "{err}");
+        assert!(
+            err.contains("refusing to write rustc estimates over"),
+            "{err}"
+        );
         assert_eq!(std::fs::read_to_string(&other).unwrap(), "[package]\n");
     }
 }
