@@ -6,7 +6,7 @@ use crate::support::*;
 
 fn provenance(fixture: &Fixture) -> serde_json::Value {
     let path = fixture.layout().path("provenance.json");
-    let value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let value = read_json(&path);
     check_schema(&value, &provenance_schema(), "provenance");
     value
 }

@@ -242,10 +242,7 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
     assert_eq!(first["kind"], "bin");
     let peak = first["peak_bytes"].as_u64().unwrap();
     assert!(peak > 10 << 20, "rustc's peak RSS is measured: {first}");
-    let estimates: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture.layout().path("baseline/rustc-estimates.json")).unwrap(),
-    )
-    .unwrap();
+    let estimates = read_json(&fixture.layout().path("baseline/rustc-estimates.json"));
     assert_eq!(estimates["release:app/app@0.1.0|bin"], peak);
     let summary = &fixture.report()["rustc_memory"]["baseline"];
     assert_eq!(summary["invocations"], 2, "{summary}");
@@ -310,8 +307,7 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
         rustc_record(&rustc_log(&fixture, "baseline"), "app/app")["guessed"],
         true
     );
-    let rewritten: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&estimates_file).unwrap()).unwrap();
+    let rewritten = read_json(&estimates_file);
     assert!(rewritten["release:app/app@0.1.0|bin"].as_u64().unwrap() > 0);
 
     // A crate that grew past its estimate is named, and its estimate updated.
@@ -329,8 +325,7 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
         .stderr_contains("over 64.0 MiB");
     let overruns = &fixture.report()["rustc_memory"]["baseline"]["overruns"];
     assert_eq!(overruns[0]["krate"], "app/app", "{overruns}");
-    let updated: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&estimates_file).unwrap()).unwrap();
+    let updated = read_json(&estimates_file);
     assert!(updated["release:app/app@0.1.0|bin"].as_u64().unwrap() > 64 << 20);
 
     // Other profile settings (LTO: rustc's peaks change several times over) are measured
@@ -349,18 +344,14 @@ fn estimates_carried_into_a_fresh_target_dir_are_used() {
     measured.config(&["$PGO_BUILD_BIN_APP work 10"]);
     measured.run(&["build"]).success();
     let peak = rustc_record(&rustc_log(&measured, "baseline"), "app/app")["peak_bytes"].clone();
-    let stored: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(measured.layout().path("baseline/rustc-estimates.json")).unwrap(),
-    )
-    .unwrap();
+    let stored = read_json(&measured.layout().path("baseline/rustc-estimates.json"));
     assert_eq!(stored["release:app/app@0.1.0|bin"], peak, "{stored}");
     let carried = measured.root().join("carried.json");
     measured
         .run(&["export", "--rustc-estimates", carried.to_str().unwrap()])
         .success()
         .stderr_contains("wrote the rustc estimates of 2 crates");
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&carried).unwrap()).unwrap();
+    let file = read_json(&carried);
     assert_eq!(
         file["targets"][host_triple()]["baseline"]["release:app/app@0.1.0|bin"],
         peak
@@ -405,8 +396,7 @@ fn estimates_carried_into_a_fresh_target_dir_are_used() {
         .run(&["export", "--rustc-estimates", again.to_str().unwrap()])
         .success()
         .stderr_contains("the instrumented stage's estimates are not exported");
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&again).unwrap()).unwrap();
+    let file = read_json(&again);
     assert!(file["targets"][host_triple()]["baseline"]["release:app/app@0.1.0|bin"].is_u64());
 
     // A damaged carried file: said, the build goes on from guesses.

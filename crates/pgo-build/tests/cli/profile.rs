@@ -68,8 +68,7 @@ $PGO_BUILD_BIN_APP work 2000"#,
         .filter(|n| n.ends_with("_merged.profdata"))
         .collect();
     assert_eq!(merged.len(), 2, "{names:?}");
-    let ledger: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("merged.json")).unwrap()).unwrap();
+    let ledger = read_json(&dir.join("merged.json"));
     let raw_bytes: u64 = ledger["by_build_id"]
         .as_object()
         .unwrap()

@@ -174,9 +174,16 @@ impl TestLayout {
     }
 
     pub fn report(&self) -> serde_json::Value {
-        let text = std::fs::read_to_string(self.0.join("report.json")).unwrap();
-        serde_json::from_str(&text).unwrap()
+        read_json(&self.0.join("report.json"))
     }
+}
+
+/// A JSON file pgo-build wrote, parsed (the test fails naming it when it is not JSON).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|err| panic!("could not read {}: {err}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|err| panic!("{} is not JSON: {err}", path.display()))
 }
 
 impl Run {
