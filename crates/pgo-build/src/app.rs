@@ -7,10 +7,10 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 use crate::cli::{Cli, Command, ProfileCommand, RunArgs};
-use crate::interrupt;
+use crate::exec::interrupt;
+use crate::layout::step::Step;
 use crate::pipeline::{self, Loaded, Session};
-use crate::printer::{Printer, Verbosity};
-use crate::step::Step;
+use crate::util::printer::{Printer, Verbosity};
 
 /// Installed as `cargo-pgo-build` (a link to pgo-build), cargo runs it for `cargo pgo-build
 /// …` with `pgo-build` as the first argument.

@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use crate::bundle::{Shard, Weights};
-use crate::measurement::{Decider, Rounds};
-use crate::step::Step;
+use crate::layout::step::Step;
+use crate::measure::metric::{Decider, Rounds};
+use crate::profiles::bundle::{Shard, Weights};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]

@@ -12,7 +12,7 @@ use toml::Spanned;
 
 use super::values::{default_grace_period, deserialize_duration};
 use super::{Config, WorkloadCommand, line_of};
-use crate::measurement::Decider;
+use crate::measure::metric::Decider;
 
 /// How long a service gets to become ready when `ready.timeout` does not say.
 const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -175,98 +175,6 @@ impl StopSpec {
     }
 }
 
-/// A figure a workload reports: lines of its output matching `pattern` (the first capture
-/// group is the value), or JSON lines `{"name": …, "value": …}` it writes to
-/// `$PGO_BUILD_METRICS`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricSpec {
-    pub name: Spanned<String>,
-    pub direction: Direction,
-    #[serde(default)]
-    pub unit: String,
-    pub pattern: Option<String>,
-    /// A distribution (one value per request): these percentiles of each run's values are
-    /// compared, each as `<name>.p<P>`. Without it, a run reports one value.
-    #[serde(default)]
-    pub percentiles: Vec<u8>,
-}
-
-impl MetricSpec {
-    pub fn name(&self) -> &str {
-        self.name.get_ref()
-    }
-
-    /// A metric pgo-build reads itself (a criterion benchmark's estimate), not declared.
-    pub fn read_by_pgo_build(name: String, direction: Direction, unit: &str) -> MetricSpec {
-        MetricSpec {
-            name: Spanned::new(0..0, name),
-            direction,
-            unit: unit.to_owned(),
-            pattern: None,
-            percentiles: Vec::new(),
-        }
-    }
-
-    /// The names the metric is compared under: its own, or one per percentile.
-    pub fn compared_names(&self) -> Vec<String> {
-        if self.percentiles.is_empty() {
-            vec![self.name().to_owned()]
-        } else {
-            self.percentiles
-                .iter()
-                .map(|p| MetricSpec::percentile_name(self.name(), *p))
-                .collect()
-        }
-    }
-
-    pub fn percentile_name(metric: &str, percentile: u8) -> String {
-        format!("{metric}.p{percentile}")
-    }
-
-    pub fn check(&self) -> Result<(), String> {
-        crate::names::check_metric(self.name())?;
-        if crate::measurement::BUILT_IN_METRICS.contains(&self.name()) {
-            return Err(format!(
-                "{:?} is a name pgo-build measures itself (--metric {}): rename the metric",
-                self.name(),
-                self.name()
-            ));
-        }
-        if let Some(pattern) = &self.pattern {
-            let regex = regex::Regex::new(pattern)
-                .map_err(|err| format!("pattern is not a regular expression: {err}"))?;
-            if regex.captures_len() < 2 {
-                return Err(format!(
-                    "pattern {pattern:?} has no capture group: put the number in parentheses, \
-                     e.g. \"p99: ([0-9.]+) ms\""
-                ));
-            }
-        }
-        if let Some(p) = self.percentiles.iter().find(|p| **p == 0 || **p > 100) {
-            return Err(format!("percentile {p} is not within 1..=100"));
-        }
-        Ok(())
-    }
-
-    pub fn regex(&self) -> Option<regex::Regex> {
-        // Checked at load.
-        self.pattern
-            .as_deref()
-            .map(|p| regex::Regex::new(p).expect("checked at load"))
-    }
-}
-
-/// Which way a metric improves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// Latency, time, memory.
-    Lower,
-    /// Throughput.
-    Higher,
-}
-
 impl Config {
     /// `[[service]]`s, the workloads' services and metrics, and `[compare] metric`.
     pub(super) fn validate_services(&self, text: &str) -> Result<()> {
@@ -275,7 +183,7 @@ impl Config {
         for service in &self.services {
             let line = line_of(text, service.name.span().start);
             let name = service.name();
-            let checked = crate::names::check_service(name)
+            let checked = crate::util::names::check_service(name)
                 .and_then(|()| {
                     service
                         .ready

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::{DEFAULT_GRACE_PERIOD, DEFAULT_TIMEOUT};
-use crate::measurement::Rounds;
-use crate::memory::MemoryBudget;
+use crate::measure::memory::MemoryBudget;
+use crate::measure::metric::Rounds;
 
 /// Which C compiler a build's build scripts use, and whether its C is profiled
 /// (`[pgo] cross_language`; see cross_language.rs).

@@ -8,16 +8,17 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use crate::printer::Fitted;
+use crate::util::printer::Fitted;
 
 use super::Session;
-use crate::bundle::Shard;
-use crate::cargo_build::StageManifest;
+use crate::cargo::build::StageManifest;
 use crate::config::{OnCorrupt, Workload};
+use crate::profiles::bundle::Shard;
+use crate::profiles::training_record;
 use crate::profiles::{self, Accounting, BinaryProfiles};
-use crate::report::{RejectedProfile, human_bytes};
-use crate::state::Fingerprint;
-use crate::training_record;
+use crate::report::RejectedProfile;
+use crate::util::fingerprint::Fingerprint;
+use crate::util::units::human_bytes;
 
 /// What a training run leaves: the instrumented build it trained, the shard it ran, the runs
 /// whose profiles are usable and their accounting.
@@ -143,7 +144,7 @@ impl Session {
         for (run, inputs) in &runs {
             let merged = scratch.join(format!("cargo-{run}.profdata"));
             profiles::merge_to(inputs, &merged, &profdata, &self.printer)?;
-            let functions = crate::insight::functions(&merged, &profdata, &self.printer)?;
+            let functions = crate::profiles::insight::functions(&merged, &profdata, &self.printer)?;
             for bin in &self.bins {
                 let crates = self.workspace.own_crates(bin);
                 let own: Vec<_> = functions

@@ -19,14 +19,14 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use super::Session;
-use crate::cargo_build::{StageInput, StageManifest, StagedBinary};
+use crate::cargo::build::{StageInput, StageManifest, StagedBinary};
+use crate::cargo::workspace::BinTarget;
 use crate::cli::BoltArgs;
-use crate::command::Cmd;
 use crate::layout::Stage;
 use crate::report::BoltRecord;
 use crate::report::tables::bolt_table;
 use crate::toolchain::{self, LlvmTool};
-use crate::workspace::BinTarget;
+use crate::util::command::Cmd;
 
 /// The optimization flags for LLVM 22's llvm-bolt (each checked against `llvm-bolt-22 --help`;
 /// `-icf=1` is deprecated there). `-use-gnu-stack` keeps the output acceptable to GNU strip.
@@ -68,7 +68,7 @@ impl Session {
             "optimize"
         };
         input.check_staged(input_stage.name(), rebuild)?;
-        let runtime = crate::targets::bolt_runtime_arch(&bolt.path);
+        let runtime = crate::toolchain::targets::bolt_runtime_arch(&bolt.path);
         if let Some(reason) = self.platform.bolt_unsupported(runtime.as_deref()) {
             return self.stage_unbolted(&input, &reason);
         }
@@ -236,7 +236,7 @@ impl Session {
         let mut inputs = Vec::new();
         for binary in binaries {
             let profile_dir = raw_root.join(&binary.name);
-            crate::files::create_dir_all(&profile_dir)?;
+            crate::util::files::create_dir_all(&profile_dir)?;
             let output = work.join(&binary.name);
             Cmd::new(&bolt.path)
                 .arg(&binary.path)

@@ -5,11 +5,11 @@
 use anyhow::{Result, bail};
 
 use super::Session;
-use crate::cargo_build::{BUILD_ID_FLAG, CONTINUOUS_FLAGS};
+use crate::cargo::build::{BUILD_ID_FLAG, CONTINUOUS_FLAGS};
 use crate::config::StartupOrder;
 use crate::layout::{Stage, relative_to};
-use crate::start_marker;
-use crate::startup_order;
+use crate::profiles::start_marker;
+use crate::profiles::startup_order;
 
 impl Session {
     /// The baseline: a plain release build with the user's flags.

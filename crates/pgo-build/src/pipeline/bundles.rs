@@ -9,10 +9,10 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Session;
-use crate::bundle::BundleWorkload;
-use crate::bundle::Shard;
-use crate::bundle::Weights;
-use crate::cargo_build::StageManifest;
+use crate::cargo::build::StageManifest;
+use crate::profiles::bundle::BundleWorkload;
+use crate::profiles::bundle::Shard;
+use crate::profiles::bundle::Weights;
 use crate::profiles::{BinaryProfiles, MergedProfile};
 
 /// `profiles/bundles.json`: what `merge` made, read by `optimize`.

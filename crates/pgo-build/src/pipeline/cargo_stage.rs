@@ -11,20 +11,23 @@ use anyhow::{Context, Result, bail};
 
 use super::Session;
 use super::rustc_budget;
-use crate::cargo_build::{self, BuildOutput, BuildRequest, LinkerSetup, StageInput, StageManifest};
-use crate::cargo_config;
-use crate::cc_wrapper;
+use crate::cargo::build::{
+    self, BuildOutput, BuildRequest, LinkerSetup, StageInput, StageManifest,
+};
+use crate::cargo::dep_info;
+use crate::cargo::rustflags;
+use crate::cargo::sccache;
+use crate::cargo::workspace::BinTarget;
+use crate::config::cargo_config;
 use crate::config::{LinkJobs, StartupOrder};
-use crate::cross_language;
 use crate::layout::{Layout, Stage, relative_to};
-use crate::linker;
 use crate::profiles;
-use crate::report::{BinaryRecord, CCompilerRecord, LinkSummary, human_bytes};
-use crate::rustflags;
-use crate::sccache;
-use crate::startup_order;
-use crate::state;
-use crate::workspace::BinTarget;
+use crate::profiles::startup_order;
+use crate::report::{BinaryRecord, CCompilerRecord, LinkSummary};
+use crate::toolchain::cross_language;
+use crate::util::units::human_bytes;
+use crate::wrappers::cc;
+use crate::wrappers::linker;
 
 /// Assumed peak memory of one link before any link was measured.
 const DEFAULT_LINK_ESTIMATE: u64 = 2 << 30;
@@ -44,7 +47,7 @@ impl Session {
         stage: Stage,
         bins: &[BinTarget],
         stage_rustflags: &[String],
-        show_diagnostic: &dyn Fn(&cargo_build::Diagnostic) -> bool,
+        show_diagnostic: &dyn Fn(&build::Diagnostic) -> bool,
     ) -> Result<BuildOutput> {
         self.platform.require_std()?;
         // Resolved once per build: "auto" is what is available when the build starts.
@@ -57,11 +60,11 @@ impl Session {
         self.begin_outputs()?;
         let log = self.layout.links_log(stage);
         if log.exists() {
-            crate::files::remove_file(&log)?;
+            crate::util::files::remove_file(&log)?;
         }
         let rustc_log = self.layout.rustc_log(stage);
         if rustc_log.exists() {
-            crate::files::remove_file(&rustc_log)?;
+            crate::util::files::remove_file(&rustc_log)?;
         }
         let request = BuildRequest {
             stage,
@@ -79,7 +82,7 @@ impl Session {
         // Warnings the session has shown already are counted, not printed again.
         let shown = std::cell::RefCell::new(std::mem::take(&mut self.shown_warnings));
         let repeated = std::cell::Cell::new(0usize);
-        let filter = |diagnostic: &cargo_build::Diagnostic| {
+        let filter = |diagnostic: &build::Diagnostic| {
             if !show_diagnostic(diagnostic) {
                 return false;
             }
@@ -94,7 +97,7 @@ impl Session {
         self.report.rustc_memory.remove(stage.name());
         let cache = sccache::wrapper(&self.cargo_config)
             .and_then(|program| Some((sccache::counters(&program, &self.printer)?, program)));
-        let built = cargo_build::build(&request, &self.printer, &filter);
+        let built = build::build(&request, &self.printer, &filter);
         if let Some((before, program)) = cache
             && let Some(after) = sccache::counters(&program, &self.printer)
         {
@@ -138,19 +141,19 @@ impl Session {
         &self,
         layout: &Layout,
         stage: Stage,
-        settings: &cargo_build::BuildSettings,
+        settings: &build::BuildSettings,
         stage_rustflags: &[String],
-    ) -> Result<Option<cc_wrapper::StageCompiler>> {
+    ) -> Result<Option<cc::StageCompiler>> {
         let Some(c) = &settings.c else {
             return Ok(None);
         };
         let continuous = stage_rustflags
             .iter()
-            .any(|f| f == cargo_build::CONTINUOUS_FLAGS[0]);
+            .any(|f| f == build::CONTINUOUS_FLAGS[0]);
         let Some(flags) = cross_language::stage_flags(c.mode, stage_rustflags, continuous) else {
             return Ok(None);
         };
-        let spec = cc_wrapper::WrapperSpec {
+        let spec = cc::WrapperSpec {
             clang: c.clang.clone(),
             clangxx: c.clangxx.clone(),
             flags,
@@ -159,9 +162,9 @@ impl Session {
             target_units: layout.cargo_target_dir(stage).join(&settings.target),
         };
         let (cc, cxx) = spec.install(&layout.root().join("cc-wrapper"))?;
-        cc_wrapper::forget_other_wrappers(&spec.log, &spec.id())?;
+        cc::forget_other_wrappers(&spec.log, &spec.id())?;
         let env = cross_language::compiler_env(&settings.target, &cc, &cxx, c.llvm_ar.as_deref());
-        Ok(Some(cc_wrapper::StageCompiler { spec, env }))
+        Ok(Some(cc::StageCompiler { spec, env }))
     }
 
     /// The report's record of a stage's C compiles, and LLVM's profile warnings from them as
@@ -169,10 +172,10 @@ impl Session {
     fn record_c_compiles(
         &mut self,
         stage: Stage,
-        spec: &cc_wrapper::WrapperSpec,
+        spec: &cc::WrapperSpec,
         dynamic_libs: &std::collections::BTreeMap<String, Vec<String>>,
-    ) -> Vec<cargo_build::Diagnostic> {
-        let records = cc_wrapper::read_log(&spec.log, Some(&spec.id()));
+    ) -> Vec<build::Diagnostic> {
+        let records = cc::read_log(&spec.log, Some(&spec.id()));
         let mut packages = std::collections::BTreeMap::new();
         for record in &records {
             *packages.entry(record.package.clone()).or_default() += 1;
@@ -213,7 +216,7 @@ impl Session {
                 system_libraries: dynamic_libs.clone(),
             },
         );
-        cc_wrapper::diagnostics(&records)
+        cc::diagnostics(&records)
     }
 
     /// pgo-build in front of the linker for a stage's builds (see linker.rs): the `-C linker`
@@ -327,7 +330,7 @@ impl Session {
         let sources: Vec<&std::path::Path> =
             executables.iter().map(|e| e.source.as_path()).collect();
         let lock_file = self.workspace.root.join("Cargo.lock");
-        let sources = state::sources_fingerprint(
+        let sources = dep_info::sources_fingerprint(
             &sources,
             &lock_file,
             &[self.layout.root(), &profiles::checkout_independent_dir()],
@@ -342,7 +345,7 @@ impl Session {
         let mut binaries = Vec::new();
         for input in executables {
             let bin = &input.bin;
-            let staged = cargo_build::stage_binary(&input, &bin_dir)?;
+            let staged = build::stage_binary(&input, &bin_dir)?;
             self.report
                 .binaries
                 .entry(bin.name.clone())
@@ -406,7 +409,7 @@ impl Session {
             let loaded = |path: &std::path::Path| {
                 std::fs::read(path)
                     .map_err(anyhow::Error::from)
-                    .and_then(|data| cargo_build::loaded_size(&data))
+                    .and_then(|data| build::loaded_size(&data))
                     .with_context(|| format!("could not read {} as an executable", path.display()))
             };
             let size = loaded(&input.source)?;

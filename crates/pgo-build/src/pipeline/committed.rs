@@ -9,10 +9,10 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::Session;
-use crate::cargo_build::Diagnostic;
-use crate::insight::{self, FunctionCounts};
-use crate::pgo_diagnostics::{self, Kind};
+use crate::cargo::build::Diagnostic;
 use crate::profiles;
+use crate::profiles::diagnostics::{self, Kind};
+use crate::profiles::insight::{self, FunctionCounts};
 
 /// The metadata `export` writes beside a profile (`<name>.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,9 +56,9 @@ pub(crate) fn staleness(functions: &[FunctionCounts], diagnostics: &[Diagnostic]
     let mut stale = BTreeSet::new();
     let mut changed = BTreeSet::new();
     for diagnostic in diagnostics {
-        let kind = pgo_diagnostics::classify(&diagnostic.message);
+        let kind = diagnostics::classify(&diagnostic.message);
         if !matches!(kind, Some(Kind::HashMismatch | Kind::MissingFunction))
-            || pgo_diagnostics::expected_to_differ(&diagnostic.target)
+            || diagnostics::expected_to_differ(&diagnostic.target)
         {
             continue;
         }
@@ -150,11 +150,11 @@ impl Session {
                 path.display()
             ),
         }
-        let data = crate::files::read(&path)?;
+        let data = crate::util::files::read(&path)?;
         let dir = self.layout.profiles_dir();
-        crate::files::create_dir_all(&dir)?;
+        crate::util::files::create_dir_all(&dir)?;
         let partial = dir.join("committed.profdata.partial");
-        crate::files::write(&partial, &data)?;
+        crate::util::files::write(&partial, &data)?;
         profiles::install_content_addressed(&partial, &data, &dir)
     }
 }

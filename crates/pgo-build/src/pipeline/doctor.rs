@@ -6,11 +6,11 @@ use std::ffi::OsString;
 use anyhow::{Context, Result, bail};
 
 use super::Session;
-use crate::command::Cmd;
 use crate::config::Role;
 use crate::layout::{Layout, Stage};
-use crate::targets::{self, Execution};
 use crate::toolchain;
+use crate::toolchain::targets::{self, Execution};
+use crate::util::command::Cmd;
 
 /// The build-script crates whose compiler cross-language PGO replaces (cmake through the
 /// compiler the `cc` crate finds).
@@ -149,7 +149,7 @@ impl Session {
             ));
         }
         let located = super::c_settings(
-            crate::cross_language::CBuild::Pgo,
+            crate::toolchain::cross_language::CBuild::Pgo,
             &self.settings.target,
             &self.rustc,
             &printer,
@@ -304,12 +304,12 @@ impl Session {
     fn try_target(&self) -> Result<()> {
         let probe = Layout::at(self.layout.root().join("doctor-probe"));
         if probe.root().exists() {
-            crate::files::remove_dir_all(probe.root())?;
+            crate::util::files::remove_dir_all(probe.root())?;
         }
         let bin_dir = probe.bin_dir(Stage::Baseline);
-        crate::files::create_dir_all(&bin_dir)?;
+        crate::util::files::create_dir_all(&bin_dir)?;
         let source = probe.root().join("probe.rs");
-        crate::files::write(&source, "fn main() { println!(\"pgo-build probe\"); }\n")?;
+        crate::util::files::write(&source, "fn main() { println!(\"pgo-build probe\"); }\n")?;
         let mut linker = OsString::from("linker=");
         linker.push(&self.platform.linker);
         Cmd::new(&self.rustc.program)
@@ -345,7 +345,7 @@ impl Session {
                 output.trim()
             );
         }
-        crate::files::remove_dir_all(probe.root())?;
+        crate::util::files::remove_dir_all(probe.root())?;
         Ok(())
     }
 
@@ -377,7 +377,10 @@ fn program_exists(program: &std::ffi::OsStr) -> bool {
 /// The C compiler the cc crate picks for the target's C code when nothing names one
 /// (`CC_<triple>`, `TARGET_CC`): `musl-gcc` for x86_64 musl, `<arch>-linux-gnu-gcc` for another
 /// architecture's GNU target; none for the host itself.
-fn dependency_c_compiler(platform: &crate::targets::Platform, host: &str) -> Option<String> {
+fn dependency_c_compiler(
+    platform: &crate::toolchain::targets::Platform,
+    host: &str,
+) -> Option<String> {
     let underscored = format!("CC_{}", platform.triple.replace('-', "_"));
     let named = [
         format!("CC_{}", platform.triple),
@@ -397,7 +400,7 @@ fn dependency_c_compiler(platform: &crate::targets::Platform, host: &str) -> Opt
 }
 
 /// The Debian package of a GNU cross compiler for the target's architecture, as a fix.
-fn cross_gcc_fix(platform: &crate::targets::Platform) -> String {
+fn cross_gcc_fix(platform: &crate::toolchain::targets::Platform) -> String {
     if platform.native_arch() {
         String::new()
     } else {
@@ -411,7 +414,7 @@ fn cross_gcc_fix(platform: &crate::targets::Platform) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::targets::Platform;
+    use crate::toolchain::targets::Platform;
 
     #[test]
     fn the_c_compiler_of_dependencies_is_the_one_the_cc_crate_would_pick() {

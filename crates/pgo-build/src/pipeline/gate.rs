@@ -9,15 +9,16 @@ use anyhow::{Context, Result, bail};
 
 use super::Session;
 use super::compare::{PREVIOUS, against_previous};
-use crate::cargo_build::{StageManifest, loaded_size};
+use crate::cargo::build::{StageManifest, loaded_size};
 use crate::cli::{CompareArgs, CompareRole, GateArgs};
 use crate::config::Role;
 use crate::layout::Stage;
-use crate::release::{
+use crate::pipeline::release::{
     GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
     TrainingRecord,
 };
-use crate::report::{CompareResult, decider_label, human_bytes};
+use crate::report::{CompareResult, decider_label};
+use crate::util::units::human_bytes;
 
 impl Session {
     pub fn gate(&mut self, args: &GateArgs) -> Result<()> {
@@ -107,11 +108,14 @@ impl Session {
         let provenance = Provenance {
             schema_version: PROVENANCE_SCHEMA_VERSION,
             pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
-            created: crate::printer::utc_text(std::time::SystemTime::now()),
+            created: crate::util::printer::utc_text(std::time::SystemTime::now()),
             passed: failures.is_empty(),
             failures: failures.clone(),
             workspace: self.workspace.root.clone(),
-            git_revision: crate::bundle::git_revision(&self.workspace.root, &self.printer),
+            git_revision: crate::profiles::bundle::git_revision(
+                &self.workspace.root,
+                &self.printer,
+            ),
             target: self.platform.triple.clone(),
             variant: shipped.name().to_owned(),
             rustc: self.rustc.version_line.clone(),
@@ -133,7 +137,7 @@ impl Session {
             verdicts,
         };
         let path = self.layout.provenance();
-        crate::files::write_atomically(
+        crate::util::files::write_atomically(
             &path,
             serde_json::to_string_pretty(&provenance)?.as_bytes(),
         )?;
@@ -190,7 +194,7 @@ impl Session {
             shipped.push(ShippedBinary {
                 name: binary.name.clone(),
                 path: binary.path.clone(),
-                sha256: crate::files::sha256_hex(&data),
+                sha256: crate::util::files::sha256_hex(&data),
                 size_bytes: data.len() as u64,
                 loaded_bytes: loaded,
                 baseline_loaded_bytes: reference,
@@ -218,7 +222,7 @@ impl Session {
         };
         let path = std::path::PathBuf::from(path);
         Ok(Some(ProfileRecord {
-            sha256: crate::files::sha256_of(&path)?,
+            sha256: crate::util::files::sha256_of(&path)?,
             path,
         }))
     }
@@ -247,7 +251,7 @@ impl Session {
             .iter()
             .map(|run| TrainingRecord {
                 name: run.run_name(),
-                fingerprint: crate::files::sha256_hex(run.fingerprint().as_bytes()),
+                fingerprint: crate::util::files::sha256_hex(run.fingerprint().as_bytes()),
                 status: self
                     .report
                     .training

@@ -30,12 +30,15 @@ mod compare;
 mod doctor;
 mod explore;
 mod gate;
+mod init;
 mod offline;
 mod optimize;
 mod profile;
+mod release;
 mod run;
 mod rustc_budget;
 mod shard;
+pub mod state;
 mod train;
 mod workloads;
 
@@ -45,23 +48,23 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::cargo_build::{BUILD_ID_FLAG, BuildSettings, StageManifest};
-use crate::cargo_config::{self, CargoConfig};
+use crate::cargo::build::{BUILD_ID_FLAG, BuildSettings, StageManifest};
+use crate::cargo::rustflags::{self, Sources, UserFlags};
+use crate::cargo::workspace::{BinTarget, Selection, Workspace};
 use crate::cli::GlobalArgs;
 use crate::config::Config;
+use crate::config::cargo_config::{self, CargoConfig};
+use crate::exec;
 use crate::layout::Layout;
-use crate::memory::PeakSampler;
-use crate::printer::Printer;
+use crate::measure::memory::PeakSampler;
+use crate::pipeline::state::{RunLock, State};
 use crate::profiles::Accounting;
 use crate::report::Report;
-use crate::rustflags::{self, Sources, UserFlags};
-use crate::state::{RunLock, State};
-use crate::targets::{self, Platform};
+use crate::toolchain::targets::{self, Platform};
 use crate::toolchain::{self, LlvmTool, Rustc};
-use crate::training;
-use crate::workspace::{BinTarget, Selection, Workspace};
+use crate::util::printer::Printer;
 
-use crate::step::Step;
+use crate::layout::step::Step;
 pub use offline::{clean, init, show_report};
 
 pub struct Session {
@@ -188,7 +191,7 @@ impl Session {
         let (workspace, mut config, rustc) = (workspace.clone(), config.clone(), rustc.clone());
         let (cargo_config, manifest_profiles) = (cargo_config.clone(), manifest_profiles.clone());
         let triple = target.unwrap_or(&rustc.host).to_owned();
-        let target_cfg = crate::command::Cmd::new(&rustc.program)
+        let target_cfg = crate::util::command::Cmd::new(&rustc.program)
             .args(["--print", "cfg", "--target", &triple])
             .cwd(&workspace.root)
             .stdout_checked(&printer)
@@ -205,7 +208,7 @@ impl Session {
             target: &triple,
             target_cfg: &target_cfg,
         })?;
-        let libdir = crate::command::Cmd::new(&rustc.program)
+        let libdir = crate::util::command::Cmd::new(&rustc.program)
             .args(["--print", "target-libdir", "--target", &triple])
             .cwd(&workspace.root)
             .stdout_checked(&printer)?;
@@ -216,7 +219,11 @@ impl Session {
             libdir: PathBuf::from(libdir.trim()),
             config: &cargo_config,
             env: &|key| std::env::var(key).ok(),
-            linker: crate::linker::real_linker(&user_flags.flags, &triple, &cargo_config)?,
+            linker: crate::wrappers::linker::real_linker(
+                &user_flags.flags,
+                &triple,
+                &cargo_config,
+            )?,
         })?;
         // A committed profile per target: `{target}` in `[pgo] profile` is the triple.
         if let Some(profile) = &mut config.pgo.profile {
@@ -260,7 +267,7 @@ impl Session {
             None => Layout::new(&workspace.target_dir),
         };
         let lock = RunLock::acquire(&layout)?;
-        for stopped in training::stop_leftovers(&layout.running_dir())? {
+        for stopped in exec::stop_leftovers(&layout.running_dir())? {
             printer.warn(stopped);
         }
         let (mut report, problem) = Report::load_or_new(&layout.report(), &workspace.root);
@@ -328,7 +335,7 @@ impl Session {
         let c = c_settings(build.c, &self.settings.target, &self.rustc, &self.printer)?;
         let settings = variant_settings(base, &self.user_flags, build, c);
         let lock = RunLock::acquire(&layout)?;
-        for stopped in training::stop_leftovers(&layout.running_dir())? {
+        for stopped in exec::stop_leftovers(&layout.running_dir())? {
             self.printer.warn(stopped);
         }
         Ok(Session {
@@ -510,12 +517,13 @@ pub(crate) fn variant_settings(
     base: BuildSettings,
     user_flags: &UserFlags,
     variant: &crate::config::BuildVariant,
-    c: Option<crate::cross_language::CSettings>,
+    c: Option<crate::toolchain::cross_language::CSettings>,
 ) -> BuildSettings {
     let mut common_rustflags = user_flags.flags.clone();
     common_rustflags.extend(variant.rustflags.iter().cloned());
     if variant.c == crate::config::CBuild::PgoXlto {
-        common_rustflags.extend(crate::cross_language::XLTO_RUSTFLAGS.map(str::to_owned));
+        common_rustflags
+            .extend(crate::toolchain::cross_language::XLTO_RUSTFLAGS.map(str::to_owned));
     }
     common_rustflags.push(BUILD_ID_FLAG.to_owned());
     let cargo_config = variant.cargo_config_args(&base.profile);
@@ -537,12 +545,12 @@ pub(crate) fn variant_settings(
 
 /// The C compiler a build's C mode needs (none for the user's own), located once per session.
 fn c_settings(
-    mode: crate::cross_language::CBuild,
+    mode: crate::toolchain::cross_language::CBuild,
     target: &str,
     rustc: &Rustc,
     printer: &Printer,
-) -> Result<Option<crate::cross_language::CSettings>> {
-    crate::cross_language::locate(
+) -> Result<Option<crate::toolchain::cross_language::CSettings>> {
+    crate::toolchain::cross_language::locate(
         mode,
         target,
         &rustc.host,

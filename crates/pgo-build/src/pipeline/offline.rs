@@ -3,15 +3,15 @@
 
 use anyhow::{Context, Result, bail};
 
+use crate::cargo::workspace::Workspace;
 use crate::cli::{GlobalArgs, ReportArgs};
 use crate::config::Config;
+use crate::exec;
 use crate::layout::Layout;
-use crate::printer::Printer;
+use crate::pipeline::state::RunLock;
 use crate::report::render;
 use crate::report::{Report, tables};
-use crate::state::RunLock;
-use crate::training;
-use crate::workspace::Workspace;
+use crate::util::printer::Printer;
 
 /// `pgo-build report`: renders the last run's report.json (each target's, with `--target` or
 /// `[build] targets`); needs no toolchain and no lock.
@@ -69,7 +69,7 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
         }
     };
     if let Some(file) = &report_args.html {
-        crate::files::write_atomically(file, render::html(&report).as_bytes())?;
+        crate::util::files::write_atomically(file, render::html(&report).as_bytes())?;
         printer.info(format!("wrote {}", file.display()));
     }
     if report_args.json {
@@ -146,8 +146,8 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
             workspace.root.display()
         );
     }
-    let text = crate::init::config_text(&workspace);
-    crate::files::write_atomically(&path, text.as_bytes())?;
+    let text = crate::pipeline::init::config_text(&workspace);
+    crate::util::files::write_atomically(&path, text.as_bytes())?;
     printer.info(format!(
         "wrote {}: {} binaries, training {}",
         path.display(),
@@ -174,7 +174,7 @@ pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
         layouts.push(target);
     }
     for layout in &layouts {
-        for stopped in training::stop_leftovers(&layout.running_dir())? {
+        for stopped in exec::stop_leftovers(&layout.running_dir())? {
             printer.warn(stopped);
         }
     }

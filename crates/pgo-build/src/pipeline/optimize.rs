@@ -13,24 +13,24 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use crate::printer::Fitted;
+use crate::util::printer::Fitted;
 
 use super::Session;
 use super::accounting::{cargo_only_message, no_profile_message};
 use super::bundles::MergedBundles;
 use super::cargo_stage::executables_of;
 use super::committed;
-use crate::cargo_build::VALUE_PROFILING_OFF;
-use crate::cargo_build::{self, StageManifest, check_same_settings};
+use crate::cargo::build::VALUE_PROFILING_OFF;
+use crate::cargo::build::{self, StageManifest, check_same_settings};
+use crate::cargo::workspace::BinTarget;
 use crate::cli::OptimizeArgs;
 use crate::config::StartupOrder;
-use crate::insight;
 use crate::layout::Stage;
-use crate::pgo_diagnostics::{self, Summary};
 use crate::profiles;
-use crate::report::human_bytes;
-use crate::startup_order;
-use crate::workspace::BinTarget;
+use crate::profiles::diagnostics::{self, Summary};
+use crate::profiles::insight;
+use crate::profiles::startup_order;
+use crate::util::units::human_bytes;
 
 impl Session {
     pub fn optimize(&mut self, args: &OptimizeArgs) -> Result<()> {
@@ -103,7 +103,7 @@ impl Session {
         flags.extend(self.plain_flags());
         let verbose = self.printer.is_verbose();
         let output = self.cargo_build(Stage::Optimized, &with_data, &flags, &|d| {
-            verbose || pgo_diagnostics::classify(&d.message).is_none()
+            verbose || diagnostics::classify(&d.message).is_none()
         })?;
         let summary = Summary::from_diagnostics(&output.diagnostics);
         self.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
@@ -137,7 +137,7 @@ impl Session {
         if let (Some(executable), Some(keep)) =
             (output.executables.values().next(), &output.unit_hashes)
         {
-            let (files, bytes) = cargo_build::prune_stale_units(executable, keep);
+            let (files, bytes) = build::prune_stale_units(executable, keep);
             if files > 0 {
                 self.printer.detail(format!(
                     "removed {files} units of earlier optimized builds ({})",
@@ -436,7 +436,7 @@ impl Session {
     fn check_staleness(
         &mut self,
         functions: &[insight::FunctionCounts],
-        diagnostics: &[cargo_build::Diagnostic],
+        diagnostics: &[build::Diagnostic],
     ) -> Result<()> {
         let staleness = committed::staleness(functions, diagnostics);
         self.report.staleness = serde_json::to_value(&staleness).ok();

@@ -7,22 +7,22 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use comfy_table::Table;
 
-use crate::printer::Fitted;
+use crate::util::printer::Fitted;
 
 use super::Session;
 use super::committed::{ProfileMetadata, metadata_path};
 use super::workloads::instrumented_profile_env;
-use crate::cargo_build::StageManifest;
-use crate::cc_wrapper;
+use crate::cargo::build::StageManifest;
 use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
-use crate::command::Cmd;
 use crate::config::{Role, StartupOrder};
-use crate::files::write_atomically;
-use crate::insight;
 use crate::layout::Stage;
+use crate::profiles::insight;
+use crate::profiles::startup_order;
 use crate::profiles::{self, Accounting};
-use crate::rustc_wrapper::{self, estimates};
-use crate::startup_order;
+use crate::util::command::Cmd;
+use crate::util::files::write_atomically;
+use crate::wrappers::cc;
+use crate::wrappers::rustc::{self, estimates};
 
 impl Session {
     /// The instrumented stage and the accounting of its last training.
@@ -46,7 +46,7 @@ impl Session {
         let profdata = self.profdata()?.clone();
         let mut functions = insight::functions(&profile, &profdata, &self.printer)?;
         // C compiled by build scripts in a cross-language training: named by its package.
-        let origins = cc_wrapper::COrigins::new(&cc_wrapper::read_log(
+        let origins = cc::COrigins::new(&cc::read_log(
             &self.layout.c_compile_log(Stage::Instrumented),
             None,
         ));
@@ -54,7 +54,7 @@ impl Session {
         let total: u64 = functions.iter().map(|f| f.total).sum();
         let c_total: u64 = functions
             .iter()
-            .filter(|f| f.krate.ends_with(cc_wrapper::C_SUFFIX))
+            .filter(|f| f.krate.ends_with(cc::C_SUFFIX))
             .map(|f| f.total)
             .sum();
         let hot = insight::hottest(&functions, args.top);
@@ -118,9 +118,7 @@ impl Session {
         }
         self.printer.table(crates);
         if !origins.is_empty() {
-            let c_functions = functions
-                .iter()
-                .filter(|f| f.krate.ends_with(cc_wrapper::C_SUFFIX));
+            let c_functions = functions.iter().filter(|f| f.krate.ends_with(cc::C_SUFFIX));
             let (c_run, c_all) = c_functions.fold((0, 0), |(run, all), f| {
                 (run + usize::from(f.total > 0), all + 1)
             });
@@ -359,7 +357,7 @@ impl Session {
         let mut stages = Vec::new();
         for stage in [Stage::Baseline, Stage::Instrumented, Stage::Optimized] {
             // A damaged stage file is rewritten by the stage's next build; the others go out.
-            match rustc_wrapper::read_estimates(&self.layout.rustc_estimates(stage)) {
+            match rustc::read_estimates(&self.layout.rustc_estimates(stage)) {
                 Ok(stored) => stages.push((stage.name(), stored)),
                 Err(err) => self.caution(format!(
                     "{err:#}: the {} stage's estimates are not exported ({} keeps what it \
@@ -459,7 +457,7 @@ impl Session {
         };
         let partial = output.with_extension("profdata.partial");
         self.merge_into(&inputs, &partial)?;
-        let data = crate::files::read(&partial)?;
+        let data = crate::util::files::read(&partial)?;
         std::fs::rename(&partial, &output)
             .with_context(|| format!("could not write {}", output.display()))?;
         let functions = insight::functions(&output, self.profdata()?, &self.printer)?.len();
@@ -472,7 +470,10 @@ impl Session {
             cargo_profile: settings.profile.clone(),
             rustflags: settings.common_rustflags.clone(),
             workloads,
-            source_revision: crate::bundle::git_revision(&self.workspace.root, &self.printer),
+            source_revision: crate::profiles::bundle::git_revision(
+                &self.workspace.root,
+                &self.printer,
+            ),
             content_hash: profiles::content_hash(&data),
             functions,
         };

@@ -8,13 +8,14 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 
 use super::Session;
-use crate::cargo_build::StageManifest;
+use crate::cargo::build::StageManifest;
+use crate::cargo::dep_info;
 use crate::cli::{BoltArgs, CompareArgs, RunArgs};
 use crate::config::Role;
 use crate::layout::Stage;
+use crate::layout::step::Step;
 use crate::report::render;
-use crate::state::{self, Fingerprint};
-use crate::step::Step;
+use crate::util::fingerprint::Fingerprint;
 
 impl Session {
     /// doctor → build → instrument → train → optimize → compare, then the stage table.
@@ -252,7 +253,7 @@ impl Session {
                     return Ok(None);
                 };
                 for binary in &manifest.binaries {
-                    let Some(sources) = state::dep_info_sources(&binary.source) else {
+                    let Some(sources) = dep_info::dep_info_sources(&binary.source) else {
                         return Ok(None);
                     };
                     for source in sources {

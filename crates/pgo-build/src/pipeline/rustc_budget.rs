@@ -9,13 +9,16 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::Session;
-use crate::cargo_build::BuildOutput;
-use crate::cargo_timings::{self, TimedUnit};
+use crate::cargo::build::BuildOutput;
+use crate::cargo::sccache;
+use crate::cargo::timings::{self, TimedUnit};
 use crate::layout::{Layout, Stage};
-use crate::linker;
-use crate::report::{RustcSummary, human_bytes};
-use crate::rustc_wrapper::{self, Estimates, RustcRecord, estimates, estimates::CarriedEstimates};
-use crate::sccache;
+use crate::report::RustcSummary;
+use crate::util::units::human_bytes;
+use crate::wrappers::linker;
+use crate::wrappers::rustc::{
+    self, Estimates, RustcRecord, estimates, estimates::CarriedEstimates,
+};
 
 /// pgo-build as rustc wrapper for one build: the variables cargo gets, and the settings the
 /// report records with the figures.
@@ -38,42 +41,42 @@ pub(super) fn wrapper_setup(
         None => (cores, cores * 2),
     };
     // cargo, pgo-build and the wrappers waiting in front of rustc live in the budget too.
-    let rustc_budget = budget.saturating_sub(rustc_wrapper::OVERHEAD);
+    let rustc_budget = budget.saturating_sub(rustc::OVERHEAD);
     let program = linker::wrapper(&s.layout.root().join("rustc-wrapper"), &"rustc".into())?;
     let chained = sccache::user_wrapper(&s.cargo_config).unwrap_or_default();
-    crate::files::create_dir_all(s.layout.stage_dir(stage))?;
+    crate::util::files::create_dir_all(s.layout.stage_dir(stage))?;
     let estimates = admission_estimates(s, stage);
     let admission = s.layout.rustc_admission_estimates(stage);
-    crate::files::write_atomically(&admission, serde_json::to_string(&estimates)?.as_bytes())?;
+    crate::util::files::write_atomically(
+        &admission,
+        serde_json::to_string(&estimates)?.as_bytes(),
+    )?;
     let env = vec![
         ("RUSTC_WRAPPER".to_owned(), program.display().to_string()),
-        (rustc_wrapper::MODE_ENV.to_owned(), "1".to_owned()),
+        (rustc::MODE_ENV.to_owned(), "1".to_owned()),
         (
-            rustc_wrapper::CHAINED_ENV.to_owned(),
+            rustc::CHAINED_ENV.to_owned(),
             chained.to_string_lossy().into_owned(),
         ),
         // One ledger per target directory, shared by every pgo-build working in it.
         (
-            rustc_wrapper::LEDGER_ENV.to_owned(),
+            rustc::LEDGER_ENV.to_owned(),
             Layout::memory_ledger(&s.workspace.target_dir)
                 .display()
                 .to_string(),
         ),
+        (rustc::BUDGET_ENV.to_owned(), rustc_budget.to_string()),
+        (rustc::CPUS_ENV.to_owned(), cpus.to_string()),
         (
-            rustc_wrapper::BUDGET_ENV.to_owned(),
-            rustc_budget.to_string(),
-        ),
-        (rustc_wrapper::CPUS_ENV.to_owned(), cpus.to_string()),
-        (
-            rustc_wrapper::ESTIMATES_ENV.to_owned(),
+            rustc::ESTIMATES_ENV.to_owned(),
             admission.display().to_string(),
         ),
         (
-            rustc_wrapper::LOG_ENV.to_owned(),
+            rustc::LOG_ENV.to_owned(),
             s.layout.rustc_log(stage).display().to_string(),
         ),
         (
-            rustc_wrapper::WORKSPACE_ROOT_ENV.to_owned(),
+            rustc::WORKSPACE_ROOT_ENV.to_owned(),
             s.workspace.root.display().to_string(),
         ),
     ];
@@ -82,7 +85,7 @@ pub(super) fn wrapper_setup(
          kept for cargo and pgo-build); cargo -j {cargo_jobs}{}",
         human_bytes(rustc_budget),
         human_bytes(budget),
-        human_bytes(rustc_wrapper::OVERHEAD),
+        human_bytes(rustc::OVERHEAD),
         if chained.is_empty() {
             String::new()
         } else {
@@ -108,7 +111,7 @@ pub(super) fn wrapper_setup(
 fn admission_estimates(s: &Session, stage: Stage) -> Estimates {
     let profile = &estimates::profile_label(&s.settings.profile, &s.settings.profile_settings);
     let stored = |stage: Stage| {
-        rustc_wrapper::read_estimates(&s.layout.rustc_estimates(stage))
+        rustc::read_estimates(&s.layout.rustc_estimates(stage))
             .map(|stored| estimates::for_profile(&stored, profile))
     };
     let mut own = stored(stage).unwrap_or_else(|err| {
@@ -188,7 +191,7 @@ pub(super) fn record(
     setup: RustcSummary,
     output: &BuildOutput,
 ) -> Result<()> {
-    let records = rustc_wrapper::read_log(&s.layout.rustc_log(stage));
+    let records = rustc::read_log(&s.layout.rustc_log(stage));
     if records.is_empty() {
         return Ok(());
     }
@@ -209,7 +212,7 @@ pub(super) fn record(
         cpus: setup.cpus,
         cargo_jobs: setup.cargo_jobs,
         build_secs: Some(output.cargo_secs),
-        lower_bound: cargo_timings::build_bound(
+        lower_bound: timings::build_bound(
             &output.timings,
             &|unit| rustc_time(&records, unit),
             &packages,
@@ -300,10 +303,10 @@ pub(super) fn record(
     }
     let estimates_path = s.layout.rustc_estimates(stage);
     // Unusable estimates were reported before the build; this build's peaks replace them.
-    let estimates = rustc_wrapper::read_estimates(&estimates_path).unwrap_or_default();
+    let estimates = rustc::read_estimates(&estimates_path).unwrap_or_default();
     let profile = estimates::profile_label(&s.settings.profile, &s.settings.profile_settings);
     let estimates = estimates::updated(estimates, &records, &profile);
-    crate::files::write_atomically(
+    crate::util::files::write_atomically(
         &estimates_path,
         serde_json::to_string_pretty(&estimates)?.as_bytes(),
     )?;

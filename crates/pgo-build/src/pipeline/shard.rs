@@ -16,24 +16,24 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use comfy_table::Table;
 
-use crate::printer::Fitted;
+use crate::util::printer::Fitted;
 
 use super::Session;
 use super::accounting::Trained;
 use super::accounting::cargo_only_message;
 use super::bundles::{MergedBundle, MergedBundles};
-use crate::bundle::Weights;
-use crate::bundle::{
+use crate::cargo::build::{StageManifest, check_same_settings};
+use crate::cli::{MergeArgs, PackArgs, UnpackArgs};
+use crate::layout::Stage;
+use crate::layout::step::Step;
+use crate::profiles::bundle::Weights;
+use crate::profiles::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
     PACK_FORMAT, PackManifest,
 };
-use crate::cargo_build::{StageManifest, check_same_settings};
-use crate::cli::{MergeArgs, PackArgs, UnpackArgs};
-use crate::files::write_atomically;
-use crate::layout::Stage;
 use crate::profiles::{self, BinaryProfiles};
-use crate::report::human_bytes;
-use crate::step::Step;
+use crate::util::files::write_atomically;
+use crate::util::units::human_bytes;
 
 impl Session {
     /// `pgo-build pack instrumented --output FILE`.
@@ -139,7 +139,7 @@ impl Session {
             let file = unpacking.join("bin").join(&binary.name);
             let build_id = std::fs::read(&file)
                 .ok()
-                .and_then(|data| crate::cargo_build::build_id(&data).ok().flatten());
+                .and_then(|data| crate::cargo::build::build_id(&data).ok().flatten());
             if build_id != binary.build_id {
                 let _ = std::fs::remove_dir_all(&unpacking);
                 bail!(
@@ -161,10 +161,10 @@ impl Session {
             per_stage.remove(stage.name());
         }
         if bin_dir.exists() {
-            crate::files::remove_dir_all(&bin_dir)?;
+            crate::util::files::remove_dir_all(&bin_dir)?;
         }
-        crate::files::rename(unpacking.join("bin"), &bin_dir)?;
-        crate::files::remove_dir_all(&unpacking)?;
+        crate::util::files::rename(unpacking.join("bin"), &bin_dir)?;
+        crate::util::files::remove_dir_all(&unpacking)?;
         manifest.save(&self.layout, stage)?;
         // What was trained or merged against the previous instrumented build is now stale.
         self.forget_stage(Step::Instrument)?;
@@ -196,9 +196,9 @@ impl Session {
         let shard = *shard;
         let scratch = self.layout.profiles_dir().join("bundle");
         if scratch.exists() {
-            crate::files::remove_dir_all(&scratch)?;
+            crate::util::files::remove_dir_all(&scratch)?;
         }
-        crate::files::create_dir_all(&scratch)?;
+        crate::util::files::create_dir_all(&scratch)?;
         let profdata = self.profdata()?.clone();
         let mut profiles = Vec::new();
         let mut files = Vec::new();
@@ -287,7 +287,7 @@ impl Session {
             profiles,
         };
         bundle::write(path, &manifest, &files)?;
-        crate::files::remove_dir_all(&scratch)?;
+        crate::util::files::remove_dir_all(&scratch)?;
         self.printer.info(format!(
             "wrote the bundle of shard {shard} ({} workload runs, {} profiles) to {} ({})",
             manifest.workloads.len(),
@@ -401,7 +401,7 @@ impl Session {
                 figures.instrumented_functions = Some(total);
             }
         }
-        crate::files::remove_dir_all(&extracted)?;
+        crate::util::files::remove_dir_all(&extracted)?;
 
         let record = MergedBundles {
             merged: merged.clone(),

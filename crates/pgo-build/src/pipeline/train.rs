@@ -12,14 +12,14 @@ use super::accounting::Trained;
 use super::accounting::{ENDED_WITHOUT_WRITING, cargo_only_message, no_profile_message};
 use super::workloads::SERVICE_FIX;
 use super::workloads::instrumented_profile_env;
-use crate::bundle::Shard;
-use crate::cargo_build::StageManifest;
+use crate::cargo::build::StageManifest;
 use crate::cli::TrainArgs;
 use crate::config::Workload;
 use crate::layout::Stage;
 use crate::profiles;
-use crate::start_marker;
-use crate::training_record::TrainingRecord;
+use crate::profiles::bundle::Shard;
+use crate::profiles::start_marker;
+use crate::profiles::training_record::TrainingRecord;
 
 impl Session {
     /// Runs the train workloads (all, or those named; with `--shard`, that shard's runs)

@@ -8,17 +8,17 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use super::Session;
-use crate::cargo_build::StageManifest;
-use crate::cargo_workload;
+use crate::cargo::build::StageManifest;
+use crate::config::cargo_workload;
 use crate::config::{Role, Workload, WorkloadCommand};
-use crate::criterion;
+use crate::exec;
+use crate::exec::Job;
 use crate::layout::{Layout, Stage};
+use crate::measure::criterion;
 use crate::profiles;
+use crate::profiles::start_marker;
 use crate::report::{ServiceRecord, WorkloadRecord};
-use crate::start_marker;
-use crate::targets::{self, Execution};
-use crate::training;
-use crate::training::Job;
+use crate::toolchain::targets::{self, Execution};
 
 /// How a service writes its profile when stopped.
 pub(super) const SERVICE_FIX: &str = "A service writes its profile when it exits normally, or \
@@ -37,8 +37,8 @@ impl Session {
         manifest: &StageManifest,
         workloads: &[Workload],
         log_prefix: &str,
-        prepare: &dyn Fn(&Workload) -> Result<training::EnvVars>,
-        finish: &dyn Fn(&Workload, &training::Outcome) -> Result<()>,
+        prepare: &dyn Fn(&Workload) -> Result<exec::EnvVars>,
+        finish: &dyn Fn(&Workload, &exec::Outcome) -> Result<()>,
     ) -> Result<()> {
         let bin_names: Vec<&str> = manifest.binaries.iter().map(|b| b.name.as_str()).collect();
         let (bin_dir, platform_env) = self.runnable_bins(&self.layout, stage, &bin_names)?;
@@ -54,7 +54,7 @@ impl Session {
         for workload in workloads {
             let mut extra_env = platform_env.clone();
             extra_env.extend(prepare(workload)?);
-            let target = training::Target {
+            let target = exec::Target {
                 stage,
                 bin_dir: &bin_dir,
                 bin_names: bin_names.clone(),
@@ -95,7 +95,7 @@ impl Session {
                         self.printer.detail(format!(
                             "merged {} raw profiles ({}) as they were written",
                             merged.files,
-                            crate::report::human_bytes(merged.raw_bytes)
+                            crate::util::units::human_bytes(merged.raw_bytes)
                         ));
                     }
                     outcome
@@ -104,7 +104,7 @@ impl Session {
             };
             // Processes that exited normally but whose profiles the runtime could not write
             // (a full disk): not a training run to use, nor processes stopped by signals.
-            if let Some(failure) = training::ProfileWriteFailure::find(&outcome.log_path) {
+            if let Some(failure) = exec::ProfileWriteFailure::find(&outcome.log_path) {
                 outcome.success = false;
                 outcome.status = "could not write its profiles".to_owned();
                 // On a full disk the record may not be written either; as started, it is
@@ -220,11 +220,11 @@ impl Session {
                     "pgo-build had to stop processes of workload `{}`: {}; {lost}. Make the \
                      workload stop its own children.",
                     workload.run_name(),
-                    training::describe_stopped(&outcome.stopped)
+                    exec::describe_stopped(&outcome.stopped)
                 ))?;
             }
             if !outcome.success {
-                let tail = training::log_tail(&outcome.log_path, 20);
+                let tail = exec::log_tail(&outcome.log_path, 20);
                 if workload.allow_failure {
                     self.printer.warn(format!(
                         "workload `{}` {} (allow_failure = true)",
@@ -255,7 +255,9 @@ impl Session {
     /// entry): what a process an instrumented binary started directly meets, and the fix.
     fn emulated_start_hint(&self) -> Option<String> {
         let arch = &self.platform.arch;
-        if !self.platform.execution().emulated() || crate::targets::binfmt_registered(arch) {
+        if !self.platform.execution().emulated()
+            || crate::toolchain::targets::binfmt_registered(arch)
+        {
             return None;
         }
         Some(format!(
@@ -425,7 +427,7 @@ impl Session {
             }
         }
         let mut line = vec![
-            crate::workspace::cargo_program()
+            crate::cargo::workspace::cargo_program()
                 .to_string_lossy()
                 .into_owned(),
         ];
@@ -465,7 +467,7 @@ impl Session {
         layout: &Layout,
         stage: Stage,
         names: &[&str],
-    ) -> Result<(std::path::PathBuf, training::EnvVars)> {
+    ) -> Result<(std::path::PathBuf, exec::EnvVars)> {
         let bin_dir = layout.bin_dir(stage);
         match self.platform.execution() {
             Execution::Native => Ok((bin_dir, Vec::new())),
@@ -495,15 +497,15 @@ pub(crate) fn instrumented_profile_env(
     raw_dir: &Path,
     continuous: bool,
     workload: &Workload,
-) -> Result<training::EnvVars> {
+) -> Result<exec::EnvVars> {
     let profile_dir = raw_dir.join(workload.run_name());
     // Profiles of an earlier run of this workload would be merged twice.
     if profile_dir.exists() {
-        crate::files::remove_dir_all(&profile_dir)?;
+        crate::util::files::remove_dir_all(&profile_dir)?;
     }
     // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then do not
     // create it themselves.
-    crate::files::create_dir_all(&profile_dir)?;
+    crate::util::files::create_dir_all(&profile_dir)?;
     Ok(vec![
         (
             "LLVM_PROFILE_FILE".to_owned(),
@@ -523,12 +525,12 @@ pub(crate) fn instrumented_profile_env(
 /// successfully may have failed at what it was meant to do. `failed`: how it ended, when it
 /// did not end well.
 pub(super) fn warn_about_error_lines(
-    printer: &crate::printer::Printer,
+    printer: &crate::util::printer::Printer,
     workload: &str,
     log: &Path,
     failed: Option<&str>,
 ) {
-    if let Some((count, first)) = training::error_lines(log) {
+    if let Some((count, first)) = exec::error_lines(log) {
         let lines = format!(
             "{count} line{} that look{} like errors (first: \"{first}\")",
             if count == 1 { "" } else { "s" },

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::command::Cmd;
-use crate::files::{remove_file, rename, write, write_atomically};
-use crate::printer::Printer;
 use crate::toolchain::LlvmTool;
+use crate::util::command::Cmd;
+use crate::util::files::{remove_file, rename, write, write_atomically};
+use crate::util::printer::Printer;
 
 /// The record of what was merged, beside the merged profiles.
 pub const LEDGER: &str = "merged.json";

@@ -6,17 +6,23 @@
 //! silently: each is listed with the reason. `llvm-profdata merge` would skip 0-byte inputs and
 //! exit 0, which is exactly the silent degradation this module exists to prevent.
 
+pub mod bundle;
+pub mod diagnostics;
+pub mod insight;
+pub mod start_marker;
+pub mod startup_order;
+pub mod training_record;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::cargo_build::StageManifest;
-use crate::command::Cmd;
-use crate::printer::Printer;
-use crate::start_marker;
+use crate::cargo::build::StageManifest;
 use crate::toolchain::LlvmTool;
+use crate::util::command::Cmd;
+use crate::util::printer::Printer;
 
 pub mod compact;
 
@@ -193,9 +199,9 @@ pub fn written_indexed_version(
     scratch_dir: &Path,
     printer: &Printer,
 ) -> Result<u64> {
-    crate::files::create_dir_all(scratch_dir)?;
+    crate::util::files::create_dir_all(scratch_dir)?;
     let text = scratch_dir.join("empty.proftext");
-    crate::files::write(&text, "# IR level Instrumentation Flag\n:ir\n")?;
+    crate::util::files::write(&text, "# IR level Instrumentation Flag\n:ir\n")?;
     let output = scratch_dir.join("empty.profdata");
     Cmd::new(&profdata.path)
         .args(["merge", "-o"])
@@ -511,14 +517,14 @@ pub fn merge_weighted(
     profdata: &LlvmTool,
     printer: &Printer,
 ) -> Result<MergedProfile> {
-    crate::files::create_dir_all(profiles_dir)?;
+    crate::util::files::create_dir_all(profiles_dir)?;
     let list = profiles_dir.join("merge-inputs.txt");
     // One input per line, `weight,path` (llvm-profdata's --input-files format).
     let lines: Vec<String> = inputs
         .iter()
         .map(|(weight, path)| format!("{weight},{}", path.display()))
         .collect();
-    crate::files::write(&list, lines.join("\n") + "\n")?;
+    crate::util::files::write(&list, lines.join("\n") + "\n")?;
     let partial = profiles_dir.join("merged.profdata.partial");
     // No --sparse: it drops zero-count functions, and with them the "cold" marking.
     Cmd::new(&profdata.path)
@@ -527,7 +533,7 @@ pub fn merge_weighted(
         .arg(format!("--input-files={}", list.display()))
         .stdout_checked(printer)
         .context("llvm-profdata could not merge the profiles")?;
-    let data = crate::files::read(&partial)?;
+    let data = crate::util::files::read(&partial)?;
     let path = install_content_addressed(&partial, &data, profiles_dir)?;
     let total_functions = total_functions(&path, profdata, printer)?;
     Ok(MergedProfile {
@@ -546,14 +552,14 @@ pub fn install_content_addressed(
 ) -> Result<PathBuf> {
     let path = profiles_dir.join(format!("merged-{}.profdata", content_hash(data)));
     if path.is_file() {
-        crate::files::remove_file(partial)?;
+        crate::util::files::remove_file(partial)?;
     } else {
-        crate::files::rename(partial, &path)?;
+        crate::util::files::rename(partial, &path)?;
     }
     for stale in sorted_entries(profiles_dir)? {
         let name = file_name(&stale);
         if name.starts_with("merged-") && name.ends_with(".profdata") && stale != path {
-            crate::files::remove_file(&stale)?;
+            crate::util::files::remove_file(&stale)?;
         }
     }
     Ok(path)
@@ -611,7 +617,7 @@ pub fn checkout_independent_dir() -> PathBuf {
 
 /// 16 hex digits of SHA-256.
 pub fn content_hash(data: &[u8]) -> String {
-    crate::files::sha256_hex(data)[..16].to_owned()
+    crate::util::files::sha256_hex(data)[..16].to_owned()
 }
 
 /// Merges `inputs` into `output` (no content addressing: an intermediate file).
@@ -622,7 +628,7 @@ pub fn merge_to(
     printer: &Printer,
 ) -> Result<()> {
     if let Some(dir) = output.parent() {
-        crate::files::create_dir_all(dir)?;
+        crate::util::files::create_dir_all(dir)?;
     }
     Cmd::new(&profdata.path)
         .args(["merge", "-o"])
@@ -711,7 +717,7 @@ mod tests {
         );
         assert_eq!(quoted_tool_output(&"e".repeat(1000)).chars().count(), 401);
     }
-    use crate::cargo_build::{BuildSettings, StagedBinary};
+    use crate::cargo::build::{BuildSettings, StagedBinary};
 
     fn raw_header(version: u64) -> Vec<u8> {
         let mut bytes = RAW_MAGIC_64.to_le_bytes().to_vec();

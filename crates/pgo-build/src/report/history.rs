@@ -5,7 +5,7 @@
 use comfy_table::{Cell, CellAlignment, Table};
 
 use super::CompareRun;
-use crate::printer::Fitted;
+use crate::util::printer::Fitted;
 
 /// The columns of one history row.
 pub fn cells(run: &CompareRun) -> [String; 6] {
@@ -22,7 +22,7 @@ pub fn cells(run: &CompareRun) -> [String; 6] {
         })
         .unwrap_or_else(|| "-".to_owned());
     [
-        crate::printer::ago(elapsed),
+        crate::util::printer::ago(elapsed),
         run.command.clone(),
         if run.variants.is_empty() {
             "-".to_owned()

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::files::write_atomically;
+use crate::util::files::write_atomically;
 
 mod history;
 mod records;
@@ -23,13 +23,12 @@ pub mod tables;
 pub use history::table as compare_history_table;
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
-    CompareResult, CompareRun, CrateFigures, Estimate, ExploreRecommendation, ExploreResult,
-    ExploreSpeed, ExploreStageCost, ExploreVariantRecord, GraphBound, LinkSummary,
-    MetricComparison, OrderRecord, RejectedProfile, RunSample, RustcSummary, ServiceRecord,
-    StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
-    decider_label, invocation, metric_label, now_unix, verdict_text,
+    CompareResult, CompareRun, CrateFigures, ExploreRecommendation, ExploreResult, ExploreSpeed,
+    ExploreStageCost, ExploreVariantRecord, GraphBound, LinkSummary, MetricComparison, OrderRecord,
+    RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache, StageRecord,
+    StoppedProcess, Traces, WorkloadComparison, WorkloadRecord, decider_label, invocation,
+    metric_label, now_unix, verdict_text,
 };
-pub use tables::human_bytes;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
@@ -352,12 +351,5 @@ mod tests {
             Report::load(&dir.path().join("none.json")),
             Ok(None)
         ));
-    }
-
-    #[test]
-    fn sizes_are_human_readable() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(5 * 1024 * 1024), "5.0 MiB");
     }
 }

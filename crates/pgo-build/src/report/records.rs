@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Direction, StartupOrder};
-use crate::measurement::{Decider, Metric};
-use crate::stats::PairedSummary;
+use crate::config::StartupOrder;
+use crate::measure::metric::{Decider, Metric};
+use crate::measure::metrics::Direction;
+use crate::measure::stats::PairedSummary;
+use crate::util::units::human_bytes;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StageRecord {
@@ -31,7 +33,7 @@ impl StageRecord {
         match (self.result.as_str(), self.ran_at_unix) {
             ("cached", Some(ran_at)) => {
                 let elapsed = std::time::Duration::from_secs(now_unix().saturating_sub(ran_at));
-                format!("cached (ran {})", crate::printer::ago(elapsed))
+                format!("cached (ran {})", crate::util::printer::ago(elapsed))
             }
             (result, _) => result.to_owned(),
         }
@@ -67,9 +69,9 @@ pub struct BinaryRecord {
 impl BinaryRecord {
     /// "5.1 MiB (zst 1.9 MiB)": the file, and its loaded part compressed when known.
     pub fn size_text(&self) -> String {
-        let size = super::human_bytes(self.size_bytes);
+        let size = human_bytes(self.size_bytes);
         match self.compressed_bytes {
-            Some(compressed) => format!("{size} (zst {})", super::human_bytes(compressed)),
+            Some(compressed) => format!("{size} (zst {})", human_bytes(compressed)),
             None => size,
         }
     }
@@ -196,8 +198,8 @@ pub struct WorkloadComparison {
 pub struct BenchmarkComparison {
     pub benchmark: String,
     pub candidate: String,
-    pub reference_estimate: crate::report::Estimate,
-    pub candidate_estimate: crate::report::Estimate,
+    pub reference_estimate: crate::measure::criterion::Estimate,
+    pub candidate_estimate: crate::measure::criterion::Estimate,
     /// candidate median / reference median.
     pub ratio: f64,
 }
@@ -240,8 +242,8 @@ impl RunSample {
 }
 
 /// A summary's verdict in the words of its metric: fewer page faults are not "faster".
-pub fn verdict_text(summary: &crate::stats::PairedSummary, decider: &Decider) -> String {
-    use crate::stats::Verdict;
+pub fn verdict_text(summary: &crate::measure::stats::PairedSummary, decider: &Decider) -> String {
+    use crate::measure::stats::Verdict;
     match (decider, summary.verdict) {
         (Decider::Measured(Metric::Faults), Verdict::Faster) => "fewer faults".to_owned(),
         (Decider::Measured(Metric::Faults), Verdict::Slower) => "more faults".to_owned(),
@@ -487,8 +489,7 @@ impl ExploreVariantRecord {
     }
 
     pub fn peak_memory_text(&self) -> String {
-        self.peak_memory_bytes
-            .map_or("-".to_owned(), super::human_bytes)
+        self.peak_memory_bytes.map_or("-".to_owned(), human_bytes)
     }
 
     /// "5.1 MiB (+3.2%)": loaded size and its change over the baseline's.
@@ -496,7 +497,7 @@ impl ExploreVariantRecord {
         match (self.loaded_bytes, self.size_change) {
             (Some(bytes), Some(change)) if self.name != "baseline" => format!(
                 "{} ({:+.1}%){}",
-                super::human_bytes(bytes),
+                human_bytes(bytes),
                 change * 100.0,
                 if self.over_size_limit {
                     " over limit"
@@ -504,7 +505,7 @@ impl ExploreVariantRecord {
                     ""
                 }
             ),
-            (Some(bytes), _) => super::human_bytes(bytes),
+            (Some(bytes), _) => human_bytes(bytes),
             _ => "-".to_owned(),
         }
     }
@@ -526,7 +527,7 @@ pub struct ExploreSpeed {
     /// Geometric mean of the per-workload median ratios (below 1: faster).
     pub ratio: f64,
     /// faster when every holdout workload's verdict is, slower when every one is.
-    pub verdict: crate::stats::Verdict,
+    pub verdict: crate::measure::stats::Verdict,
     pub workloads: BTreeMap<String, PairedSummary>,
     /// Set when not the explore's metric decided: "instructions (wall time undecided after
     /// 40 rounds)".
@@ -695,12 +696,4 @@ pub struct StoppedProcess {
     pub name: String,
     /// SIGTERM when it ended within the grace period, else SIGKILL.
     pub signal: String,
-}
-
-/// One benchmark's median time per iteration with its confidence interval, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    pub median_ns: f64,
-    pub lower_ns: f64,
-    pub upper_ns: f64,
 }

@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 
 use comfy_table::{Cell, CellAlignment, Table};
 
-use crate::printer::Fitted;
+use crate::util::printer::Fitted;
+use crate::util::units::human_bytes;
 
 use super::{BoltRecord, CompareResult, Report, StageRecord};
-use crate::step::Step;
+use crate::layout::step::Step;
 
 impl Report {
     /// The stage table: duration and share of the total, like rustc's release pipeline prints.
@@ -166,21 +167,6 @@ pub fn share_of(stage: &StageRecord, total: f64) -> f64 {
     }
 }
 
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 /// A ratio as a signed percentage change: 0.9 → "-10.0%".
 pub fn percent(ratio: f64) -> String {
     format!("{:+.1}%", (ratio - 1.0) * 100.0)
@@ -249,7 +235,7 @@ pub fn metrics_table(result: &CompareResult) -> Option<String> {
     if let Some(name) = &result.decided_by {
         text.push_str(&format!("\n* decides the verdict: {name}"));
     }
-    Some(crate::printer::fit_lines(&text))
+    Some(crate::util::printer::fit_lines(&text))
 }
 
 /// A metric's value, to about four significant digits.
@@ -272,7 +258,7 @@ pub fn benchmark_table(result: &CompareResult) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
-    let time = |e: &crate::report::Estimate| {
+    let time = |e: &crate::measure::criterion::Estimate| {
         format!(
             "{} ({} … {})",
             nanos(e.median_ns),
@@ -429,7 +415,7 @@ pub fn compare_table(result: &CompareResult) -> String {
             ));
         }
     }
-    crate::printer::fit_lines(&text)
+    crate::util::printer::fit_lines(&text)
 }
 
 pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
@@ -667,8 +653,8 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
 }
 
 /// A verdict in one word, for narrow table cells.
-fn verdict_word(verdict: crate::stats::Verdict) -> &'static str {
-    use crate::stats::Verdict;
+fn verdict_word(verdict: crate::measure::stats::Verdict) -> &'static str {
+    use crate::measure::stats::Verdict;
     match verdict {
         Verdict::Faster => "faster",
         Verdict::Slower => "slower",
@@ -681,9 +667,9 @@ fn verdict_word(verdict: crate::stats::Verdict) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measurement::{Decider, Metric};
+    use crate::measure::metric::{Decider, Metric};
+    use crate::measure::stats::summarize;
     use crate::report::{BenchmarkComparison, CandidateSummary, WorkloadComparison};
-    use crate::stats::summarize;
 
     fn comparison(instructions: bool) -> CompareResult {
         let ratios = [0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9];
@@ -725,7 +711,7 @@ mod tests {
     fn criterion_estimates_get_a_table_of_their_own() {
         let mut result = comparison(false);
         assert!(benchmark_table(&result).is_none(), "no criterion, no table");
-        let estimate = |median_ns| crate::report::Estimate {
+        let estimate = |median_ns| crate::measure::criterion::Estimate {
             median_ns,
             lower_ns: median_ns - 1000.0,
             upper_ns: median_ns + 1000.0,
@@ -812,7 +798,7 @@ mod tests {
         let table = compare_table(&comparison(true));
         let widest = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);
         assert!(
-            widest <= usize::from(crate::printer::table_width()),
+            widest <= usize::from(crate::util::printer::table_width()),
             "{table}"
         );
     }

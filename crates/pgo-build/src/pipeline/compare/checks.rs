@@ -6,9 +6,9 @@ use anyhow::{Result, bail};
 
 use super::super::Session;
 use crate::config::Workload;
-use crate::criterion;
-use crate::measurement::{Decider, Metric};
-use crate::training;
+use crate::exec;
+use crate::measure::criterion;
+use crate::measure::metric::{Decider, Metric};
 
 impl Session {
     /// For a target whose binaries run under an emulator: what the figures mean (wall and CPU
@@ -73,14 +73,14 @@ impl Session {
         &self,
         workload: &Workload,
         variant: &str,
-        outcome: training::Outcome,
-    ) -> Result<training::Outcome> {
+        outcome: exec::Outcome,
+    ) -> Result<exec::Outcome> {
         if !outcome.stopped.is_empty() {
             self.printer.warn(format!(
                 "workload `{}` against the {} binaries: pgo-build had to stop {}",
                 workload.name(),
                 variant,
-                training::describe_stopped(&outcome.stopped)
+                exec::describe_stopped(&outcome.stopped)
             ));
         }
         for service in &outcome.services {
@@ -97,7 +97,7 @@ impl Session {
                 workload.name(),
                 outcome.status,
                 variant,
-                training::log_tail(&outcome.log_path, 20),
+                exec::log_tail(&outcome.log_path, 20),
                 outcome.log_path.display()
             );
         }

@@ -14,21 +14,21 @@ use anyhow::{Context, Result, bail};
 
 use super::Session;
 use super::workloads::warn_about_error_lines;
-use crate::cargo_build::StageManifest;
+use crate::cargo::build::StageManifest;
 use crate::cli::{CompareArgs, CompareRole};
 use crate::config::{Role, Workload};
-use crate::counter::Counter;
-use crate::criterion;
-use crate::files::age;
+use crate::exec;
 use crate::layout::{Layout, Stage};
-use crate::measurement::Rounds;
-use crate::measurement::{DEFAULT_ROUNDS, Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::measure::counter::Counter;
+use crate::measure::criterion;
+use crate::measure::metric::Rounds;
+use crate::measure::metric::{DEFAULT_ROUNDS, Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::measure::stats::{self, Verdict};
 use crate::report::tables::{benchmark_table, compare_table, metrics_table};
 use crate::report::{
     BenchmarkComparison, CandidateSummary, CompareResult, RunSample, WorkloadComparison,
 };
-use crate::stats::{self, Verdict};
-use crate::training;
+use crate::util::files::age;
 
 mod checks;
 mod previous;
@@ -443,7 +443,7 @@ impl Session {
         if workload.cargo.is_some() {
             for home in &criterion_homes {
                 if home.exists() {
-                    crate::files::remove_dir_all(home)?;
+                    crate::util::files::remove_dir_all(home)?;
                 }
             }
         }
@@ -519,7 +519,7 @@ impl Session {
             order.reverse();
         }
         let running = self.layout.running_dir();
-        let bin_dirs: Vec<(PathBuf, training::EnvVars)> = order
+        let bin_dirs: Vec<(PathBuf, exec::EnvVars)> = order
             .iter()
             .map(|v| self.runnable_bins(&v.layout, v.stage, &v.bin_names()))
             .collect::<Result<_>>()?;
@@ -531,16 +531,16 @@ impl Session {
         if counter.is_some() {
             for dir in &count_dirs {
                 if dir.exists() {
-                    crate::files::remove_dir_all(dir)?;
+                    crate::util::files::remove_dir_all(dir)?;
                 }
-                crate::files::create_dir_all(dir)?;
+                crate::util::files::create_dir_all(dir)?;
             }
         }
-        let targets: Vec<training::Target> = order
+        let targets: Vec<exec::Target> = order
             .iter()
             .zip(&bin_dirs)
             .zip(&count_dirs)
-            .map(|((variant, (bin_dir, env)), count_dir)| training::Target {
+            .map(|((variant, (bin_dir, env)), count_dir)| exec::Target {
                 stage: variant.stage,
                 bin_dir,
                 bin_names: variant.bin_names(),
@@ -552,7 +552,7 @@ impl Session {
             })
             .collect();
         // A cargo workload builds and runs its benches with each variant's own build settings.
-        let resolved: Vec<crate::training::Job> = order
+        let resolved: Vec<crate::exec::Job> = order
             .iter()
             .map(|v| {
                 let job = self.resolve_workload(&v.layout, v.stage, &v.manifest, workload)?;
@@ -578,7 +578,7 @@ impl Session {
         let printer = self.printer;
         let mut outcomes = Vec::new();
         if side_by_side {
-            let results: Vec<Result<training::Outcome>> = std::thread::scope(|scope| {
+            let results: Vec<Result<exec::Outcome>> = std::thread::scope(|scope| {
                 let handles: Vec<_> = targets
                     .iter()
                     .zip(&resolved)
@@ -612,16 +612,20 @@ impl Session {
                 })?;
             let (wall, cpu) = (outcome.duration, outcome.cpu);
             let mut reported = if workload.metrics.is_empty() {
-                crate::metrics::RunMetrics::default()
+                crate::measure::metrics::RunMetrics::default()
             } else {
-                crate::metrics::read(&workload.metrics, &outcome.log_path, &outcome.metric_lines)
-                    .map_err(|reason| {
-                        anyhow::anyhow!(
-                            "workload `{}` against the {name} binaries: {reason}. Full log: {}",
-                            workload.name(),
-                            outcome.log_path.display()
-                        )
-                    })?
+                crate::measure::metrics::read(
+                    &workload.metrics,
+                    &outcome.log_path,
+                    &outcome.metric_lines,
+                )
+                .map_err(|reason| {
+                    anyhow::anyhow!(
+                        "workload `{}` against the {name} binaries: {reason}. Full log: {}",
+                        workload.name(),
+                        outcome.log_path.display()
+                    )
+                })?
             };
             if workload.cargo.is_some() {
                 // This run's estimates: each run rewrites criterion's `new/`.
@@ -669,11 +673,11 @@ impl Session {
         &self,
         workload: &Workload,
         variant: &Compared,
-    ) -> Result<training::Outcome> {
+    ) -> Result<exec::Outcome> {
         let running = self.layout.running_dir();
         let (bin_dir, env) =
             self.runnable_bins(&variant.layout, variant.stage, &variant.bin_names())?;
-        let target = training::Target {
+        let target = exec::Target {
             stage: variant.stage,
             bin_dir: &bin_dir,
             bin_names: variant.bin_names(),

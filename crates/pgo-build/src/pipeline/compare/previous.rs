@@ -11,10 +11,10 @@ use anyhow::{Context, Result, bail};
 use super::super::Session;
 use super::Compared;
 use super::summary::summarize_candidates;
-use crate::cargo_build::{StageManifest, StagedBinary};
+use crate::cargo::build::{StageManifest, StagedBinary};
 use crate::layout::{Layout, Stage};
+use crate::measure::stats::PairedSummary;
 use crate::report::{CompareResult, decider_label};
-use crate::stats::PairedSummary;
 
 /// The variant's name in tables, logs and the report.
 pub const PREVIOUS: &str = "previous";
@@ -51,16 +51,16 @@ impl Session {
         let stage = Stage::Optimized;
         let bin_dir = layout.bin_dir(stage);
         if bin_dir.exists() {
-            crate::files::remove_dir_all(&bin_dir)?;
+            crate::util::files::remove_dir_all(&bin_dir)?;
         }
-        crate::files::create_dir_all(&bin_dir)?;
+        crate::util::files::create_dir_all(&bin_dir)?;
         let mut binaries = Vec::new();
         for binary in &like.manifest.binaries {
             let source = dir.join(&binary.name);
             let data = std::fs::read(&source)
                 .with_context(|| format!("could not read {}", source.display()))?;
             let path = bin_dir.join(&binary.name);
-            crate::files::write_atomically(&path, &data)?;
+            crate::util::files::write_atomically(&path, &data)?;
             std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
             binaries.push(StagedBinary {
                 name: binary.name.clone(),
@@ -68,15 +68,15 @@ impl Session {
                 path,
                 source,
                 size_bytes: data.len() as u64,
-                loaded_bytes: crate::cargo_build::loaded_size(&data).ok(),
+                loaded_bytes: crate::cargo::build::loaded_size(&data).ok(),
                 compressed_bytes: None,
                 build_id: None,
                 pgo: false,
                 bolted: false,
-                sha256: Some(crate::files::sha256_hex(&data)),
+                sha256: Some(crate::util::files::sha256_hex(&data)),
             });
         }
-        let id = crate::files::sha256_hex(
+        let id = crate::util::files::sha256_hex(
             binaries
                 .iter()
                 .map(|b| b.sha256.clone().unwrap_or_default())
@@ -129,7 +129,7 @@ pub fn against_previous(
             PREVIOUS,
             &candidates,
             rounds,
-            (crate::stats::ALPHA, seed, margin),
+            (crate::measure::stats::ALPHA, seed, margin),
             result.counter.is_some(),
             &metrics,
         );

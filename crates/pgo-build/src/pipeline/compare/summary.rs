@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{Direction, MetricSpec};
+use crate::measure::metrics::{Direction, MetricSpec};
+use crate::measure::stats::{self, Verdict};
 use crate::report::{CandidateSummary, MetricComparison, RunSample, WorkloadComparison};
-use crate::stats::{self, Verdict};
 
 /// The largest relative difference between two instruction counts of one variant, when some
 /// variant was counted more than once.
@@ -51,7 +51,7 @@ pub(crate) fn summarize_candidates(
     let benchmarks: std::collections::BTreeSet<&String> = runs
         .iter()
         .flat_map(|r| r.metrics.keys())
-        .filter(|name| name.starts_with(crate::criterion::METRIC_PREFIX))
+        .filter(|name| name.starts_with(crate::measure::criterion::METRIC_PREFIX))
         .collect();
     for name in benchmarks {
         metrics.push(MetricSpec::read_by_pgo_build(

@@ -5,9 +5,9 @@ use anyhow::{Context, Result, bail};
 
 use super::variants::{Variant, known_variants};
 use crate::config;
-use crate::files::write_atomically;
 use crate::pipeline::Session;
 use crate::report::ExploreResult;
+use crate::util::files::write_atomically;
 
 /// `text` (pgo-build.toml, perhaps empty) with `[build] profile_overrides` and `rustflags`
 /// and `[bolt] enabled` set to `variant`'s; comments and everything else are kept.

@@ -9,16 +9,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::variants::{Variant, training_settings};
-use crate::cargo_build::StageManifest;
+use crate::cargo::build::StageManifest;
 use crate::cli::RunArgs;
 use crate::config::BuildVariant;
-use crate::files::write_atomically;
+use crate::layout::step::Step;
 use crate::layout::{Layout, Stage};
 use crate::pipeline::Session;
 use crate::pipeline::compare::Compared;
 use crate::report::ExploreStageCost;
-use crate::state::Fingerprint;
-use crate::step::Step;
+use crate::util::files::write_atomically;
+use crate::util::fingerprint::Fingerprint;
 
 /// Which build a set of settings is made in.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,9 +62,9 @@ pub(super) fn budget_note(clock: &Clock) -> String {
         "the budget ({}) ran out after {}",
         clock
             .budget
-            .map(crate::printer::duration)
+            .map(crate::util::printer::duration)
             .unwrap_or_default(),
-        crate::printer::duration(clock.started.elapsed())
+        crate::util::printer::duration(clock.started.elapsed())
     )
 }
 
@@ -263,7 +263,7 @@ impl Session {
         }
         let key = build_key(build);
         let layout = Layout::at(self.layout.explore_dir().join("builds").join(&key));
-        crate::files::create_dir_all(layout.root())?;
+        crate::util::files::create_dir_all(layout.root())?;
         write_atomically(
             &layout.root().join("settings.txt"),
             format!("{}\n", describe_build(build)).as_bytes(),
@@ -292,7 +292,7 @@ impl Session {
         if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
             return Ok(output);
         }
-        crate::files::create_dir_all(output.parent().unwrap())?;
+        crate::util::files::create_dir_all(output.parent().unwrap())?;
         let args = crate::cli::ExportArgs {
             output: Some(output.clone()),
             rustc_estimates: None,
@@ -310,7 +310,7 @@ impl Session {
             std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("could not clear {}", dir.display()))?;
         }
-        crate::files::create_dir_all(&dir)?;
+        crate::util::files::create_dir_all(&dir)?;
         for binary in &variant.manifest.binaries {
             let to = dir.join(&binary.name);
             if std::fs::hard_link(&binary.path, &to).is_err() {

@@ -6,7 +6,7 @@ use crate::config::{self, Growth};
 use crate::report::{ExploreRecommendation, ExploreSpeed, ExploreVariantRecord};
 use std::collections::BTreeMap;
 
-use crate::stats::{self, PairedSummary, Verdict};
+use crate::measure::stats::{self, PairedSummary, Verdict};
 
 /// Marks the variants on the Pareto front of speed against each cost: no other measured
 /// variant is at least as fast and at least as cheap, and better in one of the two.

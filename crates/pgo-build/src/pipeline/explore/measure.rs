@@ -11,12 +11,12 @@ use super::builds::Clock;
 use super::race;
 use super::variants::{BASELINE, PGO};
 use crate::config::{self, Role};
-use crate::files::write_atomically;
-use crate::measurement::{Decider, Metric};
+use crate::measure::metric::{Decider, Metric};
 use crate::pipeline::Session;
 use crate::pipeline::compare::Compared;
 use crate::report::{ExploreSpeed, ExploreVariantRecord};
-use crate::state::Fingerprint;
+use crate::util::files::write_atomically;
+use crate::util::fingerprint::Fingerprint;
 
 /// `explore/measurements.json`: each variant's last measurement, by the key of what it
 /// measured.
@@ -211,7 +211,7 @@ impl Session {
                      Full log: {}",
                     workload.name(),
                     outcome.status,
-                    crate::training::log_tail(&outcome.log_path, 10),
+                    crate::exec::log_tail(&outcome.log_path, 10),
                     outcome.log_path.display()
                 );
                 if variant.name == BASELINE || variant.name == PGO {

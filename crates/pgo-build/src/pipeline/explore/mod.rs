@@ -30,9 +30,9 @@ use super::Session;
 use super::compare::Compared;
 use crate::cli::ExploreArgs;
 use crate::config::{self, Role};
-use crate::interrupt;
-use crate::measurement::Rounds;
-use crate::measurement::{self, Metric};
+use crate::exec::interrupt;
+use crate::measure::metric::Rounds;
+use crate::measure::metric::{self, Metric};
 use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 use builds::{Clock, budget_note};
@@ -56,10 +56,10 @@ impl Session {
         let decider = self.decider(args.metric.as_ref())?;
         let rounds = match (args.rounds, decider.measured()) {
             (Some(rounds), _) => rounds,
-            (None, Metric::Instructions) => measurement::INSTRUCTION_ROUNDS,
+            (None, Metric::Instructions) => metric::INSTRUCTION_ROUNDS,
             (None, _) => match self.config.compare.rounds {
                 Some(Rounds::Fixed(n)) => n,
-                _ => measurement::DEFAULT_ROUNDS,
+                _ => metric::DEFAULT_ROUNDS,
             },
         };
         if rounds == 0 {
@@ -95,7 +95,7 @@ impl Session {
                 .join(", "),
             clock
                 .budget
-                .map(|b| format!(" (budget {})", crate::printer::duration(b)))
+                .map(|b| format!(" (budget {})", crate::util::printer::duration(b)))
                 .unwrap_or_default()
         ));
         let mut records: Vec<ExploreVariantRecord> = Vec::new();
@@ -129,7 +129,7 @@ impl Session {
                         .map(|b| {
                             b.loaded_bytes.or_else(|| {
                                 let data = std::fs::read(&b.path).ok()?;
-                                crate::cargo_build::loaded_size(&data).ok()
+                                crate::cargo::build::loaded_size(&data).ok()
                             })
                         })
                         .sum::<Option<u64>>();

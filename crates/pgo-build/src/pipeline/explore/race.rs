@@ -22,12 +22,12 @@ use super::decide::speed;
 use super::variants::{BASELINE, PGO};
 use crate::cli::{CompareArgs, CompareRole};
 use crate::config;
-use crate::counter::Counter;
-use crate::measurement::{Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
+use crate::measure::counter::Counter;
+use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
+use crate::measure::stats::{self, PairedSummary, Verdict};
 use crate::pipeline::Session;
 use crate::pipeline::compare::{Compared, summarize_candidates};
 use crate::report::{ExploreSpeed, RunSample};
-use crate::stats::{self, PairedSummary, Verdict};
 
 /// When to look: after `looks[i]` rounds in all, each look at `alpha`.
 #[derive(Debug, Clone, PartialEq)]
@@ -330,7 +330,7 @@ pub(super) fn count_undecided(
                      instructions ({}, about {}) would not finish within the budget",
                 undecided.join(", "),
                 counter.describe(),
-                crate::printer::duration(std::time::Duration::from_secs_f64(needed))
+                crate::util::printer::duration(std::time::Duration::from_secs_f64(needed))
             ));
             return Ok(());
         }

@@ -8,13 +8,14 @@ mod explore;
 
 use explore::{explore_markdown, explore_section};
 
-use crate::measurement::Decider;
+use crate::measure::metric::Decider;
+use crate::measure::stats::Verdict;
 use crate::report::tables::{PipelineStages, percent, share_of};
 use crate::report::{
     BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, decider_label,
-    human_bytes, verdict_text,
+    verdict_text,
 };
-use crate::stats::Verdict;
+use crate::util::units::human_bytes;
 
 const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
 const COLORS: [&str; 8] = [
@@ -635,7 +636,7 @@ fn ratio_plot(
     let higher = decider
         .reported()
         .and_then(|name| workload.candidates.get(candidate)?.metrics.get(name))
-        .is_some_and(|m| m.direction == crate::config::Direction::Higher);
+        .is_some_and(|m| m.direction == crate::measure::metrics::Direction::Higher);
     let ratios: Vec<f64> = workload
         .runs
         .iter()

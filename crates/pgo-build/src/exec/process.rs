@@ -1,0 +1,139 @@
+//! The processes of a workload or service: waiting for them with their resource usage
+//! (`wait4`), and stopping a tree (its process group and every process carrying its token)
+//! the way production stops things: SIGTERM, a grace period, then SIGKILL.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::TOKEN_ENV;
+use crate::report::StoppedProcess;
+
+/// What `wait4` accounts to a process and its waited-for descendants.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Usage {
+    pub cpu: Duration,
+    /// Minor and major page faults.
+    pub faults: u64,
+}
+
+/// Waits for `pid` with `wait4`, which also returns the CPU time and page faults of it and its
+/// waited-for descendants. `None` while it is still running (only when not blocking).
+pub(super) fn reap(
+    pid: libc::pid_t,
+    block: bool,
+) -> Result<Option<(std::process::ExitStatus, Usage)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 only writes to the two out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: `status` and `usage` are valid for writes for the duration of the call.
+        let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if reaped == pid {
+            let usage = Usage {
+                cpu: timeval(usage.ru_utime) + timeval(usage.ru_stime),
+                faults: (usage.ru_minflt + usage.ru_majflt) as u64,
+            };
+            return Ok(Some((std::process::ExitStatus::from_raw(status), usage)));
+        }
+        if reaped == 0 {
+            return Ok(None);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("waiting for a workload failed");
+        }
+    }
+}
+
+fn timeval(tv: libc::timeval) -> Duration {
+    Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64)
+}
+
+pub(super) fn send(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) has no memory effects; a negative pid signals that process group.
+    unsafe { libc::kill(pid, signal) };
+}
+
+/// The processes of one workload: its process group, and every process that carries its
+/// token, which finds those that left the group (`setsid`, double fork).
+pub(super) struct Members<'a> {
+    /// 0: no group (its id may belong to someone else by now).
+    pub group: libc::pid_t,
+    pub token: &'a str,
+}
+
+impl Members<'_> {
+    /// Live members (zombies excluded), by pid and name.
+    pub fn live(&self) -> Vec<(i32, String)> {
+        let needle = format!("{TOKEN_ENV}={}", self.token);
+        let mut members: Vec<(i32, String)> = crate::measure::memory::processes()
+            .into_iter()
+            .filter(|p| p.state != 'Z')
+            .filter(|p| {
+                (self.group != 0 && p.pgrp == self.group)
+                    || crate::measure::memory::has_env_entry(p.pid, &needle)
+            })
+            .map(|p| (p.pid, p.name))
+            .collect();
+        members.sort();
+        members
+    }
+
+    pub fn signal(&self, pids: &[i32], signal: libc::c_int) {
+        if self.group != 0 {
+            send(-self.group, signal);
+        }
+        for pid in pids {
+            send(*pid, signal);
+        }
+    }
+}
+
+/// Whether `pid` is a process that has not exited (a zombie has).
+pub(super) fn running(pid: i32) -> bool {
+    crate::measure::memory::process(pid).is_some_and(|p| p.state != 'Z')
+}
+
+/// Stops every live member: SIGTERM, then SIGKILL for those still alive after `grace`. A
+/// process that has exited but not been reaped (a zombie) counts as stopped. Returns what was
+/// stopped and how.
+pub(super) fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
+    let found = members.live();
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let pids: Vec<i32> = found.iter().map(|(pid, _)| *pid).collect();
+    members.signal(&pids, libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && pids.iter().any(|pid| running(*pid)) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let still_alive: Vec<i32> = pids.iter().copied().filter(|pid| running(*pid)).collect();
+    if !still_alive.is_empty() {
+        members.signal(&still_alive, libc::SIGKILL);
+    }
+    found
+        .into_iter()
+        .map(|(pid, name)| StoppedProcess {
+            pid,
+            signal: if still_alive.contains(&pid) {
+                "SIGKILL"
+            } else {
+                "SIGTERM"
+            }
+            .to_owned(),
+            name,
+        })
+        .collect()
+}
+
+pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {
+    stopped
+        .iter()
+        .map(|p| format!("{} (pid {}, {})", p.name, p.pid, p.signal))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,150 @@
+//! What `compare` and `explore` measure (the [`Metric`]) and for how many paired rounds
+//! ([`Rounds`]): plain data, parsed from flags and `pgo-build.toml` alike, and recorded in the
+//! report.
+
+/// The equivalence margin when `[compare] margin` does not say: a variant is "the same" as
+/// another only when the interval of their ratio lies within 1 ± this.
+pub const DEFAULT_MARGIN: f64 = 0.02;
+
+/// Counted rounds when neither `--rounds` nor `[compare] rounds` says.
+pub const DEFAULT_ROUNDS: usize = 10;
+
+/// With `--metric instructions`: one count per variant and one repeat that measures how
+/// stable the counts are.
+pub const INSTRUCTION_ROUNDS: usize = 2;
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    #[default]
+    Wall,
+    Cpu,
+    Instructions,
+    /// Minor and major page faults of the process tree: what start-up order changes.
+    Faults,
+}
+
+/// The names `--metric` and `[compare] metric` take for what pgo-build measures itself; any
+/// other name is a metric the workloads report.
+pub const BUILT_IN_METRICS: [&str; 4] = ["wall", "cpu", "instructions", "faults"];
+
+/// What verdicts rest on: a figure pgo-build measures, or a metric the workloads report
+/// (`[[workload.metric]]`, e.g. `p99_ms`, or `latency.p99` of a distribution).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decider {
+    Measured(Metric),
+    Reported(String),
+}
+
+impl Default for Decider {
+    fn default() -> Decider {
+        Decider::Measured(Metric::Wall)
+    }
+}
+
+impl Decider {
+    /// What the rounds measure: a reported metric comes with wall and CPU times.
+    pub fn measured(&self) -> Metric {
+        match self {
+            Decider::Measured(metric) => *metric,
+            Decider::Reported(_) => Metric::Wall,
+        }
+    }
+
+    pub fn reported(&self) -> Option<&str> {
+        match self {
+            Decider::Measured(_) => None,
+            Decider::Reported(name) => Some(name),
+        }
+    }
+}
+
+impl std::str::FromStr for Decider {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Decider, String> {
+        let measured = [
+            Metric::Wall,
+            Metric::Cpu,
+            Metric::Instructions,
+            Metric::Faults,
+        ];
+        if let Some(i) = BUILT_IN_METRICS.iter().position(|name| *name == text) {
+            return Ok(Decider::Measured(measured[i]));
+        }
+        // A criterion benchmark of a held-out cargo bench (`criterion:parse/small`).
+        if text.starts_with(crate::measure::criterion::METRIC_PREFIX) {
+            return Ok(Decider::Reported(text.to_owned()));
+        }
+        // `latency.p99`: a percentile of a distribution metric.
+        let base = match text.rsplit_once(".p") {
+            Some((base, p)) if p.parse::<u8>().is_ok() => base,
+            _ => text,
+        };
+        crate::util::names::check_metric(base).map_err(|reason| {
+            format!(
+                "`{text}`: neither wall, cpu, instructions nor faults, nor a metric name: {reason}"
+            )
+        })?;
+        Ok(Decider::Reported(text.to_owned()))
+    }
+}
+
+/// `--rounds N` or `--rounds auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounds {
+    Fixed(usize),
+    Auto,
+}
+
+impl std::str::FromStr for Rounds {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Rounds, String> {
+        if text == "auto" {
+            return Ok(Rounds::Auto);
+        }
+        match text.parse::<usize>() {
+            Ok(rounds) if rounds >= 1 => Ok(Rounds::Fixed(rounds)),
+            _ => Err(format!(
+                "`{text}`: expected a number of rounds (at least 1) or `auto`"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_parse_into_what_decides() {
+        for (text, metric) in [
+            ("wall", Metric::Wall),
+            ("cpu", Metric::Cpu),
+            ("instructions", Metric::Instructions),
+            ("faults", Metric::Faults),
+        ] {
+            assert_eq!(text.parse(), Ok(Decider::Measured(metric)));
+        }
+        for reported in ["p99_ms", "latency.p99", "criterion:parse/small"] {
+            assert_eq!(reported.parse(), Ok(Decider::Reported(reported.to_owned())));
+        }
+        assert!("late ncy".parse::<Decider>().is_err());
+        assert!("a/b".parse::<Decider>().is_err());
+        assert_eq!(
+            "p99_ms".parse::<Decider>().unwrap().measured(),
+            Metric::Wall
+        );
+    }
+}

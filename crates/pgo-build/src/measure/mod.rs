@@ -1,0 +1,12 @@
+//! Measurement: what comparisons measure and decide by (`metric`), the figures workloads
+//! report themselves (`metrics`), criterion's estimates (`criterion`), instruction counts
+//! (`counter`), memory of process trees and the memory budget (`memory`), and the statistics
+//! verdicts rest on (`stats`). Plain data and pure functions over it, besides reading
+//! /proc and running the counter; uses only `util`.
+
+pub mod counter;
+pub mod criterion;
+pub mod memory;
+pub mod metric;
+pub mod metrics;
+pub mod stats;

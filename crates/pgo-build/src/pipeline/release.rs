@@ -1,0 +1,190 @@
+//! What `pgo-build gate` decides and records: the rule for one held-out workload (proven not
+//! slower within the margin), the size check, and `provenance.json`, the record that ships
+//! beside the binaries (its schema: `docs/provenance.schema.json`). Plain data and pure
+//! functions.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::measure::stats::{PairedSummary, Verdict};
+
+/// Bumped when a field changes meaning or goes; release tooling reads this file.
+pub const PROVENANCE_SCHEMA_VERSION: u32 = 1;
+
+/// Whether one held-out workload lets the variant ship against `against`: only when the
+/// interval of its cost ratio lies below 1 + `margin` (faster, or the same within the
+/// margin). A wide interval is not evidence of "not slower".
+pub fn workload_check(summary: &PairedSummary, margin: f64) -> (bool, String) {
+    let interval = format!(
+        "{:+.1}% ({:+.1}% … {:+.1}%)",
+        (summary.median_ratio - 1.0) * 100.0,
+        (summary.ci_low - 1.0) * 100.0,
+        (summary.ci_high - 1.0) * 100.0
+    );
+    if summary.verdict == Verdict::TooFewRounds {
+        return (
+            false,
+            format!("{interval}: too few rounds for a verdict (at least 7)"),
+        );
+    }
+    if summary.ci_high <= 1.0 + margin {
+        let what = if summary.verdict == Verdict::Faster {
+            "faster".to_owned()
+        } else {
+            format!("not slower by more than the {:.1}% margin", margin * 100.0)
+        };
+        return (true, format!("{interval}: {what}"));
+    }
+    if summary.verdict == Verdict::Slower {
+        return (false, format!("{interval}: slower"));
+    }
+    let more = summary
+        .more_rounds
+        .map(|n| format!("; ~{n} more rounds (--rounds) could settle it"))
+        .unwrap_or_default();
+    (
+        false,
+        format!(
+            "{interval}: not shown within the {:.1}% margin (the interval reaches {:+.1}%){more}",
+            margin * 100.0,
+            (summary.ci_high - 1.0) * 100.0
+        ),
+    )
+}
+
+/// `provenance.json`: what shipped, from what, and the evidence it may.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Provenance {
+    pub schema_version: u32,
+    pub pgo_build_version: String,
+    pub created: String,
+    /// Every check passed.
+    pub passed: bool,
+    /// Why not, one line each.
+    pub failures: Vec<String>,
+    pub workspace: PathBuf,
+    /// `git rev-parse HEAD` of the workspace (`-dirty-<hash>` with uncommitted changes).
+    pub git_revision: Option<String>,
+    pub target: String,
+    /// The staged variant that ships (`bolt` or `optimized`).
+    pub variant: String,
+    pub rustc: String,
+    pub llvm_version: String,
+    /// The C compiler of a cross-language build, if any (`compiler version`).
+    pub c_compiler: Option<String>,
+    /// The profile the variant was built with.
+    pub profile: Option<ProfileRecord>,
+    /// The training the profile came from: local train runs, or merged bundles.
+    pub training: Vec<TrainingRecord>,
+    pub binaries: Vec<ShippedBinary>,
+    /// What verdicts rest on (`wall`, `p99_ms`, …) and the equivalence margin.
+    pub metric: String,
+    pub margin: f64,
+    pub max_size_growth: Option<String>,
+    pub verdicts: Vec<GateVerdict>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProfileRecord {
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainingRecord {
+    /// A train run (`name`, or `name.part<I>of<K>`), or a merged bundle's file.
+    pub name: String,
+    /// The workload's fingerprint, or the bundle's shard (`I/N`).
+    pub fingerprint: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShippedBinary {
+    pub name: String,
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size_bytes: u64,
+    /// Loaded size (without debug info and symbols) of it and of the baseline's.
+    pub loaded_bytes: u64,
+    pub baseline_loaded_bytes: Option<u64>,
+    pub passed: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateVerdict {
+    pub workload: String,
+    /// `baseline`, or `previous` (`--against DIR`).
+    pub against: String,
+    /// What judged it: the deciding metric, or wall time where the workload does not report it.
+    pub metric: String,
+    pub median_ratio: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub verdict: Verdict,
+    pub passed: bool,
+    pub detail: String,
+}
+
+impl GateVerdict {
+    /// The verdict of `summary` (a candidate against `against` on `workload`) under the rule of
+    /// [`workload_check`].
+    pub fn judge(
+        workload: String,
+        against: String,
+        metric: String,
+        summary: &PairedSummary,
+        margin: f64,
+    ) -> GateVerdict {
+        let (passed, detail) = workload_check(summary, margin);
+        GateVerdict {
+            workload,
+            against,
+            metric,
+            median_ratio: summary.median_ratio,
+            ci_low: summary.ci_low,
+            ci_high: summary.ci_high,
+            verdict: summary.verdict,
+            passed,
+            detail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::stats::summarize;
+
+    fn summary(ratios: &[f64]) -> PairedSummary {
+        summarize(ratios, 1)
+    }
+
+    #[test]
+    fn only_an_interval_below_the_margin_ships() {
+        let faster = summary(&[0.80, 0.82, 0.79, 0.81, 0.80, 0.83, 0.80, 0.81, 0.79, 0.80]);
+        assert!(workload_check(&faster, 0.02).0);
+        let same = summary(&[
+            1.0, 1.005, 0.995, 1.002, 0.998, 1.001, 0.999, 1.0, 1.003, 0.997,
+        ]);
+        let (passed, detail) = workload_check(&same, 0.02);
+        assert!(passed, "{detail}");
+        assert!(
+            detail.contains("not slower by more than the 2.0% margin"),
+            "{detail}"
+        );
+        let slower = summary(&[1.2, 1.22, 1.19, 1.21, 1.2, 1.23, 1.2, 1.21, 1.19, 1.2]);
+        let (passed, detail) = workload_check(&slower, 0.02);
+        assert!(!passed && detail.ends_with("slower"), "{detail}");
+        // Noisy: neither faster nor inside the margin. Missing evidence does not ship.
+        let noisy = summary(&[0.8, 1.2, 0.9, 1.15, 0.85, 1.1, 0.95, 1.05, 0.9, 1.12]);
+        let (passed, detail) = workload_check(&noisy, 0.02);
+        assert!(
+            !passed && detail.contains("not shown within the 2.0% margin"),
+            "{detail}"
+        );
+        let few = summary(&[0.8, 0.8, 0.8]);
+        assert!(!workload_check(&few, 0.02).0);
+    }
+}

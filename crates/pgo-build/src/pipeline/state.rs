@@ -1,0 +1,132 @@
+//! Resumability: the fingerprint of every completed stage (`target/pgo-build/state.json`), and
+//! the lock that keeps two pgo-build runs out of one `target/pgo-build/`.
+//!
+//! A stage's fingerprint covers its inputs - settings and flags, the selected binaries, the
+//! workspace manifests and Cargo.lock, the source files cargo's dep-info lists for each binary,
+//! the upstream stage's outputs (its stage.json), workloads, profiles - as paths with size and
+//! modification time, like cargo's own freshness check. A stage is recorded only after it
+//! completed, and outputs are written to temporary names and renamed, so an interrupted run
+//! leaves nothing that looks complete: the next `run` resumes at the first stage that is not.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::layout::Layout;
+use crate::report::StageRecord;
+use crate::util::files::write_atomically;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    pub schema_version: u32,
+    /// Stage name → fingerprint of the inputs it completed with.
+    pub stages: BTreeMap<String, String>,
+    /// Stage name → its last completed run (duration, peak memory, when), shown for the runs
+    /// that reuse it.
+    #[serde(default)]
+    pub runs: BTreeMap<String, StageRecord>,
+}
+
+impl State {
+    /// The stage records, or none; with what was wrong with an unreadable file (the stages
+    /// then run again rather than being trusted).
+    pub fn load(layout: &Layout) -> (State, Option<String>) {
+        let fresh = State {
+            schema_version: 1,
+            stages: BTreeMap::new(),
+            runs: BTreeMap::new(),
+        };
+        let path = layout.state();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return (fresh, None);
+        };
+        match serde_json::from_str::<State>(&text) {
+            Ok(state) if state.schema_version == 1 => (state, None),
+            Ok(_) => (fresh, None),
+            Err(err) => (
+                fresh,
+                Some(format!(
+                    "{} is corrupt ({err}): every stage of `pgo-build run` runs again and \
+                     writes it anew",
+                    path.display()
+                )),
+            ),
+        }
+    }
+
+    pub fn save(&self, layout: &Layout) -> Result<()> {
+        write_atomically(
+            &layout.state(),
+            serde_json::to_string_pretty(self)?.as_bytes(),
+        )
+    }
+}
+
+/// Held for as long as a pgo-build command works in `target/pgo-build/`.
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    pub fn acquire(layout: &Layout) -> Result<RunLock> {
+        std::fs::create_dir_all(layout.root())
+            .with_context(|| format!("could not create {}", layout.root().display()))?;
+        let path = layout.root().join(".lock");
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("could not open {}", path.display()))?;
+        // SAFETY: flock(2) on a descriptor we own; released when the file is closed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            bail!(
+                "another pgo-build is working in {}: {}. Wait for it to finish or stop it; two \
+                 runs in one target directory would overwrite each other's builds and profiles.",
+                layout.root().display(),
+                if holder.trim().is_empty() {
+                    "holder unknown"
+                } else {
+                    holder.trim()
+                }
+            );
+        }
+        let args: Vec<String> = std::env::args().collect();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        file.set_len(0)?;
+        file.rewind()?;
+        write!(
+            file,
+            "pid {} (`{}`, started at unix time {now})",
+            std::process::id(),
+            args.join(" ")
+        )?;
+        Ok(RunLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_is_refused_naming_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let _held = RunLock::acquire(&layout).unwrap();
+        let err = RunLock::acquire(&layout).err().expect("the lock is held");
+        assert!(
+            format!("{err}").contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! Plain helpers every other module may use, and that use nothing of pgo-build's: user output
+//! (`printer`), files written atomically (`files`), external commands (`command`), byte and
+//! time units (`units`), the names users give things (`names`), content fingerprints
+//! (`fingerprint`).
+
+pub mod command;
+pub mod files;
+pub mod fingerprint;
+pub mod names;
+pub mod printer;
+pub mod units;
