@@ -1,5 +1,5 @@
-//! Command-line flags, as clap sees them. Nothing here does work: `app` turns these low-level
-//! flags into the objects the stages use.
+//! Command-line flags, as clap sees them. Nothing here does work: `pipeline` turns these
+//! low-level flags into the context the steps use (`pipeline::context`).
 
 use std::path::PathBuf;
 
@@ -7,6 +7,27 @@ use crate::layout::step::Step;
 use crate::measure::metric::{Decider, Rounds};
 use crate::profiles::bundle::{Shard, Weights};
 use clap::{Args, Parser, Subcommand};
+
+use crate::util::printer::Verbosity;
+
+/// Installed as `cargo-pgo-build` (a link to pgo-build), cargo runs it for `cargo pgo-build
+/// …` with `pgo-build` as the first argument.
+const CARGO_SUBCOMMAND: &str = "cargo-pgo-build";
+
+/// The flags of this process, run as `pgo-build` or as cargo's `cargo-pgo-build` (whose
+/// extra `pgo-build` argument is dropped).
+pub fn parse() -> Cli {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let as_cargo_subcommand = args.first().is_some_and(|argv0| {
+        std::path::Path::new(argv0)
+            .file_name()
+            .is_some_and(|name| name == CARGO_SUBCOMMAND)
+    });
+    if as_cargo_subcommand && args.get(1).is_some_and(|arg| arg == "pgo-build") {
+        args.remove(1);
+    }
+    Cli::parse_from(args)
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,6 +91,19 @@ pub struct GlobalArgs {
     /// by a clang of rustc's LLVM (same as [pgo] cross_language = true)
     #[arg(long, global = true)]
     pub cross_language: bool,
+}
+
+impl GlobalArgs {
+    /// `-q` and `-v`, decided in one place.
+    pub fn verbosity(&self) -> Verbosity {
+        if self.quiet {
+            Verbosity::Quiet
+        } else if self.verbose {
+            Verbosity::Verbose
+        } else {
+            Verbosity::Normal
+        }
+    }
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -1,9 +1,9 @@
 //! `pgo-build`: profile-guided optimized release builds of a cargo workspace.
 //!
-//! `main` only turns the outcome of [`app::run`] into an exit code; everything else lives in
-//! the modules listed in ARCHITECTURE.md.
+//! `main` picks the mode pgo-build runs in (a wrapper under cargo, or the command a user
+//! typed), parses the flags and turns the outcome of [`pipeline::execute`] into an exit code;
+//! everything else lives in the modules listed in ARCHITECTURE.md.
 
-mod app;
 mod cargo;
 mod cli;
 mod config;
@@ -31,5 +31,18 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = wrappers::linker::run_if_linker() {
         return std::process::ExitCode::from(code);
     }
-    app::main()
+    let cli = cli::parse();
+    let printer = util::printer::Printer::new(cli.global.verbosity());
+    exec::interrupt::install();
+    match pipeline::execute(&cli, &printer) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            printer.error(&err);
+            match err.downcast_ref::<exec::interrupt::Interrupted>() {
+                // 130 for SIGINT, 143 for SIGTERM, as if the signal had ended pgo-build.
+                Some(interrupted) => std::process::ExitCode::from(interrupted.exit_code()),
+                None => std::process::ExitCode::FAILURE,
+            }
+        }
+    }
 }

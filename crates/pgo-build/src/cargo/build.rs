@@ -220,7 +220,7 @@ fn build_batch(
     ));
     let mut child = cmd.spawn(printer, Stdio::piped(), Stdio::piped())?;
     let stderr = child.stderr.take().expect("stderr is piped");
-    let quiet_printer = *printer;
+    let quiet_printer = printer.clone();
     // cargo's own progress and errors; kept so a failure can show them even with -q.
     let stderr_thread = std::thread::spawn(move || {
         let mut tail = Vec::new();

@@ -8,16 +8,13 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use crate::util::printer::Fitted;
-
-use super::Session;
+use super::context::{Context, Run};
 use crate::cargo::build::StageManifest;
 use crate::config::{OnCorrupt, Workload};
 use crate::profiles::bundle::Shard;
-use crate::profiles::training_record;
-use crate::profiles::{self, Accounting, BinaryProfiles};
+use crate::profiles::{self, Accounting, BinaryProfiles, training_record};
 use crate::report::RejectedProfile;
-use crate::util::fingerprint::Fingerprint;
+use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 
 /// What a training run leaves: the instrumented build it trained, the shard it ran, the runs
@@ -29,201 +26,211 @@ pub struct Trained {
     pub accounting: Accounting,
 }
 
-impl Session {
-    /// The raw profile directories of the current train workloads whose last run may be
-    /// merged (see `training_record`), and for the others why not.
-    pub(super) fn trained_workloads(
-        &self,
-        instrumented: &StageManifest,
-        runs: &[Workload],
-    ) -> (Vec<(String, PathBuf)>, Vec<String>) {
-        let raw_dir = self.layout.raw_profiles_dir();
-        let mut usable = Vec::new();
-        let mut unusable = Vec::new();
-        for workload in runs {
-            let dir = raw_dir.join(workload.run_name());
-            match training_record::check(&dir, workload, instrumented) {
-                Ok(()) => usable.push((workload.run_name(), dir)),
-                Err(reason) => unusable.push(reason),
-            }
+/// The raw profile directories of the current train workloads whose last run may be
+/// merged (see `training_record`), and for the others why not.
+pub(super) fn trained_workloads(
+    cx: &Context,
+    instrumented: &StageManifest,
+    runs: &[Workload],
+) -> (Vec<(String, PathBuf)>, Vec<String>) {
+    let raw_dir = cx.layout.raw_profiles_dir();
+    let mut usable = Vec::new();
+    let mut unusable = Vec::new();
+    for workload in runs {
+        let dir = raw_dir.join(workload.run_name());
+        match training_record::check(&dir, workload, instrumented) {
+            Ok(()) => usable.push((workload.run_name(), dir)),
+            Err(reason) => unusable.push(reason),
         }
-        (usable, unusable)
     }
+    (usable, unusable)
+}
 
-    /// The profile accounting of the last training: every current train workload's last run,
-    /// refused when one of them has no usable run.
-    pub(crate) fn account(&self, instrumented: &StageManifest) -> Result<Accounting> {
-        let (usable, unusable) = self.trained_workloads(instrumented, &self.config.train_runs());
-        if !unusable.is_empty() {
-            bail!(
-                "the training profiles are not complete and current, and a profile of part of \
-                 the training would silently optimize for other work:\n  - {}\n(`pgo-build \
-                 run` trains every workload again.)",
-                unusable.join("\n  - ")
-            );
-        }
-        if usable.is_empty() {
-            bail!("{}", self.no_train_workloads());
-        }
-        self.account_dirs(&usable, instrumented)
-    }
+/// The profile accounting of the last training: every current train workload's last run,
+/// refused when one of them has no usable run.
+pub(crate) fn account(cx: &Context, instrumented: &StageManifest) -> Result<Accounting> {
+    account_dirs(cx, &usable_training(cx, instrumented)?, instrumented)
+}
 
-    /// Every raw profile in the given workload directories, checked and attributed, with
-    /// coverage.
-    pub(crate) fn account_dirs(
-        &self,
-        workload_dirs: &[(String, PathBuf)],
-        instrumented: &StageManifest,
-    ) -> Result<Accounting> {
-        let mut key = Fingerprint::new("accounting");
-        key.text("instrumented", &serde_json::to_string(instrumented)?)
-            .text("bins", &format!("{:?}", self.bins));
-        for (name, dir) in workload_dirs {
-            key.text("workload", name).tree(dir);
-        }
-        let key = key.finish();
-        if let Some((cached, accounting)) = self.accounting_cache.borrow().as_ref()
-            && *cached == key
-        {
-            return Ok(accounting.clone());
-        }
-        let binaries: Vec<&str> = self.bins.iter().map(|b| b.name.as_str()).collect();
-        let cargo_runs = self
-            .config
-            .workloads
-            .iter()
-            .filter(|w| w.cargo.is_some())
-            .flat_map(Workload::parts)
-            .map(|w| w.run_name())
-            .collect();
-        let accounting = profiles::account(
-            &profiles::RawDirs {
-                workloads: workload_dirs,
-                cargo_runs: &cargo_runs,
-            },
-            instrumented,
-            &binaries,
-            self.profdata()?,
-            self.rustc.llvm_major,
-            &self.layout.profiles_dir().join("scratch"),
-            &self.printer,
-        )?;
-        *self.accounting_cache.borrow_mut() = Some((key, accounting.clone()));
-        Ok(accounting)
-    }
-
-    /// Prints the per-binary training table, unless this session just printed the same one.
-    pub(super) fn print_accounting(&self, accounting: &Accounting) {
-        let table = accounting_table(&accounting.per_binary);
-        if self.shown_accounting.borrow().as_ref() == Some(&table) {
-            self.printer
-                .detail("the per-binary training table is the one shown above");
-            return;
-        }
-        self.printer.table(&table);
-        *self.shown_accounting.borrow_mut() = Some(table);
-    }
-
-    /// For every cargo workload run with profiles: how much of each binary's own workspace
-    /// code (its crate and the members it depends on) its bench/test binaries ran. Returns
-    /// whether any cargo workload contributed.
-    pub(super) fn print_cargo_coverage(&self, accounting: &Accounting) -> Result<bool> {
-        let runs = accounting.cargo_inputs();
-        if runs.is_empty() {
-            return Ok(false);
-        }
-        let profdata = self.profdata()?.clone();
-        let scratch = self.layout.profiles_dir().join("scratch");
-        let mut table = Table::new();
-        table.fitted().set_header([
-            "Cargo workload",
-            "Profile files",
-            "Binary",
-            "Functions of its workspace crates run",
-        ]);
-        for (run, inputs) in &runs {
-            let merged = scratch.join(format!("cargo-{run}.profdata"));
-            profiles::merge_to(inputs, &merged, &profdata, &self.printer)?;
-            let functions = crate::profiles::insight::functions(&merged, &profdata, &self.printer)?;
-            for bin in &self.bins {
-                let crates = self.workspace.own_crates(bin);
-                let own: Vec<_> = functions
-                    .iter()
-                    .filter(|f| crates.contains(&f.krate))
-                    .collect();
-                let run_count = own.iter().filter(|f| f.total > 0).count();
-                table.add_row([
-                    run.to_string(),
-                    inputs.len().to_string(),
-                    bin.name.clone(),
-                    format!(
-                        "{run_count}/{} ({})",
-                        own.len(),
-                        crates.iter().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                ]);
-            }
-        }
-        self.printer.table(table);
-        Ok(true)
-    }
-
-    /// Each binary's training figures into the report (`profiles`).
-    pub(super) fn record_binary_figures(&mut self, per_binary: &BTreeMap<String, BinaryProfiles>) {
-        self.report.profiles = per_binary
-            .iter()
-            .map(|(name, figures)| {
-                (
-                    name.clone(),
-                    serde_json::to_value(figures).unwrap_or_default(),
-                )
-            })
-            .collect();
-    }
-
-    /// Records the accounting in the report; corrupt or foreign files are a warning, or an
-    /// error with `[pgo] on_corrupt = "fail"` or `--strict`. (0-byte files are not corrupt:
-    /// they are processes that died, reported per binary.)
-    pub(super) fn report_accounting(&mut self, accounting: &Accounting) -> Result<()> {
-        self.record_binary_figures(&accounting.per_binary);
-        self.report.rejected_profiles = accounting
-            .rejected()
-            .map(|profile| RejectedProfile {
-                path: profile.path.clone(),
-                binary: profile.binary.clone(),
-                reason: profile.rejected.clone().unwrap_or_default(),
-            })
-            .collect();
-        let excluded: Vec<String> = accounting
-            .rejected()
-            .filter(|profile| profile.size_bytes > 0)
-            .map(|profile| {
-                format!(
-                    "  {}: {}",
-                    profile.path.display(),
-                    profile.rejected.as_deref().unwrap_or_default()
-                )
-            })
-            .collect();
-        if excluded.is_empty() {
-            return Ok(());
-        }
-        let message = format!(
-            "{} raw profile{} excluded from the merge:\n{}\nTheir processes' counts are missing \
-             from the profile: `pgo-build train` (or `pgo-build train WORKLOAD` for the \
-             workloads named in the paths) trains again.",
-            excluded.len(),
-            if excluded.len() == 1 { " is" } else { "s are" },
-            excluded.join("\n")
+/// The raw profile directories of the last training: every current train workload's last
+/// run, refused when one of them has no usable run.
+pub(crate) fn usable_training(
+    cx: &Context,
+    instrumented: &StageManifest,
+) -> Result<Vec<(String, PathBuf)>> {
+    let (usable, unusable) = trained_workloads(cx, instrumented, &cx.config.train_runs());
+    if !unusable.is_empty() {
+        bail!(
+            "the training profiles are not complete and current, and a profile of part of \
+             the training would silently optimize for other work:\n  - {}\n(`pgo-build \
+             run` trains every workload again.)",
+            unusable.join("\n  - ")
         );
-        if self.config.pgo.on_corrupt == OnCorrupt::Fail {
-            bail!(
-                "{message}\n([pgo] on_corrupt = \"fail\" in {})",
-                self.config.display_path()
-            );
-        }
-        self.caution(message)
     }
+    if usable.is_empty() {
+        bail!("{}", cx.no_train_workloads());
+    }
+    Ok(usable)
+}
+
+impl Trained {
+    /// This training's accounting, when it is the whole last training of `instrumented`
+    /// (the same runs, of the same build): what reading the raw profiles again would give,
+    /// since nothing has run in between.
+    pub(crate) fn accounting_of(
+        &self,
+        instrumented: &StageManifest,
+        usable: &[(String, PathBuf)],
+    ) -> Option<&Accounting> {
+        let same_runs = self.runs.len() == usable.len()
+            && self
+                .runs
+                .iter()
+                .all(|run| usable.iter().any(|(name, _)| *name == run.run_name()));
+        (self.shard == Shard::WHOLE && self.instrumented.id == instrumented.id && same_runs)
+            .then_some(&self.accounting)
+    }
+}
+
+/// Every raw profile in the given workload directories, checked and attributed, with
+/// coverage.
+pub(crate) fn account_dirs(
+    cx: &Context,
+    workload_dirs: &[(String, PathBuf)],
+    instrumented: &StageManifest,
+) -> Result<Accounting> {
+    let binaries: Vec<&str> = cx.bins.iter().map(|b| b.name.as_str()).collect();
+    let cargo_runs = cx
+        .config
+        .workloads
+        .iter()
+        .filter(|w| w.cargo.is_some())
+        .flat_map(Workload::parts)
+        .map(|w| w.run_name())
+        .collect();
+    let accounting = profiles::account(
+        &profiles::RawDirs {
+            workloads: workload_dirs,
+            cargo_runs: &cargo_runs,
+        },
+        instrumented,
+        &binaries,
+        cx.profdata()?,
+        cx.rustc.llvm_major,
+        &cx.layout.profiles_dir().join("scratch"),
+        &cx.printer,
+    )?;
+    Ok(accounting)
+}
+
+/// Prints the per-binary training table.
+pub(super) fn print_accounting(cx: &Context, accounting: &Accounting) {
+    cx.printer.table(accounting_table(&accounting.per_binary));
+}
+
+/// For every cargo workload run with profiles: how much of each binary's own workspace
+/// code (its crate and the members it depends on) its bench/test binaries ran. Returns
+/// whether any cargo workload contributed.
+pub(super) fn print_cargo_coverage(cx: &Context, accounting: &Accounting) -> Result<bool> {
+    let runs = accounting.cargo_inputs();
+    if runs.is_empty() {
+        return Ok(false);
+    }
+    let profdata = cx.profdata()?.clone();
+    let scratch = cx.layout.profiles_dir().join("scratch");
+    let mut table = Table::new();
+    table.fitted().set_header([
+        "Cargo workload",
+        "Profile files",
+        "Binary",
+        "Functions of its workspace crates run",
+    ]);
+    for (run, inputs) in &runs {
+        let merged = scratch.join(format!("cargo-{run}.profdata"));
+        profiles::merge_to(inputs, &merged, &profdata, &cx.printer)?;
+        let functions = crate::profiles::insight::functions(&merged, &profdata, &cx.printer)?;
+        for bin in &cx.bins {
+            let crates = cx.workspace.own_crates(bin);
+            let own: Vec<_> = functions
+                .iter()
+                .filter(|f| crates.contains(&f.krate))
+                .collect();
+            let run_count = own.iter().filter(|f| f.total > 0).count();
+            table.add_row([
+                run.to_string(),
+                inputs.len().to_string(),
+                bin.name.clone(),
+                format!(
+                    "{run_count}/{} ({})",
+                    own.len(),
+                    crates.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ]);
+        }
+    }
+    cx.printer.table(table);
+    Ok(true)
+}
+
+/// Each binary's training figures into the report (`profiles`).
+pub(super) fn record_binary_figures(run: &mut Run, per_binary: &BTreeMap<String, BinaryProfiles>) {
+    run.report.profiles = per_binary
+        .iter()
+        .map(|(name, figures)| {
+            (
+                name.clone(),
+                serde_json::to_value(figures).unwrap_or_default(),
+            )
+        })
+        .collect();
+}
+
+/// Records the accounting in the report; corrupt or foreign files are a warning, or an
+/// error with `[pgo] on_corrupt = "fail"` or `--strict`. (0-byte files are not corrupt:
+/// they are processes that died, reported per binary.)
+pub(super) fn report_accounting(
+    cx: &Context,
+    run: &mut Run,
+    accounting: &Accounting,
+) -> Result<()> {
+    record_binary_figures(run, &accounting.per_binary);
+    run.report.rejected_profiles = accounting
+        .rejected()
+        .map(|profile| RejectedProfile {
+            path: profile.path.clone(),
+            binary: profile.binary.clone(),
+            reason: profile.rejected.clone().unwrap_or_default(),
+        })
+        .collect();
+    let excluded: Vec<String> = accounting
+        .rejected()
+        .filter(|profile| profile.size_bytes > 0)
+        .map(|profile| {
+            format!(
+                "  {}: {}",
+                profile.path.display(),
+                profile.rejected.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    if excluded.is_empty() {
+        return Ok(());
+    }
+    let message = format!(
+        "{} raw profile{} excluded from the merge:\n{}\nTheir processes' counts are missing \
+         from the profile: `pgo-build train` (or `pgo-build train WORKLOAD` for the \
+         workloads named in the paths) trains again.",
+        excluded.len(),
+        if excluded.len() == 1 { " is" } else { "s are" },
+        excluded.join("\n")
+    );
+    if cx.config.pgo.on_corrupt == OnCorrupt::Fail {
+        bail!(
+            "{message}\n([pgo] on_corrupt = \"fail\" in {})",
+            cx.config.display_path()
+        );
+    }
+    cx.caution(message)
 }
 
 /// A binary no workload ran, whose profile data comes from cargo workloads only.

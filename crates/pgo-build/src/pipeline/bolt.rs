@@ -16,9 +16,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 
-use super::Session;
+use super::context::{Context, Run};
+use super::stage_build::stage_binaries;
+use super::workloads::{Training, run_training, training_workloads};
 use crate::cargo::build::{StageInput, StageManifest, StagedBinary};
 use crate::cargo::workspace::BinTarget;
 use crate::cli::BoltArgs;
@@ -43,310 +45,319 @@ pub const DEFAULT_ARGS: [&str; 8] = [
 /// pgo-build-rt's variable for BOLT training (see `pgo_build_rt::BOLT_TRAINING_ENV`).
 const BOLT_TRAINING_ENV: &str = "PGO_BUILD_BOLT_TRAINING";
 
-impl Session {
-    pub fn bolt(&mut self, args: &BoltArgs) -> Result<()> {
-        let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &self.rustc, &self.printer)
-            .require(&self.rustc)?;
-        let merge_fdata =
-            toolchain::find_llvm_tool(toolchain::MERGE_FDATA, &self.rustc, &self.printer)
-                .require(&self.rustc)?;
-        let input_stage = if args.without_pgo {
-            Stage::Baseline
-        } else {
-            Stage::Optimized
-        };
-        let hint = if args.without_pgo {
-            "run `pgo-build build` first"
-        } else {
-            "run `pgo-build optimize` first"
-        };
-        let input = StageManifest::load(&self.layout, input_stage, hint)?;
-        // BOLT takes whatever is in bin/: it must be what the stage staged.
-        let rebuild = if args.without_pgo {
-            "build"
-        } else {
-            "optimize"
-        };
-        input.check_staged(input_stage.name(), rebuild)?;
-        let runtime = crate::toolchain::targets::bolt_runtime_arch(&bolt.path);
-        if let Some(reason) = self.platform.bolt_unsupported(runtime.as_deref()) {
-            return self.stage_unbolted(&input, &reason);
-        }
-        let binaries = self.bolt_inputs(&input)?;
-
-        // Cargo workloads run binaries of their own (benches, tests), never the staged ones
-        // BOLT instruments: they cannot train it.
-        let (workloads, cargo): (Vec<_>, Vec<_>) = self
-            .training_workloads(&[])?
-            .into_iter()
-            .partition(|w| w.cargo.is_none());
-        if let Some(first) = cargo.first() {
-            self.printer.info(format!(
-                "BOLT training skips cargo workload `{}`{}: it runs binaries of its own, not the \
-                 staged ones BOLT optimizes",
-                first.name(),
-                if cargo.len() > 1 {
-                    " and the other cargo workloads"
-                } else {
-                    ""
-                }
-            ));
-        }
-        // Commit point: the inputs, tools and workloads are checked.
-        self.begin_outputs()?;
-        let raw_root = self.layout.bolt_profiles_dir().join("raw");
-        let instrumented = self.bolt_instrument(&bolt, &input, &binaries, &raw_root)?;
-        self.run_training(
-            Stage::BoltInstrumented,
-            &instrumented,
-            &workloads,
-            "bolt-train",
-            &|_| Ok(vec![(BOLT_TRAINING_ENV.to_owned(), "1".to_owned())]),
-            &|_, _| Ok(()),
-        )?;
-
-        let work = fresh_dir(&self.layout.work_dir(Stage::Bolt))?;
-        let flags = self.bolt_flags();
-        let mut staged = Vec::new();
-        self.report.bolt.clear();
-        for binary in &binaries {
-            let target = BinTarget {
-                name: binary.name.clone(),
-                package: binary.package.clone(),
-            };
-            let fdata = fdata_files(&raw_root.join(&binary.name))?;
-            let mut record = BoltRecord {
-                profile_files: fdata.len(),
-                reason: None,
-                ..unbolted_record(&input, binary, "")
-            };
-            if fdata.is_empty() {
-                let reason = "no BOLT profile: no training workload ran it to a normal exit (BOLT's \
-                              instrumentation writes only on exit; call pgo_build_rt::install() \
-                              in programs stopped by SIGTERM/SIGINT)";
-                self.caution(format!(
-                    "`{}`: {reason}; it is staged un-BOLTed",
-                    binary.name
-                ))?;
-                record.reason = Some(reason.to_owned());
-                staged.push(StageInput {
-                    bin: target,
-                    source: binary.path.clone(),
-                    pgo: binary.pgo,
-                    bolted: false,
-                });
-            } else {
-                let output = work.join(&binary.name);
-                self.bolt_optimize(
-                    &bolt,
-                    &merge_fdata,
-                    binary,
-                    &fdata,
-                    &flags,
-                    &output,
-                    &mut record,
-                )?;
-                staged.push(StageInput {
-                    bin: target,
-                    source: output,
-                    pgo: binary.pgo,
-                    bolted: true,
-                });
-            }
-            self.report.bolt.insert(binary.name.clone(), record);
-        }
-        self.stage_binaries(Stage::Bolt, flags, staged, &[&input])?;
-        self.printer.table(bolt_table(&self.report.bolt));
-        Ok(())
+pub fn bolt(cx: &Context, run: &mut Run, args: &BoltArgs) -> Result<()> {
+    let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &cx.rustc, &cx.printer)
+        .require(&cx.rustc)?;
+    let merge_fdata = toolchain::find_llvm_tool(toolchain::MERGE_FDATA, &cx.rustc, &cx.printer)
+        .require(&cx.rustc)?;
+    let input_stage = if args.without_pgo {
+        Stage::Baseline
+    } else {
+        Stage::Optimized
+    };
+    let hint = if args.without_pgo {
+        "run `pgo-build build` first"
+    } else {
+        "run `pgo-build optimize` first"
+    };
+    let input = StageManifest::load(&cx.layout, input_stage, hint)?;
+    // BOLT takes whatever is in bin/: it must be what the stage staged.
+    let rebuild = if args.without_pgo {
+        "build"
+    } else {
+        "optimize"
+    };
+    input.check_staged(input_stage.name(), rebuild)?;
+    let runtime = crate::toolchain::targets::bolt_runtime_arch(&bolt.path);
+    if let Some(reason) = cx.platform.bolt_unsupported(runtime.as_deref()) {
+        return stage_unbolted(cx, run, &input, &reason);
     }
+    let binaries = bolt_inputs(cx, &input)?;
 
-    /// The target cannot be BOLTed here (`reason`): every selected binary of the input stage is
-    /// staged as it is, named, so later stages and `compare` find the bolt stage.
-    fn stage_unbolted(&mut self, input: &StageManifest, reason: &str) -> Result<()> {
-        self.caution(format!(
-            "BOLT skipped for {}: {reason}. Its binaries are staged un-BOLTed",
-            self.platform.triple
-        ))?;
-        let mut staged = Vec::new();
-        self.report.bolt.clear();
-        for bin in &self.bins {
-            let binary = input_binary(input, bin)?;
-            self.report
-                .bolt
-                .insert(binary.name.clone(), unbolted_record(input, binary, reason));
+    // Cargo workloads run binaries of their own (benches, tests), never the staged ones
+    // BOLT instruments: they cannot train it.
+    let (workloads, cargo): (Vec<_>, Vec<_>) = training_workloads(cx, &[])?
+        .into_iter()
+        .partition(|w| w.cargo.is_none());
+    if let Some(first) = cargo.first() {
+        cx.printer.info(format!(
+            "BOLT training skips cargo workload `{}`{}: it runs binaries of its own, not the \
+             staged ones BOLT optimizes",
+            first.name(),
+            if cargo.len() > 1 {
+                " and the other cargo workloads"
+            } else {
+                ""
+            }
+        ));
+    }
+    // Commit point: the inputs, tools and workloads are checked.
+    run.begin_outputs(cx)?;
+    let raw_root = cx.layout.bolt_profiles_dir().join("raw");
+    let instrumented = bolt_instrument(cx, run, &bolt, &input, &binaries, &raw_root)?;
+    run_training(
+        cx,
+        run,
+        Training {
+            stage: Stage::BoltInstrumented,
+            manifest: &instrumented,
+            workloads: &workloads,
+            log_prefix: "bolt-train",
+            prepare: &|_| Ok(vec![(BOLT_TRAINING_ENV.to_owned(), "1".to_owned())]),
+            finish: &|_, _| Ok(()),
+        },
+    )?;
+
+    let work = fresh_dir(&cx.layout.work_dir(Stage::Bolt))?;
+    let flags = bolt_flags(cx);
+    let mut staged = Vec::new();
+    run.report.bolt.clear();
+    for binary in &binaries {
+        let target = BinTarget {
+            name: binary.name.clone(),
+            package: binary.package.clone(),
+        };
+        let fdata = fdata_files(&raw_root.join(&binary.name))?;
+        let mut record = BoltRecord {
+            profile_files: fdata.len(),
+            reason: None,
+            ..unbolted_record(&input, binary, "")
+        };
+        if fdata.is_empty() {
+            let reason = "no BOLT profile: no training workload ran it to a normal exit (BOLT's \
+                          instrumentation writes only on exit; call pgo_build_rt::install() \
+                          in programs stopped by SIGTERM/SIGINT)";
+            cx.caution(format!(
+                "`{}`: {reason}; it is staged un-BOLTed",
+                binary.name
+            ))?;
+            record.reason = Some(reason.to_owned());
             staged.push(StageInput {
-                bin: bin.clone(),
+                bin: target,
                 source: binary.path.clone(),
                 pgo: binary.pgo,
                 bolted: false,
             });
-        }
-        let flags = self.bolt_flags();
-        self.stage_binaries(Stage::Bolt, flags, staged, &[input])?;
-        self.printer.table(bolt_table(&self.report.bolt));
-        Ok(())
-    }
-
-    /// The selected binaries of the input stage, refused as a whole when any cannot be BOLTed.
-    fn bolt_inputs(&self, input: &StageManifest) -> Result<Vec<StagedBinary>> {
-        let mut binaries = Vec::new();
-        let mut refusals = Vec::new();
-        for bin in &self.bins {
-            let binary = input_binary(input, bin)?;
-            let data = std::fs::read(&binary.path)
-                .with_context(|| format!("could not read {}", binary.path.display()))?;
-            if let Err(reason) = check_input(&data) {
-                refusals.push(format!(
-                    "  - `{}` ({}): {reason}",
-                    bin.name,
-                    binary.path.display()
-                ));
-            }
-            binaries.push(binary.clone());
-        }
-        if !refusals.is_empty() {
-            bail!(
-                "BOLT cannot optimize these binaries:\n{}\nFix: set `[bolt] enabled = true` in {} and re-run \
-                 `pgo-build {}` (pgo-build then links with -Wl,--emit-relocs), or add \
-                 -Clink-arg=-Wl,--emit-relocs to your rustflags; keep symbols (no `strip` in the \
-                 cargo profile).",
-                refusals.join("\n"),
-                self.config.display_path(),
-                if input.stage == Stage::Baseline.name() {
-                    "build"
-                } else {
-                    "optimize"
-                }
-            );
-        }
-        Ok(binaries)
-    }
-
-    /// BOLT-instruments every binary into the bolt-instrumented stage, each writing
-    /// `raw_root/<binary>/prof.<pid>.fdata`.
-    fn bolt_instrument(
-        &mut self,
-        bolt: &LlvmTool,
-        input: &StageManifest,
-        binaries: &[StagedBinary],
-        raw_root: &Path,
-    ) -> Result<StageManifest> {
-        fresh_dir(raw_root)?;
-        let work = fresh_dir(&self.layout.work_dir(Stage::BoltInstrumented))?;
-        let mut inputs = Vec::new();
-        for binary in binaries {
-            let profile_dir = raw_root.join(&binary.name);
-            crate::util::files::create_dir_all(&profile_dir)?;
+        } else {
             let output = work.join(&binary.name);
-            Cmd::new(&bolt.path)
-                .arg(&binary.path)
-                .arg("-instrument")
-                .arg(format!(
-                    "-instrumentation-file={}",
-                    profile_dir.join("prof").display()
-                ))
-                .arg("-instrumentation-file-append-pid")
-                .arg("-o")
-                .arg(&output)
-                .stdout_checked(&self.printer)
-                .with_context(|| format!("llvm-bolt could not instrument `{}`", binary.name))?;
-            inputs.push(StageInput {
-                bin: BinTarget {
-                    name: binary.name.clone(),
-                    package: binary.package.clone(),
-                },
+            bolt_optimize(
+                cx,
+                &bolt,
+                &merge_fdata,
+                binary,
+                &fdata,
+                &flags,
+                &output,
+                &mut record,
+            )?;
+            staged.push(StageInput {
+                bin: target,
                 source: output,
                 pgo: binary.pgo,
-                bolted: false,
+                bolted: true,
             });
         }
-        self.stage_binaries(Stage::BoltInstrumented, Vec::new(), inputs, &[input])
+        run.report.bolt.insert(binary.name.clone(), record);
     }
+    stage_binaries(cx, run, Stage::Bolt, flags, staged, &[&input])?;
+    cx.printer.table(bolt_table(&run.report.bolt));
+    Ok(())
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn bolt_optimize(
-        &self,
-        bolt: &LlvmTool,
-        merge_fdata: &LlvmTool,
-        binary: &StagedBinary,
-        fdata: &[PathBuf],
-        flags: &[String],
-        output: &Path,
-        record: &mut BoltRecord,
-    ) -> Result<()> {
-        let merged = self
-            .layout
-            .bolt_profiles_dir()
-            .join(format!("{}.fdata", binary.name));
-        Cmd::new(&merge_fdata.path)
-            .args(fdata)
-            .arg("-o")
-            .arg(&merged)
-            .stdout_checked(&self.printer)
-            .with_context(|| {
-                format!(
-                    "merge-fdata could not merge the BOLT profiles of `{}`",
-                    binary.name
-                )
-            })?;
-        let cmd = Cmd::new(&bolt.path)
+/// The target cannot be BOLTed here (`reason`): every selected binary of the input stage is
+/// staged as it is, named, so later stages and `compare` find the bolt stage.
+fn stage_unbolted(cx: &Context, run: &mut Run, input: &StageManifest, reason: &str) -> Result<()> {
+    cx.caution(format!(
+        "BOLT skipped for {}: {reason}. Its binaries are staged un-BOLTed",
+        cx.platform.triple
+    ))?;
+    let mut staged = Vec::new();
+    run.report.bolt.clear();
+    for bin in &cx.bins {
+        let binary = input_binary(input, bin)?;
+        run.report
+            .bolt
+            .insert(binary.name.clone(), unbolted_record(input, binary, reason));
+        staged.push(StageInput {
+            bin: bin.clone(),
+            source: binary.path.clone(),
+            pgo: binary.pgo,
+            bolted: false,
+        });
+    }
+    let flags = bolt_flags(cx);
+    stage_binaries(cx, run, Stage::Bolt, flags, staged, &[input])?;
+    cx.printer.table(bolt_table(&run.report.bolt));
+    Ok(())
+}
+
+/// The selected binaries of the input stage, refused as a whole when any cannot be BOLTed.
+fn bolt_inputs(cx: &Context, input: &StageManifest) -> Result<Vec<StagedBinary>> {
+    let mut binaries = Vec::new();
+    let mut refusals = Vec::new();
+    for bin in &cx.bins {
+        let binary = input_binary(input, bin)?;
+        let data = std::fs::read(&binary.path)
+            .with_context(|| format!("could not read {}", binary.path.display()))?;
+        if let Err(reason) = check_input(&data) {
+            refusals.push(format!(
+                "  - `{}` ({}): {reason}",
+                bin.name,
+                binary.path.display()
+            ));
+        }
+        binaries.push(binary.clone());
+    }
+    if !refusals.is_empty() {
+        bail!(
+            "BOLT cannot optimize these binaries:\n{}\nFix: set `[bolt] enabled = true` in {} and re-run \
+             `pgo-build {}` (pgo-build then links with -Wl,--emit-relocs), or add \
+             -Clink-arg=-Wl,--emit-relocs to your rustflags; keep symbols (no `strip` in the \
+             cargo profile).",
+            refusals.join("\n"),
+            cx.config.display_path(),
+            if input.stage == Stage::Baseline.name() {
+                "build"
+            } else {
+                "optimize"
+            }
+        );
+    }
+    Ok(binaries)
+}
+
+/// BOLT-instruments every binary into the bolt-instrumented stage, each writing
+/// `raw_root/<binary>/prof.<pid>.fdata`.
+fn bolt_instrument(
+    cx: &Context,
+    run: &mut Run,
+    bolt: &LlvmTool,
+    input: &StageManifest,
+    binaries: &[StagedBinary],
+    raw_root: &Path,
+) -> Result<StageManifest> {
+    fresh_dir(raw_root)?;
+    let work = fresh_dir(&cx.layout.work_dir(Stage::BoltInstrumented))?;
+    let mut inputs = Vec::new();
+    for binary in binaries {
+        let profile_dir = raw_root.join(&binary.name);
+        crate::util::files::create_dir_all(&profile_dir)?;
+        let output = work.join(&binary.name);
+        Cmd::new(&bolt.path)
             .arg(&binary.path)
+            .arg("-instrument")
+            .arg(format!(
+                "-instrumentation-file={}",
+                profile_dir.join("prof").display()
+            ))
+            .arg("-instrumentation-file-append-pid")
             .arg("-o")
-            .arg(output)
-            .arg(format!("-data={}", merged.display()))
-            .args(flags);
-        let started = Instant::now();
-        let result = cmd.output(&self.printer)?;
-        let text = String::from_utf8_lossy(&result.stdout).into_owned()
-            + &String::from_utf8_lossy(&result.stderr);
-        if !result.status.success() {
-            let tail: Vec<&str> = text
-                .lines()
-                .rev()
-                .take(20)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            bail!(
-                "llvm-bolt failed on `{}` ({}):\n{}\nCommand: {}\nIf it fails in C/C++ code linked into the \
-                 binary, restrict BOLT to Rust's functions with `[bolt] funcs = [\"^_R.*\"]` (v0 \
-                 mangling) in {}.",
-                binary.name,
-                result.status,
-                tail.join("\n"),
-                cmd.display(),
-                self.config.display_path()
-            );
-        }
-        record.bolted = true;
-        record.seconds = Some(started.elapsed().as_secs_f64());
-        record.size_after = std::fs::metadata(output)?.len();
-        let (functions, branches) = parse_bolt_output(&text);
-        record.functions_with_profile = functions;
-        record.taken_branches = branches;
-        Ok(())
+            .arg(&output)
+            .stdout_checked(&cx.printer)
+            .with_context(|| format!("llvm-bolt could not instrument `{}`", binary.name))?;
+        inputs.push(StageInput {
+            bin: BinTarget {
+                name: binary.name.clone(),
+                package: binary.package.clone(),
+            },
+            source: output,
+            pgo: binary.pgo,
+            bolted: false,
+        });
     }
+    stage_binaries(
+        cx,
+        run,
+        Stage::BoltInstrumented,
+        Vec::new(),
+        inputs,
+        &[input],
+    )
+}
 
-    /// Default (or `[bolt] args`) optimization flags plus the settings of `[bolt]`.
-    fn bolt_flags(&self) -> Vec<String> {
-        let config = &self.config.bolt;
-        let mut flags = match &config.args {
-            Some(args) => args.clone(),
-            None => DEFAULT_ARGS.map(str::to_owned).to_vec(),
-        };
-        if !config.huge_pages {
-            flags.push("-no-huge-pages".to_owned());
-        }
-        if config.keep_debug_info {
-            flags.push("-update-debug-sections".to_owned());
-        }
-        if !config.funcs.is_empty() {
-            flags.push(format!("-funcs={}", config.funcs.join(",")));
-        }
-        flags.extend(config.extra_args.iter().cloned());
-        flags
+#[allow(clippy::too_many_arguments)]
+fn bolt_optimize(
+    cx: &Context,
+    bolt: &LlvmTool,
+    merge_fdata: &LlvmTool,
+    binary: &StagedBinary,
+    fdata: &[PathBuf],
+    flags: &[String],
+    output: &Path,
+    record: &mut BoltRecord,
+) -> Result<()> {
+    let merged = cx
+        .layout
+        .bolt_profiles_dir()
+        .join(format!("{}.fdata", binary.name));
+    Cmd::new(&merge_fdata.path)
+        .args(fdata)
+        .arg("-o")
+        .arg(&merged)
+        .stdout_checked(&cx.printer)
+        .with_context(|| {
+            format!(
+                "merge-fdata could not merge the BOLT profiles of `{}`",
+                binary.name
+            )
+        })?;
+    let cmd = Cmd::new(&bolt.path)
+        .arg(&binary.path)
+        .arg("-o")
+        .arg(output)
+        .arg(format!("-data={}", merged.display()))
+        .args(flags);
+    let started = Instant::now();
+    let result = cmd.output(&cx.printer)?;
+    let text = String::from_utf8_lossy(&result.stdout).into_owned()
+        + &String::from_utf8_lossy(&result.stderr);
+    if !result.status.success() {
+        let tail: Vec<&str> = text
+            .lines()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        bail!(
+            "llvm-bolt failed on `{}` ({}):\n{}\nCommand: {}\nIf it fails in C/C++ code linked into the \
+             binary, restrict BOLT to Rust's functions with `[bolt] funcs = [\"^_R.*\"]` (v0 \
+             mangling) in {}.",
+            binary.name,
+            result.status,
+            tail.join("\n"),
+            cmd.display(),
+            cx.config.display_path()
+        );
     }
+    record.bolted = true;
+    record.seconds = Some(started.elapsed().as_secs_f64());
+    record.size_after = std::fs::metadata(output)?.len();
+    let (functions, branches) = parse_bolt_output(&text);
+    record.functions_with_profile = functions;
+    record.taken_branches = branches;
+    Ok(())
+}
+
+/// Default (or `[bolt] args`) optimization flags plus the settings of `[bolt]`.
+fn bolt_flags(cx: &Context) -> Vec<String> {
+    let config = &cx.config.bolt;
+    let mut flags = match &config.args {
+        Some(args) => args.clone(),
+        None => DEFAULT_ARGS.map(str::to_owned).to_vec(),
+    };
+    if !config.huge_pages {
+        flags.push("-no-huge-pages".to_owned());
+    }
+    if config.keep_debug_info {
+        flags.push("-update-debug-sections".to_owned());
+    }
+    if !config.funcs.is_empty() {
+        flags.push(format!("-funcs={}", config.funcs.join(",")));
+    }
+    flags.extend(config.extra_args.iter().cloned());
+    flags
 }
 
 /// Why BOLT cannot use a binary: stripped of symbols, or linked without relocations.

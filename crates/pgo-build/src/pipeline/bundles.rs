@@ -5,14 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Session;
+use super::context::Context;
 use crate::cargo::build::StageManifest;
-use crate::profiles::bundle::BundleWorkload;
-use crate::profiles::bundle::Shard;
-use crate::profiles::bundle::Weights;
+use crate::profiles::bundle::{BundleWorkload, Shard, Weights};
 use crate::profiles::{BinaryProfiles, MergedProfile};
 
 /// `profiles/bundles.json`: what `merge` made, read by `optimize`.
@@ -45,19 +43,17 @@ pub struct MergedBundle {
     pub accounting: BTreeMap<String, BinaryProfiles>,
 }
 
-impl Session {
-    /// The last `merge`'s record, when it is the current training.
-    pub(super) fn merged_bundles(&self) -> Result<Option<MergedBundles>> {
-        let path = self.layout.merged_bundles();
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return Ok(None);
-        };
-        let record: MergedBundles = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{} is unreadable; run `pgo-build merge` again",
-                path.display()
-            )
-        })?;
-        Ok(Some(record))
-    }
+/// The last `merge`'s record, when it is the current training.
+pub(super) fn merged_bundles(cx: &Context) -> Result<Option<MergedBundles>> {
+    let path = cx.layout.merged_bundles();
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    let record: MergedBundles = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is unreadable; run `pgo-build merge` again",
+            path.display()
+        )
+    })?;
+    Ok(Some(record))
 }

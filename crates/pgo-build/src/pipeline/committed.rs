@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::Session;
+use super::context::Context;
 use crate::cargo::build::Diagnostic;
 use crate::profiles;
 use crate::profiles::diagnostics::{self, Kind};
@@ -90,73 +90,71 @@ pub(crate) fn staleness(functions: &[FunctionCounts], diagnostics: &[Diagnostic]
     }
 }
 
-impl Session {
-    /// Checks a committed profile against this toolchain and target and returns its
-    /// content-addressed copy under `profiles/` (so cargo rebuilds when its content changes).
-    pub(crate) fn committed_profile(&self, relative: &Path) -> Result<PathBuf> {
-        let path = self.workspace.root.join(relative);
-        let fix = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile removed) and `pgo-build export`";
-        if !path.is_file() {
+/// Checks a committed profile against this toolchain and target and returns its
+/// content-addressed copy under `profiles/` (so cargo rebuilds when its content changes).
+pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf> {
+    let path = cx.workspace.root.join(relative);
+    let fix = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile removed) and `pgo-build export`";
+    if !path.is_file() {
+        bail!(
+            "[pgo] profile = {:?} in {}: {} does not exist",
+            relative,
+            cx.config.display_path(),
+            path.display()
+        );
+    }
+    let metadata_file = metadata_path(&path);
+    if let Ok(text) = std::fs::read_to_string(&metadata_file) {
+        let metadata: ProfileMetadata = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not valid profile metadata", metadata_file.display())
+        })?;
+        if metadata.llvm_major != cx.rustc.llvm_major {
             bail!(
-                "[pgo] profile = {:?} in {}: {} does not exist",
-                relative,
-                self.config.display_path(),
-                path.display()
+                "the committed profile {} was made with LLVM {} ({}), but rustc uses LLVM {}: its \
+                 function hashes and format may not match. Fix: {fix}.",
+                path.display(),
+                metadata.llvm_version,
+                metadata.rustc,
+                cx.rustc.llvm_version
             );
         }
-        let metadata_file = metadata_path(&path);
-        if let Ok(text) = std::fs::read_to_string(&metadata_file) {
-            let metadata: ProfileMetadata = serde_json::from_str(&text).with_context(|| {
-                format!("{} is not valid profile metadata", metadata_file.display())
-            })?;
-            if metadata.llvm_major != self.rustc.llvm_major {
-                bail!(
-                    "the committed profile {} was made with LLVM {} ({}), but rustc uses LLVM {}: its \
-                     function hashes and format may not match. Fix: {fix}.",
-                    path.display(),
-                    metadata.llvm_version,
-                    metadata.rustc,
-                    self.rustc.llvm_version
-                );
-            }
-            if metadata.target != self.settings.target {
-                bail!(
-                    "the committed profile {} was made for {}, this build is for {}. Fix: {fix}.",
-                    path.display(),
-                    metadata.target,
-                    self.settings.target
-                );
-            }
-        } else {
-            self.printer.warn(format!(
-                "{} has no metadata ({}); only its format version is checked",
+        if metadata.target != cx.settings.target {
+            bail!(
+                "the committed profile {} was made for {}, this build is for {}. Fix: {fix}.",
                 path.display(),
-                metadata_file.display()
-            ));
+                metadata.target,
+                cx.settings.target
+            );
         }
-        let profdata = self.profdata()?;
-        let scratch = self.layout.profiles_dir().join("scratch");
-        let expected = profiles::written_indexed_version(profdata, &scratch, &self.printer)?;
-        match profiles::indexed_version(&path) {
-            Some(version) if version == expected => {}
-            Some(version) => bail!(
-                "the committed profile {} was made by another LLVM than rustc's (indexed format \
-                 version {version}; LLVM {}'s llvm-profdata writes version {expected}). Fix: {fix}.",
-                path.display(),
-                self.rustc.llvm_major
-            ),
-            None => bail!(
-                "{} is not an indexed profile (.profdata from `llvm-profdata merge` or `pgo-build export`)",
-                path.display()
-            ),
-        }
-        let data = crate::util::files::read(&path)?;
-        let dir = self.layout.profiles_dir();
-        crate::util::files::create_dir_all(&dir)?;
-        let partial = dir.join("committed.profdata.partial");
-        crate::util::files::write(&partial, &data)?;
-        profiles::install_content_addressed(&partial, &data, &dir)
+    } else {
+        cx.printer.warn(format!(
+            "{} has no metadata ({}); only its format version is checked",
+            path.display(),
+            metadata_file.display()
+        ));
     }
+    let profdata = cx.profdata()?;
+    let scratch = cx.layout.profiles_dir().join("scratch");
+    let expected = profiles::written_indexed_version(profdata, &scratch, &cx.printer)?;
+    match profiles::indexed_version(&path) {
+        Some(version) if version == expected => {}
+        Some(version) => bail!(
+            "the committed profile {} was made by another LLVM than rustc's (indexed format \
+             version {version}; LLVM {}'s llvm-profdata writes version {expected}). Fix: {fix}.",
+            path.display(),
+            cx.rustc.llvm_major
+        ),
+        None => bail!(
+            "{} is not an indexed profile (.profdata from `llvm-profdata merge` or `pgo-build export`)",
+            path.display()
+        ),
+    }
+    let data = crate::util::files::read(&path)?;
+    let dir = cx.layout.profiles_dir();
+    crate::util::files::create_dir_all(&dir)?;
+    let partial = dir.join("committed.profdata.partial");
+    crate::util::files::write(&partial, &data)?;
+    profiles::install_content_addressed(&partial, &data, &dir)
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 
 use std::ffi::OsString;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 
-use super::Session;
+use super::context::{Context, Run, c_settings};
+use super::workloads::{check_cargo_targets, runnable_bins};
 use crate::config::Role;
 use crate::layout::{Layout, Stage};
 use crate::toolchain;
@@ -16,353 +17,341 @@ use crate::util::command::Cmd;
 /// compiler the `cc` crate finds).
 const COVERED_BUILDERS: [&str; 2] = ["cc", "cmake"];
 
-impl Session {
-    pub fn doctor(&mut self) -> Result<()> {
-        let printer = self.printer;
-        self.check_cargo_targets(&self.config.workloads)?;
+pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
+    let printer = &cx.printer;
+    check_cargo_targets(cx, &cx.config.workloads)?;
+    printer.info(format!(
+        "rustc: {} (host {}, LLVM {})",
+        cx.rustc.version_line, cx.rustc.host, cx.rustc.llvm_version
+    ));
+    printer.info(format!("workspace: {}", cx.workspace.root.display()));
+    printer.info(format!(
+        "binaries: {}",
+        cx.bins
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    // Only what was found: "no user rustflags" needs no empty list beside it.
+    if cx.user_flags.flags.is_empty() {
+        printer.info("user rustflags: none");
+    } else {
         printer.info(format!(
-            "rustc: {} (host {}, LLVM {})",
-            self.rustc.version_line, self.rustc.host, self.rustc.llvm_version
+            "user rustflags ({}): {}",
+            cx.user_flags.source,
+            cx.user_flags.flags.join(" ")
         ));
-        printer.info(format!("workspace: {}", self.workspace.root.display()));
-        printer.info(format!(
-            "binaries: {}",
-            self.bins
-                .iter()
-                .map(|b| b.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        // Only what was found: "no user rustflags" needs no empty list beside it.
-        if self.user_flags.flags.is_empty() {
-            printer.info("user rustflags: none");
-        } else {
-            printer.info(format!(
-                "user rustflags ({}): {}",
-                self.user_flags.source,
-                self.user_flags.flags.join(" ")
-            ));
-        }
-        printer.info(format!(
-            "config: {} ({} train, {} holdout workloads)",
-            self.config.path.as_ref().map_or(
-                "none (`pgo-build init` writes one to start from)".to_owned(),
-                |p| p.display().to_string()
-            ),
-            self.config.workloads_with_role(Role::Train).count(),
-            self.config.workloads_with_role(Role::Holdout).count()
-        ));
-        let search = toolchain::find_llvm_tool(toolchain::LLVM_PROFDATA, &self.rustc, &printer);
-        for candidate in &search.considered {
-            printer.detail(format!(
-                "llvm-profdata candidate {}: {}",
-                candidate.path.display(),
-                candidate.outcome
-            ));
-        }
-        for spec in [toolchain::LLVM_BOLT, toolchain::MERGE_FDATA] {
-            let found = toolchain::find_llvm_tool(spec, &self.rustc, &printer);
-            match (&found.tool, self.config.bolt.enabled) {
-                (Some(tool), _) => printer.info(format!(
-                    "{}: {} (LLVM {})",
-                    spec.name,
-                    tool.path.display(),
-                    tool.version
-                )),
-                (None, true) => {
-                    found
-                        .require(&self.rustc)
-                        .context("[bolt] enabled = true needs it")?;
-                }
-                (None, false) => printer.info(format!(
-                    "{}: not found (only needed for BOLT: `apt-get install {}-{}`)",
-                    spec.name, spec.apt_package, self.rustc.llvm_major
-                )),
-            }
-        }
-        if let Some(problem) = self.no_training() {
-            printer.warn(problem);
-        }
-        self.doctor_c()?;
-        if self.platform.explicit {
-            self.doctor_target()?;
-        }
-        let tool = search.require(&self.rustc)?;
-        printer.info(format!(
-            "llvm-profdata: {} (LLVM {})",
-            tool.path.display(),
-            tool.version
-        ));
-        self.report.rustc = Some(self.rustc.version_line.clone());
-        self.report.llvm_profdata =
-            Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
-        let _ = self.profdata.set(tool);
-        Ok(())
     }
-
-    /// The C and C++ that build scripts compile: which packages, whether cross-language PGO
-    /// would cover them, and whether the clang it needs is installed.
-    fn doctor_c(&self) -> Result<()> {
-        let printer = self.printer;
-        let compilers = match self.workspace.build_script_compilers(
-            &self.settings.target,
-            &[COVERED_BUILDERS[0], COVERED_BUILDERS[1], "autotools"],
-            &printer,
-        ) {
-            Ok(compilers) => compilers,
-            Err(err) => {
-                printer.detail(format!("C/C++ of build scripts: not known ({err:#})"));
-                return Ok(());
+    printer.info(format!(
+        "config: {} ({} train, {} holdout workloads)",
+        cx.config.path.as_ref().map_or(
+            "none (`pgo-build init` writes one to start from)".to_owned(),
+            |p| p.display().to_string()
+        ),
+        cx.config.workloads_with_role(Role::Train).count(),
+        cx.config.workloads_with_role(Role::Holdout).count()
+    ));
+    let search = toolchain::find_llvm_tool(toolchain::LLVM_PROFDATA, &cx.rustc, printer);
+    for candidate in &search.considered {
+        printer.detail(format!(
+            "llvm-profdata candidate {}: {}",
+            candidate.path.display(),
+            candidate.outcome
+        ));
+    }
+    for spec in [toolchain::LLVM_BOLT, toolchain::MERGE_FDATA] {
+        let found = toolchain::find_llvm_tool(spec, &cx.rustc, printer);
+        match (&found.tool, cx.config.bolt.enabled) {
+            (Some(tool), _) => printer.info(format!(
+                "{}: {} (LLVM {})",
+                spec.name,
+                tool.path.display(),
+                tool.version
+            )),
+            (None, true) => {
+                found
+                    .require(&cx.rustc)
+                    .context("[bolt] enabled = true needs it")?;
             }
-        };
-        let on = self.config.pgo.cross_language != crate::config::CBuild::User;
-        if compilers.is_empty() {
-            printer.info("C/C++: no build script compiles any (nothing for cross-language PGO)");
+            (None, false) => printer.info(format!(
+                "{}: not found (only needed for BOLT: `apt-get install {}-{}`)",
+                spec.name, spec.apt_package, cx.rustc.llvm_major
+            )),
+        }
+    }
+    if let Some(problem) = no_training(cx) {
+        printer.warn(problem);
+    }
+    doctor_c(cx)?;
+    if cx.platform.explicit {
+        doctor_target(cx)?;
+    }
+    let tool = search.require(&cx.rustc)?;
+    printer.info(format!(
+        "llvm-profdata: {} (LLVM {})",
+        tool.path.display(),
+        tool.version
+    ));
+    run.report.rustc = Some(cx.rustc.version_line.clone());
+    run.report.llvm_profdata = Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
+    cx.found_profdata(tool);
+    Ok(())
+}
+
+/// The C and C++ that build scripts compile: which packages, whether cross-language PGO
+/// would cover them, and whether the clang it needs is installed.
+fn doctor_c(cx: &Context) -> Result<()> {
+    let printer = &cx.printer;
+    let compilers = match cx.workspace.build_script_compilers(
+        &cx.settings.target,
+        &[COVERED_BUILDERS[0], COVERED_BUILDERS[1], "autotools"],
+        printer,
+    ) {
+        Ok(compilers) => compilers,
+        Err(err) => {
+            printer.detail(format!("C/C++ of build scripts: not known ({err:#})"));
             return Ok(());
         }
-        let (covered, other): (Vec<_>, Vec<_>) = compilers
-            .iter()
-            .partition(|(_, builder)| COVERED_BUILDERS.contains(&builder.as_str()));
-        let list = |packages: &[(&String, &String)]| {
-            packages
-                .iter()
-                .map(|(package, builder)| format!("{package} ({builder})"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if !covered.is_empty() {
-            printer.info(format!(
-                "C/C++ compiled by build scripts: {}; cross-language PGO {}",
-                list(&covered),
-                if on {
-                    "is on and profiles it"
-                } else {
-                    "would profile it (`[pgo] cross_language = true`, or --cross-language)"
-                }
-            ));
-        }
-        if !other.is_empty() {
-            printer.info(format!(
-                "C/C++ built by other build systems: {}; their compilers are theirs, so \
-                 cross-language PGO does not cover them",
-                list(&other)
-            ));
-        }
-        let located = super::c_settings(
-            crate::toolchain::cross_language::CBuild::Pgo,
-            &self.settings.target,
-            &self.rustc,
-            &printer,
-        );
-        match located {
-            Ok(Some(c)) => printer.info(format!(
-                "clang for cross-language PGO: {} ({})",
-                c.clang.display(),
-                c.version
-            )),
-            Ok(None) => {}
-            // Only a failure when the configuration asks for it (the session would not exist).
-            Err(err) => printer.info(format!("cross-language PGO could not run here: {err:#}")),
-        }
-        Ok(())
+    };
+    let on = cx.config.pgo.cross_language != crate::config::CBuild::User;
+    if compilers.is_empty() {
+        printer.info("C/C++: no build script compiles any (nothing for cross-language PGO)");
+        return Ok(());
     }
-
-    /// A release target: its standard library, linker and runner, each missing one named with
-    /// its fix; then a small program built and run for it, natively or through the runner.
-    fn doctor_target(&self) -> Result<()> {
-        let platform = &self.platform;
-        let triple = &platform.triple;
-        let printer = self.printer;
+    let (covered, other): (Vec<_>, Vec<_>) = compilers
+        .iter()
+        .partition(|(_, builder)| COVERED_BUILDERS.contains(&builder.as_str()));
+    let list = |packages: &[(&String, &String)]| {
+        packages
+            .iter()
+            .map(|(package, builder)| format!("{package} ({builder})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !covered.is_empty() {
         printer.info(format!(
-            "target: {triple} ({} {}, {} C runtime)",
-            platform.arch,
-            platform.os,
-            if platform.static_crt {
-                "static"
+            "C/C++ compiled by build scripts: {}; cross-language PGO {}",
+            list(&covered),
+            if on {
+                "is on and profiles it"
             } else {
-                "dynamic"
+                "would profile it (`[pgo] cross_language = true`, or --cross-language)"
             }
         ));
-        let mut problems = Vec::new();
-        match platform.require_std() {
-            Ok(()) => printer.info(format!("standard library: {}", platform.libdir.display())),
-            Err(err) => problems.push(format!("{err}")),
-        }
-        let linker = platform.linker.to_string_lossy().into_owned();
-        let linker_found = program_exists(&platform.linker);
-        if !linker_found {
-            problems.push(format!(
-                "the linker `{linker}` for {triple} is not installed{}",
-                cross_gcc_fix(platform)
-            ));
-        } else if !platform.native_arch() && linker == "cc" {
-            problems.push(format!(
-                "{triple} has no linker configured, and this machine's `cc` cannot link {} \
-                 binaries: set `target.{triple}.linker = \"{}-linux-gnu-gcc\"` in \
-                 .cargo/config.toml{}",
-                platform.arch,
-                platform.arch,
-                cross_gcc_fix(platform)
-            ));
+    }
+    if !other.is_empty() {
+        printer.info(format!(
+            "C/C++ built by other build systems: {}; their compilers are theirs, so \
+             cross-language PGO does not cover them",
+            list(&other)
+        ));
+    }
+    let located = c_settings(
+        crate::toolchain::cross_language::CBuild::Pgo,
+        &cx.settings.target,
+        &cx.rustc,
+        printer,
+    );
+    match located {
+        Ok(Some(c)) => printer.info(format!(
+            "clang for cross-language PGO: {} ({})",
+            c.clang.display(),
+            c.version
+        )),
+        Ok(None) => {}
+        // Only a failure when the configuration asks for it (the session would not exist).
+        Err(err) => printer.info(format!("cross-language PGO could not run here: {err:#}")),
+    }
+    Ok(())
+}
+
+/// A release target: its standard library, linker and runner, each missing one named with
+/// its fix; then a small program built and run for it, natively or through the runner.
+fn doctor_target(cx: &Context) -> Result<()> {
+    let platform = &cx.platform;
+    let triple = &platform.triple;
+    let printer = &cx.printer;
+    printer.info(format!(
+        "target: {triple} ({} {}, {} C runtime)",
+        platform.arch,
+        platform.os,
+        if platform.static_crt {
+            "static"
         } else {
-            printer.info(format!("linker: {linker}"));
+            "dynamic"
         }
-        if let Some(cc) = dependency_c_compiler(platform, &self.rustc.host)
-            && !program_exists(std::ffi::OsStr::new(&cc))
-        {
-            printer.warn(format!(
-                "crates with C code (built with the cc crate: jemalloc, zstd, ring, …) compile it \
-                 for {triple} with `{cc}`, which is not installed: install it ({}) or set \
-                 CC_{} if the workspace has such crates",
-                if cc == "musl-gcc" {
-                    "`apt-get install musl-tools`".to_owned()
-                } else {
-                    format!("`apt-get install gcc-{}-linux-gnu`", platform.arch)
-                },
-                triple.replace('-', "_")
-            ));
+    ));
+    let mut problems = Vec::new();
+    match platform.require_std() {
+        Ok(()) => printer.info(format!("standard library: {}", platform.libdir.display())),
+        Err(err) => problems.push(format!("{err}")),
+    }
+    let linker = platform.linker.to_string_lossy().into_owned();
+    let linker_found = program_exists(&platform.linker);
+    if !linker_found {
+        problems.push(format!(
+            "the linker `{linker}` for {triple} is not installed{}",
+            cross_gcc_fix(platform)
+        ));
+    } else if !platform.native_arch() && linker == "cc" {
+        problems.push(format!(
+            "{triple} has no linker configured, and this machine's `cc` cannot link {} \
+             binaries: set `target.{triple}.linker = \"{}-linux-gnu-gcc\"` in \
+             .cargo/config.toml{}",
+            platform.arch,
+            platform.arch,
+            cross_gcc_fix(platform)
+        ));
+    } else {
+        printer.info(format!("linker: {linker}"));
+    }
+    if let Some(cc) = dependency_c_compiler(platform, &cx.rustc.host)
+        && !program_exists(std::ffi::OsStr::new(&cc))
+    {
+        printer.warn(format!(
+            "crates with C code (built with the cc crate: jemalloc, zstd, ring, …) compile it \
+             for {triple} with `{cc}`, which is not installed: install it ({}) or set \
+             CC_{} if the workspace has such crates",
+            if cc == "musl-gcc" {
+                "`apt-get install musl-tools`".to_owned()
+            } else {
+                format!("`apt-get install gcc-{}-linux-gnu`", platform.arch)
+            },
+            triple.replace('-', "_")
+        ));
+    }
+    let execution = platform.execution();
+    match &execution {
+        Execution::Native => {
+            printer.info(format!("runs here: natively ({})", std::env::consts::ARCH))
         }
-        let execution = platform.execution();
-        match &execution {
-            Execution::Native => {
-                printer.info(format!("runs here: natively ({})", std::env::consts::ARCH))
-            }
-            Execution::Runner { runner, emulated } => {
-                if program_exists(std::ffi::OsStr::new(&runner.argv[0])) {
-                    printer.info(format!(
-                        "runner: {} ({}){}",
-                        runner.display(),
-                        runner.source,
-                        if *emulated {
-                            "; times measured under it are the emulator's"
-                        } else {
-                            ""
-                        }
-                    ));
-                } else {
-                    problems.push(format!(
-                        "the runner `{}` ({}) is not installed: {}",
-                        runner.argv[0],
-                        runner.source,
-                        if runner.argv[0].starts_with("qemu-") {
-                            "`apt-get install qemu-user`"
-                        } else {
-                            "install it or fix the runner"
-                        }
-                    ));
-                }
-                if *emulated {
-                    printer.info(if targets::binfmt_registered(&platform.arch) {
-                        format!(
-                            "processes that {} binaries start directly run through binfmt_misc",
-                            platform.arch
-                        )
+        Execution::Runner { runner, emulated } => {
+            if program_exists(std::ffi::OsStr::new(&runner.argv[0])) {
+                printer.info(format!(
+                    "runner: {} ({}){}",
+                    runner.display(),
+                    runner.source,
+                    if *emulated {
+                        "; times measured under it are the emulator's"
                     } else {
-                        format!(
-                            "processes that {} binaries start directly (by path, current_exe()) \
-                             cannot run here (no binfmt_misc entry for qemu-{}); children \
-                             started through $PGO_BUILD_BIN_<NAME> run through the runner",
-                            platform.arch, platform.arch
-                        )
-                    });
-                }
-            }
-            Execution::Impossible(why) => problems.push(why.clone()),
-        }
-        if problems.is_empty() {
-            self.try_target()?;
-            printer.info(format!("a test program for {triple} built and ran here"));
-        }
-        if self.config.bolt.enabled {
-            let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &self.rustc, &printer);
-            let runtime = bolt
-                .tool
-                .as_ref()
-                .and_then(|tool| targets::bolt_runtime_arch(&tool.path));
-            if let Some(reason) = platform.bolt_unsupported(runtime.as_deref()) {
-                printer.warn(format!(
-                    "BOLT is not possible for {triple} here ({reason}): `bolt` stages its \
-                     binaries un-BOLTed"
+                        ""
+                    }
+                ));
+            } else {
+                problems.push(format!(
+                    "the runner `{}` ({}) is not installed: {}",
+                    runner.argv[0],
+                    runner.source,
+                    if runner.argv[0].starts_with("qemu-") {
+                        "`apt-get install qemu-user`"
+                    } else {
+                        "install it or fix the runner"
+                    }
                 ));
             }
+            if *emulated {
+                printer.info(if targets::binfmt_registered(&platform.arch) {
+                    format!(
+                        "processes that {} binaries start directly run through binfmt_misc",
+                        platform.arch
+                    )
+                } else {
+                    format!(
+                        "processes that {} binaries start directly (by path, current_exe()) \
+                         cannot run here (no binfmt_misc entry for qemu-{}); children \
+                         started through $PGO_BUILD_BIN_<NAME> run through the runner",
+                        platform.arch, platform.arch
+                    )
+                });
+            }
         }
-        if !problems.is_empty() {
-            bail!(
-                "it cannot be built and run here:\n{}",
-                problems
-                    .iter()
-                    .map(|p| format!("  - {p}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            );
-        }
-        Ok(())
+        Execution::Impossible(why) => problems.push(why.clone()),
     }
+    if problems.is_empty() {
+        try_target(cx)?;
+        printer.info(format!("a test program for {triple} built and ran here"));
+    }
+    if cx.config.bolt.enabled {
+        let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &cx.rustc, printer);
+        let runtime = bolt
+            .tool
+            .as_ref()
+            .and_then(|tool| targets::bolt_runtime_arch(&tool.path));
+        if let Some(reason) = platform.bolt_unsupported(runtime.as_deref()) {
+            printer.warn(format!(
+                "BOLT is not possible for {triple} here ({reason}): `bolt` stages its \
+                 binaries un-BOLTed"
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "it cannot be built and run here:\n{}",
+            problems
+                .iter()
+                .map(|p| format!("  - {p}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    Ok(())
+}
 
-    /// Builds a small program for the target and runs it as workloads will (natively or
-    /// through the runner): what no inspection of files proves.
-    fn try_target(&self) -> Result<()> {
-        let probe = Layout::at(self.layout.root().join("doctor-probe"));
-        if probe.root().exists() {
-            crate::util::files::remove_dir_all(probe.root())?;
-        }
-        let bin_dir = probe.bin_dir(Stage::Baseline);
-        crate::util::files::create_dir_all(&bin_dir)?;
-        let source = probe.root().join("probe.rs");
-        crate::util::files::write(&source, "fn main() { println!(\"pgo-build probe\"); }\n")?;
-        let mut linker = OsString::from("linker=");
-        linker.push(&self.platform.linker);
-        Cmd::new(&self.rustc.program)
-            .args(["--target", &self.platform.triple, "-C"])
-            .arg(linker)
-            .arg("-o")
-            .arg(bin_dir.join("probe"))
-            .arg(&source)
-            .cwd(probe.root())
-            .stdout_checked(&self.printer)
-            .with_context(|| {
-                format!(
-                    "could not build a test program for {}",
-                    self.platform.triple
-                )
-            })?;
-        let (run_dir, env) = self.runnable_bins(&probe, Stage::Baseline, &["probe"])?;
-        let program = run_dir.join("probe");
-        let mut cmd = Cmd::new(&program).cwd(probe.root());
-        for (key, value) in env {
-            cmd = cmd.env(key, value);
-        }
-        let output = cmd.stdout_checked(&self.printer).with_context(|| {
-            format!(
-                "a test program built for {} did not run here",
-                self.platform.triple
-            )
-        })?;
-        if output.trim() != "pgo-build probe" {
-            bail!(
-                "a test program built for {} printed {:?} instead of \"pgo-build probe\"",
-                self.platform.triple,
-                output.trim()
-            );
-        }
+/// Builds a small program for the target and runs it as workloads will (natively or
+/// through the runner): what no inspection of files proves.
+fn try_target(cx: &Context) -> Result<()> {
+    let probe = Layout::at(cx.layout.root().join("doctor-probe"));
+    if probe.root().exists() {
         crate::util::files::remove_dir_all(probe.root())?;
-        Ok(())
     }
+    let bin_dir = probe.bin_dir(Stage::Baseline);
+    crate::util::files::create_dir_all(&bin_dir)?;
+    let source = probe.root().join("probe.rs");
+    crate::util::files::write(&source, "fn main() { println!(\"pgo-build probe\"); }\n")?;
+    let mut linker = OsString::from("linker=");
+    linker.push(&cx.platform.linker);
+    Cmd::new(&cx.rustc.program)
+        .args(["--target", &cx.platform.triple, "-C"])
+        .arg(linker)
+        .arg("-o")
+        .arg(bin_dir.join("probe"))
+        .arg(&source)
+        .cwd(probe.root())
+        .stdout_checked(&cx.printer)
+        .with_context(|| format!("could not build a test program for {}", cx.platform.triple))?;
+    let (run_dir, env) = runnable_bins(cx, &probe, Stage::Baseline, &["probe"])?;
+    let program = run_dir.join("probe");
+    let mut cmd = Cmd::new(&program).cwd(probe.root());
+    for (key, value) in env {
+        cmd = cmd.env(key, value);
+    }
+    let output = cmd.stdout_checked(&cx.printer).with_context(|| {
+        format!(
+            "a test program built for {} did not run here",
+            cx.platform.triple
+        )
+    })?;
+    if output.trim() != "pgo-build probe" {
+        bail!(
+            "a test program built for {} printed {:?} instead of \"pgo-build probe\"",
+            cx.platform.triple,
+            output.trim()
+        );
+    }
+    crate::util::files::remove_dir_all(probe.root())?;
+    Ok(())
+}
 
-    /// Why training cannot run, when the configuration has no train workload and no
-    /// committed profile: said by `doctor`, and by `run` before it builds anything.
-    pub(super) fn no_training(&self) -> Option<String> {
-        if self.config.pgo.profile.is_some()
-            || self
-                .config
-                .workloads_with_role(Role::Train)
-                .next()
-                .is_some()
-        {
-            return None;
-        }
-        Some(self.no_train_workloads())
+/// Why training cannot run, when the configuration has no train workload and no
+/// committed profile: said by `doctor`, and by `run` before it builds anything.
+pub(super) fn no_training(cx: &Context) -> Option<String> {
+    if cx.config.pgo.profile.is_some()
+        || cx.config.workloads_with_role(Role::Train).next().is_some()
+    {
+        return None;
     }
+    Some(cx.no_train_workloads())
 }
 
 /// Whether `program` (a bare name looked up on PATH, or a path) exists.

@@ -1,16 +1,15 @@
-//! Commands that need neither the toolchain nor a [`super::Session`]: `pgo-build report`
+//! Commands that need neither the toolchain nor a context ([`super::context::Context`]): `pgo-build report`
 //! (renders the last run's `report.json`) and `pgo-build clean`.
 
 use anyhow::{Context, Result, bail};
 
+use super::state::RunLock;
 use crate::cargo::workspace::Workspace;
 use crate::cli::{GlobalArgs, ReportArgs};
 use crate::config::Config;
 use crate::exec;
 use crate::layout::Layout;
-use crate::pipeline::state::RunLock;
-use crate::report::render;
-use crate::report::{Report, tables};
+use crate::report::{Report, render, tables};
 use crate::util::printer::Printer;
 
 /// `pgo-build report`: renders the last run's report.json (each target's, with `--target` or

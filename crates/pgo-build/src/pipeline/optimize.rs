@@ -13,506 +13,538 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use crate::util::printer::Fitted;
-
-use super::Session;
-use super::accounting::{cargo_only_message, no_profile_message};
-use super::bundles::MergedBundles;
-use super::cargo_stage::executables_of;
-use super::committed;
-use crate::cargo::build::VALUE_PROFILING_OFF;
-use crate::cargo::build::{self, StageManifest, check_same_settings};
+use super::accounting::{
+    Trained, account_dirs, cargo_only_message, no_profile_message, print_accounting,
+    report_accounting, usable_training,
+};
+use super::bundles::{MergedBundles, merged_bundles};
+use super::committed::{self, committed_profile};
+use super::context::{Context, Run};
+use super::stage_build::{
+    cargo_build, check_bolt_compatible_profile, executables_of, plain_flags, stage_binaries,
+};
+use crate::cargo::build::{self, StageManifest, VALUE_PROFILING_OFF, check_same_settings};
 use crate::cargo::workspace::BinTarget;
 use crate::cli::OptimizeArgs;
 use crate::config::StartupOrder;
 use crate::layout::Stage;
-use crate::profiles;
 use crate::profiles::diagnostics::{self, Summary};
-use crate::profiles::insight;
-use crate::profiles::startup_order;
+use crate::profiles::{self, insight, startup_order};
+use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 
-impl Session {
-    pub fn optimize(&mut self, args: &OptimizeArgs) -> Result<()> {
-        for name in &args.allow_missing_profile {
-            if !self.bins.iter().any(|b| &b.name == name) {
-                bail!("--allow-missing-profile {name}: no such selected binary");
-            }
+/// Builds the optimized stage from the committed profile, or the last training's (`trained`:
+/// what `train` returned earlier in this command, whose accounting is not read again).
+pub fn optimize(
+    cx: &Context,
+    run: &mut Run,
+    args: &OptimizeArgs,
+    trained: Option<&Trained>,
+) -> Result<()> {
+    for name in &args.allow_missing_profile {
+        if !cx.bins.iter().any(|b| &b.name == name) {
+            bail!("--allow-missing-profile {name}: no such selected binary");
         }
-        let inputs = match self.config.pgo.profile.clone() {
-            Some(relative) => self.committed_profile_inputs(&relative)?,
-            None => self.trained_profile_inputs()?,
-        };
-        let refused: Vec<&String> = inputs
-            .missing
-            .iter()
-            .filter(|(bin, _)| !args.allow_missing_profile.contains(&bin.name))
-            .map(|(_, reason)| reason)
-            .collect();
-        if !refused.is_empty() {
-            bail!(
-                "refusing to build with PGO: {} binar{} no usable profile data, and a binary \
-                 built with -Cprofile-use but no data for it is treated as all-cold - slower than \
-                 no PGO at all.\n  - {}\nFix: make a training workload in {} run {} to a normal \
-                 exit (return from main or std::process::exit), or pass --allow-missing-profile \
-                 BIN to ship {} as a plain release build.",
-                refused.len(),
-                if refused.len() == 1 {
-                    "y has"
-                } else {
-                    "ies have"
-                },
-                refused
-                    .iter()
-                    .map(|r| r.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n  - "),
-                self.config.display_path(),
-                if refused.len() == 1 { "it" } else { "them" },
-                if refused.len() == 1 { "it" } else { "them" },
-            );
-        }
-        let without_data: Vec<BinTarget> =
-            inputs.missing.iter().map(|(bin, _)| bin.clone()).collect();
-        let with_data: Vec<BinTarget> = self
-            .bins
-            .iter()
-            .filter(|b| !without_data.contains(b))
-            .cloned()
-            .collect();
-        if with_data.is_empty() {
-            bail!("no binary has usable profile data; nothing can be built with PGO");
-        }
-        let profile = inputs.path.clone();
+    }
+    let inputs = match cx.config.pgo.profile.clone() {
+        Some(relative) => committed_profile_inputs(cx, &relative)?,
+        None => trained_profile_inputs(cx, run, trained)?,
+    };
+    let refused: Vec<&String> = inputs
+        .missing
+        .iter()
+        .filter(|(bin, _)| !args.allow_missing_profile.contains(&bin.name))
+        .map(|(_, reason)| reason)
+        .collect();
+    if !refused.is_empty() {
+        bail!(
+            "refusing to build with PGO: {} binar{} no usable profile data, and a binary \
+             built with -Cprofile-use but no data for it is treated as all-cold - slower than \
+             no PGO at all.\n  - {}\nFix: make a training workload in {} run {} to a normal \
+             exit (return from main or std::process::exit), or pass --allow-missing-profile \
+             BIN to ship {} as a plain release build.",
+            refused.len(),
+            if refused.len() == 1 {
+                "y has"
+            } else {
+                "ies have"
+            },
+            refused
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join("\n  - "),
+            cx.config.display_path(),
+            if refused.len() == 1 { "it" } else { "them" },
+            if refused.len() == 1 { "it" } else { "them" },
+        );
+    }
+    let without_data: Vec<BinTarget> = inputs.missing.iter().map(|(bin, _)| bin.clone()).collect();
+    let with_data: Vec<BinTarget> = cx
+        .bins
+        .iter()
+        .filter(|b| !without_data.contains(b))
+        .cloned()
+        .collect();
+    if with_data.is_empty() {
+        bail!("no binary has usable profile data; nothing can be built with PGO");
+    }
+    let profile = inputs.path.clone();
 
-        self.check_bolt_compatible_profile()?;
-        // Not in the checkout: the same path from every checkout, for a compile cache. (A
-        // path relative to the workspace root would not do: cargo runs rustc for registry
-        // crates in their own directories.)
-        let profile_use = profiles::checkout_independent(&profile);
-        let mut flags = vec![
-            format!("-Cprofile-use={}", profile_use.display()),
-            "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
-        ];
-        flags.extend(self.startup_order_flags(&profile, &profile_use)?);
-        if inputs.instrumented.as_ref().is_some_and(|i| i.continuous()) {
-            // A continuous-mode profile has no value profiles: without this, profile use
-            // expects them at every indirect call and memcpy and warns that each is stale.
-            flags.push(VALUE_PROFILING_OFF.to_owned());
-        }
-        flags.extend(self.plain_flags());
-        let verbose = self.printer.is_verbose();
-        let output = self.cargo_build(Stage::Optimized, &with_data, &flags, &|d| {
-            verbose || diagnostics::classify(&d.message).is_none()
-        })?;
-        let summary = Summary::from_diagnostics(&output.diagnostics);
-        self.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
-        if !summary.unusable_profile.is_empty() {
-            bail!(
-                "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
-                 The profile is empty or was written by another LLVM version than rustc's ({}).",
-                profile.display(),
-                summary.unusable_profile.join("\n  "),
-                self.rustc.llvm_version
-            );
-        }
-        self.print_diagnostic_summary(&summary);
-        for (krate, functions) in &summary.expected {
-            self.printer.detail(format!(
-                "{functions} functions of {krate} differ from the profile by design (code \
-                 compiled into instrumented builds only) and are left out of the counts"
+    check_bolt_compatible_profile(cx)?;
+    // Not in the checkout: the same path from every checkout, for a compile cache. (A
+    // path relative to the workspace root would not do: cargo runs rustc for registry
+    // crates in their own directories.)
+    let profile_use = profiles::checkout_independent(&profile);
+    let mut flags = vec![
+        format!("-Cprofile-use={}", profile_use.display()),
+        "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
+    ];
+    flags.extend(startup_order_flags(cx, run, &profile, &profile_use)?);
+    if inputs.instrumented.as_ref().is_some_and(|i| i.continuous()) {
+        // A continuous-mode profile has no value profiles: without this, profile use
+        // expects them at every indirect call and memcpy and warns that each is stale.
+        flags.push(VALUE_PROFILING_OFF.to_owned());
+    }
+    flags.extend(plain_flags(cx));
+    let verbose = cx.printer.is_verbose();
+    let output = cargo_build(cx, run, Stage::Optimized, &with_data, &flags, &|d| {
+        verbose || diagnostics::classify(&d.message).is_none()
+    })?;
+    let summary = Summary::from_diagnostics(&output.diagnostics);
+    run.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
+    if !summary.unusable_profile.is_empty() {
+        bail!(
+            "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
+             The profile is empty or was written by another LLVM version than rustc's ({}).",
+            profile.display(),
+            summary.unusable_profile.join("\n  "),
+            cx.rustc.llvm_version
+        );
+    }
+    print_diagnostic_summary(cx, &summary);
+    for (krate, functions) in &summary.expected {
+        cx.printer.detail(format!(
+            "{functions} functions of {krate} differ from the profile by design (code \
+             compiled into instrumented builds only) and are left out of the counts"
+        ));
+    }
+    match &inputs.committed_functions {
+        Some(functions) => check_staleness(cx, run, functions, &output.diagnostics)?,
+        None if summary.total_mismatched() > 0 => cx.caution(format!(
+            "{} functions changed since the profile was recorded and get no profile data; \
+             re-run `pgo-build instrument` and `pgo-build train` to refresh it",
+            summary.total_mismatched()
+        ))?,
+        None => {}
+    }
+
+    // Every training gives the optimized build other flags, hence new units: drop the old.
+    if let (Some(executable), Some(keep)) =
+        (output.executables.values().next(), &output.unit_hashes)
+    {
+        let (files, bytes) = build::prune_stale_units(executable, keep);
+        if files > 0 {
+            cx.printer.detail(format!(
+                "removed {files} units of earlier optimized builds ({})",
+                human_bytes(bytes)
             ));
         }
-        match &inputs.committed_functions {
-            Some(functions) => self.check_staleness(functions, &output.diagnostics)?,
-            None if summary.total_mismatched() > 0 => self.caution(format!(
-                "{} functions changed since the profile was recorded and get no profile data; \
-                 re-run `pgo-build instrument` and `pgo-build train` to refresh it",
-                summary.total_mismatched()
-            ))?,
-            None => {}
-        }
+    }
+    let mut executables = executables_of(&with_data, output, true);
+    if !without_data.is_empty() {
+        cx.printer.warn(format!(
+            "building {} without PGO (--allow-missing-profile): a plain release build is \
+             staged in its place",
+            without_data
+                .iter()
+                .map(|b| b.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let plain_flags = plain_flags(cx);
+        let plain = cargo_build(
+            cx,
+            run,
+            Stage::Baseline,
+            &without_data,
+            &plain_flags,
+            &|_| true,
+        )?;
+        executables.extend(executables_of(&without_data, plain, false));
+    }
+    let upstream: Vec<&StageManifest> = inputs.instrumented.iter().collect();
+    stage_binaries(cx, run, Stage::Optimized, flags, executables, &upstream)?;
+    Ok(())
+}
 
-        // Every training gives the optimized build other flags, hence new units: drop the old.
-        if let (Some(executable), Some(keep)) =
-            (output.executables.values().next(), &output.unit_hashes)
-        {
-            let (files, bytes) = build::prune_stale_units(executable, keep);
-            if files > 0 {
-                self.printer.detail(format!(
-                    "removed {files} units of earlier optimized builds ({})",
-                    human_bytes(bytes)
-                ));
+/// The optimized link's function order (`[pgo] startup_order`) from `profile`'s temporal
+/// traces, recorded in the report; refused when the profile has none. `profile_use` is the
+/// copy `-Cprofile-use` names.
+fn startup_order_flags(
+    cx: &Context,
+    run: &mut Run,
+    profile: &Path,
+    profile_use: &Path,
+) -> Result<Vec<String>> {
+    let mode = cx.config.pgo.startup_order;
+    run.report.startup_order = None;
+    if mode == StartupOrder::Off {
+        return Ok(Vec::new());
+    }
+    let profdata = cx.profdata()?.clone();
+    let traces = startup_order::traces(&profdata, profile, &cx.printer)?;
+    if traces.kept == 0 {
+        bail!(
+            "[pgo] startup_order = \"{}\" needs the temporal traces of a training, and {} \
+             has none: it was trained with binaries instrumented without them. Run \
+             `pgo-build instrument` and `pgo-build train` again (with startup_order set, \
+             instrumenting records them){}",
+            mode.name(),
+            profile.display(),
+            if cx.config.pgo.profile.is_some() {
+                ", then `pgo-build export` the profile again"
+            } else {
+                ""
             }
+        );
+    }
+    let (order_file, ordered) = if mode == StartupOrder::OrderingFile {
+        let (file, count) =
+            startup_order::order_file(&profdata, profile, &cx.layout.profiles_dir(), &cx.printer)?;
+        (Some(file), Some(count))
+    } else {
+        (None, None)
+    };
+    let order_use = order_file.as_deref().map(profiles::checkout_independent);
+    cx.printer.info(format!(
+        "start-up order ({}): {} traces from {} processes{}",
+        mode.name(),
+        traces.kept,
+        traces.seen,
+        ordered.map_or(String::new(), |n| format!(", {n} functions ordered"))
+    ));
+    run.report.startup_order = Some(crate::report::OrderRecord {
+        mode,
+        traces,
+        order_file,
+        ordered_functions: ordered,
+    });
+    Ok(startup_order::link_flags(
+        mode,
+        profile_use,
+        order_use.as_deref(),
+    ))
+}
+
+/// The profile of the last training: checked, merged under its content hash; or the one
+/// `pgo-build merge` made from bundles, when that came after the last local training.
+fn trained_profile_inputs(
+    cx: &Context,
+    run: &mut Run,
+    trained: Option<&Trained>,
+) -> Result<ProfileInputs> {
+    if let Some(record) = merged_bundles(cx)? {
+        return bundle_profile_inputs(cx, run, record);
+    }
+    let instrumented = StageManifest::load(
+        &cx.layout,
+        Stage::Instrumented,
+        "run `pgo-build instrument` and `pgo-build train` first (or commit a profile: \
+         `pgo-build export` and [pgo] profile)",
+    )?;
+    check_same_settings(&instrumented.settings, &cx.settings)?;
+    check_instrumented_selection(cx, &instrumented)?;
+    let usable = usable_training(cx, &instrumented)?;
+    let accounting = match trained.and_then(|t| t.accounting_of(&instrumented, &usable)) {
+        Some(handed) => {
+            cx.printer
+                .detail("the per-binary training table is the one shown above");
+            handed.clone()
         }
-        let mut executables = executables_of(&with_data, output, true);
-        if !without_data.is_empty() {
-            self.printer.warn(format!(
-                "building {} without PGO (--allow-missing-profile): a plain release build is \
-                 staged in its place",
-                without_data
+        None => {
+            let accounting = account_dirs(cx, &usable, &instrumented)?;
+            print_accounting(cx, &accounting);
+            accounting
+        }
+    };
+    if accounting.profiles.is_empty() {
+        bail!(
+            "there are no raw profiles under {}: run `pgo-build train` (with the training \
+             workloads in {}) before optimizing",
+            cx.layout.raw_profiles_dir().display(),
+            cx.config.display_path()
+        );
+    }
+    report_accounting(cx, run, &accounting)?;
+    // Profiles of cargo workloads' own binaries go into every binary's profile.
+    let from_cargo = !accounting.cargo_inputs().is_empty();
+    for bin in &cx.bins {
+        if from_cargo && accounting.per_binary[&bin.name].valid_files == 0 {
+            cx.caution(cargo_only_message(&bin.name))?;
+        }
+    }
+    let missing = cx
+        .bins
+        .iter()
+        .filter(|bin| !from_cargo && accounting.per_binary[&bin.name].valid_files == 0)
+        .map(|bin| {
+            (
+                bin.clone(),
+                no_profile_message(&bin.name, &accounting.per_binary[&bin.name]),
+            )
+        })
+        .collect();
+    let inputs = accounting.valid_inputs();
+    if inputs.is_empty() {
+        return Ok(ProfileInputs {
+            path: PathBuf::new(),
+            missing,
+            committed_functions: None,
+            instrumented: Some(instrumented),
+        });
+    }
+    let merged = profiles::merge(
+        &inputs,
+        &cx.layout.profiles_dir(),
+        cx.profdata()?,
+        &cx.printer,
+    )?;
+    cx.printer.info(format!(
+        "merged {} profile files into {} ({}, {} functions)",
+        inputs.len(),
+        merged.path.display(),
+        human_bytes(merged.size_bytes),
+        merged.total_functions
+    ));
+    run.report.merged_profile = serde_json::to_value(&merged).ok();
+    if merged.total_functions == 0 {
+        bail!(
+            "the merged profile {} contains no functions; rustc would build without PGO. \
+             Check the training workloads' logs under {}.",
+            merged.path.display(),
+            cx.layout.logs_dir().display()
+        );
+    }
+    Ok(ProfileInputs {
+        path: merged.path,
+        missing,
+        committed_functions: None,
+        instrumented: Some(instrumented),
+    })
+}
+
+/// The profile `pgo-build merge` made from training bundles, checked.
+fn bundle_profile_inputs(
+    cx: &Context,
+    run: &mut Run,
+    record: MergedBundles,
+) -> Result<ProfileInputs> {
+    check_same_settings(&record.instrumented.settings, &cx.settings)?;
+    check_instrumented_selection(cx, &record.instrumented)?;
+    let path = &record.merged.path;
+    let intact = std::fs::read(path).is_ok_and(|data| {
+        path.file_name().is_some_and(|name| {
+            *name == *format!("merged-{}.profdata", profiles::content_hash(&data))
+        })
+    });
+    if !intact {
+        bail!(
+            "the profile `pgo-build merge` made, {}, is gone or was changed since; run \
+             `pgo-build merge` with the bundles again",
+            path.display()
+        );
+    }
+    cx.printer.info(format!(
+        "using the profile merged from {} training bundles (shards {}) by `pgo-build merge`: \
+         {} ({} functions)",
+        record.bundles.len(),
+        record
+            .bundles
+            .iter()
+            .map(|b| b.shard.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        path.display(),
+        record.merged.total_functions
+    ));
+    run.report.merged_profile = serde_json::to_value(&record.merged).ok();
+    let from_cargo = !record.cargo_workloads.is_empty();
+    let no_own_profile = |bin: &BinTarget| {
+        record
+            .per_binary
+            .get(&bin.name)
+            .is_none_or(|figures| figures.valid_files == 0)
+    };
+    for bin in &cx.bins {
+        if from_cargo && no_own_profile(bin) {
+            cx.caution(cargo_only_message(&bin.name))?;
+        }
+    }
+    let missing = cx
+        .bins
+        .iter()
+        .filter(|bin| !from_cargo && no_own_profile(bin))
+        .map(|bin| {
+            let reason = format!(
+                "`{}`: none of the {} merged bundles has a profile of it",
+                bin.name,
+                record.bundles.len()
+            );
+            (bin.clone(), reason)
+        })
+        .collect();
+    Ok(ProfileInputs {
+        path: record.merged.path,
+        missing,
+        committed_functions: None,
+        instrumented: Some(record.instrumented),
+    })
+}
+
+/// Refuses a selected binary that the instrumented build did not build.
+fn check_instrumented_selection(cx: &Context, instrumented: &StageManifest) -> Result<()> {
+    for bin in &cx.bins {
+        if instrumented.binary(&bin.name).is_none() {
+            bail!(
+                "binary `{}` was not instrumented (the instrumented stage built: {}); run \
+                 `pgo-build instrument` and `pgo-build train` with the same selection",
+                bin.name,
+                instrumented
+                    .binaries
                     .iter()
                     .map(|b| b.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
-            ));
-            let plain_flags = self.plain_flags();
-            let plain =
-                self.cargo_build(Stage::Baseline, &without_data, &plain_flags, &|_| true)?;
-            executables.extend(executables_of(&without_data, plain, false));
+            );
         }
-        let upstream: Vec<&StageManifest> = inputs.instrumented.iter().collect();
-        self.stage_binaries(Stage::Optimized, flags, executables, &upstream)?;
-        Ok(())
     }
+    Ok(())
+}
 
-    /// The optimized link's function order (`[pgo] startup_order`) from `profile`'s temporal
-    /// traces, recorded in the report; refused when the profile has none. `profile_use` is the
-    /// copy `-Cprofile-use` names.
-    fn startup_order_flags(&mut self, profile: &Path, profile_use: &Path) -> Result<Vec<String>> {
-        let mode = self.config.pgo.startup_order;
-        self.report.startup_order = None;
-        if mode == StartupOrder::Off {
-            return Ok(Vec::new());
-        }
-        let profdata = self.profdata()?.clone();
-        let traces = startup_order::traces(&profdata, profile, &self.printer)?;
-        if traces.kept == 0 {
-            bail!(
-                "[pgo] startup_order = \"{}\" needs the temporal traces of a training, and {} \
-                 has none: it was trained with binaries instrumented without them. Run \
-                 `pgo-build instrument` and `pgo-build train` again (with startup_order set, \
-                 instrumenting records them){}",
-                mode.name(),
-                profile.display(),
-                if self.config.pgo.profile.is_some() {
-                    ", then `pgo-build export` the profile again"
-                } else {
-                    ""
-                }
-            );
-        }
-        let (order_file, ordered) = if mode == StartupOrder::OrderingFile {
-            let (file, count) = startup_order::order_file(
-                &profdata,
-                profile,
-                &self.layout.profiles_dir(),
-                &self.printer,
-            )?;
-            (Some(file), Some(count))
-        } else {
-            (None, None)
-        };
-        let order_use = order_file.as_deref().map(profiles::checkout_independent);
-        self.printer.info(format!(
-            "start-up order ({}): {} traces from {} processes{}",
-            mode.name(),
-            traces.kept,
-            traces.seen,
-            ordered.map_or(String::new(), |n| format!(", {n} functions ordered"))
-        ));
-        self.report.startup_order = Some(crate::report::OrderRecord {
-            mode,
-            traces,
-            order_file,
-            ordered_functions: ordered,
-        });
-        Ok(startup_order::link_flags(
-            mode,
-            profile_use,
-            order_use.as_deref(),
-        ))
+/// A committed profile (`[pgo] profile`), checked; binaries whose crate has no counts in
+/// it are the ones without data.
+fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInputs> {
+    let path = committed_profile(cx, relative)?;
+    let functions = insight::functions(&path, cx.profdata()?, &cx.printer)?;
+    if functions.is_empty() {
+        bail!(
+            "the committed profile {} contains no functions",
+            cx.workspace.root.join(relative).display()
+        );
     }
-
-    /// The profile of the last training: checked, merged under its content hash; or the one
-    /// `pgo-build merge` made from bundles, when that came after the last local training.
-    fn trained_profile_inputs(&mut self) -> Result<ProfileInputs> {
-        if let Some(record) = self.merged_bundles()? {
-            return self.bundle_profile_inputs(record);
-        }
-        let instrumented = StageManifest::load(
-            &self.layout,
-            Stage::Instrumented,
-            "run `pgo-build instrument` and `pgo-build train` first (or commit a profile: \
-             `pgo-build export` and [pgo] profile)",
-        )?;
-        check_same_settings(&instrumented.settings, &self.settings)?;
-        self.check_instrumented_selection(&instrumented)?;
-        let accounting = self.account(&instrumented)?;
-        if accounting.profiles.is_empty() {
-            bail!(
-                "there are no raw profiles under {}: run `pgo-build train` (with the training \
-                 workloads in {}) before optimizing",
-                self.layout.raw_profiles_dir().display(),
-                self.config.display_path()
+    cx.printer.info(format!(
+        "using the committed profile {} ({} functions)",
+        relative.display(),
+        functions.len()
+    ));
+    let ran: BTreeSet<&str> = functions
+        .iter()
+        .filter(|f| f.total > 0)
+        .map(|f| f.krate.as_str())
+        .collect();
+    let missing = cx
+        .bins
+        .iter()
+        .filter(|bin| !ran.contains(bin.name.replace('-', "_").as_str()))
+        .map(|bin| {
+            let reason = format!(
+                "`{}`: the committed profile has no counts for its crate (the training that \
+                 produced it did not run it)",
+                bin.name
             );
-        }
-        self.print_accounting(&accounting);
-        self.report_accounting(&accounting)?;
-        // Profiles of cargo workloads' own binaries go into every binary's profile.
-        let from_cargo = !accounting.cargo_inputs().is_empty();
-        for bin in &self.bins {
-            if from_cargo && accounting.per_binary[&bin.name].valid_files == 0 {
-                self.caution(cargo_only_message(&bin.name))?;
-            }
-        }
-        let missing = self
-            .bins
-            .iter()
-            .filter(|bin| !from_cargo && accounting.per_binary[&bin.name].valid_files == 0)
-            .map(|bin| {
-                (
-                    bin.clone(),
-                    no_profile_message(&bin.name, &accounting.per_binary[&bin.name]),
-                )
-            })
-            .collect();
-        let inputs = accounting.valid_inputs();
-        if inputs.is_empty() {
-            return Ok(ProfileInputs {
-                path: PathBuf::new(),
-                missing,
-                committed_functions: None,
-                instrumented: Some(instrumented),
-            });
-        }
-        let merged = profiles::merge(
-            &inputs,
-            &self.layout.profiles_dir(),
-            self.profdata()?,
-            &self.printer,
-        )?;
-        self.printer.info(format!(
-            "merged {} profile files into {} ({}, {} functions)",
-            inputs.len(),
-            merged.path.display(),
-            human_bytes(merged.size_bytes),
-            merged.total_functions
-        ));
-        self.report.merged_profile = serde_json::to_value(&merged).ok();
-        if merged.total_functions == 0 {
-            bail!(
-                "the merged profile {} contains no functions; rustc would build without PGO. \
-                 Check the training workloads' logs under {}.",
-                merged.path.display(),
-                self.layout.logs_dir().display()
-            );
-        }
-        Ok(ProfileInputs {
-            path: merged.path,
-            missing,
-            committed_functions: None,
-            instrumented: Some(instrumented),
+            (bin.clone(), reason)
         })
-    }
+        .collect();
+    Ok(ProfileInputs {
+        path,
+        missing,
+        committed_functions: Some(functions),
+        instrumented: None,
+    })
+}
 
-    /// The profile `pgo-build merge` made from training bundles, checked.
-    fn bundle_profile_inputs(&mut self, record: MergedBundles) -> Result<ProfileInputs> {
-        check_same_settings(&record.instrumented.settings, &self.settings)?;
-        self.check_instrumented_selection(&record.instrumented)?;
-        let path = &record.merged.path;
-        let intact = std::fs::read(path).is_ok_and(|data| {
-            path.file_name().is_some_and(|name| {
-                *name == *format!("merged-{}.profdata", profiles::content_hash(&data))
-            })
-        });
-        if !intact {
-            bail!(
-                "the profile `pgo-build merge` made, {}, is gone or was changed since; run \
-                 `pgo-build merge` with the bundles again",
-                path.display()
-            );
-        }
-        self.printer.info(format!(
-            "using the profile merged from {} training bundles (shards {}) by `pgo-build merge`: \
-             {} ({} functions)",
-            record.bundles.len(),
-            record
-                .bundles
-                .iter()
-                .map(|b| b.shard.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            path.display(),
-            record.merged.total_functions
-        ));
-        self.report.merged_profile = serde_json::to_value(&record.merged).ok();
-        let from_cargo = !record.cargo_workloads.is_empty();
-        let no_own_profile = |bin: &BinTarget| {
-            record
-                .per_binary
-                .get(&bin.name)
-                .is_none_or(|figures| figures.valid_files == 0)
-        };
-        for bin in &self.bins {
-            if from_cargo && no_own_profile(bin) {
-                self.caution(cargo_only_message(&bin.name))?;
-            }
-        }
-        let missing = self
-            .bins
-            .iter()
-            .filter(|bin| !from_cargo && no_own_profile(bin))
-            .map(|bin| {
-                let reason = format!(
-                    "`{}`: none of the {} merged bundles has a profile of it",
-                    bin.name,
-                    record.bundles.len()
-                );
-                (bin.clone(), reason)
-            })
-            .collect();
-        Ok(ProfileInputs {
-            path: record.merged.path,
-            missing,
-            committed_functions: None,
-            instrumented: Some(record.instrumented),
-        })
+/// Fails above `[pgo] max_stale`, warns below it.
+fn check_staleness(
+    cx: &Context,
+    run: &mut Run,
+    functions: &[insight::FunctionCounts],
+    diagnostics: &[build::Diagnostic],
+) -> Result<()> {
+    let staleness = committed::staleness(functions, diagnostics);
+    run.report.staleness = serde_json::to_value(&staleness).ok();
+    cx.printer.info(format!(
+        "committed profile: {} of {} functions stale ({:.1}%)",
+        staleness.stale_functions,
+        staleness.profile_functions,
+        staleness.share * 100.0
+    ));
+    if staleness.stale_functions == 0 {
+        return Ok(());
     }
-
-    /// Refuses a selected binary that the instrumented build did not build.
-    fn check_instrumented_selection(&self, instrumented: &StageManifest) -> Result<()> {
-        for bin in &self.bins {
-            if instrumented.binary(&bin.name).is_none() {
-                bail!(
-                    "binary `{}` was not instrumented (the instrumented stage built: {}); run \
-                     `pgo-build instrument` and `pgo-build train` with the same selection",
-                    bin.name,
-                    instrumented
-                        .binaries
-                        .iter()
-                        .map(|b| b.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
-        Ok(())
+    let mut table = Table::new();
+    table
+        .fitted()
+        .set_header(["Crate", "Stale functions", "Functions in profile"]);
+    for (krate, (stale, total)) in &staleness.per_crate {
+        table.add_row([krate.clone(), stale.to_string(), total.to_string()]);
     }
-
-    /// A committed profile (`[pgo] profile`), checked; binaries whose crate has no counts in
-    /// it are the ones without data.
-    fn committed_profile_inputs(&mut self, relative: &Path) -> Result<ProfileInputs> {
-        let path = self.committed_profile(relative)?;
-        let functions = insight::functions(&path, self.profdata()?, &self.printer)?;
-        if functions.is_empty() {
-            bail!(
-                "the committed profile {} contains no functions",
-                self.workspace.root.join(relative).display()
-            );
-        }
-        self.printer.info(format!(
-            "using the committed profile {} ({} functions)",
-            relative.display(),
-            functions.len()
-        ));
-        let ran: BTreeSet<&str> = functions
-            .iter()
-            .filter(|f| f.total > 0)
-            .map(|f| f.krate.as_str())
-            .collect();
-        let missing = self
-            .bins
-            .iter()
-            .filter(|bin| !ran.contains(bin.name.replace('-', "_").as_str()))
-            .map(|bin| {
-                let reason = format!(
-                    "`{}`: the committed profile has no counts for its crate (the training that \
-                     produced it did not run it)",
-                    bin.name
-                );
-                (bin.clone(), reason)
-            })
-            .collect();
-        Ok(ProfileInputs {
-            path,
-            missing,
-            committed_functions: Some(functions),
-            instrumented: None,
-        })
-    }
-
-    /// Fails above `[pgo] max_stale`, warns below it.
-    fn check_staleness(
-        &mut self,
-        functions: &[insight::FunctionCounts],
-        diagnostics: &[build::Diagnostic],
-    ) -> Result<()> {
-        let staleness = committed::staleness(functions, diagnostics);
-        self.report.staleness = serde_json::to_value(&staleness).ok();
-        self.printer.info(format!(
-            "committed profile: {} of {} functions stale ({:.1}%)",
-            staleness.stale_functions,
-            staleness.profile_functions,
+    cx.printer.table(table);
+    let changed = if staleness.changed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Changed since the profile was recorded: {}.",
+            staleness.changed.join(", ")
+        )
+    };
+    let max = cx.config.pgo.max_stale();
+    if staleness.share > max {
+        bail!(
+            "the committed profile is stale: {:.1}% of its functions no longer match the code \
+             or have no data, above [pgo] max_stale = {max}.{changed} Re-train: run `pgo-build \
+             run` without [pgo] profile, then `pgo-build export` over the committed file.",
             staleness.share * 100.0
-        ));
-        if staleness.stale_functions == 0 {
-            return Ok(());
-        }
-        let mut table = Table::new();
-        table
-            .fitted()
-            .set_header(["Crate", "Stale functions", "Functions in profile"]);
-        for (krate, (stale, total)) in &staleness.per_crate {
-            table.add_row([krate.clone(), stale.to_string(), total.to_string()]);
-        }
-        self.printer.table(table);
-        let changed = if staleness.changed.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " Changed since the profile was recorded: {}.",
-                staleness.changed.join(", ")
-            )
-        };
-        let max = self.config.pgo.max_stale();
-        if staleness.share > max {
-            bail!(
-                "the committed profile is stale: {:.1}% of its functions no longer match the code \
-                 or have no data, above [pgo] max_stale = {max}.{changed} Re-train: run `pgo-build \
-                 run` without [pgo] profile, then `pgo-build export` over the committed file.",
-                staleness.share * 100.0
-            );
-        }
-        self.caution(format!(
-            "{:.1}% of the committed profile's functions are stale.{changed} Re-train soon.",
-            staleness.share * 100.0
-        ))
+        );
     }
+    cx.caution(format!(
+        "{:.1}% of the committed profile's functions are stale.{changed} Re-train soon.",
+        staleness.share * 100.0
+    ))
+}
 
-    fn print_diagnostic_summary(&self, summary: &Summary) {
-        if summary.per_crate.is_empty() {
-            self.printer
-                .info("rustc reported no functions without profile data");
-            return;
-        }
-        let value_sites = summary
-            .per_crate
-            .values()
-            .any(|c| c.inconsistent_value_sites > 0);
-        let mut table = Table::new();
-        table.fitted().set_header(
+fn print_diagnostic_summary(cx: &Context, summary: &Summary) {
+    if summary.per_crate.is_empty() {
+        cx.printer
+            .info("rustc reported no functions without profile data");
+        return;
+    }
+    let value_sites = summary
+        .per_crate
+        .values()
+        .any(|c| c.inconsistent_value_sites > 0);
+    let mut table = Table::new();
+    table.fitted().set_header(
+        [
+            "Crate",
+            "Functions without data",
+            "Changed since training (hash mismatch)",
+        ]
+        .into_iter()
+        .chain(value_sites.then_some("Value profile discarded (stale)")),
+    );
+    for (krate, counts) in &summary.per_crate {
+        table.add_row(
             [
-                "Crate",
-                "Functions without data",
-                "Changed since training (hash mismatch)",
+                krate.clone(),
+                counts.missing_functions.to_string(),
+                counts.mismatched_functions.to_string(),
             ]
             .into_iter()
-            .chain(value_sites.then_some("Value profile discarded (stale)")),
+            .chain(value_sites.then(|| counts.inconsistent_value_sites.to_string())),
         );
-        for (krate, counts) in &summary.per_crate {
-            table.add_row(
-                [
-                    krate.clone(),
-                    counts.missing_functions.to_string(),
-                    counts.mismatched_functions.to_string(),
-                ]
-                .into_iter()
-                .chain(value_sites.then(|| counts.inconsistent_value_sites.to_string())),
-            );
-        }
-        self.printer.table(table);
     }
+    cx.printer.table(table);
 }
 
 /// Where `optimize` gets its profile from, and which binaries have no data in it.

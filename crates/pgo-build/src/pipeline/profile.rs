@@ -4,504 +4,506 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use comfy_table::Table;
 
-use crate::util::printer::Fitted;
-
-use super::Session;
+use super::accounting::{account, account_dirs};
+use super::bundles::merged_bundles;
 use super::committed::{ProfileMetadata, metadata_path};
-use super::workloads::instrumented_profile_env;
+use super::context::{Context, Run};
+use super::workloads::{Training, instrumented_profile_env, run_training};
 use crate::cargo::build::StageManifest;
 use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
 use crate::config::{Role, StartupOrder};
 use crate::layout::Stage;
-use crate::profiles::insight;
-use crate::profiles::startup_order;
-use crate::profiles::{self, Accounting};
+use crate::profiles::{self, Accounting, insight, startup_order};
 use crate::util::command::Cmd;
 use crate::util::files::write_atomically;
+use crate::util::printer::Fitted;
 use crate::wrappers::cc;
 use crate::wrappers::rustc::{self, estimates};
 
-impl Session {
-    /// The instrumented stage and the accounting of its last training.
-    fn last_training(&self) -> Result<(StageManifest, Accounting)> {
-        let instrumented = StageManifest::load(
-            &self.layout,
-            Stage::Instrumented,
-            "run `pgo-build instrument` and `pgo-build train` first",
-        )?;
-        let accounting = self.account(&instrumented)?;
-        Ok((instrumented, accounting))
-    }
+/// The instrumented stage and the accounting of its last training.
+fn last_training(cx: &Context) -> Result<(StageManifest, Accounting)> {
+    let instrumented = StageManifest::load(
+        &cx.layout,
+        Stage::Instrumented,
+        "run `pgo-build instrument` and `pgo-build train` first",
+    )?;
+    let accounting = account(cx, &instrumented)?;
+    Ok((instrumented, accounting))
+}
 
-    pub fn profile_show(&mut self, args: &ShowArgs) -> Result<()> {
-        if let Some(binary) = &args.binary
-            && !self.bins.iter().any(|b| &b.name == binary)
-        {
-            bail!("--binary {binary}: not a selected binary");
-        }
-        let (profile, accounting) = self.inspected_profile(args.binary.as_deref())?;
-        let profdata = self.profdata()?.clone();
-        let mut functions = insight::functions(&profile, &profdata, &self.printer)?;
-        // C compiled by build scripts in a cross-language training: named by its package.
-        let origins = cc::COrigins::new(&cc::read_log(
-            &self.layout.c_compile_log(Stage::Instrumented),
-            None,
-        ));
-        origins.attribute(&mut functions);
-        let total: u64 = functions.iter().map(|f| f.total).sum();
-        let c_total: u64 = functions
-            .iter()
-            .filter(|f| f.krate.ends_with(cc::C_SUFFIX))
-            .map(|f| f.total)
-            .sum();
-        let hot = insight::hottest(&functions, args.top);
-        let shares = insight::crate_shares(&functions);
-        let traces = startup_order::traces(&profdata, &profile, &self.printer)?;
-        let ordered = if traces.kept > 0 {
-            let dir = self.layout.profiles_dir();
-            Some(startup_order::order_file(&profdata, &profile, &dir, &self.printer)?.1)
-        } else {
-            None
-        };
-        if args.json {
-            let coverage: BTreeMap<&String, serde_json::Value> = accounting
-                .iter()
-                .flat_map(|a| a.per_binary.iter())
-                .map(|(name, f)| {
-                    (name, serde_json::json!({"covered": f.covered_functions, "instrumented": f.instrumented_functions}))
-                })
-                .collect();
-            let value = serde_json::json!({
-                "profile": profile,
-                "total_count": total,
-                "functions": functions.len(),
-                "hottest": hot.iter().map(|f| serde_json::json!({
-                    "name": f.name, "crate": f.krate, "count": f.total,
-                    "share": f.total as f64 / total.max(1) as f64,
-                })).collect::<Vec<_>>(),
-                "languages": (!origins.is_empty()).then(|| serde_json::json!({
-                    "rust": (total - c_total) as f64 / total.max(1) as f64,
-                    "c": c_total as f64 / total.max(1) as f64,
-                })),
-                "crates": shares.iter().map(|(krate, share)| serde_json::json!({"crate": krate, "share": share})).collect::<Vec<_>>(),
-                "coverage": coverage,
-                "temporal_traces": traces,
-                "ordered_functions": ordered,
-            });
-            self.printer.table(serde_json::to_string_pretty(&value)?);
-            return Ok(());
-        }
-        let mut table = Table::new();
-        table
-            .fitted()
-            .set_header(["#", "Function", "Crate", "Count", "Share"]);
-        for (rank, function) in hot.iter().enumerate() {
-            table.add_row([
-                (rank + 1).to_string(),
-                shorten(&function.name, 90),
-                function.krate.clone(),
-                function.total.to_string(),
-                format!(
-                    "{:.1}%",
-                    100.0 * function.total as f64 / total.max(1) as f64
-                ),
-            ]);
-        }
-        self.printer.table(table);
-        let mut crates = Table::new();
-        crates.fitted().set_header(["Crate", "Share of all counts"]);
-        for (krate, share) in &shares {
-            crates.add_row([krate.clone(), format!("{:.1}%", share * 100.0)]);
-        }
-        self.printer.table(crates);
-        if !origins.is_empty() {
-            let c_functions = functions.iter().filter(|f| f.krate.ends_with(cc::C_SUFFIX));
-            let (c_run, c_all) = c_functions.fold((0, 0), |(run, all), f| {
-                (run + usize::from(f.total > 0), all + 1)
-            });
-            self.printer.info(format!(
-                "languages: Rust {:.1}%, C/C++ {:.1}% of all counts; {c_run} of {c_all} C/C++ \
-                 functions in the profile ran",
-                100.0 * (total - c_total) as f64 / total.max(1) as f64,
-                100.0 * c_total as f64 / total.max(1) as f64,
-            ));
-        }
-        if let Some(accounting) = &accounting {
-            let mut coverage = Table::new();
-            coverage
-                .fitted()
-                .set_header(["Binary", "Functions run / instrumented"]);
-            for (binary, figures) in &accounting.per_binary {
-                if args.binary.as_ref().is_none_or(|b| b == binary) {
-                    coverage.add_row([binary.clone(), figures.coverage_text()]);
-                }
-            }
-            self.printer.table(coverage);
-        }
-        match ordered {
-            Some(functions) => self.printer.info(format!(
-                "temporal traces: {} kept of {} processes; the start-up order they give covers \
-                 {functions} functions",
-                traces.kept, traces.seen
-            )),
-            None if self.config.pgo.startup_order != StartupOrder::Off => self.printer.warn(
-                "no temporal traces in this profile: [pgo] startup_order needs a training with \
-                 binaries instrumented for them (`pgo-build instrument`, then `train`)",
-            ),
-            None => {}
-        }
-        Ok(())
+pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
+    if let Some(binary) = &args.binary
+        && !cx.bins.iter().any(|b| &b.name == binary)
+    {
+        bail!("--binary {binary}: not a selected binary");
     }
-
-    /// The profile `profile show` looks at: the committed one when configured, else a merge of
-    /// the last training's usable files (of one binary, or all).
-    fn inspected_profile(&self, binary: Option<&str>) -> Result<(PathBuf, Option<Accounting>)> {
-        if binary.is_none()
-            && let Some(committed) = &self.config.pgo.profile
-        {
-            return Ok((self.workspace.root.join(committed), None));
-        }
-        if let Some(record) = self.merged_bundles()? {
-            if let Some(binary) = binary {
-                bail!(
-                    "the current training profile was merged from bundles by `pgo-build merge`, \
-                     which keeps no per-binary profile: run `profile show` without --binary \
-                     {binary} (its coverage is in the table), or `pgo-build train` here"
-                );
-            }
-            let accounting = Accounting {
-                profiles: Vec::new(),
-                per_binary: record.per_binary,
-            };
-            return Ok((record.merged.path, Some(accounting)));
-        }
-        let (_, accounting) = self.last_training()?;
-        let inputs: Vec<&Path> = accounting
-            .profiles
+    let (profile, accounting) = inspected_profile(cx, args.binary.as_deref())?;
+    let profdata = cx.profdata()?.clone();
+    let mut functions = insight::functions(&profile, &profdata, &cx.printer)?;
+    // C compiled by build scripts in a cross-language training: named by its package.
+    let origins = cc::COrigins::new(&cc::read_log(
+        &cx.layout.c_compile_log(Stage::Instrumented),
+        None,
+    ));
+    origins.attribute(&mut functions);
+    let total: u64 = functions.iter().map(|f| f.total).sum();
+    let c_total: u64 = functions
+        .iter()
+        .filter(|f| f.krate.ends_with(cc::C_SUFFIX))
+        .map(|f| f.total)
+        .sum();
+    let hot = insight::hottest(&functions, args.top);
+    let shares = insight::crate_shares(&functions);
+    let traces = startup_order::traces(&profdata, &profile, &cx.printer)?;
+    let ordered = if traces.kept > 0 {
+        let dir = cx.layout.profiles_dir();
+        Some(startup_order::order_file(&profdata, &profile, &dir, &cx.printer)?.1)
+    } else {
+        None
+    };
+    if args.json {
+        let coverage: BTreeMap<&String, serde_json::Value> = accounting
             .iter()
-            .filter(|p| {
-                p.rejected.is_none() && binary.is_none_or(|b| p.binary.as_deref() == Some(b))
+            .flat_map(|a| a.per_binary.iter())
+            .map(|(name, f)| {
+                (name, serde_json::json!({"covered": f.covered_functions, "instrumented": f.instrumented_functions}))
             })
-            .map(|p| p.path.as_path())
             .collect();
-        if inputs.is_empty() {
-            bail!(
-                "there is no usable training profile{}: run `pgo-build train` first",
-                binary.map(|b| format!(" of `{b}`")).unwrap_or_default()
-            );
-        }
-        let merged = self
-            .layout
-            .profiles_dir()
-            .join("scratch")
-            .join(format!("show-{}.profdata", binary.unwrap_or("all")));
-        self.merge_into(&inputs, &merged)?;
-        Ok((merged, Some(accounting)))
+        let value = serde_json::json!({
+            "profile": profile,
+            "total_count": total,
+            "functions": functions.len(),
+            "hottest": hot.iter().map(|f| serde_json::json!({
+                "name": f.name, "crate": f.krate, "count": f.total,
+                "share": f.total as f64 / total.max(1) as f64,
+            })).collect::<Vec<_>>(),
+            "languages": (!origins.is_empty()).then(|| serde_json::json!({
+                "rust": (total - c_total) as f64 / total.max(1) as f64,
+                "c": c_total as f64 / total.max(1) as f64,
+            })),
+            "crates": shares.iter().map(|(krate, share)| serde_json::json!({"crate": krate, "share": share})).collect::<Vec<_>>(),
+            "coverage": coverage,
+            "temporal_traces": traces,
+            "ordered_functions": ordered,
+        });
+        cx.printer.table(serde_json::to_string_pretty(&value)?);
+        return Ok(());
     }
-
-    fn merge_into(&self, inputs: &[&Path], output: &Path) -> Result<()> {
-        profiles::merge_to(inputs, output, self.profdata()?, &self.printer)
-    }
-
-    /// Runs the holdout workloads against the instrumented binaries into a profile of their
-    /// own and reports, per binary, how well training's profile represents it.
-    pub fn profile_overlap(&mut self, args: &OverlapArgs) -> Result<()> {
-        let instrumented = StageManifest::load(
-            &self.layout,
-            Stage::Instrumented,
-            "run `pgo-build instrument` and `pgo-build train` first",
-        )?;
-        instrumented.check_staged(Stage::Instrumented.name(), "instrument")?;
-        let holdout: Vec<_> = self
-            .config
-            .workloads_with_role(Role::Holdout)
-            .cloned()
-            .collect();
-        if holdout.is_empty() {
-            bail!(
-                "there are no holdout workloads in {} to compare training with",
-                self.config.display_path()
-            );
-        }
-        // Training's profile first: a holdout run against an incomplete one would be wasted.
-        let train = self.account(&instrumented)?;
-        let holdout_raw = self.layout.profiles_dir().join("holdout-raw");
-        if holdout_raw.exists() {
-            // Holdout workloads removed since the last overlap must not count.
-            std::fs::remove_dir_all(&holdout_raw)
-                .with_context(|| format!("could not remove {}", holdout_raw.display()))?;
-        }
-        let continuous = instrumented.continuous();
-        self.run_training(
-            Stage::Instrumented,
-            &instrumented,
-            &holdout,
-            "holdout",
-            &|workload| instrumented_profile_env(&holdout_raw, continuous, workload),
-            &|_, _| Ok(()),
-        )?;
-        let test = self.account_dirs(&profiles::workload_dirs(&holdout_raw), &instrumented)?;
-        let profdata = self.profdata()?.clone();
-        let scratch = self.layout.profiles_dir().join("scratch");
-        let threshold = self.config.pgo.min_overlap();
-        let mut table = Table::new();
-        table.fitted().set_header([
-            "Binary",
-            "Edge profile overlap",
-            "Hot in holdout, cold or absent in training",
+    let mut table = Table::new();
+    table
+        .fitted()
+        .set_header(["#", "Function", "Crate", "Count", "Share"]);
+    for (rank, function) in hot.iter().enumerate() {
+        table.add_row([
+            (rank + 1).to_string(),
+            shorten(&function.name, 90),
+            function.krate.clone(),
+            function.total.to_string(),
+            format!(
+                "{:.1}%",
+                100.0 * function.total as f64 / total.max(1) as f64
+            ),
         ]);
-        self.report.overlap.clear();
-        let mut warnings = Vec::new();
-        for bin in self.bins.clone() {
-            // A binary's own files, and those of cargo workloads' bench/test binaries, whose
-            // library functions carry the same names as the binary's.
-            let inputs = |accounting: &Accounting| -> Vec<PathBuf> {
-                let cargo = accounting.cargo_inputs();
-                accounting
-                    .valid_inputs_of(&bin.name)
-                    .into_iter()
-                    .chain(cargo.values().flatten().copied())
-                    .map(Path::to_owned)
-                    .collect()
-            };
-            let (train_inputs, test_inputs) = (inputs(&train), inputs(&test));
-            if train_inputs.is_empty() || test_inputs.is_empty() {
-                let missing = if train_inputs.is_empty() {
-                    "training"
-                } else {
-                    "holdout"
-                };
-                table.add_row([
-                    bin.name.clone(),
-                    format!("- (no {missing} profile)"),
-                    String::new(),
-                ]);
-                continue;
+    }
+    cx.printer.table(table);
+    let mut crates = Table::new();
+    crates.fitted().set_header(["Crate", "Share of all counts"]);
+    for (krate, share) in &shares {
+        crates.add_row([krate.clone(), format!("{:.1}%", share * 100.0)]);
+    }
+    cx.printer.table(crates);
+    if !origins.is_empty() {
+        let c_functions = functions.iter().filter(|f| f.krate.ends_with(cc::C_SUFFIX));
+        let (c_run, c_all) = c_functions.fold((0, 0), |(run, all), f| {
+            (run + usize::from(f.total > 0), all + 1)
+        });
+        cx.printer.info(format!(
+            "languages: Rust {:.1}%, C/C++ {:.1}% of all counts; {c_run} of {c_all} C/C++ \
+             functions in the profile ran",
+            100.0 * (total - c_total) as f64 / total.max(1) as f64,
+            100.0 * c_total as f64 / total.max(1) as f64,
+        ));
+    }
+    if let Some(accounting) = &accounting {
+        let mut coverage = Table::new();
+        coverage
+            .fitted()
+            .set_header(["Binary", "Functions run / instrumented"]);
+        for (binary, figures) in &accounting.per_binary {
+            if args.binary.as_ref().is_none_or(|b| b == binary) {
+                coverage.add_row([binary.clone(), figures.coverage_text()]);
             }
-            // Overlap is only meaningful between profiles of the same instrumented binary.
-            let base = scratch.join(format!("overlap-{}-train.profdata", bin.name));
-            let probe = scratch.join(format!("overlap-{}-holdout.profdata", bin.name));
-            self.merge_into(
-                &train_inputs
-                    .iter()
-                    .map(PathBuf::as_path)
-                    .collect::<Vec<_>>(),
-                &base,
-            )?;
-            self.merge_into(
-                &test_inputs.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
-                &probe,
-            )?;
-            let text = Cmd::new(&profdata.path)
-                .arg("overlap")
-                .arg(&base)
-                .arg(&probe)
-                .stdout_checked(&self.printer)?;
-            let overlap = parse_edge_overlap(&text).with_context(|| {
-                format!("`llvm-profdata overlap` printed no edge overlap:\n{text}")
-            })?;
-            let missed = insight::missed_by(
-                &insight::functions(&base, &profdata, &self.printer)?,
-                &insight::functions(&probe, &profdata, &self.printer)?,
-                args.top,
+        }
+        cx.printer.table(coverage);
+    }
+    match ordered {
+        Some(functions) => cx.printer.info(format!(
+            "temporal traces: {} kept of {} processes; the start-up order they give covers \
+             {functions} functions",
+            traces.kept, traces.seen
+        )),
+        None if cx.config.pgo.startup_order != StartupOrder::Off => cx.printer.warn(
+            "no temporal traces in this profile: [pgo] startup_order needs a training with \
+             binaries instrumented for them (`pgo-build instrument`, then `train`)",
+        ),
+        None => {}
+    }
+    Ok(())
+}
+
+/// The profile `profile show` looks at: the committed one when configured, else a merge of
+/// the last training's usable files (of one binary, or all).
+fn inspected_profile(cx: &Context, binary: Option<&str>) -> Result<(PathBuf, Option<Accounting>)> {
+    if binary.is_none()
+        && let Some(committed) = &cx.config.pgo.profile
+    {
+        return Ok((cx.workspace.root.join(committed), None));
+    }
+    if let Some(record) = merged_bundles(cx)? {
+        if let Some(binary) = binary {
+            bail!(
+                "the current training profile was merged from bundles by `pgo-build merge`, \
+                 which keeps no per-binary profile: run `profile show` without --binary \
+                 {binary} (its coverage is in the table), or `pgo-build train` here"
             );
-            let listed: Vec<String> = missed
-                .iter()
-                .map(|m| {
-                    format!(
-                        "{} ({:.1}% of holdout)",
-                        shorten(&m.name, 70),
-                        m.test_share * 100.0
-                    )
-                })
-                .collect();
+        }
+        let accounting = Accounting {
+            profiles: Vec::new(),
+            per_binary: record.per_binary,
+        };
+        return Ok((record.merged.path, Some(accounting)));
+    }
+    let (_, accounting) = last_training(cx)?;
+    let inputs: Vec<&Path> = accounting
+        .profiles
+        .iter()
+        .filter(|p| p.rejected.is_none() && binary.is_none_or(|b| p.binary.as_deref() == Some(b)))
+        .map(|p| p.path.as_path())
+        .collect();
+    if inputs.is_empty() {
+        bail!(
+            "there is no usable training profile{}: run `pgo-build train` first",
+            binary.map(|b| format!(" of `{b}`")).unwrap_or_default()
+        );
+    }
+    let merged = cx
+        .layout
+        .profiles_dir()
+        .join("scratch")
+        .join(format!("show-{}.profdata", binary.unwrap_or("all")));
+    merge_into(cx, &inputs, &merged)?;
+    Ok((merged, Some(accounting)))
+}
+
+fn merge_into(cx: &Context, inputs: &[&Path], output: &Path) -> Result<()> {
+    profiles::merge_to(inputs, output, cx.profdata()?, &cx.printer)
+}
+
+/// Runs the holdout workloads against the instrumented binaries into a profile of their
+/// own and reports, per binary, how well training's profile represents it.
+pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Result<()> {
+    let instrumented = StageManifest::load(
+        &cx.layout,
+        Stage::Instrumented,
+        "run `pgo-build instrument` and `pgo-build train` first",
+    )?;
+    instrumented.check_staged(Stage::Instrumented.name(), "instrument")?;
+    let holdout: Vec<_> = cx
+        .config
+        .workloads_with_role(Role::Holdout)
+        .cloned()
+        .collect();
+    if holdout.is_empty() {
+        bail!(
+            "there are no holdout workloads in {} to compare training with",
+            cx.config.display_path()
+        );
+    }
+    // Training's profile first: a holdout run against an incomplete one would be wasted.
+    let train = account(cx, &instrumented)?;
+    let holdout_raw = cx.layout.profiles_dir().join("holdout-raw");
+    if holdout_raw.exists() {
+        // Holdout workloads removed since the last overlap must not count.
+        std::fs::remove_dir_all(&holdout_raw)
+            .with_context(|| format!("could not remove {}", holdout_raw.display()))?;
+    }
+    let continuous = instrumented.continuous();
+    run_training(
+        cx,
+        run,
+        Training {
+            stage: Stage::Instrumented,
+            manifest: &instrumented,
+            workloads: &holdout,
+            log_prefix: "holdout",
+            prepare: &|workload| instrumented_profile_env(&holdout_raw, continuous, workload),
+            finish: &|_, _| Ok(()),
+        },
+    )?;
+
+    let test = account_dirs(cx, &profiles::workload_dirs(&holdout_raw), &instrumented)?;
+    let profdata = cx.profdata()?.clone();
+    let scratch = cx.layout.profiles_dir().join("scratch");
+    let threshold = cx.config.pgo.min_overlap();
+    let mut table = Table::new();
+    table.fitted().set_header([
+        "Binary",
+        "Edge profile overlap",
+        "Hot in holdout, cold or absent in training",
+    ]);
+    run.report.overlap.clear();
+    let mut warnings = Vec::new();
+    for bin in cx.bins.clone() {
+        // A binary's own files, and those of cargo workloads' bench/test binaries, whose
+        // library functions carry the same names as the binary's.
+        let inputs = |accounting: &Accounting| -> Vec<PathBuf> {
+            let cargo = accounting.cargo_inputs();
+            accounting
+                .valid_inputs_of(&bin.name)
+                .into_iter()
+                .chain(cargo.values().flatten().copied())
+                .map(Path::to_owned)
+                .collect()
+        };
+        let (train_inputs, test_inputs) = (inputs(&train), inputs(&test));
+        if train_inputs.is_empty() || test_inputs.is_empty() {
+            let missing = if train_inputs.is_empty() {
+                "training"
+            } else {
+                "holdout"
+            };
             table.add_row([
                 bin.name.clone(),
-                format!("{:.1}%", overlap * 100.0),
-                listed
-                    .iter()
-                    .take(3)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join("\n"),
+                format!("- (no {missing} profile)"),
+                String::new(),
             ]);
-            if overlap < threshold {
-                warnings.push(format!(
-                    "training represents holdout poorly for `{}`: edge-profile overlap {:.1}% is below \
-                     {:.0}% ([pgo] min_overlap). Functions training misses: {}",
-                    bin.name,
-                    overlap * 100.0,
-                    threshold * 100.0,
-                    if listed.is_empty() { "none stand out".to_owned() } else { listed.join(", ") }
-                ));
-            }
-            self.begin_outputs()?;
-            self.report.overlap.insert(
-                bin.name.clone(),
-                serde_json::json!({"edge_overlap": overlap, "missed_by_training": missed}),
-            );
+            continue;
         }
-        self.printer.table(table);
-        for warning in warnings {
-            self.caution(warning)?;
-        }
-        Ok(())
-    }
-
-    /// Adds the rustc peaks this target directory measured (every cargo stage's) to the carried
-    /// file at `path`, for `[build] rustc_estimates` elsewhere.
-    fn export_rustc_estimates(&mut self, path: &Path) -> Result<()> {
-        let mut stages = Vec::new();
-        for stage in [Stage::Baseline, Stage::Instrumented, Stage::Optimized] {
-            // A damaged stage file is rewritten by the stage's next build; the others go out.
-            match rustc::read_estimates(&self.layout.rustc_estimates(stage)) {
-                Ok(stored) => stages.push((stage.name(), stored)),
-                Err(err) => self.caution(format!(
-                    "{err:#}: the {} stage's estimates are not exported ({} keeps what it \
-                     carried for that stage)",
-                    stage.name(),
-                    path.display()
-                ))?,
-            }
-        }
-        let (measured, carried) =
-            estimates::export(path, &self.settings.target, &self.settings.rustc, &stages)?;
-        if measured == 0 {
-            self.caution(format!(
-                "no rustc peaks are measured in {} yet (run a build first; behind sccache only \
-                 its cache misses compile, and only they are measured): {} keeps what it \
-                 carried",
-                self.layout.root().display(),
-                path.display()
-            ))?;
-        }
-        self.printer.info(format!(
-            "wrote the rustc estimates of {carried} crates to {} ({measured} measured here, for \
-             {}); use it with [build] rustc_estimates",
-            path.display(),
-            self.settings.target
-        ));
-        Ok(())
-    }
-
-    /// Writes the merged training profile and its metadata.
-    pub fn export(&mut self, args: &ExportArgs) -> Result<()> {
-        if let Some(path) = &args.rustc_estimates {
-            self.export_rustc_estimates(path)?;
-        }
-        let Some(output) = &args.output else {
-            return Ok(());
-        };
-        let (settings, workloads, inputs) = match self.merged_bundles()? {
-            // The profile `pgo-build merge` made from other machines' bundles.
-            Some(record) => {
-                for (binary, figures) in &record.per_binary {
-                    if figures.valid_files == 0 {
-                        self.caution(format!(
-                            "`{binary}` has no profile data; the exported profile does not cover it"
-                        ))?;
-                    }
-                }
-                let workloads = record
-                    .bundles
-                    .iter()
-                    .flat_map(|b| b.workloads.iter().map(|w| w.run.clone()))
-                    .collect();
-                (
-                    record.instrumented.settings,
-                    workloads,
-                    vec![record.merged.path],
-                )
-            }
-            None => {
-                let (instrumented, accounting) = self.last_training()?;
-                for (binary, figures) in &accounting.per_binary {
-                    if figures.valid_files == 0 {
-                        self.caution(format!(
-                            "`{binary}` has no profile data; the exported profile does not cover it"
-                        ))?;
-                    }
-                }
-                let runs = self.config.train_runs();
-                let workloads = self
-                    .report
-                    .training
-                    .iter()
-                    // Holdout runs of `profile overlap` are recorded too, but did not train.
-                    .filter(|w| {
-                        w.stage == Stage::Instrumented.name()
-                            && w.success
-                            && runs.iter().any(|run| run.run_name() == w.name)
-                    })
-                    .map(|w| w.name.clone())
-                    .collect();
-                let inputs = accounting
-                    .valid_inputs()
-                    .into_iter()
-                    .map(Path::to_owned)
-                    .collect();
-                (instrumented.settings, workloads, inputs)
-            }
-        };
-        if inputs.is_empty() {
-            bail!("there is no usable training profile to export: run `pgo-build train` first");
-        }
-        let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-        let output = if output.is_absolute() {
-            output.clone()
-        } else {
-            std::env::current_dir()?.join(output)
-        };
-        let partial = output.with_extension("profdata.partial");
-        self.merge_into(&inputs, &partial)?;
-        let data = crate::util::files::read(&partial)?;
-        std::fs::rename(&partial, &output)
-            .with_context(|| format!("could not write {}", output.display()))?;
-        let functions = insight::functions(&output, self.profdata()?, &self.printer)?.len();
-        let metadata = ProfileMetadata {
-            pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
-            rustc: self.rustc.version_line.clone(),
-            llvm_version: self.rustc.llvm_version.clone(),
-            llvm_major: self.rustc.llvm_major,
-            target: self.settings.target.clone(),
-            cargo_profile: settings.profile.clone(),
-            rustflags: settings.common_rustflags.clone(),
-            workloads,
-            source_revision: crate::profiles::bundle::git_revision(
-                &self.workspace.root,
-                &self.printer,
-            ),
-            content_hash: profiles::content_hash(&data),
-            functions,
-        };
-        let metadata_file = metadata_path(&output);
-        write_atomically(
-            &metadata_file,
-            serde_json::to_string_pretty(&metadata)?.as_bytes(),
+        // Overlap is only meaningful between profiles of the same instrumented binary.
+        let base = scratch.join(format!("overlap-{}-train.profdata", bin.name));
+        let probe = scratch.join(format!("overlap-{}-holdout.profdata", bin.name));
+        merge_into(
+            cx,
+            &train_inputs
+                .iter()
+                .map(PathBuf::as_path)
+                .collect::<Vec<_>>(),
+            &base,
         )?;
-        if args.internal {
-            self.printer.detail(format!(
-                "exported {} ({functions} functions)",
-                output.display()
+        merge_into(
+            cx,
+            &test_inputs.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+            &probe,
+        )?;
+        let text = Cmd::new(&profdata.path)
+            .arg("overlap")
+            .arg(&base)
+            .arg(&probe)
+            .stdout_checked(&cx.printer)?;
+        let overlap = parse_edge_overlap(&text)
+            .with_context(|| format!("`llvm-profdata overlap` printed no edge overlap:\n{text}"))?;
+        let missed = insight::missed_by(
+            &insight::functions(&base, &profdata, &cx.printer)?,
+            &insight::functions(&probe, &profdata, &cx.printer)?,
+            args.top,
+        );
+        let listed: Vec<String> = missed
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} ({:.1}% of holdout)",
+                    shorten(&m.name, 70),
+                    m.test_share * 100.0
+                )
+            })
+            .collect();
+        table.add_row([
+            bin.name.clone(),
+            format!("{:.1}%", overlap * 100.0),
+            listed
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ]);
+        if overlap < threshold {
+            warnings.push(format!(
+                "training represents holdout poorly for `{}`: edge-profile overlap {:.1}% is below \
+                 {:.0}% ([pgo] min_overlap). Functions training misses: {}",
+                bin.name,
+                overlap * 100.0,
+                threshold * 100.0,
+                if listed.is_empty() {
+                    "none stand out".to_owned()
+                } else {
+                    listed.join(", ")
+                }
             ));
-            return Ok(());
         }
-        self.printer.info(format!(
-            "exported {} ({} functions) and {}; commit both and set [pgo] profile = \"{}\" in {}",
-            output.display(),
-            functions,
-            metadata_file.display(),
-            output
-                .strip_prefix(&self.workspace.root)
-                .unwrap_or(&output)
-                .display(),
-            self.config.display_path()
-        ));
-        Ok(())
+        run.begin_outputs(cx)?;
+        run.report.overlap.insert(
+            bin.name.clone(),
+            serde_json::json!({"edge_overlap": overlap, "missed_by_training": missed}),
+        );
     }
+    cx.printer.table(table);
+    for warning in warnings {
+        cx.caution(warning)?;
+    }
+    Ok(())
+}
+
+/// Adds the rustc peaks this target directory measured (every cargo stage's) to the carried
+/// file at `path`, for `[build] rustc_estimates` elsewhere.
+fn export_rustc_estimates(cx: &Context, path: &Path) -> Result<()> {
+    let mut stages = Vec::new();
+    for stage in [Stage::Baseline, Stage::Instrumented, Stage::Optimized] {
+        // A damaged stage file is rewritten by the stage's next build; the others go out.
+        match rustc::read_estimates(&cx.layout.rustc_estimates(stage)) {
+            Ok(stored) => stages.push((stage.name(), stored)),
+            Err(err) => cx.caution(format!(
+                "{err:#}: the {} stage's estimates are not exported ({} keeps what it \
+                 carried for that stage)",
+                stage.name(),
+                path.display()
+            ))?,
+        }
+    }
+    let (measured, carried) =
+        estimates::export(path, &cx.settings.target, &cx.settings.rustc, &stages)?;
+    if measured == 0 {
+        cx.caution(format!(
+            "no rustc peaks are measured in {} yet (run a build first; behind sccache only \
+             its cache misses compile, and only they are measured): {} keeps what it \
+             carried",
+            cx.layout.root().display(),
+            path.display()
+        ))?;
+    }
+    cx.printer.info(format!(
+        "wrote the rustc estimates of {carried} crates to {} ({measured} measured here, for \
+         {}); use it with [build] rustc_estimates",
+        path.display(),
+        cx.settings.target
+    ));
+    Ok(())
+}
+
+/// Writes the merged training profile and its metadata.
+pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
+    if let Some(path) = &args.rustc_estimates {
+        export_rustc_estimates(cx, path)?;
+    }
+    let Some(output) = &args.output else {
+        return Ok(());
+    };
+    let (settings, workloads, inputs) = match merged_bundles(cx)? {
+        // The profile `pgo-build merge` made from other machines' bundles.
+        Some(record) => {
+            for (binary, figures) in &record.per_binary {
+                if figures.valid_files == 0 {
+                    cx.caution(format!(
+                        "`{binary}` has no profile data; the exported profile does not cover it"
+                    ))?;
+                }
+            }
+            let workloads = record
+                .bundles
+                .iter()
+                .flat_map(|b| b.workloads.iter().map(|w| w.run.clone()))
+                .collect();
+            (
+                record.instrumented.settings,
+                workloads,
+                vec![record.merged.path],
+            )
+        }
+        None => {
+            let (instrumented, accounting) = last_training(cx)?;
+            for (binary, figures) in &accounting.per_binary {
+                if figures.valid_files == 0 {
+                    cx.caution(format!(
+                        "`{binary}` has no profile data; the exported profile does not cover it"
+                    ))?;
+                }
+            }
+            let runs = cx.config.train_runs();
+            let workloads = run
+                .report
+                .training
+                .iter()
+                // Holdout runs of `profile overlap` are recorded too, but did not train.
+                .filter(|w| {
+                    w.stage == Stage::Instrumented.name()
+                        && w.success
+                        && runs.iter().any(|run| run.run_name() == w.name)
+                })
+                .map(|w| w.name.clone())
+                .collect();
+            let inputs = accounting
+                .valid_inputs()
+                .into_iter()
+                .map(Path::to_owned)
+                .collect();
+            (instrumented.settings, workloads, inputs)
+        }
+    };
+    if inputs.is_empty() {
+        bail!("there is no usable training profile to export: run `pgo-build train` first");
+    }
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let output = if output.is_absolute() {
+        output.clone()
+    } else {
+        std::env::current_dir()?.join(output)
+    };
+    let partial = output.with_extension("profdata.partial");
+    merge_into(cx, &inputs, &partial)?;
+    let data = crate::util::files::read(&partial)?;
+    std::fs::rename(&partial, &output)
+        .with_context(|| format!("could not write {}", output.display()))?;
+    let functions = insight::functions(&output, cx.profdata()?, &cx.printer)?.len();
+    let metadata = ProfileMetadata {
+        pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
+        rustc: cx.rustc.version_line.clone(),
+        llvm_version: cx.rustc.llvm_version.clone(),
+        llvm_major: cx.rustc.llvm_major,
+        target: cx.settings.target.clone(),
+        cargo_profile: settings.profile.clone(),
+        rustflags: settings.common_rustflags.clone(),
+        workloads,
+        source_revision: crate::profiles::bundle::git_revision(&cx.workspace.root, &cx.printer),
+        content_hash: profiles::content_hash(&data),
+        functions,
+    };
+    let metadata_file = metadata_path(&output);
+    write_atomically(
+        &metadata_file,
+        serde_json::to_string_pretty(&metadata)?.as_bytes(),
+    )?;
+    if args.internal {
+        cx.printer.detail(format!(
+            "exported {} ({functions} functions)",
+            output.display()
+        ));
+        return Ok(());
+    }
+    cx.printer.info(format!(
+        "exported {} ({} functions) and {}; commit both and set [pgo] profile = \"{}\" in {}",
+        output.display(),
+        functions,
+        metadata_file.display(),
+        output
+            .strip_prefix(&cx.workspace.root)
+            .unwrap_or(&output)
+            .display(),
+        cx.config.display_path()
+    ));
+    Ok(())
 }
 
 /// "Edge profile overlap: 88.077%" → 0.88077.

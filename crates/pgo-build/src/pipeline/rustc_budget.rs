@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::Session;
+use super::context::{Context, Run};
 use crate::cargo::build::BuildOutput;
 use crate::cargo::sccache;
 use crate::cargo::timings::{self, TimedUnit};
@@ -16,9 +16,8 @@ use crate::layout::{Layout, Stage};
 use crate::report::RustcSummary;
 use crate::util::units::human_bytes;
 use crate::wrappers::linker;
-use crate::wrappers::rustc::{
-    self, Estimates, RustcRecord, estimates, estimates::CarriedEstimates,
-};
+use crate::wrappers::rustc::estimates::{self, CarriedEstimates};
+use crate::wrappers::rustc::{self, Estimates, RustcRecord};
 
 /// pgo-build as rustc wrapper for one build: the variables cargo gets, and the settings the
 /// report records with the figures.
@@ -31,22 +30,22 @@ pub(super) struct RustcWrapper {
 /// variables, the budget and how many rustc may run at once. Cargo gets twice the cores as
 /// job slots (unless `-j` says otherwise), so light crates overtake one waiting for memory.
 pub(super) fn wrapper_setup(
-    s: &Session,
+    cx: &Context,
     stage: Stage,
     (budget, budget_reason): (u64, String),
 ) -> Result<RustcWrapper> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
-    let (cpus, cargo_jobs) = match s.jobs {
+    let (cpus, cargo_jobs) = match cx.jobs {
         Some(jobs) => (jobs.max(1), jobs.max(1)),
         None => (cores, cores * 2),
     };
     // cargo, pgo-build and the wrappers waiting in front of rustc live in the budget too.
     let rustc_budget = budget.saturating_sub(rustc::OVERHEAD);
-    let program = linker::wrapper(&s.layout.root().join("rustc-wrapper"), &"rustc".into())?;
-    let chained = sccache::user_wrapper(&s.cargo_config).unwrap_or_default();
-    crate::util::files::create_dir_all(s.layout.stage_dir(stage))?;
-    let estimates = admission_estimates(s, stage);
-    let admission = s.layout.rustc_admission_estimates(stage);
+    let program = linker::wrapper(&cx.layout.root().join("rustc-wrapper"), &"rustc".into())?;
+    let chained = sccache::user_wrapper(&cx.cargo_config).unwrap_or_default();
+    crate::util::files::create_dir_all(cx.layout.stage_dir(stage))?;
+    let estimates = admission_estimates(cx, stage);
+    let admission = cx.layout.rustc_admission_estimates(stage);
     crate::util::files::write_atomically(
         &admission,
         serde_json::to_string(&estimates)?.as_bytes(),
@@ -61,7 +60,7 @@ pub(super) fn wrapper_setup(
         // One ledger per target directory, shared by every pgo-build working in it.
         (
             rustc::LEDGER_ENV.to_owned(),
-            Layout::memory_ledger(&s.workspace.target_dir)
+            Layout::memory_ledger(&cx.workspace.target_dir)
                 .display()
                 .to_string(),
         ),
@@ -73,14 +72,14 @@ pub(super) fn wrapper_setup(
         ),
         (
             rustc::LOG_ENV.to_owned(),
-            s.layout.rustc_log(stage).display().to_string(),
+            cx.layout.rustc_log(stage).display().to_string(),
         ),
         (
             rustc::WORKSPACE_ROOT_ENV.to_owned(),
-            s.workspace.root.display().to_string(),
+            cx.workspace.root.display().to_string(),
         ),
     ];
-    s.printer.detail(format!(
+    cx.printer.detail(format!(
         "rustc: {cpus} at a time within {} of the memory budget of {} ({budget_reason}; {} \
          kept for cargo and pgo-build); cargo -j {cargo_jobs}{}",
         human_bytes(rustc_budget),
@@ -108,31 +107,31 @@ pub(super) fn wrapper_setup(
 /// What a stage's build admits rustc by: its own measured peaks, for crates it has not
 /// measured the carried ones (`[build] rustc_estimates`), then the baseline stage's scaled
 /// (see rustc_wrapper/estimates.rs). Unusable files are said, and guesses stand in.
-fn admission_estimates(s: &Session, stage: Stage) -> Estimates {
-    let profile = &estimates::profile_label(&s.settings.profile, &s.settings.profile_settings);
+fn admission_estimates(cx: &Context, stage: Stage) -> Estimates {
+    let profile = &estimates::profile_label(&cx.settings.profile, &cx.settings.profile_settings);
     let stored = |stage: Stage| {
-        rustc::read_estimates(&s.layout.rustc_estimates(stage))
+        rustc::read_estimates(&cx.layout.rustc_estimates(stage))
             .map(|stored| estimates::for_profile(&stored, profile))
     };
     let mut own = stored(stage).unwrap_or_else(|err| {
-        s.printer.warn(format!(
+        cx.printer.warn(format!(
             "{err:#}: the {} stage's rustc are admitted by guessed peaks this time, and \
              the file is written again after the build",
             stage.name()
         ));
         Default::default()
     });
-    let carried = carried_estimates(s);
+    let carried = carried_estimates(cx);
     let carried_stage = |stage: Stage| {
         carried
             .as_ref()
-            .and_then(|(_, c)| c.stage(&s.settings.target, stage.name()))
+            .and_then(|(_, c)| c.stage(&cx.settings.target, stage.name()))
             .map(|stored| estimates::for_profile(stored, profile))
             .unwrap_or_default()
     };
     let from_carried = estimates::fill_from(&mut own, &carried_stage(stage));
     if let Some((path, _)) = &carried {
-        s.printer.detail(format!(
+        cx.printer.detail(format!(
             "rustc ({} stage): {from_carried} crates start from the estimates carried in {}",
             stage.name(),
             path.display()
@@ -147,7 +146,7 @@ fn admission_estimates(s: &Session, stage: Stage) -> Estimates {
     }
     let (estimates, factor, derived) = estimates::from_baseline(&own, &baseline);
     if derived > 0 {
-        s.printer.detail(format!(
+        cx.printer.detail(format!(
             "rustc ({} stage): {derived} crates start from the baseline stage's measured peaks \
              x {factor:.2}",
             stage.name()
@@ -158,15 +157,15 @@ fn admission_estimates(s: &Session, stage: Stage) -> Estimates {
 
 /// `[build] rustc_estimates`, when set and readable: its path and what it carries. A file
 /// not written yet is a note, an unusable one a warning: guesses stand in either way.
-fn carried_estimates(s: &Session) -> Option<(PathBuf, CarriedEstimates)> {
-    let path = s
+fn carried_estimates(cx: &Context) -> Option<(PathBuf, CarriedEstimates)> {
+    let path = cx
         .workspace
         .root
-        .join(s.config.build.rustc_estimates.as_ref()?);
+        .join(cx.config.build.rustc_estimates.as_ref()?);
     match CarriedEstimates::read(&path) {
         Ok(Some(carried)) => Some((path, carried)),
         Ok(None) => {
-            s.printer.detail(format!(
+            cx.printer.detail(format!(
                 "rustc: no estimates carried yet ({} does not exist; `pgo-build export \
                  --rustc-estimates {}` writes it)",
                 path.display(),
@@ -175,7 +174,7 @@ fn carried_estimates(s: &Session) -> Option<(PathBuf, CarriedEstimates)> {
             None
         }
         Err(err) => {
-            s.printer.warn(format!(
+            cx.printer.warn(format!(
                 "{err:#}; the build starts without the estimates carried there"
             ));
             None
@@ -186,21 +185,22 @@ fn carried_estimates(s: &Session) -> Option<(PathBuf, CarriedEstimates)> {
 /// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
 /// crates that ran alone or over their estimate (named), and the estimates for next time.
 pub(super) fn record(
-    s: &mut Session,
+    cx: &Context,
+    run: &mut Run,
     stage: Stage,
     setup: RustcSummary,
     output: &BuildOutput,
 ) -> Result<()> {
-    let records = rustc::read_log(&s.layout.rustc_log(stage));
+    let records = rustc::read_log(&cx.layout.rustc_log(stage));
     if records.is_empty() {
         return Ok(());
     }
     // Without the package graph, cargo's own edges still give a (weaker) bound.
-    let packages = s
+    let packages = cx
         .workspace
-        .package_graph(&s.settings.target, &s.printer)
+        .package_graph(&cx.settings.target, &cx.printer)
         .unwrap_or_else(|err| {
-            s.printer.detail(format!(
+            cx.printer.detail(format!(
                 "{err:#}: the dependency graph's bound on the build uses cargo's edges only"
             ));
             Vec::new()
@@ -237,7 +237,7 @@ pub(super) fn record(
                 )
             })
             .collect();
-        s.printer.warn(format!(
+        cx.printer.warn(format!(
             "{} estimated above the whole memory budget for rustc ({} of {}), so {} ran \
              alone: {}. Raise [build] memory_budget in {} if the machine has the memory.",
             if crates.len() == 1 {
@@ -249,7 +249,7 @@ pub(super) fn record(
             human_bytes(figures.budget_bytes),
             if crates.len() == 1 { "it" } else { "each" },
             crates.join(", "),
-            s.config.display_path()
+            cx.config.display_path()
         ));
     }
     if !figures.overruns.is_empty() {
@@ -267,7 +267,7 @@ pub(super) fn record(
                 )
             })
             .collect();
-        s.printer.warn(format!(
+        cx.printer.warn(format!(
             "{} peaked over {} estimate (the last measured peak): {}; the estimates are \
              updated for the next build",
             if crates.len() == 1 {
@@ -280,7 +280,7 @@ pub(super) fn record(
         ));
     }
     if let Some(heaviest) = figures.heaviest.first() {
-        s.printer.info(format!(
+        cx.printer.info(format!(
             "rustc ({} stage): {} crates, heaviest `{}` {}; waited {:.1}s for memory, \
              {:.1}s for a CPU slot (summed over crates){}; the build took {:.1}s{}",
             stage.name(),
@@ -301,16 +301,16 @@ pub(super) fn record(
                 .unwrap_or_default()
         ));
     }
-    let estimates_path = s.layout.rustc_estimates(stage);
+    let estimates_path = cx.layout.rustc_estimates(stage);
     // Unusable estimates were reported before the build; this build's peaks replace them.
     let estimates = rustc::read_estimates(&estimates_path).unwrap_or_default();
-    let profile = estimates::profile_label(&s.settings.profile, &s.settings.profile_settings);
+    let profile = estimates::profile_label(&cx.settings.profile, &cx.settings.profile_settings);
     let estimates = estimates::updated(estimates, &records, &profile);
     crate::util::files::write_atomically(
         &estimates_path,
         serde_json::to_string_pretty(&estimates)?.as_bytes(),
     )?;
-    s.report
+    run.report
         .rustc_memory
         .insert(stage.name().to_owned(), figures);
     Ok(())

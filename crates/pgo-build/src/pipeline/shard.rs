@@ -13,651 +13,620 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use comfy_table::Table;
 
-use crate::util::printer::Fitted;
-
-use super::Session;
-use super::accounting::Trained;
-use super::accounting::cargo_only_message;
+use super::accounting::{Trained, cargo_only_message, record_binary_figures};
 use super::bundles::{MergedBundle, MergedBundles};
+use super::context::{Context, Run};
 use crate::cargo::build::{StageManifest, check_same_settings};
 use crate::cli::{MergeArgs, PackArgs, UnpackArgs};
 use crate::layout::Stage;
 use crate::layout::step::Step;
-use crate::profiles::bundle::Weights;
 use crate::profiles::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
-    PACK_FORMAT, PackManifest,
+    PACK_FORMAT, PackManifest, Weights,
 };
 use crate::profiles::{self, BinaryProfiles};
 use crate::util::files::write_atomically;
+use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 
-impl Session {
-    /// `pgo-build pack instrumented --output FILE`.
-    pub fn pack(&mut self, args: &PackArgs) -> Result<()> {
-        let stage = Stage::Instrumented;
-        let manifest =
-            StageManifest::load(&self.layout, stage, "run `pgo-build instrument` first")?;
-        manifest.check_staged(stage.name(), "instrument")?;
-        let files: Vec<(String, PathBuf)> = manifest
-            .binaries
-            .iter()
-            .map(|b| (format!("bin/{}", b.name), b.path.clone()))
-            .collect();
-        let pack = PackManifest {
-            format: PACK_FORMAT.to_owned(),
-            format_version: FORMAT_VERSION,
-            provenance: bundle::provenance(
-                &self.rustc,
-                &self.settings.target,
-                &self.workspace,
-                &self.printer,
-            ),
-            sources: bundle::workspace_sources(
-                &manifest
-                    .binaries
-                    .iter()
-                    .map(|b| b.source.as_path())
-                    .collect::<Vec<_>>(),
-                &self.workspace.root,
-                &[
-                    self.layout.root(),
-                    &crate::profiles::checkout_independent_dir(),
-                ],
-            ),
-            stage: manifest,
-        };
-        bundle::write(&args.output, &pack, &files)?;
-        self.printer.info(format!(
-            "packed the {} stage ({} binaries) into {} ({})",
-            stage.name(),
-            files.len(),
-            args.output.display(),
-            human_bytes(std::fs::metadata(&args.output)?.len())
+/// `pgo-build pack instrumented --output FILE`.
+pub fn pack(cx: &Context, args: &PackArgs) -> Result<()> {
+    let stage = Stage::Instrumented;
+    let manifest = StageManifest::load(&cx.layout, stage, "run `pgo-build instrument` first")?;
+    manifest.check_staged(stage.name(), "instrument")?;
+    let files: Vec<(String, PathBuf)> = manifest
+        .binaries
+        .iter()
+        .map(|b| (format!("bin/{}", b.name), b.path.clone()))
+        .collect();
+    let pack = PackManifest {
+        format: PACK_FORMAT.to_owned(),
+        format_version: FORMAT_VERSION,
+        provenance: bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer),
+        sources: bundle::workspace_sources(
+            &manifest
+                .binaries
+                .iter()
+                .map(|b| b.source.as_path())
+                .collect::<Vec<_>>(),
+            &cx.workspace.root,
+            &[
+                cx.layout.root(),
+                &crate::profiles::checkout_independent_dir(),
+            ],
+        ),
+        stage: manifest,
+    };
+    bundle::write(&args.output, &pack, &files)?;
+    cx.printer.info(format!(
+        "packed the {} stage ({} binaries) into {} ({})",
+        stage.name(),
+        files.len(),
+        args.output.display(),
+        human_bytes(std::fs::metadata(&args.output)?.len())
+    ));
+    Ok(())
+}
+
+/// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
+/// bundles trained from any unpacked copy merge together.
+pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<()> {
+    let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
+    let what = format!("the pack {}", args.archive.display());
+    let here = bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer);
+    let mut problems = bundle::differences(&pack.provenance, &here, &what);
+    // Without git on both sides, the sources the pack recorded say whether this checkout
+    // has them.
+    let git_on_both = pack.provenance.git_revision.is_some() && here.git_revision.is_some();
+    let changed = bundle::changed_sources(&pack.sources, &cx.workspace.root);
+    if !git_on_both && !changed.is_empty() {
+        problems.push(format!(
+            "sources: {} of the {} source files the packed binaries were built from differ \
+             here or are missing ({}{})",
+            changed.len(),
+            pack.sources.len(),
+            changed
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+            if changed.len() > 5 { ", …" } else { "" }
         ));
-        Ok(())
+    }
+    match bundle::compare_revisions(&pack.provenance, &here, &what) {
+        bundle::RevisionCheck::Same => {}
+        bundle::RevisionCheck::Changed(note) => cx.printer.warn(format!(
+            "{note}; the binaries may not match this checkout's sources"
+        )),
+        bundle::RevisionCheck::Other(problem) => problems.push(problem),
+    }
+    if !problems.is_empty() {
+        bail!(
+            "refusing to unpack: {}.\nTraining the binaries of another toolchain or commit \
+             gives a profile this checkout's optimized build cannot use. Unpack into a \
+             checkout of the same commit, with the same toolchain (rust-toolchain.toml).",
+            problems.join("; ")
+        );
+    }
+    check_same_settings(&pack.stage.settings, &cx.settings)
+        .with_context(|| format!("refusing to unpack {}", args.archive.display()))?;
+    let stage = Stage::from_name(&pack.stage.stage)
+        .with_context(|| format!("{what} holds an unknown stage `{}`", pack.stage.stage))?;
+    let bin_dir = cx.layout.bin_dir(stage);
+    let unpacking = cx.layout.stage_dir(stage).join("unpacking");
+    bundle::extract(&args.archive, &unpacking)?;
+    let mut manifest = pack.stage;
+    for binary in &mut manifest.binaries {
+        let file = unpacking.join("bin").join(&binary.name);
+        let build_id = std::fs::read(&file)
+            .ok()
+            .and_then(|data| crate::cargo::build::build_id(&data).ok().flatten());
+        if build_id != binary.build_id {
+            let _ = std::fs::remove_dir_all(&unpacking);
+            bail!(
+                "{what}: binary `{}` is missing or is not the one recorded (build id {:?}, \
+                 recorded {:?}); the archive is damaged",
+                binary.name,
+                build_id,
+                binary.build_id
+            );
+        }
+        binary.path = bin_dir.join(&binary.name);
+        // The cargo executable it was copied from is on the packing machine.
+        binary.source = binary.path.clone();
+    }
+    // Only now, with the archive read and checked, is the stage there replaced: a damaged
+    // or refused pack leaves the current one as it was.
+    StageManifest::begin(&cx.layout, stage, "unpack")?;
+    for per_stage in run.report.binaries.values_mut() {
+        per_stage.remove(stage.name());
+    }
+    if bin_dir.exists() {
+        crate::util::files::remove_dir_all(&bin_dir)?;
+    }
+    crate::util::files::rename(unpacking.join("bin"), &bin_dir)?;
+    crate::util::files::remove_dir_all(&unpacking)?;
+    manifest.save(&cx.layout, stage)?;
+    // What was trained or merged against the previous instrumented build is now stale.
+    run.forget_stage(cx, Step::Instrument)?;
+    run.forget_stage(cx, Step::Train)?;
+    cx.forget_merged_bundles()?;
+    cx.printer.info(format!(
+        // The pack records when it was packed, not when its binaries were built.
+        "unpacked the {} stage ({} binaries, packed {} from {}) into {}",
+        stage.name(),
+        manifest.binaries.len(),
+        pack.provenance.created,
+        pack.provenance
+            .git_revision
+            .as_deref()
+            .unwrap_or("an unknown revision"),
+        bin_dir.display()
+    ));
+    Ok(())
+}
+
+/// Writes the bundle of a training shard: one merged profile per binary, and the manifest.
+pub fn write_bundle(cx: &Context, run: &mut Run, path: &Path, trained: &Trained) -> Result<()> {
+    let Trained {
+        instrumented,
+        shard,
+        runs,
+        accounting,
+    } = trained;
+    let shard = *shard;
+    let scratch = cx.layout.profiles_dir().join("bundle");
+    if scratch.exists() {
+        crate::util::files::remove_dir_all(&scratch)?;
+    }
+    crate::util::files::create_dir_all(&scratch)?;
+    let profdata = cx.profdata()?.clone();
+    let mut profiles = Vec::new();
+    let mut files = Vec::new();
+    // Each binary's files, then each cargo workload's (its own bench/test binaries').
+    let cargo = accounting.cargo_inputs();
+    let sources = accounting
+        .per_binary
+        .keys()
+        .map(|binary| {
+            (
+                Some(binary.as_str()),
+                None,
+                accounting.valid_inputs_of(binary),
+            )
+        })
+        .chain(
+            cargo
+                .iter()
+                .map(|(run, inputs)| (None, Some(*run), inputs.clone())),
+        );
+    // Binaries are `profiles/<binary>.profdata`, cargo workload runs
+    // `profiles/cargo-<run>.profdata`: a binary named `cargo-<run>` would overwrite one.
+    if let Some(binary) = accounting.per_binary.keys().find(|binary| {
+        cargo
+            .iter()
+            .any(|(run, _)| **binary == format!("cargo-{run}"))
+    }) {
+        bail!(
+            "binary `{binary}` and cargo workload run `{}` would have the same profile in \
+             the bundle: rename the workload in {}",
+            binary.trim_start_matches("cargo-"),
+            cx.config.display_path()
+        );
+    }
+    for (binary, cargo_workload, inputs) in sources {
+        if inputs.is_empty() {
+            continue;
+        }
+        let name = match (binary, cargo_workload) {
+            (Some(binary), _) => binary.to_owned(),
+            (None, run) => format!("cargo-{}", run.unwrap_or_default()),
+        };
+        let file = scratch.join(format!("{name}.profdata"));
+        profiles::merge_to(&inputs, &file, &profdata, &cx.printer)?;
+        let summary = profiles::summary(&file, &profdata, &cx.printer)?;
+        let member = format!("profiles/{name}.profdata");
+        profiles.push(BundleProfile {
+            binary: binary.map(str::to_owned),
+            cargo_workload: cargo_workload.map(str::to_owned),
+            file: member.clone(),
+            total_count: summary.total_count,
+            functions: summary.functions,
+            size_bytes: std::fs::metadata(&file)?.len(),
+        });
+        files.push((member, file));
+    }
+    let workloads =
+        runs.iter()
+            .map(|workload| {
+                let record = run.report.training.iter().find(|w| {
+                    w.name == workload.run_name() && w.stage == Stage::Instrumented.name()
+                });
+                BundleWorkload {
+                    run: workload.run_name(),
+                    workload: workload.name().to_owned(),
+                    fingerprint: workload.fingerprint(),
+                    status: record.map_or_else(|| "unknown".to_owned(), |r| r.status.clone()),
+                    duration_secs: record.map_or(0.0, |r| r.duration_secs),
+                }
+            })
+            .collect();
+    let manifest = BundleManifest {
+        format: BUNDLE_FORMAT.to_owned(),
+        format_version: FORMAT_VERSION,
+        provenance: bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer),
+        settings_fingerprint: bundle::settings_fingerprint(&instrumented.settings),
+        instrumented: instrumented.clone(),
+        shard,
+        workloads,
+        accounting: accounting.per_binary.clone(),
+        profiles,
+    };
+    bundle::write(path, &manifest, &files)?;
+    crate::util::files::remove_dir_all(&scratch)?;
+    cx.printer.info(format!(
+        "wrote the bundle of shard {shard} ({} workload runs, {} profiles) to {} ({})",
+        manifest.workloads.len(),
+        manifest.profiles.len(),
+        path.display(),
+        human_bytes(std::fs::metadata(path)?.len())
+    ));
+    Ok(())
+}
+
+/// `pgo-build merge BUNDLE…`.
+pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
+    let mut bundles = Vec::new();
+    for path in &args.bundles {
+        let manifest: BundleManifest = bundle::read_manifest(path, BUNDLE_FORMAT)?;
+        bundles.push((path.clone(), manifest));
+    }
+    check_bundles(cx, &bundles)?;
+    // Shard order, whatever the order given: the same merge on every machine.
+    bundles.sort_by_key(|(_, manifest)| manifest.shard.index);
+    let weights = bundle_weights(&bundles, args)?;
+    let count = bundles[0].1.shard.count;
+    let present: BTreeSet<usize> = bundles.iter().map(|(_, b)| b.shard.index).collect();
+    let missing_shards: Vec<usize> = (1..=count).filter(|i| !present.contains(i)).collect();
+    if !missing_shards.is_empty() {
+        cx.caution(format!(
+            "shard{} {} missing: the merged profile covers only the workload runs of the {} \
+             bundles given, and code only the missing shards run will look cold. Pass every \
+             shard's bundle (a failed matrix job leaves a hole)",
+            if missing_shards.len() == 1 { "" } else { "s" },
+            missing_shards
+                .iter()
+                .map(|i| format!("{i}/{count}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            bundles.len()
+        ))?;
+    }
+    check_bundle_workloads(cx, &bundles, missing_shards.is_empty())?;
+
+    // Each bundle's profiles, extracted, with that bundle's weight.
+    let extracted = cx.layout.profiles_dir().join("bundles");
+    let mut inputs: Vec<(u64, Option<String>, PathBuf)> = Vec::new();
+    for (k, (path, manifest)) in bundles.iter().enumerate() {
+        let dir = extracted.join(k.to_string());
+        bundle::extract(path, &dir)?;
+        for profile in &manifest.profiles {
+            let file = dir.join(&profile.file);
+            if !file.is_file() {
+                bail!(
+                    "{}: its manifest lists {} but the archive has no such member; the \
+                     bundle is damaged",
+                    path.display(),
+                    profile.file
+                );
+            }
+            inputs.push((weights[k], profile.binary.clone(), file));
+        }
+    }
+    if inputs.is_empty() {
+        bail!(
+            "the bundles hold no profiles at all: no shard recorded a usable profile. Check \
+             the training logs of the shard jobs"
+        );
+    }
+    let profdata = cx.profdata()?.clone();
+    let weighted: Vec<(u64, &Path)> = inputs
+        .iter()
+        .map(|(weight, _, file)| (*weight, file.as_path()))
+        .collect();
+    let merged =
+        profiles::merge_weighted(&weighted, &cx.layout.profiles_dir(), &profdata, &cx.printer)?;
+    if merged.total_functions == 0 {
+        bail!(
+            "the merged profile {} contains no functions",
+            merged.path.display()
+        );
     }
 
-    /// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
-    /// bundles trained from any unpacked copy merge together.
-    pub fn unpack(&mut self, args: &UnpackArgs) -> Result<()> {
-        let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
-        let what = format!("the pack {}", args.archive.display());
-        let here = bundle::provenance(
-            &self.rustc,
-            &self.settings.target,
-            &self.workspace,
-            &self.printer,
-        );
-        let mut problems = bundle::differences(&pack.provenance, &here, &what);
-        // Without git on both sides, the sources the pack recorded say whether this checkout
-        // has them.
-        let git_on_both = pack.provenance.git_revision.is_some() && here.git_revision.is_some();
-        let changed = bundle::changed_sources(&pack.sources, &self.workspace.root);
-        if !git_on_both && !changed.is_empty() {
+    // Per binary: the sums of every shard's figures, and the coverage of its merged profile.
+    let scratch = cx.layout.profiles_dir().join("scratch");
+    let mut per_binary: BTreeMap<String, BinaryProfiles> = cx
+        .bins
+        .iter()
+        .map(|b| (b.name.clone(), BinaryProfiles::default()))
+        .collect();
+    for (binary, figures) in per_binary.iter_mut() {
+        for (_, manifest) in &bundles {
+            if let Some(shard) = manifest.accounting.get(binary) {
+                figures.processes += shard.processes;
+                figures.died += shard.died;
+                figures.files += shard.files;
+                figures.valid_files += shard.valid_files;
+                figures.bytes += shard.bytes;
+                figures.empty_files += shard.empty_files;
+            }
+        }
+        let files: Vec<&Path> = inputs
+            .iter()
+            .filter(|(_, b, _)| b.as_ref() == Some(binary))
+            .map(|(_, _, file)| file.as_path())
+            .collect();
+        if !files.is_empty() {
+            let (covered, total) = profiles::coverage(&files, &profdata, &scratch, &cx.printer)?;
+            figures.covered_functions = Some(covered);
+            figures.instrumented_functions = Some(total);
+        }
+    }
+    crate::util::files::remove_dir_all(&extracted)?;
+
+    let record = MergedBundles {
+        merged: merged.clone(),
+        instrumented: bundles[0].1.instrumented.clone(),
+        weights: args.weights,
+        bundles: bundles
+            .iter()
+            .zip(&weights)
+            .map(|((path, manifest), weight)| MergedBundle {
+                file: path.clone(),
+                shard: manifest.shard,
+                weight: *weight,
+                total_count: manifest.profiles.iter().map(|p| p.total_count).sum(),
+                git_revision: manifest.provenance.git_revision.clone(),
+                created: manifest.provenance.created.clone(),
+                workloads: manifest.workloads.clone(),
+                accounting: manifest.accounting.clone(),
+            })
+            .collect(),
+        per_binary,
+        missing_shards,
+        cargo_workloads: bundles
+            .iter()
+            .flat_map(|(_, b)| &b.profiles)
+            .filter_map(|p| p.cargo_workload.clone())
+            .collect(),
+    };
+    print_bundle_accounting(cx, &record);
+    cx.printer.info(format!(
+        "merged {} bundles ({} profiles) into {} ({}, {} functions)",
+        bundles.len(),
+        inputs.len(),
+        merged.path.display(),
+        human_bytes(merged.size_bytes),
+        merged.total_functions
+    ));
+    run.begin_outputs(cx)?;
+    write_atomically(
+        &cx.layout.merged_bundles(),
+        serde_json::to_string_pretty(&record)?.as_bytes(),
+    )?;
+    run.report.merged_profile = serde_json::to_value(&merged).ok();
+    run.report.bundles = serde_json::to_value(&record).ok();
+    record_binary_figures(run, &record.per_binary);
+    for (binary, figures) in &record.per_binary {
+        if figures.valid_files == 0 && !record.cargo_workloads.is_empty() {
+            cx.caution(cargo_only_message(binary))?;
+        } else if figures.valid_files == 0 {
+            cx.caution(format!(
+                "no bundle has a profile of `{binary}`; `pgo-build optimize` will refuse to \
+                 build it with PGO (see --allow-missing-profile)"
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every bundle from one instrumented build this checkout would build the same way, each
+/// shard once.
+fn check_bundles(cx: &Context, bundles: &[(PathBuf, BundleManifest)]) -> Result<()> {
+    let (first_path, first) = &bundles[0];
+    for (path, other) in &bundles[1..] {
+        let what = format!("{}", path.display());
+        let mut problems = bundle::differences(&other.provenance, &first.provenance, &what);
+        for problem in &mut problems {
+            *problem = problem.replace("this machine", &first_path.display().to_string());
+        }
+        if other.settings_fingerprint != first.settings_fingerprint {
             problems.push(format!(
-                "sources: {} of the {} source files the packed binaries were built from differ \
-                 here or are missing ({}{})",
-                changed.len(),
-                pack.sources.len(),
-                changed
-                    .iter()
-                    .take(5)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if changed.len() > 5 { ", …" } else { "" }
+                "settings_fingerprint: {what} has {}, {} {} (another cargo profile, \
+                 features, rustflags or [profile] settings)",
+                other.settings_fingerprint,
+                first_path.display(),
+                first.settings_fingerprint
             ));
         }
-        match bundle::compare_revisions(&pack.provenance, &here, &what) {
+        if other.instrumented.id != first.instrumented.id
+            || build_ids(&other.instrumented) != build_ids(&first.instrumented)
+        {
+            problems.push(format!(
+                "instrumented build: {what} trained build {}, {} build {} (every shard \
+                 must unpack the same `pgo-build pack`)",
+                other.instrumented.id,
+                first_path.display(),
+                first.instrumented.id
+            ));
+        }
+        if other.shard.count != first.shard.count {
+            problems.push(format!(
+                "shard count: {what} is shard {}, {} shard {}",
+                other.shard,
+                first_path.display(),
+                first.shard
+            ));
+        }
+        if !problems.is_empty() {
+            bail!(
+                "refusing to merge bundles of different trainings:\n  - {}",
+                problems.join("\n  - ")
+            );
+        }
+    }
+    let mut seen: BTreeMap<usize, &PathBuf> = BTreeMap::new();
+    for (path, manifest) in bundles {
+        if let Some(earlier) = seen.insert(manifest.shard.index, path) {
+            bail!(
+                "refusing to merge: {} and {} are both shard {}; merging a shard twice \
+                 doubles its counts. Pass each shard's bundle once",
+                earlier.display(),
+                path.display(),
+                manifest.shard
+            );
+        }
+    }
+    // Another pgo-build may account or name runs differently; the profiles themselves are
+    // LLVM's, so this is worth a warning, not a refusal.
+    let versions: BTreeSet<&str> = bundles
+        .iter()
+        .map(|(_, b)| b.provenance.pgo_build_version.as_str())
+        .chain([env!("CARGO_PKG_VERSION")])
+        .collect();
+    if versions.len() > 1 {
+        cx.printer.warn(format!(
+            "the bundles were written by pgo-build {} and this is {}: use one pgo-build in \
+             every job",
+            versions.into_iter().collect::<Vec<_>>().join(", "),
+            env!("CARGO_PKG_VERSION")
+        ));
+    }
+    // This checkout must build what the bundles' profiles describe.
+    let here = bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer);
+    let what = format!("{}", first_path.display());
+    let mut problems = bundle::differences(&first.provenance, &here, &what);
+    // Profiles of another commit's sources would silently miss what changed since.
+    for (path, bundle) in bundles {
+        let what = path.display().to_string();
+        match bundle::compare_revisions(&bundle.provenance, &here, &what) {
             bundle::RevisionCheck::Same => {}
-            bundle::RevisionCheck::Changed(note) => self.printer.warn(format!(
-                "{note}; the binaries may not match this checkout's sources"
+            bundle::RevisionCheck::Changed(note) => cx.printer.warn(format!(
+                "{note}; its profile may not match this checkout's sources"
             )),
             bundle::RevisionCheck::Other(problem) => problems.push(problem),
         }
-        if !problems.is_empty() {
-            bail!(
-                "refusing to unpack: {}.\nTraining the binaries of another toolchain or commit \
-                 gives a profile this checkout's optimized build cannot use. Unpack into a \
-                 checkout of the same commit, with the same toolchain (rust-toolchain.toml).",
-                problems.join("; ")
-            );
-        }
-        check_same_settings(&pack.stage.settings, &self.settings)
-            .with_context(|| format!("refusing to unpack {}", args.archive.display()))?;
-        let stage = Stage::from_name(&pack.stage.stage)
-            .with_context(|| format!("{what} holds an unknown stage `{}`", pack.stage.stage))?;
-        let bin_dir = self.layout.bin_dir(stage);
-        let unpacking = self.layout.stage_dir(stage).join("unpacking");
-        bundle::extract(&args.archive, &unpacking)?;
-        let mut manifest = pack.stage;
-        for binary in &mut manifest.binaries {
-            let file = unpacking.join("bin").join(&binary.name);
-            let build_id = std::fs::read(&file)
-                .ok()
-                .and_then(|data| crate::cargo::build::build_id(&data).ok().flatten());
-            if build_id != binary.build_id {
-                let _ = std::fs::remove_dir_all(&unpacking);
-                bail!(
-                    "{what}: binary `{}` is missing or is not the one recorded (build id {:?}, \
-                     recorded {:?}); the archive is damaged",
-                    binary.name,
-                    build_id,
-                    binary.build_id
-                );
-            }
-            binary.path = bin_dir.join(&binary.name);
-            // The cargo executable it was copied from is on the packing machine.
-            binary.source = binary.path.clone();
-        }
-        // Only now, with the archive read and checked, is the stage there replaced: a damaged
-        // or refused pack leaves the current one as it was.
-        StageManifest::begin(&self.layout, stage, "unpack")?;
-        for per_stage in self.report.binaries.values_mut() {
-            per_stage.remove(stage.name());
-        }
-        if bin_dir.exists() {
-            crate::util::files::remove_dir_all(&bin_dir)?;
-        }
-        crate::util::files::rename(unpacking.join("bin"), &bin_dir)?;
-        crate::util::files::remove_dir_all(&unpacking)?;
-        manifest.save(&self.layout, stage)?;
-        // What was trained or merged against the previous instrumented build is now stale.
-        self.forget_stage(Step::Instrument)?;
-        self.forget_stage(Step::Train)?;
-        self.forget_merged_bundles()?;
-        self.printer.info(format!(
-            // The pack records when it was packed, not when its binaries were built.
-            "unpacked the {} stage ({} binaries, packed {} from {}) into {}",
-            stage.name(),
-            manifest.binaries.len(),
-            pack.provenance.created,
-            pack.provenance
-                .git_revision
-                .as_deref()
-                .unwrap_or("an unknown revision"),
-            bin_dir.display()
-        ));
-        Ok(())
     }
-
-    /// Writes the bundle of a training shard: one merged profile per binary, and the manifest.
-    pub fn write_bundle(&mut self, path: &Path, trained: &Trained) -> Result<()> {
-        let Trained {
-            instrumented,
-            shard,
-            runs,
-            accounting,
-        } = trained;
-        let shard = *shard;
-        let scratch = self.layout.profiles_dir().join("bundle");
-        if scratch.exists() {
-            crate::util::files::remove_dir_all(&scratch)?;
-        }
-        crate::util::files::create_dir_all(&scratch)?;
-        let profdata = self.profdata()?.clone();
-        let mut profiles = Vec::new();
-        let mut files = Vec::new();
-        // Each binary's files, then each cargo workload's (its own bench/test binaries').
-        let cargo = accounting.cargo_inputs();
-        let sources = accounting
-            .per_binary
-            .keys()
-            .map(|binary| {
-                (
-                    Some(binary.as_str()),
-                    None,
-                    accounting.valid_inputs_of(binary),
-                )
-            })
-            .chain(
-                cargo
-                    .iter()
-                    .map(|(run, inputs)| (None, Some(*run), inputs.clone())),
-            );
-        // Binaries are `profiles/<binary>.profdata`, cargo workload runs
-        // `profiles/cargo-<run>.profdata`: a binary named `cargo-<run>` would overwrite one.
-        if let Some(binary) = accounting.per_binary.keys().find(|binary| {
-            cargo
-                .iter()
-                .any(|(run, _)| **binary == format!("cargo-{run}"))
-        }) {
-            bail!(
-                "binary `{binary}` and cargo workload run `{}` would have the same profile in \
-                 the bundle: rename the workload in {}",
-                binary.trim_start_matches("cargo-"),
-                self.config.display_path()
-            );
-        }
-        for (binary, cargo_workload, inputs) in sources {
-            if inputs.is_empty() {
-                continue;
-            }
-            let name = match (binary, cargo_workload) {
-                (Some(binary), _) => binary.to_owned(),
-                (None, run) => format!("cargo-{}", run.unwrap_or_default()),
-            };
-            let file = scratch.join(format!("{name}.profdata"));
-            profiles::merge_to(&inputs, &file, &profdata, &self.printer)?;
-            let summary = profiles::summary(&file, &profdata, &self.printer)?;
-            let member = format!("profiles/{name}.profdata");
-            profiles.push(BundleProfile {
-                binary: binary.map(str::to_owned),
-                cargo_workload: cargo_workload.map(str::to_owned),
-                file: member.clone(),
-                total_count: summary.total_count,
-                functions: summary.functions,
-                size_bytes: std::fs::metadata(&file)?.len(),
-            });
-            files.push((member, file));
-        }
-        let workloads =
-            runs.iter()
-                .map(|run| {
-                    let record = self.report.training.iter().find(|w| {
-                        w.name == run.run_name() && w.stage == Stage::Instrumented.name()
-                    });
-                    BundleWorkload {
-                        run: run.run_name(),
-                        workload: run.name().to_owned(),
-                        fingerprint: run.fingerprint(),
-                        status: record.map_or_else(|| "unknown".to_owned(), |r| r.status.clone()),
-                        duration_secs: record.map_or(0.0, |r| r.duration_secs),
-                    }
-                })
-                .collect();
-        let manifest = BundleManifest {
-            format: BUNDLE_FORMAT.to_owned(),
-            format_version: FORMAT_VERSION,
-            provenance: bundle::provenance(
-                &self.rustc,
-                &self.settings.target,
-                &self.workspace,
-                &self.printer,
-            ),
-            settings_fingerprint: bundle::settings_fingerprint(&instrumented.settings),
-            instrumented: instrumented.clone(),
-            shard,
-            workloads,
-            accounting: accounting.per_binary.clone(),
-            profiles,
-        };
-        bundle::write(path, &manifest, &files)?;
-        crate::util::files::remove_dir_all(&scratch)?;
-        self.printer.info(format!(
-            "wrote the bundle of shard {shard} ({} workload runs, {} profiles) to {} ({})",
-            manifest.workloads.len(),
-            manifest.profiles.len(),
-            path.display(),
-            human_bytes(std::fs::metadata(path)?.len())
-        ));
-        Ok(())
-    }
-
-    /// `pgo-build merge BUNDLE…`.
-    pub fn merge(&mut self, args: &MergeArgs) -> Result<()> {
-        let mut bundles = Vec::new();
-        for path in &args.bundles {
-            let manifest: BundleManifest = bundle::read_manifest(path, BUNDLE_FORMAT)?;
-            bundles.push((path.clone(), manifest));
-        }
-        self.check_bundles(&bundles)?;
-        // Shard order, whatever the order given: the same merge on every machine.
-        bundles.sort_by_key(|(_, manifest)| manifest.shard.index);
-        let weights = bundle_weights(&bundles, args)?;
-        let count = bundles[0].1.shard.count;
-        let present: BTreeSet<usize> = bundles.iter().map(|(_, b)| b.shard.index).collect();
-        let missing_shards: Vec<usize> = (1..=count).filter(|i| !present.contains(i)).collect();
-        if !missing_shards.is_empty() {
-            self.caution(format!(
-                "shard{} {} missing: the merged profile covers only the workload runs of the {} \
-                 bundles given, and code only the missing shards run will look cold. Pass every \
-                 shard's bundle (a failed matrix job leaves a hole)",
-                if missing_shards.len() == 1 { "" } else { "s" },
-                missing_shards
-                    .iter()
-                    .map(|i| format!("{i}/{count}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                bundles.len()
-            ))?;
-        }
-        self.check_bundle_workloads(&bundles, missing_shards.is_empty())?;
-
-        // Each bundle's profiles, extracted, with that bundle's weight.
-        let extracted = self.layout.profiles_dir().join("bundles");
-        let mut inputs: Vec<(u64, Option<String>, PathBuf)> = Vec::new();
-        for (k, (path, manifest)) in bundles.iter().enumerate() {
-            let dir = extracted.join(k.to_string());
-            bundle::extract(path, &dir)?;
-            for profile in &manifest.profiles {
-                let file = dir.join(&profile.file);
-                if !file.is_file() {
-                    bail!(
-                        "{}: its manifest lists {} but the archive has no such member; the \
-                         bundle is damaged",
-                        path.display(),
-                        profile.file
-                    );
-                }
-                inputs.push((weights[k], profile.binary.clone(), file));
-            }
-        }
-        if inputs.is_empty() {
-            bail!(
-                "the bundles hold no profiles at all: no shard recorded a usable profile. Check \
-                 the training logs of the shard jobs"
-            );
-        }
-        let profdata = self.profdata()?.clone();
-        let weighted: Vec<(u64, &Path)> = inputs
-            .iter()
-            .map(|(weight, _, file)| (*weight, file.as_path()))
-            .collect();
-        let merged = profiles::merge_weighted(
-            &weighted,
-            &self.layout.profiles_dir(),
-            &profdata,
-            &self.printer,
-        )?;
-        if merged.total_functions == 0 {
-            bail!(
-                "the merged profile {} contains no functions",
-                merged.path.display()
-            );
-        }
-
-        // Per binary: the sums of every shard's figures, and the coverage of its merged profile.
-        let scratch = self.layout.profiles_dir().join("scratch");
-        let mut per_binary: BTreeMap<String, BinaryProfiles> = self
-            .bins
-            .iter()
-            .map(|b| (b.name.clone(), BinaryProfiles::default()))
-            .collect();
-        for (binary, figures) in per_binary.iter_mut() {
-            for (_, manifest) in &bundles {
-                if let Some(shard) = manifest.accounting.get(binary) {
-                    figures.processes += shard.processes;
-                    figures.died += shard.died;
-                    figures.files += shard.files;
-                    figures.valid_files += shard.valid_files;
-                    figures.bytes += shard.bytes;
-                    figures.empty_files += shard.empty_files;
-                }
-            }
-            let files: Vec<&Path> = inputs
-                .iter()
-                .filter(|(_, b, _)| b.as_ref() == Some(binary))
-                .map(|(_, _, file)| file.as_path())
-                .collect();
-            if !files.is_empty() {
-                let (covered, total) =
-                    profiles::coverage(&files, &profdata, &scratch, &self.printer)?;
-                figures.covered_functions = Some(covered);
-                figures.instrumented_functions = Some(total);
-            }
-        }
-        crate::util::files::remove_dir_all(&extracted)?;
-
-        let record = MergedBundles {
-            merged: merged.clone(),
-            instrumented: bundles[0].1.instrumented.clone(),
-            weights: args.weights,
-            bundles: bundles
-                .iter()
-                .zip(&weights)
-                .map(|((path, manifest), weight)| MergedBundle {
-                    file: path.clone(),
-                    shard: manifest.shard,
-                    weight: *weight,
-                    total_count: manifest.profiles.iter().map(|p| p.total_count).sum(),
-                    git_revision: manifest.provenance.git_revision.clone(),
-                    created: manifest.provenance.created.clone(),
-                    workloads: manifest.workloads.clone(),
-                    accounting: manifest.accounting.clone(),
-                })
-                .collect(),
-            per_binary,
-            missing_shards,
-            cargo_workloads: bundles
-                .iter()
-                .flat_map(|(_, b)| &b.profiles)
-                .filter_map(|p| p.cargo_workload.clone())
-                .collect(),
-        };
-        self.print_bundle_accounting(&record);
-        self.printer.info(format!(
-            "merged {} bundles ({} profiles) into {} ({}, {} functions)",
-            bundles.len(),
-            inputs.len(),
-            merged.path.display(),
-            human_bytes(merged.size_bytes),
-            merged.total_functions
-        ));
-        self.begin_outputs()?;
-        write_atomically(
-            &self.layout.merged_bundles(),
-            serde_json::to_string_pretty(&record)?.as_bytes(),
-        )?;
-        self.report.merged_profile = serde_json::to_value(&merged).ok();
-        self.report.bundles = serde_json::to_value(&record).ok();
-        self.record_binary_figures(&record.per_binary);
-        for (binary, figures) in &record.per_binary {
-            if figures.valid_files == 0 && !record.cargo_workloads.is_empty() {
-                self.caution(cargo_only_message(binary))?;
-            } else if figures.valid_files == 0 {
-                self.caution(format!(
-                    "no bundle has a profile of `{binary}`; `pgo-build optimize` will refuse to \
-                     build it with PGO (see --allow-missing-profile)"
-                ))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Every bundle from one instrumented build this checkout would build the same way, each
-    /// shard once.
-    fn check_bundles(&self, bundles: &[(PathBuf, BundleManifest)]) -> Result<()> {
-        let (first_path, first) = &bundles[0];
-        for (path, other) in &bundles[1..] {
-            let what = format!("{}", path.display());
-            let mut problems = bundle::differences(&other.provenance, &first.provenance, &what);
-            for problem in &mut problems {
-                *problem = problem.replace("this machine", &first_path.display().to_string());
-            }
-            if other.settings_fingerprint != first.settings_fingerprint {
-                problems.push(format!(
-                    "settings_fingerprint: {what} has {}, {} {} (another cargo profile, \
-                     features, rustflags or [profile] settings)",
-                    other.settings_fingerprint,
-                    first_path.display(),
-                    first.settings_fingerprint
-                ));
-            }
-            if other.instrumented.id != first.instrumented.id
-                || build_ids(&other.instrumented) != build_ids(&first.instrumented)
-            {
-                problems.push(format!(
-                    "instrumented build: {what} trained build {}, {} build {} (every shard \
-                     must unpack the same `pgo-build pack`)",
-                    other.instrumented.id,
-                    first_path.display(),
-                    first.instrumented.id
-                ));
-            }
-            if other.shard.count != first.shard.count {
-                problems.push(format!(
-                    "shard count: {what} is shard {}, {} shard {}",
-                    other.shard,
-                    first_path.display(),
-                    first.shard
-                ));
-            }
-            if !problems.is_empty() {
-                bail!(
-                    "refusing to merge bundles of different trainings:\n  - {}",
-                    problems.join("\n  - ")
-                );
-            }
-        }
-        let mut seen: BTreeMap<usize, &PathBuf> = BTreeMap::new();
-        for (path, manifest) in bundles {
-            if let Some(earlier) = seen.insert(manifest.shard.index, path) {
-                bail!(
-                    "refusing to merge: {} and {} are both shard {}; merging a shard twice \
-                     doubles its counts. Pass each shard's bundle once",
-                    earlier.display(),
-                    path.display(),
-                    manifest.shard
-                );
-            }
-        }
-        // Another pgo-build may account or name runs differently; the profiles themselves are
-        // LLVM's, so this is worth a warning, not a refusal.
-        let versions: BTreeSet<&str> = bundles
-            .iter()
-            .map(|(_, b)| b.provenance.pgo_build_version.as_str())
-            .chain([env!("CARGO_PKG_VERSION")])
-            .collect();
-        if versions.len() > 1 {
-            self.printer.warn(format!(
-                "the bundles were written by pgo-build {} and this is {}: use one pgo-build in \
-                 every job",
-                versions.into_iter().collect::<Vec<_>>().join(", "),
-                env!("CARGO_PKG_VERSION")
-            ));
-        }
-        // This checkout must build what the bundles' profiles describe.
-        let here = bundle::provenance(
-            &self.rustc,
-            &self.settings.target,
-            &self.workspace,
-            &self.printer,
+    if !problems.is_empty() {
+        bail!(
+            "refusing to merge: {}.\nThe optimized build here would not match the profile's \
+             functions; merge and optimize with the toolchain and the commit that instrumented.",
+            problems.join("; ")
         );
-        let what = format!("{}", first_path.display());
-        let mut problems = bundle::differences(&first.provenance, &here, &what);
-        // Profiles of another commit's sources would silently miss what changed since.
-        for (path, bundle) in bundles {
-            let what = path.display().to_string();
-            match bundle::compare_revisions(&bundle.provenance, &here, &what) {
-                bundle::RevisionCheck::Same => {}
-                bundle::RevisionCheck::Changed(note) => self.printer.warn(format!(
-                    "{note}; its profile may not match this checkout's sources"
-                )),
-                bundle::RevisionCheck::Other(problem) => problems.push(problem),
-            }
-        }
-        if !problems.is_empty() {
+    }
+    check_same_settings(&first.instrumented.settings, &cx.settings)
+        .with_context(|| format!("refusing to merge {what}"))?;
+    let moved = bundle::moved_path_dependencies(&first.provenance, &here);
+    if !moved.is_empty() {
+        bail!(
+            "refusing to merge: path dependencies outside the workspace root moved since \
+             the instrumented build: {}. Cargo hashes such a package's absolute path into \
+             its symbol names (and those of every crate using it), so the profile would miss \
+             them here. Check out at the same path in the instrument and optimize jobs, or \
+             move the package under the workspace root.",
+            moved.join("; ")
+        );
+    }
+    for bin in &cx.bins {
+        if first.instrumented.binary(&bin.name).is_none() {
             bail!(
-                "refusing to merge: {}.\nThe optimized build here would not match the profile's \
-                 functions; merge and optimize with the toolchain and the commit that instrumented.",
-                problems.join("; ")
+                "binary `{}` was not instrumented in the build the bundles trained; select \
+                 the same binaries as the instrument job",
+                bin.name
             );
         }
-        check_same_settings(&first.instrumented.settings, &self.settings)
-            .with_context(|| format!("refusing to merge {what}"))?;
-        let moved = bundle::moved_path_dependencies(&first.provenance, &here);
-        if !moved.is_empty() {
-            bail!(
-                "refusing to merge: path dependencies outside the workspace root moved since \
-                 the instrumented build: {}. Cargo hashes such a package's absolute path into \
-                 its symbol names (and those of every crate using it), so the profile would miss \
-                 them here. Check out at the same path in the instrument and optimize jobs, or \
-                 move the package under the workspace root.",
-                moved.join("; ")
-            );
-        }
-        for bin in &self.bins {
-            if first.instrumented.binary(&bin.name).is_none() {
-                bail!(
-                    "binary `{}` was not instrumented in the build the bundles trained; select \
-                     the same binaries as the instrument job",
-                    bin.name
-                );
-            }
-        }
-        Ok(())
     }
+    Ok(())
+}
 
-    /// Warns about train runs of the configuration that no bundle ran, and runs whose
-    /// definition changed since (with every shard present, a missing run means the
-    /// configurations differ).
-    fn check_bundle_workloads(
-        &self,
-        bundles: &[(PathBuf, BundleManifest)],
-        all_shards: bool,
-    ) -> Result<()> {
-        let ran: BTreeMap<&str, &str> = bundles
-            .iter()
-            .flat_map(|(_, b)| &b.workloads)
-            .map(|w| (w.run.as_str(), w.fingerprint.as_str()))
-            .collect();
-        let mut notes = Vec::new();
-        for run in self.config.train_runs() {
-            match ran.get(run.run_name().as_str()) {
-                None if all_shards => notes.push(format!(
-                    "`{}` is a train workload run in {} but no bundle ran it",
-                    run.run_name(),
-                    self.config.display_path()
-                )),
-                Some(fingerprint) if *fingerprint != run.fingerprint() => notes.push(format!(
-                    "`{}` changed in {} since the shards ran it",
-                    run.run_name(),
-                    self.config.display_path()
-                )),
-                _ => {}
-            }
+/// Warns about train runs of the configuration that no bundle ran, and runs whose
+/// definition changed since (with every shard present, a missing run means the
+/// configurations differ).
+fn check_bundle_workloads(
+    cx: &Context,
+    bundles: &[(PathBuf, BundleManifest)],
+    all_shards: bool,
+) -> Result<()> {
+    let ran: BTreeMap<&str, &str> = bundles
+        .iter()
+        .flat_map(|(_, b)| &b.workloads)
+        .map(|w| (w.run.as_str(), w.fingerprint.as_str()))
+        .collect();
+    let mut notes = Vec::new();
+    for run in cx.config.train_runs() {
+        match ran.get(run.run_name().as_str()) {
+            None if all_shards => notes.push(format!(
+                "`{}` is a train workload run in {} but no bundle ran it",
+                run.run_name(),
+                cx.config.display_path()
+            )),
+            Some(fingerprint) if *fingerprint != run.fingerprint() => notes.push(format!(
+                "`{}` changed in {} since the shards ran it",
+                run.run_name(),
+                cx.config.display_path()
+            )),
+            _ => {}
         }
-        if notes.is_empty() {
-            return Ok(());
-        }
-        self.caution(format!(
-            "the bundles do not match this configuration's training: {}. Train with the same \
-             pgo-build.toml in every job",
-            notes.join("; ")
-        ))
     }
+    if notes.is_empty() {
+        return Ok(());
+    }
+    cx.caution(format!(
+        "the bundles do not match this configuration's training: {}. Train with the same \
+         pgo-build.toml in every job",
+        notes.join("; ")
+    ))
+}
 
-    fn print_bundle_accounting(&self, record: &MergedBundles) {
-        let mut table = Table::new();
-        table.fitted().set_header([
-            "Binary",
-            "Shard",
-            "Weight",
-            "Processes",
-            "Ended without profile",
-            "Profiles used",
-            "Functions run",
-        ]);
-        for (binary, total) in &record.per_binary {
-            for bundle in &record.bundles {
-                let figures = bundle.accounting.get(binary).cloned().unwrap_or_default();
-                table.add_row([
-                    binary.clone(),
-                    bundle.shard.to_string(),
-                    bundle.weight.to_string(),
-                    figures.processes.to_string(),
-                    figures.died.to_string(),
-                    figures.valid_files.to_string(),
-                    figures.coverage_text(),
-                ]);
-            }
+fn print_bundle_accounting(cx: &Context, record: &MergedBundles) {
+    let mut table = Table::new();
+    table.fitted().set_header([
+        "Binary",
+        "Shard",
+        "Weight",
+        "Processes",
+        "Ended without profile",
+        "Profiles used",
+        "Functions run",
+    ]);
+    for (binary, total) in &record.per_binary {
+        for bundle in &record.bundles {
+            let figures = bundle.accounting.get(binary).cloned().unwrap_or_default();
             table.add_row([
                 binary.clone(),
-                "all".to_owned(),
-                String::new(),
-                total.processes.to_string(),
-                total.died.to_string(),
-                total.valid_files.to_string(),
-                total.coverage_text(),
+                bundle.shard.to_string(),
+                bundle.weight.to_string(),
+                figures.processes.to_string(),
+                figures.died.to_string(),
+                figures.valid_files.to_string(),
+                figures.coverage_text(),
             ]);
         }
-        self.printer.table(table);
+        table.add_row([
+            binary.clone(),
+            "all".to_owned(),
+            String::new(),
+            total.processes.to_string(),
+            total.died.to_string(),
+            total.valid_files.to_string(),
+            total.coverage_text(),
+        ]);
     }
+    cx.printer.table(table);
 }
 
 fn build_ids(manifest: &StageManifest) -> BTreeMap<&str, Option<&str>> {

@@ -5,18 +5,16 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 
-use super::Session;
+use super::context::{Context, Run};
+use super::stage_build::{c_compiler_setup, linker_setup};
 use crate::cargo::build::StageManifest;
-use crate::config::cargo_workload;
-use crate::config::{Role, Workload, WorkloadCommand};
-use crate::exec;
-use crate::exec::Job;
+use crate::config::{Role, Workload, WorkloadCommand, cargo_workload};
+use crate::exec::{self, Job};
 use crate::layout::{Layout, Stage};
 use crate::measure::criterion;
-use crate::profiles;
-use crate::profiles::start_marker;
+use crate::profiles::{self, start_marker};
 use crate::report::{ServiceRecord, WorkloadRecord};
 use crate::toolchain::targets::{self, Execution};
 
@@ -26,467 +24,473 @@ pub(super) const SERVICE_FIX: &str = "A service writes its profile when it exits
     ([pgo] continuous = true) any signal keeps what it ran. Stop it with a signal it handles or \
     a `stop.command` that shuts it down, and give it a long enough stop.grace_period";
 
-impl Session {
-    /// Runs training workloads against a stage's binaries, one after the other. `prepare`
-    /// readies a workload's profile directory and returns the variables that point the
-    /// binaries at it; `finish` records how it ended. A failing workload fails the stage
-    /// unless `allow_failure` is set.
-    pub(crate) fn run_training(
-        &mut self,
-        stage: Stage,
-        manifest: &StageManifest,
-        workloads: &[Workload],
-        log_prefix: &str,
-        prepare: &dyn Fn(&Workload) -> Result<exec::EnvVars>,
-        finish: &dyn Fn(&Workload, &exec::Outcome) -> Result<()>,
-    ) -> Result<()> {
-        let bin_names: Vec<&str> = manifest.binaries.iter().map(|b| b.name.as_str()).collect();
-        let (bin_dir, platform_env) = self.runnable_bins(&self.layout, stage, &bin_names)?;
-        if self.emulated_start_hint().is_some() {
-            self.printer.info(format!(
-                "{} binaries run here only through the runner: a process they start must be \
-                 started through $PGO_BUILD_BIN_<NAME> (see `pgo-build doctor`)",
-                self.platform.arch
-            ));
-        }
-        let running = self.layout.running_dir();
-        self.remove_logs_of_unknown_workloads(log_prefix, |rest| Some(rest));
-        for workload in workloads {
-            let mut extra_env = platform_env.clone();
-            extra_env.extend(prepare(workload)?);
-            let target = exec::Target {
-                stage,
-                bin_dir: &bin_dir,
-                bin_names: bin_names.clone(),
-                workspace_root: &self.workspace.root,
-                extra_env,
-                wrapper: Vec::new(),
-                log_path: self
-                    .layout
-                    .logs_dir()
-                    .join(format!("{log_prefix}-{}.log", workload.run_name())),
-                running_dir: Some(&running),
-            };
-            self.printer
-                .info(format!("workload {} ...", workload.run_name()));
-            let running = self.resolve_workload(&self.layout, stage, manifest, workload)?;
-            let raw_dir = target
-                .extra_env
-                .iter()
-                .find(|(key, _)| key == "LLVM_PROFILE_FILE")
-                .and_then(|(_, pattern)| Path::new(pattern).parent().map(Path::to_path_buf))
-                .filter(|_| !self.config.pgo.keep_raw_profiles);
-            let mut outcome = match raw_dir {
-                Some(raw_dir) => {
-                    let profdata = self.profdata()?;
-                    let (outcome, merged) =
-                        profiles::compact::while_running(&raw_dir, profdata, &self.printer, || {
-                            target.run(&running, &self.printer)
-                        });
-                    let outcome = outcome?;
-                    let merged = merged.with_context(|| {
-                        format!(
-                            "could not merge the raw profiles of workload `{}` in {}",
-                            workload.run_name(),
-                            raw_dir.display()
-                        )
-                    })?;
-                    if merged.files > 0 {
-                        self.printer.detail(format!(
-                            "merged {} raw profiles ({}) as they were written",
-                            merged.files,
-                            crate::util::units::human_bytes(merged.raw_bytes)
-                        ));
-                    }
-                    outcome
-                }
-                None => target.run(&running, &self.printer)?,
-            };
-            // Processes that exited normally but whose profiles the runtime could not write
-            // (a full disk): not a training run to use, nor processes stopped by signals.
-            if let Some(failure) = exec::ProfileWriteFailure::find(&outcome.log_path) {
-                outcome.success = false;
-                outcome.status = "could not write its profiles".to_owned();
-                // On a full disk the record may not be written either; as started, it is
-                // just as unusable.
-                let _ = finish(workload, &outcome);
-                bail!(
-                    "training workload `{}` against the {} binaries: {failure}. Nothing of this \
-                     run is used. Full log: {}",
-                    workload.run_name(),
-                    stage.name(),
-                    outcome.log_path.display()
-                );
-            }
-            finish(workload, &outcome)?;
-            warn_about_error_lines(
-                &self.printer,
-                &workload.run_name(),
-                &outcome.log_path,
-                (!outcome.success).then_some(outcome.status.as_str()),
-            );
-            self.printer.info(format!(
-                "workload {}: {} in {:.2}s (log: {})",
-                workload.run_name(),
-                outcome.status,
-                outcome.duration.as_secs_f64(),
-                outcome.log_path.display()
-            ));
-            self.report
-                .training
-                .retain(|w| !(w.name == workload.run_name() && w.stage == stage.name()));
-            self.report.training.push(WorkloadRecord {
-                name: workload.run_name().to_owned(),
-                stage: stage.name().to_owned(),
-                status: outcome.status.clone(),
-                success: outcome.success,
-                duration_secs: outcome.duration.as_secs_f64(),
-                log: outcome.log_path.clone(),
-                stopped: outcome.stopped.clone(),
-                services: outcome
-                    .services
-                    .iter()
-                    .map(|s| ServiceRecord {
-                        name: s.name.clone(),
-                        status: s.status.clone(),
-                        asked_by: s.asked_by.clone(),
-                        ended_early: s.ended_early,
-                        killed: s.killed.clone(),
-                        stop_failure: s.stop_failure.clone(),
-                        log: s.log.clone(),
-                    })
-                    .collect(),
-            });
-            let profile_dir = target
-                .extra_env
-                .iter()
-                .find(|(key, _)| key == start_marker::START_DIR_ENV)
-                .map(|(_, dir)| std::path::PathBuf::from(dir));
-            for service in &outcome.services {
-                let unwritten: Vec<String> = profile_dir
-                    .iter()
-                    .flat_map(|dir| {
-                        let pids: Vec<u32> = service
-                            .processes
-                            .iter()
-                            .map(|(pid, _)| *pid as u32)
-                            .collect();
-                        start_marker::unwritten(dir, &pids)
-                    })
-                    .filter_map(|pid| {
-                        let (_, name) = service.processes.iter().find(|(p, _)| *p as u32 == pid)?;
-                        Some(format!("{name} (pid {pid})"))
-                    })
-                    .collect();
-                if !unwritten.is_empty() && service.killed.is_empty() {
-                    self.caution(format!(
-                        "workload `{}` against the {} binaries: service `{}` was asked to stop \
-                         by {} and its process {} ended without writing a profile ({}). {SERVICE_FIX}",
-                        workload.run_name(),
-                        stage.name(),
-                        service.name,
-                        service.asked_by,
-                        unwritten.join(", "),
-                        service.status
-                    ))?;
-                }
-                if let Some(problem) = service.problem() {
-                    self.caution(format!(
-                        "workload `{}` against the {} binaries: {problem}. What it ran is \
-                         missing from its profile. {SERVICE_FIX}",
-                        workload.run_name(),
-                        stage.name()
-                    ))?;
-                }
-            }
-            if !outcome.stopped.is_empty() {
-                // What the stopped processes wrote is known where profiles go: say that, not
-                // what a stopped process may fail to do.
-                let pids: Vec<u32> = outcome.stopped.iter().map(|p| p.pid as u32).collect();
-                let lost = match &profile_dir {
-                    Some(dir) => match start_marker::unwritten(dir, &pids).len() {
-                        0 => "each wrote its profile (a signal handler, or continuous mode), \
-                              but the workload must not leave them to pgo-build"
-                            .to_owned(),
-                        n => format!(
-                            "{n} of them wrote no profile: a process stopped by a signal writes \
-                             none unless it calls pgo_build_rt::install() (SIGTERM, SIGINT) or \
-                             training runs in continuous mode (any signal)"
-                        ),
-                    },
-                    None => "a process stopped by a signal may write no profile".to_owned(),
-                };
-                self.caution(format!(
-                    "pgo-build had to stop processes of workload `{}`: {}; {lost}. Make the \
-                     workload stop its own children.",
-                    workload.run_name(),
-                    exec::describe_stopped(&outcome.stopped)
-                ))?;
-            }
-            if !outcome.success {
-                let tail = exec::log_tail(&outcome.log_path, 20);
-                if workload.allow_failure {
-                    self.printer.warn(format!(
-                        "workload `{}` {} (allow_failure = true)",
-                        workload.run_name(),
-                        outcome.status
-                    ));
-                } else {
-                    bail!(
-                        "training workload `{}` {} against the {} binaries. Its output ends \
-                         with:\n{tail}\nFull log: {}\n{}Fix the workload, or set \
-                         allow_failure = true for it in {} if failing is expected.",
-                        workload.run_name(),
-                        outcome.status,
-                        stage.name(),
-                        outcome.log_path.display(),
-                        self.emulated_start_hint()
-                            .map(|hint| format!("{hint}\n"))
-                            .unwrap_or_default(),
-                        self.config.display_path()
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
+/// A training loop: workloads run one after the other against a stage's binaries.
+#[derive(Clone, Copy)]
+pub(crate) struct Training<'a> {
+    pub stage: Stage,
+    pub manifest: &'a StageManifest,
+    pub workloads: &'a [Workload],
+    /// Logs are `logs/<prefix>-<workload>.log`.
+    pub log_prefix: &'a str,
+    /// Readies a workload's profile directory and returns the variables that point the
+    /// binaries at it.
+    pub prepare: &'a dyn Fn(&Workload) -> Result<exec::EnvVars>,
+    /// Records how a workload ended.
+    pub finish: &'a dyn Fn(&Workload, &exec::Outcome) -> Result<()>,
+}
 
-    /// When the kernel cannot run the target's binaries itself (emulated, no binfmt_misc
-    /// entry): what a process an instrumented binary started directly meets, and the fix.
-    fn emulated_start_hint(&self) -> Option<String> {
-        let arch = &self.platform.arch;
-        if !self.platform.execution().emulated()
-            || crate::toolchain::targets::binfmt_registered(arch)
-        {
-            return None;
-        }
-        Some(format!(
-            "If it starts {arch} binaries itself: they run here only through the runner, and a \
-             process started directly (a path, current_exe()) fails with 'Exec format error' \
-             (exit status 127 from a spawn). Start them through $PGO_BUILD_BIN_<NAME>, which \
-             runs the runner, or register qemu-{arch} with binfmt_misc (Debian: `apt-get \
-             install qemu-user-binfmt`)."
-        ))
+/// Runs a training loop. A failing workload fails the step unless `allow_failure` is set.
+pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> Result<()> {
+    let Training {
+        stage,
+        manifest,
+        workloads,
+        log_prefix,
+        prepare,
+        finish,
+    } = training;
+    let bin_names: Vec<&str> = manifest.binaries.iter().map(|b| b.name.as_str()).collect();
+    let (bin_dir, platform_env) = runnable_bins(cx, &cx.layout, stage, &bin_names)?;
+    if emulated_start_hint(cx).is_some() {
+        cx.printer.info(format!(
+            "{} binaries run here only through the runner: a process they start must be \
+             started through $PGO_BUILD_BIN_<NAME> (see `pgo-build doctor`)",
+            cx.platform.arch
+        ));
     }
-
-    pub(crate) fn training_workloads(&self, names: &[String]) -> Result<Vec<Workload>> {
-        if names.is_empty() {
-            let workloads = self.config.train_runs();
-            if workloads.is_empty() {
-                bail!("{}", self.no_train_workloads());
-            }
-            self.check_cargo_targets(&workloads)?;
-            return Ok(workloads);
-        }
-        let named: Vec<Workload> = names
+    let running = cx.layout.running_dir();
+    remove_logs_of_unknown_workloads(cx, log_prefix, |rest| Some(rest));
+    for workload in workloads {
+        let mut extra_env = platform_env.clone();
+        extra_env.extend(prepare(workload)?);
+        let target = exec::Target {
+            stage,
+            bin_dir: &bin_dir,
+            bin_names: bin_names.clone(),
+            workspace_root: &cx.workspace.root,
+            extra_env,
+            wrapper: Vec::new(),
+            log_path: cx
+                .layout
+                .logs_dir()
+                .join(format!("{log_prefix}-{}.log", workload.run_name())),
+            running_dir: Some(&running),
+        };
+        cx.printer
+            .info(format!("workload {} ...", workload.run_name()));
+        let running = resolve_workload(cx, &cx.layout, stage, manifest, workload)?;
+        let raw_dir = target
+            .extra_env
             .iter()
-            .map(|name| {
-                let workload = self.config.workload(name).with_context(|| {
+            .find(|(key, _)| key == "LLVM_PROFILE_FILE")
+            .and_then(|(_, pattern)| Path::new(pattern).parent().map(Path::to_path_buf))
+            .filter(|_| !cx.config.pgo.keep_raw_profiles);
+        let mut outcome = match raw_dir {
+            Some(raw_dir) => {
+                let profdata = cx.profdata()?;
+                let (outcome, merged) =
+                    profiles::compact::while_running(&raw_dir, profdata, &cx.printer, || {
+                        target.run(&running, &cx.printer)
+                    });
+                let outcome = outcome?;
+                let merged = merged.with_context(|| {
                     format!(
-                        "no workload named `{name}` in {}; defined: {}",
-                        self.config.display_path(),
-                        self.config
-                            .workloads
-                            .iter()
-                            .map(Workload::name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "could not merge the raw profiles of workload `{}` in {}",
+                        workload.run_name(),
+                        raw_dir.display()
                     )
                 })?;
-                if workload.role != Role::Train {
-                    bail!(
-                        "workload `{name}` has role = \"holdout\": training on it would make the \
-                         held-out comparison meaningless. Change its role in {} to train on it.",
-                        self.config.display_path()
-                    );
+                if merged.files > 0 {
+                    cx.printer.detail(format!(
+                        "merged {} raw profiles ({}) as they were written",
+                        merged.files,
+                        crate::util::units::human_bytes(merged.raw_bytes)
+                    ));
                 }
-                Ok(workload.clone())
-            })
-            .collect::<Result<_>>()?;
-        let runs: Vec<Workload> = named.iter().flat_map(Workload::parts).collect();
-        self.check_cargo_targets(&runs)?;
-        Ok(runs)
-    }
-
-    /// Refuses cargo workloads that name a bench, test, example or binary target the
-    /// workspace does not have: found before anything runs, not after the workloads before it.
-    pub(crate) fn check_cargo_targets(&self, workloads: &[Workload]) -> Result<()> {
-        for workload in workloads {
-            if let Some(args) = &workload.cargo
-                && let Err(reason) = cargo_workload::check_targets(args, &self.workspace.targets)
-            {
+                outcome
+            }
+            None => target.run(&running, &cx.printer)?,
+        };
+        // Processes that exited normally but whose profiles the runtime could not write
+        // (a full disk): not a training run to use, nor processes stopped by signals.
+        if let Some(failure) = exec::ProfileWriteFailure::find(&outcome.log_path) {
+            outcome.success = false;
+            outcome.status = "could not write its profiles".to_owned();
+            // On a full disk the record may not be written either; as started, it is
+            // just as unusable.
+            let _ = finish(workload, &outcome);
+            bail!(
+                "training workload `{}` against the {} binaries: {failure}. Nothing of this \
+                 run is used. Full log: {}",
+                workload.run_name(),
+                stage.name(),
+                outcome.log_path.display()
+            );
+        }
+        finish(workload, &outcome)?;
+        warn_about_error_lines(
+            &cx.printer,
+            &workload.run_name(),
+            &outcome.log_path,
+            (!outcome.success).then_some(outcome.status.as_str()),
+        );
+        cx.printer.info(format!(
+            "workload {}: {} in {:.2}s (log: {})",
+            workload.run_name(),
+            outcome.status,
+            outcome.duration.as_secs_f64(),
+            outcome.log_path.display()
+        ));
+        run.report
+            .training
+            .retain(|w| !(w.name == workload.run_name() && w.stage == stage.name()));
+        run.report.training.push(WorkloadRecord {
+            name: workload.run_name().to_owned(),
+            stage: stage.name().to_owned(),
+            status: outcome.status.clone(),
+            success: outcome.success,
+            duration_secs: outcome.duration.as_secs_f64(),
+            log: outcome.log_path.clone(),
+            stopped: outcome.stopped.clone(),
+            services: outcome
+                .services
+                .iter()
+                .map(|s| ServiceRecord {
+                    name: s.name.clone(),
+                    status: s.status.clone(),
+                    asked_by: s.asked_by.clone(),
+                    ended_early: s.ended_early,
+                    killed: s.killed.clone(),
+                    stop_failure: s.stop_failure.clone(),
+                    log: s.log.clone(),
+                })
+                .collect(),
+        });
+        let profile_dir = target
+            .extra_env
+            .iter()
+            .find(|(key, _)| key == start_marker::START_DIR_ENV)
+            .map(|(_, dir)| std::path::PathBuf::from(dir));
+        for service in &outcome.services {
+            let unwritten: Vec<String> = profile_dir
+                .iter()
+                .flat_map(|dir| {
+                    let pids: Vec<u32> = service
+                        .processes
+                        .iter()
+                        .map(|(pid, _)| *pid as u32)
+                        .collect();
+                    start_marker::unwritten(dir, &pids)
+                })
+                .filter_map(|pid| {
+                    let (_, name) = service.processes.iter().find(|(p, _)| *p as u32 == pid)?;
+                    Some(format!("{name} (pid {pid})"))
+                })
+                .collect();
+            if !unwritten.is_empty() && service.killed.is_empty() {
+                cx.caution(format!(
+                    "workload `{}` against the {} binaries: service `{}` was asked to stop \
+                     by {} and its process {} ended without writing a profile ({}). {SERVICE_FIX}",
+                    workload.run_name(),
+                    stage.name(),
+                    service.name,
+                    service.asked_by,
+                    unwritten.join(", "),
+                    service.status
+                ))?;
+            }
+            if let Some(problem) = service.problem() {
+                cx.caution(format!(
+                    "workload `{}` against the {} binaries: {problem}. What it ran is \
+                     missing from its profile. {SERVICE_FIX}",
+                    workload.run_name(),
+                    stage.name()
+                ))?;
+            }
+        }
+        if !outcome.stopped.is_empty() {
+            // What the stopped processes wrote is known where profiles go: say that, not
+            // what a stopped process may fail to do.
+            let pids: Vec<u32> = outcome.stopped.iter().map(|p| p.pid as u32).collect();
+            let lost = match &profile_dir {
+                Some(dir) => match start_marker::unwritten(dir, &pids).len() {
+                    0 => "each wrote its profile (a signal handler, or continuous mode), \
+                          but the workload must not leave them to pgo-build"
+                        .to_owned(),
+                    n => format!(
+                        "{n} of them wrote no profile: a process stopped by a signal writes \
+                         none unless it calls pgo_build_rt::install() (SIGTERM, SIGINT) or \
+                         training runs in continuous mode (any signal)"
+                    ),
+                },
+                None => "a process stopped by a signal may write no profile".to_owned(),
+            };
+            cx.caution(format!(
+                "pgo-build had to stop processes of workload `{}`: {}; {lost}. Make the \
+                 workload stop its own children.",
+                workload.run_name(),
+                exec::describe_stopped(&outcome.stopped)
+            ))?;
+        }
+        if !outcome.success {
+            let tail = exec::log_tail(&outcome.log_path, 20);
+            if workload.allow_failure {
+                cx.printer.warn(format!(
+                    "workload `{}` {} (allow_failure = true)",
+                    workload.run_name(),
+                    outcome.status
+                ));
+            } else {
                 bail!(
-                    "cargo workload `{}` in {}: {reason}",
-                    workload.name(),
-                    self.config.display_path()
+                    "training workload `{}` {} against the {} binaries. Its output ends \
+                     with:\n{tail}\nFull log: {}\n{}Fix the workload, or set \
+                     allow_failure = true for it in {} if failing is expected.",
+                    workload.run_name(),
+                    outcome.status,
+                    stage.name(),
+                    outcome.log_path.display(),
+                    emulated_start_hint(cx)
+                        .map(|hint| format!("{hint}\n"))
+                        .unwrap_or_default(),
+                    cx.config.display_path()
                 );
             }
         }
-        Ok(())
     }
+    Ok(())
+}
 
-    /// Removes `logs/<prefix>-….log` files whose workload (`name_of` the rest of the file
-    /// name) is not in the configuration any more: a stale log beside fresh ones misleads.
-    pub(super) fn remove_logs_of_unknown_workloads(
-        &self,
-        prefix: &str,
-        name_of: impl Fn(&str) -> Option<&str>,
-    ) {
-        for entry in std::fs::read_dir(self.layout.logs_dir())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let file_name = entry.file_name().to_string_lossy().into_owned();
-            let Some(workload) = file_name
-                .strip_prefix(&format!("{prefix}-"))
-                .and_then(|rest| rest.strip_suffix(".log"))
-                .and_then(&name_of)
-            else {
-                continue;
-            };
-            if !self.config.has_run(workload) {
-                self.printer.detail(format!(
-                    "removing {}: workload `{workload}` is not configured any more",
-                    entry.path().display()
-                ));
-                let _ = std::fs::remove_file(entry.path());
-            }
+/// When the kernel cannot run the target's binaries itself (emulated, no binfmt_misc
+/// entry): what a process an instrumented binary started directly meets, and the fix.
+fn emulated_start_hint(cx: &Context) -> Option<String> {
+    let arch = &cx.platform.arch;
+    if !cx.platform.execution().emulated() || crate::toolchain::targets::binfmt_registered(arch) {
+        return None;
+    }
+    Some(format!(
+        "If it starts {arch} binaries itself: they run here only through the runner, and a \
+         process started directly (a path, current_exe()) fails with 'Exec format error' \
+         (exit status 127 from a spawn). Start them through $PGO_BUILD_BIN_<NAME>, which \
+         runs the runner, or register qemu-{arch} with binfmt_misc (Debian: `apt-get \
+         install qemu-user-binfmt`)."
+    ))
+}
+
+pub(crate) fn training_workloads(cx: &Context, names: &[String]) -> Result<Vec<Workload>> {
+    if names.is_empty() {
+        let workloads = cx.config.train_runs();
+        if workloads.is_empty() {
+            bail!("{}", cx.no_train_workloads());
         }
+        check_cargo_targets(cx, &workloads)?;
+        return Ok(workloads);
     }
+    let named: Vec<Workload> = names
+        .iter()
+        .map(|name| {
+            let workload = cx.config.workload(name).with_context(|| {
+                format!(
+                    "no workload named `{name}` in {}; defined: {}",
+                    cx.config.display_path(),
+                    cx.config
+                        .workloads
+                        .iter()
+                        .map(Workload::name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+            if workload.role != Role::Train {
+                bail!(
+                    "workload `{name}` has role = \"holdout\": training on it would make the \
+                     held-out comparison meaningless. Change its role in {} to train on it.",
+                    cx.config.display_path()
+                );
+            }
+            Ok(workload.clone())
+        })
+        .collect::<Result<_>>()?;
+    let runs: Vec<Workload> = named.iter().flat_map(Workload::parts).collect();
+    check_cargo_targets(cx, &runs)?;
+    Ok(runs)
+}
 
-    /// A workload as it runs against `stage`: itself, or for a `cargo` workload that cargo
-    /// command with the stage's own build settings, as recorded in its `stage.json` (target
-    /// dir, cargo profile, target, features, rustflags, linker), so the units it shares with
-    /// the staged binaries are reused as they are.
-    pub(crate) fn resolve_workload(
-        &self,
-        layout: &Layout,
-        stage: Stage,
-        manifest: &StageManifest,
-        workload: &Workload,
-    ) -> Result<Job> {
-        let Some(args) = &workload.cargo else {
-            return Ok(Job::new(workload, workload.command.clone()));
-        };
-        if !matches!(
-            stage,
-            Stage::Baseline | Stage::Instrumented | Stage::Optimized
-        ) {
+/// Refuses cargo workloads that name a bench, test, example or binary target the
+/// workspace does not have: found before anything runs, not after the workloads before it.
+pub(crate) fn check_cargo_targets(cx: &Context, workloads: &[Workload]) -> Result<()> {
+    for workload in workloads {
+        if let Some(args) = &workload.cargo
+            && let Err(reason) = cargo_workload::check_targets(args, &cx.workspace.targets)
+        {
             bail!(
-                "workload `{}` is a cargo workload: it builds its own binaries, and the {} stage \
-                 is made by post-processing staged binaries (BOLT), so it cannot run against it",
+                "cargo workload `{}` in {}: {reason}",
                 workload.name(),
-                stage.name()
+                cx.config.display_path()
             );
         }
-        let settings = &manifest.settings;
-        cargo_workload::check_profile(args, &settings.profile).map_err(|reason| {
-            anyhow::anyhow!(
-                "workload `{}` in {}: {reason}",
-                workload.name(),
-                self.config.display_path()
-            )
-        })?;
-        let mut flags = settings.common_rustflags.clone();
-        flags.extend(manifest.stage_rustflags.iter().cloned());
-        for flag in &flags {
-            // The optimized stage names its profile by a copy outside the checkout.
-            if let Some(copy) = flag
-                .strip_prefix("-Cprofile-use=")
-                .map(std::path::Path::new)
-                && !copy.is_file()
-            {
-                let original = layout
-                    .profiles_dir()
-                    .join(copy.file_name().unwrap_or_default());
-                if !original.is_file() || profiles::checkout_independent(&original) != copy {
-                    bail!(
-                        "the profile the {} stage was built with ({}) is gone; run `pgo-build \
-                         optimize` again before running cargo workload `{}` against it",
-                        stage.name(),
-                        copy.display(),
-                        workload.name()
-                    );
-                }
-            }
-        }
-        if stage == Stage::Instrumented {
-            // Its flags link the start marker, which an unpacked stage (another machine's
-            // build) does not bring: made again here, under the same content-addressed name.
-            start_marker::object(&layout.stage_dir(stage), &self.platform, &self.printer)?;
-        }
-        let budget = self.config.build.memory_budget.resolve().0;
-        let (linker, _, _) = self.linker_setup(layout, stage, budget)?;
-        flags.push(linker.flag.clone());
-        // No rustc wrapper here to resolve them for registry crates that link (cdylibs): the
-        // cache-friendly relative paths of pgo-build's files become absolute.
-        for flag in &mut flags {
-            if let Some(absolute) = crate::layout::absolute_own_path(flag, &self.workspace.root) {
-                *flag = absolute;
-            }
-        }
-        let mut line = vec![
-            crate::cargo::workspace::cargo_program()
-                .to_string_lossy()
-                .into_owned(),
-        ];
-        line.extend(cargo_workload::command_line(
-            args,
-            &settings.profile,
-            &settings.target,
-            &layout.cargo_target_dir(stage),
-            &settings.features,
-            &settings.cargo_config,
-        ));
-        let mut job = Job::new(workload, WorkloadCommand::Argv(line));
-        job.env
-            .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
-        job.env.extend(linker.env);
-        // The stage's C as it was built: another CC would make cargo compile it again.
-        if let Some(c) =
-            self.c_compiler_setup(layout, stage, settings, &manifest.stage_rustflags)?
-        {
-            job.env.extend(c.env);
-        }
-        // criterion's results per stage, not one directory that mixes variants.
-        job.env.insert(
-            "CRITERION_HOME".to_owned(),
-            criterion::home(&layout.cargo_target_dir(stage))
-                .display()
-                .to_string(),
-        );
-        Ok(job)
     }
+    Ok(())
+}
 
-    /// Where workloads find a stage's binaries, and the variables those need: the staged
-    /// binaries themselves, or for a target with a runner, scripts in `<stage>/run/` that exec
-    /// the runner with them (so `PGO_BUILD_BIN_<NAME>` runs directly for every target).
-    pub(crate) fn runnable_bins(
-        &self,
-        layout: &Layout,
-        stage: Stage,
-        names: &[&str],
-    ) -> Result<(std::path::PathBuf, exec::EnvVars)> {
-        let bin_dir = layout.bin_dir(stage);
-        match self.platform.execution() {
-            Execution::Native => Ok((bin_dir, Vec::new())),
-            Execution::Impossible(why) => bail!("{why}"),
-            Execution::Runner { runner, .. } => {
-                let dir = targets::write_runner_scripts(
-                    &layout.stage_dir(stage).join("run"),
-                    &bin_dir,
-                    names,
-                    &runner,
-                )?;
-                // Processes started directly (through binfmt_misc, without the runner's
-                // arguments) find the target's libraries here.
-                let env = runner
-                    .ld_prefix()
-                    .map(|prefix| vec![("QEMU_LD_PREFIX".to_owned(), prefix.to_owned())])
-                    .unwrap_or_default();
-                Ok((dir, env))
+/// Removes `logs/<prefix>-….log` files whose workload (`name_of` the rest of the file
+/// name) is not in the configuration any more: a stale log beside fresh ones misleads.
+pub(super) fn remove_logs_of_unknown_workloads(
+    cx: &Context,
+    prefix: &str,
+    name_of: impl Fn(&str) -> Option<&str>,
+) {
+    for entry in std::fs::read_dir(cx.layout.logs_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(workload) = file_name
+            .strip_prefix(&format!("{prefix}-"))
+            .and_then(|rest| rest.strip_suffix(".log"))
+            .and_then(&name_of)
+        else {
+            continue;
+        };
+        if !cx.config.has_run(workload) {
+            cx.printer.detail(format!(
+                "removing {}: workload `{workload}` is not configured any more",
+                entry.path().display()
+            ));
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// A workload as it runs against `stage`: itself, or for a `cargo` workload that cargo
+/// command with the stage's own build settings, as recorded in its `stage.json` (target
+/// dir, cargo profile, target, features, rustflags, linker), so the units it shares with
+/// the staged binaries are reused as they are.
+pub(crate) fn resolve_workload(
+    cx: &Context,
+    layout: &Layout,
+    stage: Stage,
+    manifest: &StageManifest,
+    workload: &Workload,
+) -> Result<Job> {
+    let Some(args) = &workload.cargo else {
+        return Ok(Job::new(workload, workload.command.clone()));
+    };
+    if !matches!(
+        stage,
+        Stage::Baseline | Stage::Instrumented | Stage::Optimized
+    ) {
+        bail!(
+            "workload `{}` is a cargo workload: it builds its own binaries, and the {} stage \
+             is made by post-processing staged binaries (BOLT), so it cannot run against it",
+            workload.name(),
+            stage.name()
+        );
+    }
+    let settings = &manifest.settings;
+    cargo_workload::check_profile(args, &settings.profile).map_err(|reason| {
+        anyhow::anyhow!(
+            "workload `{}` in {}: {reason}",
+            workload.name(),
+            cx.config.display_path()
+        )
+    })?;
+    let mut flags = settings.common_rustflags.clone();
+    flags.extend(manifest.stage_rustflags.iter().cloned());
+    for flag in &flags {
+        // The optimized stage names its profile by a copy outside the checkout.
+        if let Some(copy) = flag
+            .strip_prefix("-Cprofile-use=")
+            .map(std::path::Path::new)
+            && !copy.is_file()
+        {
+            let original = layout
+                .profiles_dir()
+                .join(copy.file_name().unwrap_or_default());
+            if !original.is_file() || profiles::checkout_independent(&original) != copy {
+                bail!(
+                    "the profile the {} stage was built with ({}) is gone; run `pgo-build \
+                     optimize` again before running cargo workload `{}` against it",
+                    stage.name(),
+                    copy.display(),
+                    workload.name()
+                );
             }
+        }
+    }
+    if stage == Stage::Instrumented {
+        // Its flags link the start marker, which an unpacked stage (another machine's
+        // build) does not bring: made again here, under the same content-addressed name.
+        start_marker::object(&layout.stage_dir(stage), &cx.platform, &cx.printer)?;
+    }
+    let budget = cx.config.build.memory_budget.resolve().0;
+    let (linker, _, _) = linker_setup(cx, layout, stage, budget)?;
+    flags.push(linker.flag.clone());
+    // No rustc wrapper here to resolve them for registry crates that link (cdylibs): the
+    // cache-friendly relative paths of pgo-build's files become absolute.
+    for flag in &mut flags {
+        if let Some(absolute) = crate::layout::absolute_own_path(flag, &cx.workspace.root) {
+            *flag = absolute;
+        }
+    }
+    let mut line = vec![
+        crate::cargo::workspace::cargo_program()
+            .to_string_lossy()
+            .into_owned(),
+    ];
+    line.extend(cargo_workload::command_line(
+        args,
+        &settings.profile,
+        &settings.target,
+        &layout.cargo_target_dir(stage),
+        &settings.features,
+        &settings.cargo_config,
+    ));
+    let mut job = Job::new(workload, WorkloadCommand::Argv(line));
+    job.env
+        .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
+    job.env.extend(linker.env);
+    // The stage's C as it was built: another CC would make cargo compile it again.
+    if let Some(c) = c_compiler_setup(cx, layout, stage, settings, &manifest.stage_rustflags)? {
+        job.env.extend(c.env);
+    }
+    // criterion's results per stage, not one directory that mixes variants.
+    job.env.insert(
+        "CRITERION_HOME".to_owned(),
+        criterion::home(&layout.cargo_target_dir(stage))
+            .display()
+            .to_string(),
+    );
+    Ok(job)
+}
+
+/// Where workloads find a stage's binaries, and the variables those need: the staged
+/// binaries themselves, or for a target with a runner, scripts in `<stage>/run/` that exec
+/// the runner with them (so `PGO_BUILD_BIN_<NAME>` runs directly for every target).
+pub(crate) fn runnable_bins(
+    cx: &Context,
+    layout: &Layout,
+    stage: Stage,
+    names: &[&str],
+) -> Result<(std::path::PathBuf, exec::EnvVars)> {
+    let bin_dir = layout.bin_dir(stage);
+    match cx.platform.execution() {
+        Execution::Native => Ok((bin_dir, Vec::new())),
+        Execution::Impossible(why) => bail!("{why}"),
+        Execution::Runner { runner, .. } => {
+            let dir = targets::write_runner_scripts(
+                &layout.stage_dir(stage).join("run"),
+                &bin_dir,
+                names,
+                &runner,
+            )?;
+            // Processes started directly (through binfmt_misc, without the runner's
+            // arguments) find the target's libraries here.
+            let env = runner
+                .ld_prefix()
+                .map(|prefix| vec![("QEMU_LD_PREFIX".to_owned(), prefix.to_owned())])
+                .unwrap_or_default();
+            Ok((dir, env))
         }
     }
 }

@@ -2,7 +2,9 @@
 //! in every stage. Progress and logs go to stderr; tables meant to be read or piped go to
 //! stdout.
 
+use std::collections::BTreeSet;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
@@ -14,14 +16,44 @@ pub enum Verbosity {
     Verbose,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// Cheap to clone: clones share what has been shown (see [`Printer::warn_once`]).
+#[derive(Debug, Clone)]
 pub struct Printer {
     verbosity: Verbosity,
+    /// What [`Printer::warn_once`] and [`Printer::first_showing`] have let through: one
+    /// command's stages (and `explore`'s builds) would otherwise repeat each other's warnings.
+    shown: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl Printer {
     pub fn new(verbosity: Verbosity) -> Printer {
-        Printer { verbosity }
+        Printer {
+            verbosity,
+            shown: Arc::default(),
+        }
+    }
+
+    /// The same verbosity with nothing shown yet: one target's commands repeat what another
+    /// target's said, since it may hold for both.
+    pub fn with_fresh_memory(&self) -> Printer {
+        Printer::new(self.verbosity)
+    }
+
+    /// A warning, unless this printer (or a clone) has given the same one already.
+    pub fn warn_once(&self, message: String) {
+        // Keyed apart from the texts of `first_showing` (a compiler's warnings).
+        if self.first_showing(&format!("pgo-build warning\n{message}")) {
+            self.warn(message);
+        }
+    }
+
+    /// Whether `text` (a compiler warning, a table) is shown for the first time: true once,
+    /// false when this printer or a clone has been asked before.
+    pub fn first_showing(&self, text: &str) -> bool {
+        self.shown
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(text.to_owned())
     }
 
     pub fn is_verbose(&self) -> bool {

@@ -4,103 +4,99 @@
 
 use anyhow::{Result, bail};
 
-use super::super::Session;
 use crate::config::Workload;
 use crate::exec;
 use crate::measure::criterion;
 use crate::measure::metric::{Decider, Metric};
+use crate::pipeline::context::Context;
 
-impl Session {
-    /// For a target whose binaries run under an emulator: what the figures mean (wall and CPU
-    /// time of the emulation), or the refusal of instruction counts, which cannot be taken.
-    pub(super) fn emulation_note(&self, metric: Metric) -> Result<Option<String>> {
-        let execution = self.platform.execution();
-        let Some(runner) = execution.runner().filter(|_| execution.emulated()) else {
-            return Ok(None);
-        };
-        let triple = &self.platform.triple;
-        if metric == Metric::Instructions {
+/// For a target whose binaries run under an emulator: what the figures mean (wall and CPU
+/// time of the emulation), or the refusal of instruction counts, which cannot be taken.
+pub(super) fn emulation_note(cx: &Context, metric: Metric) -> Result<Option<String>> {
+    let execution = cx.platform.execution();
+    let Some(runner) = execution.runner().filter(|_| execution.emulated()) else {
+        return Ok(None);
+    };
+    let triple = &cx.platform.triple;
+    if metric == Metric::Instructions {
+        bail!(
+            "--metric instructions cannot be measured for {triple} here: its binaries run \
+             under `{}`, which callgrind cannot run and whose own instructions perf would \
+             count. Here only wall and CPU time of the emulation can be measured \
+             (--metric wall or cpu), and they say little about {} hardware: for a figure \
+             that does, `pgo-build pack` the stages and compare on a machine of that \
+             architecture",
+            runner.display(),
+            cx.platform.arch,
+        );
+    }
+    Ok(Some(format!(
+        "{triple} binaries ran under the emulator `{}`: these times measure the emulation \
+         on this {} machine, not {} hardware; compare on {} hardware for figures that do",
+        runner.display(),
+        std::env::consts::ARCH,
+        cx.platform.arch,
+        cx.platform.arch
+    )))
+}
+
+/// What verdicts rest on: `--metric`, else `[compare] metric`, else wall time. A workload
+/// metric must be one the workloads report.
+pub(in crate::pipeline) fn decider(cx: &Context, flag: Option<&Decider>) -> Result<Decider> {
+    let decider = flag.cloned().unwrap_or_else(|| cx.config.compare.decider());
+    if let Some(name) = decider.reported() {
+        let reported = cx.config.reported_metrics();
+        // Benchmark ids are known once criterion has run: a cargo workload may report it.
+        let benchmark = name.starts_with(criterion::METRIC_PREFIX)
+            && cx.config.workloads.iter().any(|w| w.cargo.is_some());
+        if !benchmark && !reported.iter().any(|r| r == name) {
             bail!(
-                "--metric instructions cannot be measured for {triple} here: its binaries run \
-                 under `{}`, which callgrind cannot run and whose own instructions perf would \
-                 count. Here only wall and CPU time of the emulation can be measured \
-                 (--metric wall or cpu), and they say little about {} hardware: for a figure \
-                 that does, `pgo-build pack` the stages and compare on a machine of that \
-                 architecture",
-                runner.display(),
-                self.platform.arch,
+                "--metric {name}: no workload reports a metric of that name ({}). Declare it \
+                 in {} with [[workload.metric]] name = {name:?} and its direction",
+                if reported.is_empty() {
+                    "no workload declares a metric".to_owned()
+                } else {
+                    format!("reported: {}", reported.join(", "))
+                },
+                cx.config.display_path()
             );
         }
-        Ok(Some(format!(
-            "{triple} binaries ran under the emulator `{}`: these times measure the emulation \
-             on this {} machine, not {} hardware; compare on {} hardware for figures that do",
-            runner.display(),
-            std::env::consts::ARCH,
-            self.platform.arch,
-            self.platform.arch
-        )))
     }
+    Ok(decider)
+}
 
-    /// What verdicts rest on: `--metric`, else `[compare] metric`, else wall time. A workload
-    /// metric must be one the workloads report.
-    pub(in crate::pipeline) fn decider(&self, flag: Option<&Decider>) -> Result<Decider> {
-        let decider = flag
-            .cloned()
-            .unwrap_or_else(|| self.config.compare.decider());
-        if let Some(name) = decider.reported() {
-            let reported = self.config.reported_metrics();
-            // Benchmark ids are known once criterion has run: a cargo workload may report it.
-            let benchmark = name.starts_with(criterion::METRIC_PREFIX)
-                && self.config.workloads.iter().any(|w| w.cargo.is_some());
-            if !benchmark && !reported.iter().any(|r| r == name) {
-                bail!(
-                    "--metric {name}: no workload reports a metric of that name ({}). Declare it \
-                     in {} with [[workload.metric]] name = {name:?} and its direction",
-                    if reported.is_empty() {
-                        "no workload declares a metric".to_owned()
-                    } else {
-                        format!("reported: {}", reported.join(", "))
-                    },
-                    self.config.display_path()
-                );
-            }
-        }
-        Ok(decider)
+/// A run's outcome, refused when the workload failed (its time would mean nothing).
+pub(in crate::pipeline) fn checked_run(
+    cx: &Context,
+    workload: &Workload,
+    variant: &str,
+    outcome: exec::Outcome,
+) -> Result<exec::Outcome> {
+    if !outcome.stopped.is_empty() {
+        cx.printer.warn(format!(
+            "workload `{}` against the {} binaries: pgo-build had to stop {}",
+            workload.name(),
+            variant,
+            exec::describe_stopped(&outcome.stopped)
+        ));
     }
-
-    /// A run's outcome, refused when the workload failed (its time would mean nothing).
-    pub(in crate::pipeline) fn checked_run(
-        &self,
-        workload: &Workload,
-        variant: &str,
-        outcome: exec::Outcome,
-    ) -> Result<exec::Outcome> {
-        if !outcome.stopped.is_empty() {
-            self.printer.warn(format!(
-                "workload `{}` against the {} binaries: pgo-build had to stop {}",
-                workload.name(),
-                variant,
-                exec::describe_stopped(&outcome.stopped)
+    for service in &outcome.services {
+        if let Some(problem) = service.problem() {
+            cx.printer.warn(format!(
+                "workload `{}` against the {variant} binaries: {problem}",
+                workload.name()
             ));
         }
-        for service in &outcome.services {
-            if let Some(problem) = service.problem() {
-                self.printer.warn(format!(
-                    "workload `{}` against the {variant} binaries: {problem}",
-                    workload.name()
-                ));
-            }
-        }
-        if !outcome.success && !workload.allow_failure {
-            bail!(
-                "workload `{}` {} against the {} binaries, so its time means nothing. Its output ends with:\n{}\nFull log: {}",
-                workload.name(),
-                outcome.status,
-                variant,
-                exec::log_tail(&outcome.log_path, 20),
-                outcome.log_path.display()
-            );
-        }
-        Ok(outcome)
     }
+    if !outcome.success && !workload.allow_failure {
+        bail!(
+            "workload `{}` {} against the {} binaries, so its time means nothing. Its output ends with:\n{}\nFull log: {}",
+            workload.name(),
+            outcome.status,
+            variant,
+            exec::log_tail(&outcome.log_path, 20),
+            outcome.log_path.display()
+        );
+    }
+    Ok(outcome)
 }

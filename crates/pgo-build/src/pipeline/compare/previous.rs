@@ -6,100 +6,98 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 
-use super::super::Session;
 use super::Compared;
 use super::summary::summarize_candidates;
 use crate::cargo::build::{StageManifest, StagedBinary};
 use crate::layout::{Layout, Stage};
 use crate::measure::stats::PairedSummary;
+use crate::pipeline::context::Context;
 use crate::report::{CompareResult, decider_label};
 
 /// The variant's name in tables, logs and the report.
 pub const PREVIOUS: &str = "previous";
 
-impl Session {
-    /// `dir`'s binaries as the `previous` variant: every binary `like` has, by name.
-    pub(in crate::pipeline) fn previous_variant(
-        &self,
-        dir: &Path,
-        like: &Compared,
-    ) -> Result<Compared> {
-        if !dir.is_dir() {
-            bail!(
-                "--against {}: not a directory (give the directory holding the last release's binaries)",
-                dir.display()
-            );
-        }
-        let missing: Vec<&str> = like
-            .manifest
-            .binaries
-            .iter()
-            .map(|b| b.name.as_str())
-            .filter(|name| !dir.join(name).is_file())
-            .collect();
-        if !missing.is_empty() {
-            bail!(
-                "--against {}: the last release has no {} (every binary compared must be there, by name)",
-                dir.display(),
-                missing.join(", ")
-            );
-        }
-        let layout = Layout::at(self.layout.root().join(PREVIOUS));
-        // The layout's optimized slot holds them (they are somebody's release build).
-        let stage = Stage::Optimized;
-        let bin_dir = layout.bin_dir(stage);
-        if bin_dir.exists() {
-            crate::util::files::remove_dir_all(&bin_dir)?;
-        }
-        crate::util::files::create_dir_all(&bin_dir)?;
-        let mut binaries = Vec::new();
-        for binary in &like.manifest.binaries {
-            let source = dir.join(&binary.name);
-            let data = std::fs::read(&source)
-                .with_context(|| format!("could not read {}", source.display()))?;
-            let path = bin_dir.join(&binary.name);
-            crate::util::files::write_atomically(&path, &data)?;
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-            binaries.push(StagedBinary {
-                name: binary.name.clone(),
-                package: binary.package.clone(),
-                path,
-                source,
-                size_bytes: data.len() as u64,
-                loaded_bytes: crate::cargo::build::loaded_size(&data).ok(),
-                compressed_bytes: None,
-                build_id: None,
-                pgo: false,
-                bolted: false,
-                sha256: Some(crate::util::files::sha256_hex(&data)),
-            });
-        }
-        let id = crate::util::files::sha256_hex(
-            binaries
-                .iter()
-                .map(|b| b.sha256.clone().unwrap_or_default())
-                .collect::<String>()
-                .as_bytes(),
+/// `dir`'s binaries as the `previous` variant: every binary `like` has, by name.
+pub(in crate::pipeline) fn previous_variant(
+    cx: &Context,
+    dir: &Path,
+    like: &Compared,
+) -> Result<Compared> {
+    if !dir.is_dir() {
+        bail!(
+            "--against {}: not a directory (give the directory holding the last release's binaries)",
+            dir.display()
         );
-        Ok(Compared {
-            name: PREVIOUS.to_owned(),
-            stage,
-            layout,
-            manifest: StageManifest {
-                stage: PREVIOUS.to_owned(),
-                settings: like.manifest.settings.clone(),
-                stage_rustflags: Vec::new(),
-                binaries,
-                id: format!("{PREVIOUS}-{}", &id[..16]),
-                sources: None,
-                upstream: BTreeMap::new(),
-            },
-            log_prefix: "compare",
-            rebuild: "compare --against",
-        })
     }
+    let missing: Vec<&str> = like
+        .manifest
+        .binaries
+        .iter()
+        .map(|b| b.name.as_str())
+        .filter(|name| !dir.join(name).is_file())
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "--against {}: the last release has no {} (every binary compared must be there, by name)",
+            dir.display(),
+            missing.join(", ")
+        );
+    }
+    let layout = Layout::at(cx.layout.root().join(PREVIOUS));
+    // The layout's optimized slot holds them (they are somebody's release build).
+    let stage = Stage::Optimized;
+    let bin_dir = layout.bin_dir(stage);
+    if bin_dir.exists() {
+        crate::util::files::remove_dir_all(&bin_dir)?;
+    }
+    crate::util::files::create_dir_all(&bin_dir)?;
+    let mut binaries = Vec::new();
+    for binary in &like.manifest.binaries {
+        let source = dir.join(&binary.name);
+        let data = std::fs::read(&source)
+            .with_context(|| format!("could not read {}", source.display()))?;
+        let path = bin_dir.join(&binary.name);
+        crate::util::files::write_atomically(&path, &data)?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        binaries.push(StagedBinary {
+            name: binary.name.clone(),
+            package: binary.package.clone(),
+            path,
+            source,
+            size_bytes: data.len() as u64,
+            loaded_bytes: crate::cargo::build::loaded_size(&data).ok(),
+            compressed_bytes: None,
+            build_id: None,
+            pgo: false,
+            bolted: false,
+            sha256: Some(crate::util::files::sha256_hex(&data)),
+        });
+    }
+    let id = crate::util::files::sha256_hex(
+        binaries
+            .iter()
+            .map(|b| b.sha256.clone().unwrap_or_default())
+            .collect::<String>()
+            .as_bytes(),
+    );
+    Ok(Compared {
+        name: PREVIOUS.to_owned(),
+        stage,
+        layout,
+        manifest: StageManifest {
+            stage: PREVIOUS.to_owned(),
+            settings: like.manifest.settings.clone(),
+            stage_rustflags: Vec::new(),
+            binaries,
+            id: format!("{PREVIOUS}-{}", &id[..16]),
+            sources: None,
+            upstream: BTreeMap::new(),
+        },
+        log_prefix: "compare",
+        rebuild: "compare --against",
+    })
 }
 
 /// Each candidate against `previous` on each workload of `result`, from the same rounds:

@@ -1,11 +1,11 @@
 //! `explore --apply`: the recommended variant's settings written into `pgo-build.toml`
 //! (toml_edit, keeping the user's comments and layout).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 
 use super::variants::{Variant, known_variants};
 use crate::config;
-use crate::pipeline::Session;
+use crate::pipeline::context::Context;
 use crate::report::ExploreResult;
 use crate::util::files::write_atomically;
 
@@ -75,67 +75,63 @@ pub fn apply_to_config(text: &str, variant: &Variant) -> Result<String> {
     Ok(document.to_string())
 }
 
-impl Session {
-    /// `--apply`: the recommended variant's settings into `pgo-build.toml`.
-    pub(super) fn apply(&mut self, result: &ExploreResult) -> Result<()> {
-        if let Some(why) = &result.undecided {
-            bail!(
-                "--apply: nothing was applied, because the measurements cannot decide yet: {why}"
-            );
-        }
-        let Some(recommendation) = &result.recommendation else {
-            bail!(
-                "--apply: nothing was applied, because not every variant was built and \
-                 measured; run `pgo-build explore` again to finish first"
-            );
-        };
-        let variants = known_variants(&self.config)?;
-        let variant = variants
-            .iter()
-            .find(|v| v.name == recommendation.variant)
-            .expect("the recommendation is a known variant");
-        if !variant.pgo {
-            bail!(
-                "--apply: nothing was applied, because the recommendation is `{}`, without PGO: \
-                 {}",
-                variant.name,
-                recommendation.evidence
-            );
-        }
-        let path = self
-            .config
-            .path
-            .clone()
-            .unwrap_or_else(|| self.workspace.root.join(config::CONFIG_FILE_NAME));
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let updated = apply_to_config(&text, variant)
-            .with_context(|| format!("--apply: could not edit {}", path.display()))?;
-        // What is written must load: checked before it replaces the file.
-        config::Config::parse(&updated, &path)
-            .with_context(|| format!("--apply: the edited {} would not load", path.display()))?;
-        write_atomically(&path, updated.as_bytes())?;
-        self.printer.info(format!(
-            "applied `{}` to {}: [build] profile_overrides = {{{}}}, rustflags = {:?}, [bolt] \
-             enabled = {}, [pgo] cross_language = {}. `pgo-build run` builds it from now on.",
-            variant.name,
-            path.display(),
-            variant
-                .build
-                .profile_overrides
-                .iter()
-                .map(|(k, v)| format!("{k} = {v}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            variant.build.rustflags,
-            variant.bolt,
-            match variant.build.c {
-                config::CBuild::Pgo => "true".to_owned(),
-                config::CBuild::PgoXlto => format!("{:?}", config::CROSS_LANGUAGE_THIN_LTO),
-                config::CBuild::User | config::CBuild::Clang => "false".to_owned(),
-            }
-        ));
-        Ok(())
+/// `--apply`: the recommended variant's settings into `pgo-build.toml`.
+pub(super) fn apply(cx: &Context, result: &ExploreResult) -> Result<()> {
+    if let Some(why) = &result.undecided {
+        bail!("--apply: nothing was applied, because the measurements cannot decide yet: {why}");
     }
+    let Some(recommendation) = &result.recommendation else {
+        bail!(
+            "--apply: nothing was applied, because not every variant was built and \
+             measured; run `pgo-build explore` again to finish first"
+        );
+    };
+    let variants = known_variants(&cx.config)?;
+    let variant = variants
+        .iter()
+        .find(|v| v.name == recommendation.variant)
+        .expect("the recommendation is a known variant");
+    if !variant.pgo {
+        bail!(
+            "--apply: nothing was applied, because the recommendation is `{}`, without PGO: \
+             {}",
+            variant.name,
+            recommendation.evidence
+        );
+    }
+    let path = cx
+        .config
+        .path
+        .clone()
+        .unwrap_or_else(|| cx.workspace.root.join(config::CONFIG_FILE_NAME));
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let updated = apply_to_config(&text, variant)
+        .with_context(|| format!("--apply: could not edit {}", path.display()))?;
+    // What is written must load: checked before it replaces the file.
+    config::Config::parse(&updated, &path)
+        .with_context(|| format!("--apply: the edited {} would not load", path.display()))?;
+    write_atomically(&path, updated.as_bytes())?;
+    cx.printer.info(format!(
+        "applied `{}` to {}: [build] profile_overrides = {{{}}}, rustflags = {:?}, [bolt] \
+         enabled = {}, [pgo] cross_language = {}. `pgo-build run` builds it from now on.",
+        variant.name,
+        path.display(),
+        variant
+            .build
+            .profile_overrides
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        variant.build.rustflags,
+        variant.bolt,
+        match variant.build.c {
+            config::CBuild::Pgo => "true".to_owned(),
+            config::CBuild::PgoXlto => format!("{:?}", config::CROSS_LANGUAGE_THIN_LTO),
+            config::CBuild::User | config::CBuild::Clang => "false".to_owned(),
+        }
+    ));
+    Ok(())
 }
 
 #[cfg(test)]

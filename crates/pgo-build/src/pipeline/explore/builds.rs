@@ -1,4 +1,4 @@
-//! One build per set of settings: a [`Session`] in its own layout under
+//! One build per set of settings: a context ([`Context::with_build`]) in its own layout under
 //! `explore/builds/<key>/` (or the pipeline's own session when the settings are its own),
 //! built through `run`'s cached stages; BOLT and profile-use-only variants reuse a training
 //! through an exported profile. The `--budget` clock.
@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 
 use super::variants::{Variant, training_settings};
 use crate::cargo::build::StageManifest;
@@ -14,8 +14,10 @@ use crate::cli::RunArgs;
 use crate::config::BuildVariant;
 use crate::layout::step::Step;
 use crate::layout::{Layout, Stage};
-use crate::pipeline::Session;
 use crate::pipeline::compare::Compared;
+use crate::pipeline::context::{Context, Run};
+use crate::pipeline::profile::export;
+use crate::pipeline::run::pipeline_stage;
 use crate::report::ExploreStageCost;
 use crate::util::files::write_atomically;
 use crate::util::fingerprint::Fingerprint;
@@ -68,22 +70,26 @@ pub(super) fn budget_note(clock: &Clock) -> String {
     )
 }
 
-/// Runs `stages` on `session`, cached as in `run`, each one's cost added to `costs`. Returns
+/// Runs `stages` in `cx`, cached as in `run`, each one's cost added to `costs`. Returns
 /// false when the budget ran out before a stage.
 pub(super) fn run_stages(
-    session: &mut Session,
+    cx: &Context,
+    run: &mut Run,
     label: &str,
     stages: &[Step],
     args: &RunArgs,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
 ) -> Result<bool> {
+    let mut trained = None;
     for &stage in stages {
         if clock.exhausted() {
             return Ok(false);
         }
-        session.pipeline_stage(stage, args)?;
-        let record = session.report.stage_record(stage.name());
+        if let Some(handed) = pipeline_stage(cx, run, stage, args, trained.as_ref())? {
+            trained = Some(handed);
+        }
+        let record = run.report.stage_record(stage.name());
         costs.push(ExploreStageCost {
             build: label.to_owned(),
             stage: stage.name().to_owned(),
@@ -145,186 +151,193 @@ pub(super) fn describe_build(build: &Build) -> String {
     format!("{kind}: {}", build.settings.describe())
 }
 
-impl Session {
-    /// Builds what `variant` needs, through `run`'s cached stages; `None` when the budget ran
-    /// out first.
-    pub(super) fn build_variant(
-        &mut self,
-        variant: &Variant,
-        clock: &Clock,
-    ) -> Result<Option<Built>> {
-        let trains_alike = training_settings(&variant.build) == variant.build;
-        let (kind, stages, stage): (BuildKind, &[Step], Stage) = match (variant.pgo, variant.bolt) {
-            (false, false) => (BuildKind::Plain, &[Step::Build], Stage::Baseline),
-            (true, false) if trains_alike => (
-                BuildKind::Plain,
-                &[Step::Instrument, Step::Train, Step::Optimize],
-                Stage::Optimized,
-            ),
-            (true, false) => (BuildKind::Profiled, &[Step::Optimize], Stage::Optimized),
-            (pgo, true) => (
-                BuildKind::Bolt { pgo },
-                if pgo {
-                    &[Step::Optimize, Step::Bolt]
-                } else {
-                    &[Step::Build, Step::Bolt]
-                },
-                Stage::Bolt,
-            ),
-        };
-        let mut costs = Vec::new();
-        let profile = match kind {
-            BuildKind::Profiled | BuildKind::Bolt { pgo: true } => {
-                let Some(profile) =
-                    self.train_for(&training_settings(&variant.build), clock, &mut costs)?
-                else {
-                    return Ok(None);
-                };
-                Some(profile)
-            }
-            _ => None,
-        };
-        let build = Build {
-            settings: &variant.build,
-            kind,
-        };
-        let Some(layout) = self.run_build(&build, stages, profile, clock, &mut costs)? else {
-            return Ok(None);
-        };
-        Ok(Some(Built {
-            compared: compared(variant, layout, stage)?,
-            costs,
-        }))
-    }
-
-    /// The profile trained with `settings` (their plain build: instrument, train, and the
-    /// optimize that merges the profile), exported; the training's costs are added to `costs`
-    /// (not that optimize: its build is another variant's). `None` when the budget ran out.
-    pub(super) fn train_for(
-        &mut self,
-        settings: &BuildVariant,
-        clock: &Clock,
-        costs: &mut Vec<ExploreStageCost>,
-    ) -> Result<Option<PathBuf>> {
-        let plain = Build {
-            settings,
-            kind: BuildKind::Plain,
-        };
-        let training = [Step::Instrument, Step::Train, Step::Optimize];
-        let mut plain_costs = Vec::new();
-        let Some(layout) = self.run_build(&plain, &training, None, clock, &mut plain_costs)? else {
-            return Ok(None);
-        };
-        costs.extend(plain_costs.into_iter().filter(|c| c.stage != "optimize"));
-        Ok(Some(self.export_trained(&plain, &layout)?))
-    }
-
-    /// Runs `stages` of `build` (cached as in `run`), adding each one's cost to `costs`.
-    /// Returns the build's layout, or `None` when the budget ran out first.
-    pub(super) fn run_build(
-        &mut self,
-        build: &Build,
-        stages: &[Step],
-        profile: Option<PathBuf>,
-        clock: &Clock,
-        costs: &mut Vec<ExploreStageCost>,
-    ) -> Result<Option<Layout>> {
-        let run_args = RunArgs {
-            bolt_without_pgo: build.kind == BuildKind::Bolt { pgo: false },
-            ..RunArgs::default()
-        };
-        let (done, layout) = self.in_build(build, profile, |session, label| {
-            run_stages(session, label, stages, &run_args, clock, costs)
-        })?;
-        Ok(done.then_some(layout))
-    }
-
-    /// Runs `work` with the session of `build`: this one when the settings are the
-    /// pipeline's own (built where `run` builds them), else one in `explore/builds/<key>/`.
-    /// `work` gets the build's name for the report.
-    pub(super) fn in_build<T>(
-        &mut self,
-        build: &Build,
-        profile: Option<PathBuf>,
-        work: impl FnOnce(&mut Session, &str) -> Result<T>,
-    ) -> Result<(T, Layout)> {
-        let bolt = matches!(build.kind, BuildKind::Bolt { .. });
-        let own = build.kind == BuildKind::Plain
-            && *build.settings == self.config.variant()
-            && !self.config.bolt.enabled
-            && self.config.pgo.profile.is_none();
-        if own {
-            // explore judges size itself: a variant over [pgo] max_size_growth is measured and
-            // flagged, not left unbuilt.
-            let limit = self.config.pgo.max_size_growth.take();
-            let result = work(self, "target/pgo-build");
-            self.config.pgo.max_size_growth = limit;
-            return Ok((result?, self.layout.clone()));
+/// Builds what `variant` needs, through `run`'s cached stages; `None` when the budget ran
+/// out first.
+pub(super) fn build_variant(
+    cx: &Context,
+    run: &mut Run,
+    variant: &Variant,
+    clock: &Clock,
+) -> Result<Option<Built>> {
+    let trains_alike = training_settings(&variant.build) == variant.build;
+    let (kind, stages, stage): (BuildKind, &[Step], Stage) = match (variant.pgo, variant.bolt) {
+        (false, false) => (BuildKind::Plain, &[Step::Build], Stage::Baseline),
+        (true, false) if trains_alike => (
+            BuildKind::Plain,
+            &[Step::Instrument, Step::Train, Step::Optimize],
+            Stage::Optimized,
+        ),
+        (true, false) => (BuildKind::Profiled, &[Step::Optimize], Stage::Optimized),
+        (pgo, true) => (
+            BuildKind::Bolt { pgo },
+            if pgo {
+                &[Step::Optimize, Step::Bolt]
+            } else {
+                &[Step::Build, Step::Bolt]
+            },
+            Stage::Bolt,
+        ),
+    };
+    let mut costs = Vec::new();
+    let profile = match kind {
+        BuildKind::Profiled | BuildKind::Bolt { pgo: true } => {
+            let Some(profile) = train_for(
+                cx,
+                run,
+                &training_settings(&variant.build),
+                clock,
+                &mut costs,
+            )?
+            else {
+                return Ok(None);
+            };
+            Some(profile)
         }
-        let key = build_key(build);
-        let layout = Layout::at(self.layout.explore_dir().join("builds").join(&key));
-        crate::util::files::create_dir_all(layout.root())?;
-        write_atomically(
-            &layout.root().join("settings.txt"),
-            format!("{}\n", describe_build(build)).as_bytes(),
-        )?;
-        let mut session = self.with_build(layout.clone(), build.settings, bolt, profile)?;
-        session.config.pgo.max_size_growth = None;
-        let result = work(&mut session, &format!("explore/builds/{key}"));
-        // Warnings it showed are not shown again by later builds.
-        self.shown_warnings
-            .extend(std::mem::take(&mut session.shown_warnings));
-        self.shown_cautions
-            .borrow_mut()
-            .extend(session.shown_cautions.take());
-        Ok((result?, layout))
-    }
+        _ => None,
+    };
+    let build = Build {
+        settings: &variant.build,
+        kind,
+    };
+    let Some(layout) = run_build(cx, run, &build, stages, profile, clock, &mut costs)? else {
+        return Ok(None);
+    };
+    Ok(Some(Built {
+        compared: compared(variant, layout, stage)?,
+        costs,
+    }))
+}
 
-    /// The profile a plain build trained, exported with its metadata (toolchain, target) the
-    /// way a committed profile is, so the BOLT build's `optimize` checks it like one. Exported
-    /// once per profile: the name is the content-addressed one `optimize` merged.
-    pub(super) fn export_trained(&mut self, build: &Build, layout: &Layout) -> Result<PathBuf> {
-        let trained = trained_profile(layout)?;
-        let output = layout
-            .root()
-            .join("exported")
-            .join(trained.file_name().unwrap_or_default());
-        if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
-            return Ok(output);
-        }
-        crate::util::files::create_dir_all(output.parent().unwrap())?;
-        let args = crate::cli::ExportArgs {
-            output: Some(output.clone()),
-            rustc_estimates: None,
-            internal: true,
-        };
-        self.in_build(build, None, |session, _| session.export(&args))?;
-        Ok(output)
-    }
+/// The profile trained with `settings` (their plain build: instrument, train, and the
+/// optimize that merges the profile), exported; the training's costs are added to `costs`
+/// (not that optimize: its build is another variant's). `None` when the budget ran out.
+pub(super) fn train_for(
+    cx: &Context,
+    run: &mut Run,
+    settings: &BuildVariant,
+    clock: &Clock,
+    costs: &mut Vec<ExploreStageCost>,
+) -> Result<Option<PathBuf>> {
+    let plain = Build {
+        settings,
+        kind: BuildKind::Plain,
+    };
+    let training = [Step::Instrument, Step::Train, Step::Optimize];
+    let mut plain_costs = Vec::new();
+    let Some(layout) = run_build(cx, run, &plain, &training, None, clock, &mut plain_costs)? else {
+        return Ok(None);
+    };
+    costs.extend(plain_costs.into_iter().filter(|c| c.stage != "optimize"));
+    Ok(Some(export_trained(cx, run, &plain, &layout)?))
+}
 
-    /// Copies a variant's binaries to `explore/<variant>/bin/` (hard links where possible).
-    pub(super) fn publish(&self, name: &str, variant: &Compared) -> Result<PathBuf> {
-        variant.manifest.check_staged(name, variant.rebuild)?;
-        let dir = self.layout.explore_dir().join(name).join("bin");
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)
-                .with_context(|| format!("could not clear {}", dir.display()))?;
-        }
-        crate::util::files::create_dir_all(&dir)?;
-        for binary in &variant.manifest.binaries {
-            let to = dir.join(&binary.name);
-            if std::fs::hard_link(&binary.path, &to).is_err() {
-                std::fs::copy(&binary.path, &to).with_context(|| {
-                    format!(
-                        "could not copy {} to {}",
-                        binary.path.display(),
-                        to.display()
-                    )
-                })?;
-            }
-        }
-        Ok(dir)
+/// Runs `stages` of `build` (cached as in `run`), adding each one's cost to `costs`.
+/// Returns the build's layout, or `None` when the budget ran out first.
+pub(super) fn run_build(
+    cx: &Context,
+    run: &mut Run,
+    build: &Build,
+    stages: &[Step],
+    profile: Option<PathBuf>,
+    clock: &Clock,
+    costs: &mut Vec<ExploreStageCost>,
+) -> Result<Option<Layout>> {
+    let run_args = RunArgs {
+        bolt_without_pgo: build.kind == BuildKind::Bolt { pgo: false },
+        ..RunArgs::default()
+    };
+    let (done, layout) = in_build(cx, run, build, profile, |cx, run, label| {
+        run_stages(cx, run, label, stages, &run_args, clock, costs)
+    })?;
+    Ok(done.then_some(layout))
+}
+
+/// Runs `work` with the session of `build`: this one when the settings are the
+/// pipeline's own (built where `run` builds them), else one in `explore/builds/<key>/`.
+/// `work` gets the build's name for the report.
+pub(super) fn in_build<T>(
+    cx: &Context,
+    run: &mut Run,
+    build: &Build,
+    profile: Option<PathBuf>,
+    work: impl FnOnce(&Context, &mut Run, &str) -> Result<T>,
+) -> Result<(T, Layout)> {
+    let bolt = matches!(build.kind, BuildKind::Bolt { .. });
+    let own = build.kind == BuildKind::Plain
+        && *build.settings == cx.config.variant()
+        && !cx.config.bolt.enabled
+        && cx.config.pgo.profile.is_none();
+    if own {
+        // explore judges size itself: a variant over [pgo] max_size_growth is measured and
+        // flagged, not left unbuilt.
+        let result = work(&cx.without_size_limit(), run, "target/pgo-build");
+        return Ok((result?, cx.layout.clone()));
     }
+    let key = build_key(build);
+    let layout = Layout::at(cx.layout.explore_dir().join("builds").join(&key));
+    crate::util::files::create_dir_all(layout.root())?;
+    write_atomically(
+        &layout.root().join("settings.txt"),
+        format!("{}\n", describe_build(build)).as_bytes(),
+    )?;
+    // Its printer is this one's: warnings it shows are not shown again by later builds.
+    let build_cx = cx
+        .with_build(layout.clone(), build.settings, bolt, profile)?
+        .without_size_limit();
+    let mut build_run = Run::start(&build_cx)?;
+    let result = work(&build_cx, &mut build_run, &format!("explore/builds/{key}"));
+    Ok((result?, layout))
+}
+
+/// The profile a plain build trained, exported with its metadata (toolchain, target) the
+/// way a committed profile is, so the BOLT build's `optimize` checks it like one. Exported
+/// once per profile: the name is the content-addressed one `optimize` merged.
+pub(super) fn export_trained(
+    cx: &Context,
+    run: &mut Run,
+    build: &Build,
+    layout: &Layout,
+) -> Result<PathBuf> {
+    let trained = trained_profile(layout)?;
+    let output = layout
+        .root()
+        .join("exported")
+        .join(trained.file_name().unwrap_or_default());
+    if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
+        return Ok(output);
+    }
+    crate::util::files::create_dir_all(output.parent().unwrap())?;
+    let args = crate::cli::ExportArgs {
+        output: Some(output.clone()),
+        rustc_estimates: None,
+        internal: true,
+    };
+    in_build(cx, run, build, None, |cx, run, _| export(cx, run, &args))?;
+    Ok(output)
+}
+
+/// Copies a variant's binaries to `explore/<variant>/bin/` (hard links where possible).
+pub(super) fn publish(cx: &Context, name: &str, variant: &Compared) -> Result<PathBuf> {
+    variant.manifest.check_staged(name, variant.rebuild)?;
+    let dir = cx.layout.explore_dir().join(name).join("bin");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("could not clear {}", dir.display()))?;
+    }
+    crate::util::files::create_dir_all(&dir)?;
+    for binary in &variant.manifest.binaries {
+        let to = dir.join(&binary.name);
+        if std::fs::hard_link(&binary.path, &to).is_err() {
+            std::fs::copy(&binary.path, &to).with_context(|| {
+                format!(
+                    "could not copy {} to {}",
+                    binary.path.display(),
+                    to.display()
+                )
+            })?;
+        }
+    }
+    Ok(dir)
 }
 
 #[cfg(test)]

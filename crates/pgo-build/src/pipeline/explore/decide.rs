@@ -1,12 +1,12 @@
 //! The decision, from records only (pure, unit-tested): Pareto fronts of speed against build
 //! time and size, and the recommendation with its evidence.
 
-use super::variants::{BASELINE, PGO};
-use crate::config::{self, Growth};
-use crate::report::{ExploreRecommendation, ExploreSpeed, ExploreVariantRecord};
 use std::collections::BTreeMap;
 
+use super::variants::{BASELINE, PGO};
+use crate::config::{self, Growth};
 use crate::measure::stats::{self, PairedSummary, Verdict};
+use crate::report::{ExploreRecommendation, ExploreSpeed, ExploreVariantRecord};
 
 /// Marks the variants on the Pareto front of speed against each cost: no other measured
 /// variant is at least as fast and at least as cheap, and better in one of the two.

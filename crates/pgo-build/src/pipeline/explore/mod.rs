@@ -5,7 +5,7 @@
 //! writes to `pgo-build.toml`.
 //!
 //! Each set of build settings is a build of its own: a [`Layout`] under
-//! `explore/builds/<key>/`, built by a [`Session`] with those settings through the same cached
+//! `explore/builds/<key>/`, built in a context ([`super::context::Context`]) with those settings through the same cached
 //! stages as `run`. So a second `explore` rebuilds nothing that did not change, and the
 //! settings of the pipeline itself are built in `target/pgo-build/` (a `run` before `explore`
 //! is reused). BOLT variants link with relocations, a build of their own, optimized with the
@@ -25,225 +25,224 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-
-use super::Session;
-use super::compare::Compared;
-use crate::cli::ExploreArgs;
-use crate::config::{self, Role};
-use crate::exec::interrupt;
-use crate::measure::metric::Rounds;
-use crate::measure::metric::{self, Metric};
-use crate::report::tables::explore_table;
-use crate::report::{ExploreResult, ExploreVariantRecord};
 use builds::{Clock, budget_note};
 use decide::{Decision, apply_margin, mark_fronts, mark_size_changes, recommend};
 use variants::{BASELINE, PGO, describe, new_record, select_variants};
 
-impl Session {
-    pub fn explore(&mut self, args: &ExploreArgs) -> Result<()> {
-        let clock = Clock {
-            started: Instant::now(),
-            budget: args
-                .budget
-                .as_deref()
-                .map(|text| {
-                    config::parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}"))
-                })
-                .transpose()?,
-        };
-        // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
-        // times need rounds against noise.
-        let decider = self.decider(args.metric.as_ref())?;
-        let rounds = match (args.rounds, decider.measured()) {
-            (Some(rounds), _) => rounds,
-            (None, Metric::Instructions) => metric::INSTRUCTION_ROUNDS,
-            (None, _) => match self.config.compare.rounds {
-                Some(Rounds::Fixed(n)) => n,
-                _ => metric::DEFAULT_ROUNDS,
-            },
-        };
-        if rounds == 0 {
-            bail!("--rounds must be at least 1");
-        }
-        let variants = select_variants(&self.config, &args.variants)?;
-        let holdout: Vec<String> = self.config.workload_names(Role::Holdout);
-        if holdout.is_empty() {
-            bail!(
-                "explore measures speed on holdout workloads, and {} has none: add a [[workload]] \
-                 with role = \"holdout\" (work training never sees)",
-                self.config.display_path()
-            );
-        }
-        if let Some(problem) = self.no_training() {
-            bail!("{problem}; explore trains every PGO variant");
-        }
-        if self.config.pgo.profile.is_some() {
-            bail!(
-                "explore trains each PGO variant with its own settings, and {} sets [pgo] profile \
-                 (a committed profile, which fits one set of settings only). Remove it while \
-                 exploring, or explore in a checkout without it.",
-                self.config.display_path()
-            );
-        }
-        self.printer.info(format!(
-            "exploring {} variants: {}{}",
-            variants.len(),
-            variants
-                .iter()
-                .map(|v| v.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            clock
-                .budget
-                .map(|b| format!(" (budget {})", crate::util::printer::duration(b)))
-                .unwrap_or_default()
-        ));
-        let mut records: Vec<ExploreVariantRecord> = Vec::new();
-        let mut built: BTreeMap<String, Compared> = BTreeMap::new();
-        let mut stopped = None;
-        for variant in &variants {
-            let mut record = new_record(variant);
-            if clock.exhausted() {
-                record.status = "not built".to_owned();
-                record.detail = Some("the budget ran out first".to_owned());
-                stopped.get_or_insert_with(|| budget_note(&clock));
-                records.push(record);
-                continue;
-            }
-            self.printer
-                .info(format!("variant {}: {}", variant.name, describe(variant)));
-            match self.build_variant(variant, &clock) {
-                Ok(Some(done)) => {
-                    record.stages = done.costs;
-                    record.build_secs = Some(record.stages.iter().map(|c| c.secs).sum());
-                    record.peak_memory_bytes = record
-                        .stages
-                        .iter()
-                        .filter_map(|c| c.peak_memory_bytes)
-                        .max();
-                    let binaries = &done.compared.manifest.binaries;
-                    record.size_bytes = Some(binaries.iter().map(|b| b.size_bytes).sum());
-                    // Binaries staged by an older pgo-build have no loaded size recorded.
-                    record.loaded_bytes = binaries
-                        .iter()
-                        .map(|b| {
-                            b.loaded_bytes.or_else(|| {
-                                let data = std::fs::read(&b.path).ok()?;
-                                crate::cargo::build::loaded_size(&data).ok()
-                            })
-                        })
-                        .sum::<Option<u64>>();
-                    record.bin_dir = Some(self.publish(&variant.name, &done.compared)?);
-                    record.status = "not measured".to_owned();
-                    built.insert(variant.name.clone(), done.compared);
-                }
-                Ok(None) => {
-                    record.status = "not built".to_owned();
-                    record.detail = Some("the budget ran out while building it".to_owned());
-                    stopped.get_or_insert_with(|| budget_note(&clock));
-                }
-                Err(err) if err.downcast_ref::<interrupt::Interrupted>().is_some() => {
-                    return Err(err);
-                }
-                Err(err) if variant.name == BASELINE || variant.name == PGO => {
-                    return Err(err.context(format!(
-                        "explore could not build `{}`, which every other variant is measured \
-                         against",
-                        variant.name
-                    )));
-                }
-                Err(err) => {
-                    self.caution(format!(
-                        "variant `{}` could not be built, so it is left out: {err:#}",
-                        variant.name
-                    ))?;
-                    record.status = "build failed".to_owned();
-                    record.detail = Some(format!("{err:#}"));
-                }
-            }
-            records.push(record);
-        }
-        mark_size_changes(&mut records, self.config.pgo.max_size_growth.as_ref());
-        if stopped.is_none() {
-            self.measure_variants(&built, &mut records, &decider, rounds, &clock)?;
-            if clock.exhausted() && records.iter().any(|r| r.status == "not measured") {
-                stopped = Some(budget_note(&clock));
-            }
-        } else {
-            for record in &mut records {
-                if record.status == "not measured" {
-                    record.detail = Some("the budget ran out first".to_owned());
-                }
-            }
-        }
-        // Verdicts of measurements kept from earlier runs, under the margin configured now.
-        let margin = self.config.compare.margin();
-        apply_margin(&mut records, margin);
-        mark_fronts(&mut records);
-        records.sort_by(|a, b| {
-            let speed = |r: &ExploreVariantRecord| {
-                r.vs_baseline.as_ref().map_or(f64::INFINITY, |s| s.ratio)
-            };
-            speed(a).total_cmp(&speed(b))
-        });
-        let (recommendation, undecided) = match &stopped {
-            Some(_) => (None, None),
-            None => match recommend(&records, self.config.pgo.max_size_growth.as_ref(), margin) {
-                Decision::Recommend(recommendation) => (Some(recommendation), None),
-                Decision::Undecided(why) => (None, Some(why)),
-            },
-        };
-        let result = ExploreResult {
-            metric: decider.measured(),
-            decided_by: decider.reported().map(str::to_owned),
-            rounds,
-            workloads: holdout,
-            variants: records,
-            recommendation,
-            undecided,
-            stopped,
-        };
-        self.printer.table(explore_table(&result));
-        self.print_outcome(&result);
-        self.report.explore = Some(result.clone());
-        self.report.save(&self.layout.report())?;
-        if args.apply {
-            self.apply(&result)?;
-        }
-        Ok(())
-    }
+use super::compare::Compared;
+use super::compare::checks::decider;
+use super::context::{Context, Run};
+use super::doctor::no_training;
+use super::explore::apply::apply;
+use super::explore::builds::{build_variant, publish};
+use super::explore::measure::measure_variants;
+use crate::cli::ExploreArgs;
+use crate::config::{self, Role};
+use crate::exec::interrupt;
+use crate::measure::metric::{self, Metric, Rounds};
+use crate::report::tables::explore_table;
+use crate::report::{ExploreResult, ExploreVariantRecord};
 
-    /// The recommendation, and what the table means, in words.
-    fn print_outcome(&self, result: &ExploreResult) {
-        if let Some(stopped) = &result.stopped {
-            self.printer.warn(format!(
-                "{stopped}. Run `pgo-build explore` again to continue: what was built and \
-                 measured is kept, and no variant is recommended until all are measured."
-            ));
+pub fn explore(cx: &Context, run: &mut Run, args: &ExploreArgs) -> Result<()> {
+    let clock = Clock {
+        started: Instant::now(),
+        budget: args
+            .budget
+            .as_deref()
+            .map(|text| config::parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}")))
+            .transpose()?,
+    };
+    // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
+    // times need rounds against noise.
+    let decider = decider(cx, args.metric.as_ref())?;
+    let rounds = match (args.rounds, decider.measured()) {
+        (Some(rounds), _) => rounds,
+        (None, Metric::Instructions) => metric::INSTRUCTION_ROUNDS,
+        (None, _) => match cx.config.compare.rounds {
+            Some(Rounds::Fixed(n)) => n,
+            _ => metric::DEFAULT_ROUNDS,
+        },
+    };
+    if rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    let variants = select_variants(&cx.config, &args.variants)?;
+    let holdout: Vec<String> = cx.config.workload_names(Role::Holdout);
+    if holdout.is_empty() {
+        bail!(
+            "explore measures speed on holdout workloads, and {} has none: add a [[workload]] \
+             with role = \"holdout\" (work training never sees)",
+            cx.config.display_path()
+        );
+    }
+    if let Some(problem) = no_training(cx) {
+        bail!("{problem}; explore trains every PGO variant");
+    }
+    if cx.config.pgo.profile.is_some() {
+        bail!(
+            "explore trains each PGO variant with its own settings, and {} sets [pgo] profile \
+             (a committed profile, which fits one set of settings only). Remove it while \
+             exploring, or explore in a checkout without it.",
+            cx.config.display_path()
+        );
+    }
+    cx.printer.info(format!(
+        "exploring {} variants: {}{}",
+        variants.len(),
+        variants
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        clock
+            .budget
+            .map(|b| format!(" (budget {})", crate::util::printer::duration(b)))
+            .unwrap_or_default()
+    ));
+    let mut records: Vec<ExploreVariantRecord> = Vec::new();
+    let mut built: BTreeMap<String, Compared> = BTreeMap::new();
+    let mut stopped = None;
+    for variant in &variants {
+        let mut record = new_record(variant);
+        if clock.exhausted() {
+            record.status = "not built".to_owned();
+            record.detail = Some("the budget ran out first".to_owned());
+            stopped.get_or_insert_with(|| budget_note(&clock));
+            records.push(record);
+            continue;
         }
-        for record in &result.variants {
-            if record.over_size_limit {
-                self.printer.info(format!(
-                    "{} is over [pgo] max_size_growth ({:+.1}% over the baseline): not \
-                     recommended",
-                    record.name,
-                    record.size_change.unwrap_or(0.0) * 100.0
-                ));
+        cx.printer
+            .info(format!("variant {}: {}", variant.name, describe(variant)));
+        match build_variant(cx, run, variant, &clock) {
+            Ok(Some(done)) => {
+                record.stages = done.costs;
+                record.build_secs = Some(record.stages.iter().map(|c| c.secs).sum());
+                record.peak_memory_bytes = record
+                    .stages
+                    .iter()
+                    .filter_map(|c| c.peak_memory_bytes)
+                    .max();
+                let binaries = &done.compared.manifest.binaries;
+                record.size_bytes = Some(binaries.iter().map(|b| b.size_bytes).sum());
+                // Binaries staged by an older pgo-build have no loaded size recorded.
+                record.loaded_bytes = binaries
+                    .iter()
+                    .map(|b| {
+                        b.loaded_bytes.or_else(|| {
+                            let data = std::fs::read(&b.path).ok()?;
+                            crate::cargo::build::loaded_size(&data).ok()
+                        })
+                    })
+                    .sum::<Option<u64>>();
+                record.bin_dir = Some(publish(cx, &variant.name, &done.compared)?);
+                record.status = "not measured".to_owned();
+                built.insert(variant.name.clone(), done.compared);
+            }
+            Ok(None) => {
+                record.status = "not built".to_owned();
+                record.detail = Some("the budget ran out while building it".to_owned());
+                stopped.get_or_insert_with(|| budget_note(&clock));
+            }
+            Err(err) if err.downcast_ref::<interrupt::Interrupted>().is_some() => {
+                return Err(err);
+            }
+            Err(err) if variant.name == BASELINE || variant.name == PGO => {
+                return Err(err.context(format!(
+                    "explore could not build `{}`, which every other variant is measured \
+                     against",
+                    variant.name
+                )));
+            }
+            Err(err) => {
+                cx.caution(format!(
+                    "variant `{}` could not be built, so it is left out: {err:#}",
+                    variant.name
+                ))?;
+                record.status = "build failed".to_owned();
+                record.detail = Some(format!("{err:#}"));
             }
         }
-        if let Some(recommendation) = &result.recommendation {
-            self.printer.info(format!(
-                "recommended: {} - {}",
-                recommendation.variant, recommendation.evidence
-            ));
+        records.push(record);
+    }
+    mark_size_changes(&mut records, cx.config.pgo.max_size_growth.as_ref());
+    if stopped.is_none() {
+        measure_variants(cx, &built, &mut records, &decider, rounds, &clock)?;
+        if clock.exhausted() && records.iter().any(|r| r.status == "not measured") {
+            stopped = Some(budget_note(&clock));
         }
-        if let Some(why) = &result.undecided {
-            self.printer
-                .warn(format!("no variant is recommended yet: {why}"));
+    } else {
+        for record in &mut records {
+            if record.status == "not measured" {
+                record.detail = Some("the budget ran out first".to_owned());
+            }
         }
-        self.printer.info(format!(
-            "variants' binaries: {}/<variant>/bin/",
-            self.layout.explore_dir().display()
+    }
+    // Verdicts of measurements kept from earlier runs, under the margin configured now.
+    let margin = cx.config.compare.margin();
+    apply_margin(&mut records, margin);
+    mark_fronts(&mut records);
+    records.sort_by(|a, b| {
+        let speed =
+            |r: &ExploreVariantRecord| r.vs_baseline.as_ref().map_or(f64::INFINITY, |s| s.ratio);
+        speed(a).total_cmp(&speed(b))
+    });
+    let (recommendation, undecided) = match &stopped {
+        Some(_) => (None, None),
+        None => match recommend(&records, cx.config.pgo.max_size_growth.as_ref(), margin) {
+            Decision::Recommend(recommendation) => (Some(recommendation), None),
+            Decision::Undecided(why) => (None, Some(why)),
+        },
+    };
+    let result = ExploreResult {
+        metric: decider.measured(),
+        decided_by: decider.reported().map(str::to_owned),
+        rounds,
+        workloads: holdout,
+        variants: records,
+        recommendation,
+        undecided,
+        stopped,
+    };
+    cx.printer.table(explore_table(&result));
+    print_outcome(cx, &result);
+    run.report.explore = Some(result.clone());
+    run.report.save(&cx.layout.report())?;
+    if args.apply {
+        apply(cx, &result)?;
+    }
+    Ok(())
+}
+
+/// The recommendation, and what the table means, in words.
+fn print_outcome(cx: &Context, result: &ExploreResult) {
+    if let Some(stopped) = &result.stopped {
+        cx.printer.warn(format!(
+            "{stopped}. Run `pgo-build explore` again to continue: what was built and \
+             measured is kept, and no variant is recommended until all are measured."
         ));
     }
+    for record in &result.variants {
+        if record.over_size_limit {
+            cx.printer.info(format!(
+                "{} is over [pgo] max_size_growth ({:+.1}% over the baseline): not \
+                 recommended",
+                record.name,
+                record.size_change.unwrap_or(0.0) * 100.0
+            ));
+        }
+    }
+    if let Some(recommendation) = &result.recommendation {
+        cx.printer.info(format!(
+            "recommended: {} - {}",
+            recommendation.variant, recommendation.evidence
+        ));
+    }
+    if let Some(why) = &result.undecided {
+        cx.printer
+            .warn(format!("no variant is recommended yet: {why}"));
+    }
+    cx.printer.info(format!(
+        "variants' binaries: {}/<variant>/bin/",
+        cx.layout.explore_dir().display()
+    ));
 }

@@ -12,7 +12,6 @@
 //! every comparison pairs rounds in which both variants ran.
 
 use std::collections::BTreeMap;
-
 use std::time::Instant;
 
 use anyhow::Result;
@@ -25,8 +24,8 @@ use crate::config;
 use crate::measure::counter::Counter;
 use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
 use crate::measure::stats::{self, PairedSummary, Verdict};
-use crate::pipeline::Session;
-use crate::pipeline::compare::{Compared, summarize_candidates};
+use crate::pipeline::compare::{Compared, measure, summarize_candidates};
+use crate::pipeline::context::Context;
 use crate::report::{ExploreSpeed, RunSample};
 
 /// When to look: after `looks[i]` rounds in all, each look at `alpha`.
@@ -193,7 +192,7 @@ pub fn race(
 /// `first`, twice and four times as many rounds (one look for instruction counts, which
 /// need no more), within the budget. Also returns the seconds a variant-round took.
 pub(super) fn race_variants(
-    session: &Session,
+    cx: &Context,
     measured: &[&Compared],
     workloads: &[config::Workload],
     decider: &Decider,
@@ -209,7 +208,7 @@ pub(super) fn race_variants(
         _ => Plan::new(first, names.len() - 2),
     };
     if plan.looks.len() > 1 {
-        session.printer.info(format!(
+        cx.printer.info(format!(
             "measuring {} variants in a race: {}; a variant stops once its verdict against \
                  pgo is reached",
             names.len(),
@@ -218,7 +217,7 @@ pub(super) fn race_variants(
     }
     let by_name: BTreeMap<&str, &Compared> =
         measured.iter().map(|v| (v.name.as_str(), *v)).collect();
-    let margin = session.config.compare.margin();
+    let margin = cx.config.compare.margin();
     // Seconds per variant-round of the last batch: what the budget is checked against.
     let mut pace: Option<f64> = None;
     let mut look = 0;
@@ -231,14 +230,15 @@ pub(super) fn race_variants(
         }
         look += 1;
         if look > 1 {
-            session.printer.info(format!(
+            cx.printer.info(format!(
                 "look {look}: {rounds} more rounds of {}",
                 open.join(", ")
             ));
         }
         let started = Instant::now();
         let variants: Vec<Compared> = open.iter().map(|n| by_name[n.as_str()].clone()).collect();
-        let result = session.measure(
+        let result = measure(
+            cx,
             &variants,
             &holdout_args(workloads, decider, rounds, look as u64),
         )?;
@@ -276,7 +276,7 @@ pub(super) fn race_variants(
             .clone()
     };
     let mut looked = |rounds: usize, standings: &BTreeMap<String, Standing>| {
-        session.printer.info(format!(
+        cx.printer.info(format!(
             "after {rounds} rounds: {}",
             standings
                 .iter()
@@ -295,7 +295,7 @@ pub(super) fn race_variants(
 /// variants with the references, one count and a repeat each. Their standings then say
 /// they were decided by instructions; without a counter or budget they stay undecided.
 pub(super) fn count_undecided(
-    session: &Session,
+    cx: &Context,
     by_name: &BTreeMap<&str, &Compared>,
     undecided: &[String],
     workloads: &[config::Workload],
@@ -303,10 +303,10 @@ pub(super) fn count_undecided(
     (clock, pace): (&Clock, Option<f64>),
     standings: &mut BTreeMap<String, Standing>,
 ) -> Result<()> {
-    let counter = match Counter::detect(&session.printer) {
+    let counter = match Counter::detect(&cx.printer) {
         Ok(counter) => counter,
         Err(err) => {
-            session.printer.warn(format!(
+            cx.printer.warn(format!(
                 "wall time left {} undecided after {raced} rounds, and instructions cannot \
                      be counted here to decide instead: {err:#}",
                 undecided.join(", ")
@@ -325,7 +325,7 @@ pub(super) fn count_undecided(
         let needed = pace * f64::from(counter.slowdown()) / 2.0
             * (open.len() * (INSTRUCTION_ROUNDS + 1)) as f64;
         if clock.started.elapsed().as_secs_f64() + needed > budget.as_secs_f64() {
-            session.printer.warn(format!(
+            cx.printer.warn(format!(
                 "wall time left {} undecided after {raced} rounds, and counting their \
                      instructions ({}, about {}) would not finish within the budget",
                 undecided.join(", "),
@@ -335,12 +335,13 @@ pub(super) fn count_undecided(
             return Ok(());
         }
     }
-    session.printer.info(format!(
+    cx.printer.info(format!(
         "wall time left {} undecided after {raced} rounds: deciding by instruction counts",
         undecided.join(", "),
     ));
     let decider = Decider::Measured(Metric::Instructions);
-    let result = session.measure(
+    let result = measure(
+        cx,
         &open,
         &holdout_args(workloads, &decider, INSTRUCTION_ROUNDS, 100),
     )?;
