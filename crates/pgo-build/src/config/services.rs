@@ -6,13 +6,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::values::WorkloadCommand;
 use super::values::{default_grace_period, deserialize_duration};
-use super::{Config, WorkloadCommand, line_of};
-use crate::measure::metric::Decider;
 
 /// How long a service gets to become ready when `ready.timeout` does not say.
 const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -175,103 +173,12 @@ impl StopSpec {
     }
 }
 
-impl Config {
-    /// `[[service]]`s, the workloads' services and metrics, and `[compare] metric`.
-    pub(super) fn validate_services(&self, text: &str) -> Result<()> {
-        let path = self.display_path();
-        let mut seen = BTreeMap::new();
-        for service in &self.services {
-            let line = line_of(text, service.name.span().start);
-            let name = service.name();
-            let checked = crate::util::names::check_service(name)
-                .and_then(|()| {
-                    service
-                        .ready
-                        .as_ref()
-                        .map_or(Ok(()), |r| r.condition().map(|_| ()))
-                })
-                .and_then(|()| service.stop.check());
-            if let Err(reason) = checked {
-                bail!("invalid configuration in {path}, line {line}: service {name:?}: {reason}");
-            }
-            if let Some(first) = seen.insert(name.to_owned(), line) {
-                bail!(
-                    "invalid configuration in {path}, line {line}: service {name:?} is already \
-                     defined at line {first}"
-                );
-            }
-        }
-        let mut reported = Vec::new();
-        for workload in &self.workloads {
-            let line = line_of(text, workload.name.span().start);
-            let name = workload.name();
-            for service in &workload.services {
-                if !seen.contains_key(service) {
-                    bail!(
-                        "invalid configuration in {path}, line {line}: workload {name:?} needs \
-                         service {service:?}, but no [[service]] has that name{}",
-                        if seen.is_empty() {
-                            String::new()
-                        } else {
-                            format!(
-                                " (defined: {})",
-                                seen.keys().cloned().collect::<Vec<_>>().join(", ")
-                            )
-                        }
-                    );
-                }
-            }
-            let mut metric_names = BTreeMap::new();
-            for metric in &workload.metrics {
-                let metric_line = line_of(text, metric.name.span().start);
-                if let Err(reason) = metric.check() {
-                    bail!(
-                        "invalid configuration in {path}, line {metric_line}: metric {:?} of \
-                         workload {name:?}: {reason}",
-                        metric.name()
-                    );
-                }
-                if metric_names.insert(metric.name().to_owned(), ()).is_some() {
-                    bail!(
-                        "invalid configuration in {path}, line {metric_line}: workload {name:?} \
-                         declares metric {:?} twice",
-                        metric.name()
-                    );
-                }
-                reported.extend(metric.compared_names());
-            }
-        }
-        if let Some(metric) = &self.compare.metric {
-            let line = line_of(text, metric.span().start);
-            let decider: Decider = metric.get_ref().parse().map_err(|reason: String| {
-                anyhow::anyhow!(
-                    "invalid configuration in {path}, line {line}: [compare] metric {reason}"
-                )
-            })?;
-            if let Some(name) = decider.reported()
-                && !reported.iter().any(|r| r == name)
-            {
-                bail!(
-                    "invalid configuration in {path}, line {line}: [compare] metric = {name:?}, \
-                     but no workload reports it ({}). Declare it with [[workload.metric]] name = \
-                     {name:?}, direction = \"lower\" or \"higher\"",
-                    if reported.is_empty() {
-                        "no workload declares a metric".to_owned()
-                    } else {
-                        format!("reported: {}", reported.join(", "))
-                    }
-                );
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::config::Config;
 
     fn parse(text: &str) -> anyhow::Result<Config> {
         Config::parse(text, Path::new("/ws/pgo-build.toml"))

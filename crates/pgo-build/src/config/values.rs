@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use super::{DEFAULT_GRACE_PERIOD, DEFAULT_TIMEOUT};
 use crate::measure::memory::MemoryBudget;
 use crate::measure::metric::Rounds;
+
+pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
 /// Which C compiler a build's build scripts use, and whether its C is profiled
 /// (`[pgo] cross_language`; see cross_language.rs).
@@ -222,4 +224,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         }
     };
     Ok(Duration::from_secs(number * scale))
+}
+
+/// The command of a workload or a service.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WorkloadCommand {
+    /// Run with `sh -c`.
+    Shell(String),
+    /// Run directly; `${PGO_BUILD_…}` in the words is expanded.
+    Argv(Vec<String>),
+}
+
+/// The 1-based line of a byte offset into the file's text: errors name it.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
 }

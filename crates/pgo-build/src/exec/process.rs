@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::TOKEN_ENV;
 use crate::report::StoppedProcess;
 
 /// What `wait4` accounts to a process and its waited-for descendants.
@@ -137,3 +136,6 @@ pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// Inherited by every process of a workload: finds the ones that left its process group.
+pub const TOKEN_ENV: &str = "PGO_BUILD_WORKLOAD_TOKEN";

@@ -16,10 +16,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::process::{Members, Usage, reap, send, stop};
-use super::{Job, RunningWorkload, TOKEN_ENV, Target, forget_running, log_tail};
+use super::interrupt;
+use super::job::{Job, Target, expand};
+use super::logs::log_tail;
+use super::process::{Members, TOKEN_ENV, Usage, describe_stopped, reap, send, stop};
+use super::running::{RunningWorkload, forget_running};
 use crate::config::{ReadyWhen, Service};
-use crate::exec::interrupt;
 use crate::report::StoppedProcess;
 use crate::util::printer::Printer;
 
@@ -220,11 +222,8 @@ fn wait_ready(
     let condition = readiness.condition().map_err(anyhow::Error::msg)?;
     let name = service.spec.name().to_owned();
     let what = match &condition {
-        ReadyWhen::Tcp(addr) => format!("a TCP connection to {}", super::expand(addr, vars)),
-        ReadyWhen::Unix(path) => format!(
-            "a connection to the Unix socket {}",
-            super::expand(path, vars)
-        ),
+        ReadyWhen::Tcp(addr) => format!("a TCP connection to {}", expand(addr, vars)),
+        ReadyWhen::Unix(path) => format!("a connection to the Unix socket {}", expand(path, vars)),
         ReadyWhen::Log(regex) => format!("a line of its output matching /{}/", regex.as_str()),
         ReadyWhen::Command(command) => format!("`{}` exiting 0", describe_command(command)),
     };
@@ -270,9 +269,9 @@ fn wait_ready(
             );
         }
         let ready = match &condition {
-            ReadyWhen::Tcp(addr) => tcp_accepts(&super::expand(addr, vars)),
+            ReadyWhen::Tcp(addr) => tcp_accepts(&expand(addr, vars)),
             ReadyWhen::Unix(path) => {
-                std::os::unix::net::UnixStream::connect(super::expand(path, vars)).is_ok()
+                std::os::unix::net::UnixStream::connect(expand(path, vars)).is_ok()
             }
             ReadyWhen::Log(regex) => log_matches(&service.log, &mut log_offset, regex),
             ReadyWhen::Command(command) => {
@@ -541,7 +540,7 @@ impl ServiceOutcome {
                 self.name,
                 self.grace_period.as_secs(),
                 self.asked_by,
-                super::describe_stopped(&self.killed)
+                describe_stopped(&self.killed)
             ));
         }
         if self.ended_early && !self.clean {

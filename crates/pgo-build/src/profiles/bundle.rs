@@ -16,8 +16,8 @@ use anyhow::{Context, Result, bail};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::accounting::BinaryProfiles;
 use crate::cargo::build::{BuildSettings, StageManifest};
-use crate::profiles::BinaryProfiles;
 
 pub const PACK_FORMAT: &str = "pgo-build-pack";
 pub const BUNDLE_FORMAT: &str = "pgo-build-bundle";
@@ -148,7 +148,7 @@ pub struct BundleProfile {
 /// What must be equal for profiles to be merged and used: the instrumented build's settings
 /// (cargo profile, features, target, rustc, rustflags, profile tables).
 pub fn settings_fingerprint(settings: &BuildSettings) -> String {
-    crate::profiles::content_hash(&serde_json::to_vec(settings).unwrap_or_default())
+    super::merge::content_hash(&serde_json::to_vec(settings).unwrap_or_default())
 }
 
 /// Writes `manifest` and `files` (member name, file) to `path`, through a temporary name.
@@ -309,7 +309,7 @@ pub fn git_revision(root: &Path, printer: &crate::util::printer::Printer) -> Opt
     Some(if diff.is_empty() {
         head
     } else {
-        let hash = crate::profiles::content_hash(diff.as_bytes());
+        let hash = super::merge::content_hash(diff.as_bytes());
         format!("{head}-dirty-{}", &hash[..8])
     })
 }

@@ -166,7 +166,7 @@ pub fn compact(
             continue;
         }
         by_build_id.entry(build_id).or_default().push(Ready {
-            raw_version: super::read_raw_version(&path),
+            raw_version: super::format::read_raw_version(&path),
             path,
             pid,
             size,

@@ -166,7 +166,7 @@ pub fn silent_children(workload_dirs: &[(String, PathBuf)]) -> Vec<SilentChild> 
 /// The pids in `dir` whose raw profile (`*_<pid>.profraw`) is not empty, or was merged while
 /// training ran.
 fn written(dir: &Path) -> std::collections::BTreeSet<u32> {
-    let mut pids = crate::profiles::compact::merged_pids(dir);
+    let mut pids = super::compact::merged_pids(dir);
     pids.extend(raw_written(dir));
     pids
 }

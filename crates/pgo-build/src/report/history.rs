@@ -4,12 +4,12 @@
 
 use comfy_table::{Cell, CellAlignment, Table};
 
-use super::CompareRun;
+use super::records::{CompareRun, now_unix};
 use crate::util::printer::Fitted;
 
 /// The columns of one history row.
 pub fn cells(run: &CompareRun) -> [String; 6] {
-    let elapsed = std::time::Duration::from_secs(super::now_unix().saturating_sub(run.ran_at_unix));
+    let elapsed = std::time::Duration::from_secs(now_unix().saturating_sub(run.ran_at_unix));
     let holdout = run
         .geometric_mean
         .get("holdout")

@@ -86,7 +86,7 @@ pub struct WorkloadRecord {
     pub duration_secs: f64,
     pub log: PathBuf,
     /// Processes pgo-build had to stop (timeout, or left running), and with which signal.
-    pub stopped: Vec<crate::report::StoppedProcess>,
+    pub stopped: Vec<StoppedProcess>,
     /// How the workload's services ended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<ServiceRecord>,

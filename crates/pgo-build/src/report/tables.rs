@@ -7,7 +7,11 @@ use comfy_table::{Cell, CellAlignment, Table};
 use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 
-use super::{BoltRecord, CompareResult, Report, StageRecord};
+use super::file::Report;
+use super::records::{
+    BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed, StageRecord,
+    decider_label, metric_label, verdict_text,
+};
 use crate::layout::step::Step;
 
 impl Report {
@@ -374,7 +378,7 @@ pub fn compare_table(result: &CompareResult) -> String {
                     )
                 })),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
-                Cell::new(super::verdict_text(chosen, &decider)),
+                Cell::new(verdict_text(chosen, &decider)),
             ];
             if !counted {
                 row.remove(INSTRUCTIONS_COLUMN);
@@ -401,7 +405,7 @@ pub fn compare_table(result: &CompareResult) -> String {
         text.push_str(&format!(
             "\nVerdicts and wins rest on the workload metric `{name}` (see the metrics table) \
              where a workload reports it, else on {} time.",
-            super::metric_label(result.metric)
+            metric_label(result.metric)
         ));
     }
     for (role, per_candidate) in &result.geometric_mean {
@@ -409,7 +413,7 @@ pub fn compare_table(result: &CompareResult) -> String {
             text.push_str(&format!(
                 "\n{role}: {candidate} vs {}: geometric mean of median {} ratios {} ({})",
                 result.reference,
-                super::decider_label(&decider),
+                decider_label(&decider),
                 format_args!("{mean:.3}"),
                 percent(*mean)
             ));
@@ -491,7 +495,7 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         "Waited for memory",
         "Waited for a CPU",
     ]);
-    let names = |crates: &[super::CrateFigures]| {
+    let names = |crates: &[CrateFigures]| {
         if crates.is_empty() {
             "-".to_owned()
         } else {
@@ -595,11 +599,11 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
 
 /// `explore`'s table: one row per variant, fastest first, with its speed against the
 /// baseline and against pgo, its build cost and size, and the fronts it is on.
-pub fn explore_table(result: &super::ExploreResult) -> String {
+pub fn explore_table(result: &ExploreResult) -> String {
     let mut table = Table::new();
     let metric = match &result.decided_by {
         Some(name) => name.clone(),
-        None => super::metric_label(result.metric).to_owned(),
+        None => metric_label(result.metric).to_owned(),
     };
     table.fitted().set_header([
         "Variant".to_owned(),
@@ -611,7 +615,7 @@ pub fn explore_table(result: &super::ExploreResult) -> String {
         "Pareto front".to_owned(),
         "Status".to_owned(),
     ]);
-    let speed = |speed: &Option<super::ExploreSpeed>| match speed {
+    let speed = |speed: &Option<ExploreSpeed>| match speed {
         // Decided by another figure than the table's (instruction counts where wall time
         // could not decide): said in the cell.
         Some(s) if s.decided_by.is_some() => format!(
@@ -760,11 +764,11 @@ mod tests {
     fn fewer_page_faults_are_not_called_faster() {
         let fewer = summarize(&[0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9], 1);
         assert_eq!(
-            super::super::verdict_text(&fewer, &Decider::Measured(Metric::Faults)),
+            super::verdict_text(&fewer, &Decider::Measured(Metric::Faults)),
             "fewer faults"
         );
         assert_eq!(
-            super::super::verdict_text(&fewer, &Decider::Measured(Metric::Wall)),
+            super::verdict_text(&fewer, &Decider::Measured(Metric::Wall)),
             "faster"
         );
     }

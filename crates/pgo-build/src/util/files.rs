@@ -1,7 +1,7 @@
 //! Files written so that a reader never sees half of one: through a temporary name and a
 //! rename. Every state, record and report file pgo-build keeps is written this way.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -90,4 +90,22 @@ pub fn age(path: &Path) -> String {
         return "at an unknown time".to_owned();
     };
     crate::util::printer::ago(elapsed)
+}
+
+/// The entries of a directory, sorted.
+pub fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut entries = std::fs::read_dir(dir)
+        .with_context(|| format!("could not list {}", dir.display()))?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    entries.sort();
+    Ok(entries)
+}
+
+/// The last component of a path, as text.
+pub fn file_name(path: &Path) -> String {
+    path.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
 }

@@ -3,7 +3,11 @@
 
 use std::fmt::Write;
 
-use super::*;
+use super::text::{escape, verdict_label};
+use crate::measure::metric::Decider;
+use crate::measure::stats::Verdict;
+use crate::report::records::{ExploreResult, ExploreSpeed, decider_label};
+use crate::report::tables::percent;
 
 /// `explore`'s table and recommendation, fastest first.
 pub(super) fn explore_markdown(explore: &ExploreResult, out: &mut String) {
@@ -16,7 +20,7 @@ pub(super) fn explore_markdown(explore: &ExploreResult, out: &mut String) {
         explore.rounds,
         explore.workloads.join(", ")
     );
-    let speed = |s: &Option<crate::report::ExploreSpeed>| {
+    let speed = |s: &Option<ExploreSpeed>| {
         s.as_ref().map_or("-".to_owned(), |s| {
             format!("{} ({})", percent(s.ratio), verdict_label(s.verdict))
         })
@@ -197,7 +201,7 @@ pub(super) fn explore_section(explore: &ExploreResult, out: &mut String) {
     }
     out.push_str("<table><tr><th>Variant</th><th>vs baseline</th><th>vs pgo</th><th>Build time</th><th>Peak memory</th><th>Size (loaded)</th><th>Pareto front</th><th>Status</th></tr>");
     for v in &explore.variants {
-        let speed = |s: &Option<crate::report::ExploreSpeed>| {
+        let speed = |s: &Option<ExploreSpeed>| {
             s.as_ref().map_or("-".to_owned(), |s| {
                 format!(
                     "<span class=\"{}\">{} ({})</span>",

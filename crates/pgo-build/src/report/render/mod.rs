@@ -5,16 +5,19 @@
 use std::fmt::Write;
 
 mod explore;
+mod text;
 
 use explore::{explore_markdown, explore_section};
+use text::escape;
 
 use crate::measure::metric::Decider;
 use crate::measure::stats::Verdict;
-use crate::report::tables::{PipelineStages, percent, share_of};
-use crate::report::{
-    BinaryRecord, CompareResult, ExploreResult, Report, WorkloadComparison, decider_label,
+use crate::report::file::Report;
+use crate::report::records::{
+    BinaryRecord, CompareResult, CompareRun, OrderRecord, WorkloadComparison, decider_label,
     verdict_text,
 };
+use crate::report::tables::{PipelineStages, percent, share_of};
 use crate::util::units::human_bytes;
 
 const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
@@ -119,16 +122,6 @@ pub fn markdown(report: &Report) -> String {
         explore_markdown(explore, &mut out);
     }
     out
-}
-
-fn verdict_label(verdict: Verdict) -> &'static str {
-    match verdict {
-        Verdict::Faster => "faster",
-        Verdict::Slower => "slower",
-        Verdict::NoDifference => "no difference",
-        Verdict::Inconclusive => "inconclusive",
-        Verdict::TooFewRounds => "too few rounds",
-    }
 }
 
 pub fn html(report: &Report) -> String {
@@ -359,7 +352,7 @@ fn stages_section(report: &Report, out: &mut String) {
 
 /// Every comparison as it ran, newest first (with fewer than two, the one there is is shown
 /// in full above).
-fn history_section(history: &[super::CompareRun], out: &mut String) {
+fn history_section(history: &[CompareRun], out: &mut String) {
     if history.len() < 2 {
         return;
     }
@@ -685,15 +678,8 @@ fn ratio_plot(
     format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"75\">{svg}</svg>")
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// "Start-up order: ordering-file, from 40 traces of 40 processes, 2076 functions ordered."
-fn startup_order_text(order: &crate::report::OrderRecord) -> String {
+fn startup_order_text(order: &OrderRecord) -> String {
     format!(
         "Start-up order: {}, from {} temporal traces of {} processes{}.",
         order.mode.name(),

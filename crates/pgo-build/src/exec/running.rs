@@ -1,0 +1,227 @@
+//! What pgo-build has running besides itself, recorded in `running/<token>.json` while it
+//! runs (a workload, a service, a stage's cargo build as a [`TrackedTree`]), so that an
+//! interrupted pgo-build stops it and the next command stops what a killed one left behind.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+
+use super::interrupt;
+use super::process::{Members, TOKEN_ENV, describe_stopped, stop};
+use crate::layout::Stage;
+use crate::report::StoppedProcess;
+use crate::util::command::Cmd;
+
+/// The workload running now, recorded while it runs (see [`stop_leftovers`]).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct RunningWorkload {
+    pub(super) token: String,
+    pub(super) pgo_build_pid: u32,
+    /// The workload's name; empty for a stage's cargo build.
+    pub(super) workload: String,
+    pub(super) stage: String,
+    pub(super) grace_period: Duration,
+}
+
+impl RunningWorkload {
+    fn describe(&self) -> String {
+        if self.workload.is_empty() {
+            format!("the cargo build of the {} stage ran", self.stage)
+        } else {
+            format!(
+                "workload `{}` ran against the {} binaries",
+                self.workload, self.stage
+            )
+        }
+    }
+}
+
+/// Removes the record of a workload that has ended.
+pub(super) fn forget_running(record: Option<&Path>) {
+    if let Some(record) = record {
+        let _ = std::fs::remove_file(record);
+    }
+}
+
+/// A process tree pgo-build starts besides workloads (a stage's cargo build, with its rustc
+/// and linkers): tagged with a token and recorded in `running/` like a workload, and stopped
+/// (SIGTERM, grace period, SIGKILL) when pgo-build is asked to stop, so neither an interrupted
+/// nor a killed pgo-build leaves it running (the next command stops what a killed one left).
+pub struct TrackedTree {
+    token: String,
+    record: Option<PathBuf>,
+    during: String,
+    done: Arc<AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<StoppedBy>>,
+}
+
+/// The signal that stopped a tracked tree, and what was stopped.
+type StoppedBy = Option<(i32, Vec<StoppedProcess>)>;
+
+/// How long a build's processes get between SIGTERM and SIGKILL.
+const BUILD_GRACE_PERIOD: Duration = Duration::from_secs(10);
+
+impl TrackedTree {
+    /// Records the tree about to start (`stage`'s cargo build) and starts watching for
+    /// signals; [`TrackedTree::tag`] the command that starts it.
+    pub fn start(running_dir: Option<&Path>, stage: Stage) -> Result<TrackedTree> {
+        let token = format!(
+            "{}-{}-build-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+            stage.name()
+        );
+        let record = running_dir.map(|dir| dir.join(format!("{token}.json")));
+        if let Some(record) = &record {
+            let running = RunningWorkload {
+                token: token.clone(),
+                pgo_build_pid: std::process::id(),
+                workload: String::new(),
+                stage: stage.name().to_owned(),
+                grace_period: BUILD_GRACE_PERIOD,
+            };
+            crate::util::files::write_atomically(
+                record,
+                serde_json::to_string_pretty(&running)?.as_bytes(),
+            )?;
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        // Open before the tree starts: from now on a signal is recorded, not fatal.
+        let window = interrupt::WorkloadWindow::open();
+        let watcher = {
+            let (done, token) = (done.clone(), token.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    if let Some(signal) = window.take_signal() {
+                        let members = Members {
+                            group: 0,
+                            token: &token,
+                        };
+                        return Some((signal, stop(&members, BUILD_GRACE_PERIOD)));
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                None
+            })
+        };
+        Ok(TrackedTree {
+            token,
+            record,
+            during: format!("the cargo build of the {} stage ran", stage.name()),
+            done,
+            watcher: Some(watcher),
+        })
+    }
+
+    /// The command, with the token its processes inherit.
+    pub fn tag(&self, cmd: Cmd) -> Cmd {
+        cmd.env(TOKEN_ENV, &self.token)
+    }
+
+    /// Once the tree has ended: [`interrupt::Interrupted`] when a signal stopped it.
+    pub fn finish(mut self) -> Result<()> {
+        self.done.store(true, Ordering::SeqCst);
+        let stopped = self.watcher.take().and_then(|w| w.join().ok()).flatten();
+        forget_running(self.record.take().as_deref());
+        match stopped {
+            Some((signal, stopped)) => Err(interrupt::Interrupted {
+                signal,
+                during: self.during.clone(),
+                stopped: describe_stopped(&stopped),
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TrackedTree {
+    /// An error while the tree ran (pgo-build returns early): the tree is stopped too.
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
+            let members = Members {
+                group: 0,
+                token: &self.token,
+            };
+            stop(&members, BUILD_GRACE_PERIOD);
+        }
+        forget_running(self.record.as_deref());
+    }
+}
+
+/// Stops the processes of workloads that an earlier pgo-build left running when it was
+/// killed (recorded in `running_dir`), and says which, one message each. Called before
+/// anything else runs.
+pub fn stop_leftovers(running_dir: &Path) -> Result<Vec<String>> {
+    let mut messages = Vec::new();
+    for entry in std::fs::read_dir(running_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if entry.path().extension().is_some_and(|ext| ext == "json")
+            && let Some(message) = stop_left_by(&entry.path())?
+        {
+            messages.push(message);
+        }
+    }
+    Ok(messages)
+}
+
+/// [`stop_leftovers`] for one record.
+fn stop_left_by(record: &Path) -> Result<Option<String>> {
+    let Ok(text) = std::fs::read_to_string(record) else {
+        return Ok(None);
+    };
+    let Ok(running) = serde_json::from_str::<RunningWorkload>(&text) else {
+        crate::util::files::remove_file(record)?;
+        return Ok(None);
+    };
+    let members = Members {
+        // The group id may have been reused since: the token alone identifies them.
+        group: 0,
+        token: &running.token,
+    };
+    let stopped = stop(&members, running.grace_period);
+    let still_alive = members.live();
+    if !still_alive.is_empty() {
+        bail!(
+            "processes left running by an earlier pgo-build (pid {}, while {}) could not be \
+             stopped: {}. Stop them (kill -KILL {}) and try again.",
+            running.pgo_build_pid,
+            running.describe(),
+            still_alive
+                .iter()
+                .map(|(pid, name)| format!("{name} (pid {pid})"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            still_alive
+                .iter()
+                .map(|(pid, _)| pid.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    crate::util::files::remove_file(record)?;
+    Ok(Some(format!(
+        "an earlier pgo-build (pid {}) ended while {}, without stopping it; {}. That run did \
+         not complete and none of its outputs are used.",
+        running.pgo_build_pid,
+        running.describe(),
+        if stopped.is_empty() {
+            "none of its processes were left".to_owned()
+        } else {
+            format!(
+                "stopped the processes it left running: {}",
+                describe_stopped(&stopped)
+            )
+        }
+    )))
+}

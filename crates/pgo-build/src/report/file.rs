@@ -1,0 +1,341 @@
+//! `report.json`: the [`Report`], loaded and saved, and the records the steps write into it
+//! (each step's record replaces its previous one; `run` starts a fresh report). The JSON is
+//! versioned (`schema_version`) because CI scripts read it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::records::{
+    BinaryRecord, BoltRecord, CCompilerRecord, CompareResult, CompareRun, ExploreResult,
+    LinkSummary, OrderRecord, RejectedProfile, RustcSummary, StageCache, StageRecord,
+    WorkloadRecord, now_unix,
+};
+use crate::util::files::write_atomically;
+
+/// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
+/// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
+pub const SCHEMA_VERSION: u32 = 9;
+
+/// The oldest schema read as the current one: the schemas since only added fields, each with
+/// a default (9: the rustc summaries' `build_secs` and `lower_bound`), so an older report
+/// keeps its history instead of being replaced.
+const READS_SCHEMAS_FROM: u32 = 8;
+
+/// How many comparisons the report's history keeps.
+pub const COMPARE_HISTORY: usize = 50;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub pgo_build_version: String,
+    pub workspace: PathBuf,
+    /// The target triple given with `--target` (or `[build] targets`); absent for the host's
+    /// own build in `target/pgo-build/`.
+    #[serde(default)]
+    pub target: Option<String>,
+    pub rustc: Option<String>,
+    pub llvm_profdata: Option<String>,
+    pub stages: Vec<StageRecord>,
+    /// Binary → stage → figures.
+    pub binaries: BTreeMap<String, BTreeMap<String, BinaryRecord>>,
+    pub training: Vec<WorkloadRecord>,
+    /// Per-binary profile accounting from the last training run.
+    pub profiles: BTreeMap<String, serde_json::Value>,
+    pub rejected_profiles: Vec<RejectedProfile>,
+    pub merged_profile: Option<serde_json::Value>,
+    /// Per-crate functions without data or with mismatched data in the optimized build.
+    pub optimize_diagnostics: Option<serde_json::Value>,
+    /// Stage → the links of its last build: slots, count, peak RSS, time waiting for a slot.
+    #[serde(default)]
+    pub links: BTreeMap<String, LinkSummary>,
+    /// Per binary: what BOLT did (or why it did not).
+    #[serde(default)]
+    pub bolt: BTreeMap<String, BoltRecord>,
+    /// Per binary: how well the training profile represents the holdout workloads.
+    #[serde(default)]
+    pub overlap: BTreeMap<String, serde_json::Value>,
+    /// Staleness of a committed profile against the current sources.
+    #[serde(default)]
+    pub staleness: Option<serde_json::Value>,
+    /// The last good A/B comparison, with every round.
+    pub compare: Option<CompareResult>,
+    /// The last good comparison of each other set of variants than `compare`'s.
+    #[serde(default)]
+    pub earlier_compares: Vec<CompareResult>,
+    /// Every `compare` as it ran, good or failed, oldest first (the last
+    /// [`COMPARE_HISTORY`]).
+    #[serde(default)]
+    pub compare_history: Vec<CompareRun>,
+    /// The training bundles `pgo-build merge` merged: each shard's workloads, weight and
+    /// per-binary accounting, and the totals.
+    #[serde(default)]
+    pub bundles: Option<serde_json::Value>,
+    /// Stage → what sccache (cargo's rustc wrapper, when it is sccache) did in its last build.
+    #[serde(default)]
+    pub sccache: BTreeMap<String, StageCache>,
+    /// Stage → what its build's rustc did against the memory budget (rustc_wrapper.rs).
+    #[serde(default)]
+    pub rustc_memory: BTreeMap<String, RustcSummary>,
+    /// Stage → the C compiler its build scripts used when pgo-build chose it (cross-language
+    /// PGO, explore's clang variants); absent: the user's own.
+    #[serde(default)]
+    pub c_compilers: BTreeMap<String, CCompilerRecord>,
+    /// The last `pgo-build explore`: variants, their costs and speeds, the recommendation.
+    #[serde(default)]
+    pub explore: Option<ExploreResult>,
+    /// The optimized link's start-up order (`[pgo] startup_order`), when one was used.
+    #[serde(default)]
+    pub startup_order: Option<OrderRecord>,
+}
+
+impl Report {
+    pub fn new(workspace: &Path) -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
+            workspace: workspace.to_owned(),
+            ..Report::default()
+        }
+    }
+
+    /// The last run's report, or a new one when there is none (or it has another schema).
+    /// The report at `path`: `Ok(None)` when there is none, and what is wrong with it when it
+    /// cannot be read (corrupt, or of another schema version).
+    pub fn load(path: &Path) -> Result<Option<Report>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(format!("could not read {}: {err}", path.display())),
+        };
+        let corrupt = |err: serde_json::Error| format!("{} is corrupt ({err})", path.display());
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
+        match value
+            .get("schema_version")
+            .and_then(serde_json::Value::as_u64)
+        {
+            Some(version)
+                if (u64::from(READS_SCHEMAS_FROM)..=u64::from(SCHEMA_VERSION))
+                    .contains(&version) => {}
+            version => {
+                return Err(format!(
+                    "{} has report schema {}, and this pgo-build writes schema {SCHEMA_VERSION}",
+                    path.display(),
+                    version.map_or("(none)".to_owned(), |v| v.to_string())
+                ));
+            }
+        }
+        let report: Report = serde_json::from_value(value).map_err(corrupt)?;
+        Ok(Some(Report {
+            schema_version: SCHEMA_VERSION,
+            ..report
+        }))
+    }
+
+    /// The report at `path`, or a new one; with what was wrong with an unreadable one, which
+    /// the new report replaces.
+    pub fn load_or_new(path: &Path, workspace: &Path) -> (Report, Option<String>) {
+        match Report::load(path) {
+            Ok(Some(report)) => (report, None),
+            Ok(None) => (Report::new(workspace), None),
+            Err(problem) => (Report::new(workspace), Some(problem)),
+        }
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).context("could not serialise the report")?;
+        write_atomically(path, text.as_bytes())
+    }
+
+    pub fn record_stage(
+        &mut self,
+        name: &str,
+        result: &str,
+        duration: Duration,
+        peak_memory_bytes: Option<u64>,
+    ) {
+        // A failed attempt does not erase the stage's last good run: both are shown, and
+        // only the good one counts in the pipeline's total.
+        let keeps_good = result == "failed";
+        self.stages
+            .retain(|stage| stage.name != name || (keeps_good && stage.result != "failed"));
+        self.stages.push(StageRecord {
+            name: name.to_owned(),
+            result: result.to_owned(),
+            duration_secs: duration.as_secs_f64(),
+            peak_memory_bytes,
+            ran_at_unix: Some(now_unix()),
+        });
+    }
+
+    /// Records a stage that was reused: with the duration, peak memory and time of the run
+    /// that did its work (`earlier`), when known.
+    pub fn record_cached_stage(&mut self, name: &str, earlier: Option<&StageRecord>) {
+        self.stages.retain(|stage| stage.name != name);
+        self.stages.push(StageRecord {
+            name: name.to_owned(),
+            result: "cached".to_owned(),
+            duration_secs: earlier.map_or(0.0, |e| e.duration_secs),
+            peak_memory_bytes: earlier.and_then(|e| e.peak_memory_bytes),
+            ran_at_unix: earlier.and_then(|e| e.ran_at_unix),
+        });
+    }
+
+    /// Drops what a stage wrote into the report, when it starts again: a stage that then
+    /// fails or is interrupted leaves no section of an earlier run behind.
+    pub fn forget_outputs_of(&mut self, stage: &str) {
+        match stage {
+            "train" | "merge" => {
+                self.profiles.clear();
+                self.rejected_profiles.clear();
+                self.bundles = None;
+            }
+            "optimize" => {
+                self.merged_profile = None;
+                self.optimize_diagnostics = None;
+                self.staleness = None;
+                self.startup_order = None;
+            }
+            "bolt" => self.bolt.clear(),
+            "overlap" => self.overlap.clear(),
+            // "compare" keeps its last good result: a new one replaces it (`record_compare`),
+            // a failed one goes into the history only.
+            _ => {}
+        }
+    }
+
+    /// Records a comparison that ran: in the history, and as the latest good one (the one it
+    /// replaces moves to `earlier_compares` when it compared another set of variants).
+    pub fn record_compare(&mut self, result: &CompareResult, command: String) {
+        self.record_compare_run(CompareRun::of(result, command, now_unix()));
+        let variants = result.variants();
+        self.earlier_compares.retain(|c| c.variants() != variants);
+        if let Some(last) = self.compare.replace(result.clone())
+            && last.variants() != variants
+        {
+            self.earlier_compares.push(last);
+        }
+    }
+
+    /// Records a comparison in the history only (a failed one: the last good one stays).
+    pub fn record_compare_run(&mut self, run: CompareRun) {
+        self.compare_history.push(run);
+        let excess = self.compare_history.len().saturating_sub(COMPARE_HISTORY);
+        self.compare_history.drain(..excess);
+    }
+
+    /// The stage's record: its last good run when it has one.
+    pub fn stage_record(&self, name: &str) -> Option<&StageRecord> {
+        let mut records = self.stages.iter().filter(|stage| stage.name == name);
+        let first = records.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(records)
+                .find(|stage| stage.result != "failed")
+                .unwrap_or(first),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_table_shows_shares_and_total() {
+        let mut report = Report::new(Path::new("/ws"));
+        report.record_stage("build", "ok", Duration::from_secs(30), None);
+        report.record_stage("train", "ok", Duration::from_secs(10), Some(1 << 20));
+        report.record_stage("build", "ok", Duration::from_secs(30), None);
+        let table = report.stage_table();
+        assert_eq!(report.stages.len(), 2, "a re-run stage replaces its record");
+        assert!(table.contains("75.0%"), "{table}");
+        assert!(table.contains("25.0%"), "{table}");
+        assert!(table.contains("40.00s"), "{table}");
+    }
+
+    #[test]
+    fn the_total_counts_one_pipeline_run_not_other_commands_or_failed_retries() {
+        let mut report = Report::new(Path::new("/ws"));
+        report.record_stage("build", "ok", Duration::from_secs(30), None);
+        report.record_stage("train", "ok", Duration::from_secs(10), None);
+        report.record_stage("compare", "ok", Duration::from_secs(60), None);
+        report.record_stage("pack", "ok", Duration::from_secs(5), None);
+        report.record_stage("compare", "failed", Duration::from_secs(1112), None);
+        let table = report.stage_table();
+        assert!(table.contains("100.00s"), "{table}");
+        assert!(
+            table.contains("1112.00s"),
+            "the failed retry is shown: {table}"
+        );
+        assert!(table.contains("not in the total"), "{table}");
+        assert_eq!(report.stage_record("compare").unwrap().result, "ok");
+        // A good run replaces both.
+        report.record_stage("compare", "ok", Duration::from_secs(50), None);
+        assert_eq!(
+            report.stages.iter().filter(|s| s.name == "compare").count(),
+            1
+        );
+        // A pipeline that failed at a stage with no good run: the failure is part of it.
+        report.record_stage("optimize", "failed", Duration::from_secs(20), None);
+        assert!(
+            report.stage_table().contains("110.00s"),
+            "{}",
+            report.stage_table()
+        );
+    }
+
+    #[test]
+    fn a_stage_that_starts_again_drops_its_old_sections() {
+        let mut report = Report::new(Path::new("/ws"));
+        report.merged_profile = Some(serde_json::json!({"path": "old"}));
+        report.overlap.insert("app".into(), serde_json::json!(0.9));
+        report.forget_outputs_of("optimize");
+        assert!(report.merged_profile.is_none());
+        assert!(!report.overlap.is_empty(), "other stages' sections stay");
+        report.forget_outputs_of("overlap");
+        assert!(report.overlap.is_empty());
+    }
+
+    #[test]
+    fn report_round_trips_and_other_schemas_start_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let mut report = Report::new(Path::new("/ws"));
+        report.record_stage("build", "ok", Duration::from_millis(1500), None);
+        report.save(&path).unwrap();
+        let (loaded, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert_eq!(loaded.stages[0].duration_secs, 1.5);
+        assert_eq!(problem, None);
+        // A report of the last schema that only lacked fields is kept, as the current one.
+        let mut older: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        older["schema_version"] = READS_SCHEMAS_FROM.into();
+        std::fs::write(&path, older.to_string()).unwrap();
+        let (kept, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert_eq!((kept.stages.len(), problem), (1, None));
+        assert_eq!(kept.schema_version, SCHEMA_VERSION);
+        older["schema_version"] = (READS_SCHEMAS_FROM - 1).into();
+        std::fs::write(&path, older.to_string()).unwrap();
+        let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert!(fresh.stages.is_empty());
+        assert!(problem.unwrap().contains("has report schema 7"));
+        std::fs::write(&path, r#"{"schema_version": 999}"#).unwrap();
+        let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert!(fresh.stages.is_empty());
+        assert!(problem.unwrap().contains("has report schema 999"));
+        // Garbled: called corrupt, with its path.
+        std::fs::write(&path, "{ garbled").unwrap();
+        let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert!(fresh.stages.is_empty());
+        let problem = problem.unwrap();
+        assert!(problem.contains("report.json is corrupt"), "{problem}");
+        assert!(matches!(
+            Report::load(&dir.path().join("none.json")),
+            Ok(None)
+        ));
+    }
+}
