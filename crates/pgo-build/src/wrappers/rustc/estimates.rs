@@ -18,7 +18,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::RustcRecord;
+use super::log::RustcRecord;
 
 /// Estimates by key: peak bytes last measured.
 pub type Estimates = BTreeMap<String, u64>;

@@ -1,7 +1,7 @@
 //! Probation: on a first (cold) build every crate is admitted by a guess by kind (768 MiB a
 //! library), and in a tight budget two guesses do not fit, so light crates ran one after the
 //! other beside a heavy one. A guessed crate may instead run *on probation* in the memory the
-//! running crates leave ([`super::Ledger::admission`]): charged at that allowance, its rustc's
+//! running crates leave ([`super::ledger::Ledger::admission`]): charged at that allowance, its rustc's
 //! resident memory (with its children's) is sampled every [`SAMPLE_EVERY`], and one that
 //! reaches [`PAUSE_AT`] of its allowance is paused (SIGSTOP) until its guess fits beside what
 //! runs, or nothing else runs; then it goes on, charged at its guess (or what it holds, if
@@ -18,12 +18,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{Entry, WRAPPER_NOTE_PREFIX, with_ledger};
+use super::ledger::{Entry, Ledger, with_ledger};
+use crate::cargo::build::WRAPPER_NOTE_PREFIX;
 use crate::util::units::human_bytes;
 
-/// Less than this left beside the running crates is no room for a rustc (it takes about
-/// 130 MiB doing nothing).
-pub const MIN_ALLOWANCE: u64 = 192 << 20;
 /// How often a crate on probation is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 /// The share of its allowance at which a crate on probation is paused.
@@ -197,7 +195,7 @@ fn descendants(pid: u32) -> Vec<u32> {
     found
 }
 
-fn set(ledger: &mut super::Ledger, pid: u32, change: impl FnOnce(&mut Entry)) {
+fn set(ledger: &mut Ledger, pid: u32, change: impl FnOnce(&mut Entry)) {
     if let Some(entry) = ledger.running.iter_mut().find(|e| e.pid == pid) {
         change(entry);
     }
@@ -278,7 +276,7 @@ fn rs_bytes_under(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wrappers::rustc::{Ledger, release};
+    use crate::wrappers::rustc::ledger::release;
 
     /// A ledger in `dir` where another crate runs (a process that sleeps, returned), charged
     /// 64 MiB, and this process is on probation within 32 MiB.
