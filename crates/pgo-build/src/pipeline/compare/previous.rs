@@ -8,8 +8,8 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::Compared;
 use super::summary::summarize_candidates;
+use super::variant::Compared;
 use crate::cargo::build::{StageManifest, StagedBinary};
 use crate::layout::{Layout, Stage};
 use crate::measure::stats::PairedSummary;

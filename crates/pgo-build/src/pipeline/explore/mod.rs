@@ -30,7 +30,7 @@ use decide::{Decision, apply_margin, mark_fronts, mark_size_changes, recommend};
 use variants::{BASELINE, PGO, describe, new_record, select_variants};
 
 use super::compare::Compared;
-use super::compare::checks::decider;
+use super::compare::decider;
 use super::context::{Context, Run};
 use super::doctor::no_training;
 use super::explore::apply::apply;
