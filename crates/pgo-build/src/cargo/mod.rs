@@ -3,7 +3,9 @@
 
 pub mod build;
 pub mod dep_info;
+pub mod manifest;
 pub mod rustflags;
 pub mod sccache;
+pub mod settings;
 pub mod timings;
 pub mod workspace;

@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use comfy_table::Table;
 
 use super::context::{Context, Run};
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::config::{OnCorrupt, Workload};
 use crate::profiles::bundle::Shard;
 use crate::profiles::{self, Accounting, BinaryProfiles, training_record};

@@ -6,7 +6,8 @@ use anyhow::{Result, bail};
 
 use super::context::{Context, Run};
 use super::stage_build::{build_and_stage, check_bolt_compatible_profile, plain_flags};
-use crate::cargo::build::{BUILD_ID_FLAG, CONTINUOUS_FLAGS};
+use crate::cargo::settings::BUILD_ID_FLAG;
+use crate::cargo::settings::CONTINUOUS_FLAGS;
 use crate::config::StartupOrder;
 use crate::layout::{Stage, relative_to};
 use crate::profiles::{start_marker, startup_order};

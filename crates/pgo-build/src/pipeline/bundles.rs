@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use super::context::Context;
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::profiles::bundle::{BundleWorkload, Shard, Weights};
 use crate::profiles::{BinaryProfiles, MergedProfile};
 

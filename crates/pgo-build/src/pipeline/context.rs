@@ -15,8 +15,10 @@ use std::time::Instant;
 use anyhow::{Context as _, Result, bail};
 
 use super::state::{RunLock, State};
-use crate::cargo::build::{BUILD_ID_FLAG, BuildSettings, StageManifest};
+use crate::cargo::manifest::StageManifest;
 use crate::cargo::rustflags::{self, Sources, UserFlags};
+use crate::cargo::settings::BUILD_ID_FLAG;
+use crate::cargo::settings::BuildSettings;
 use crate::cargo::workspace::{BinTarget, Selection, Workspace};
 use crate::cli::GlobalArgs;
 use crate::config::cargo_config::{self, CargoConfig};

@@ -15,7 +15,8 @@ use super::release::{
     TrainingRecord,
 };
 use super::run::stale_stages;
-use crate::cargo::build::{StageManifest, loaded_size};
+use crate::cargo::manifest::StageManifest;
+use crate::cargo::manifest::loaded_size;
 use crate::cli::{CompareArgs, CompareRole, GateArgs};
 use crate::config::Role;
 use crate::layout::Stage;

@@ -23,7 +23,10 @@ use super::context::{Context, Run};
 use super::stage_build::{
     cargo_build, check_bolt_compatible_profile, executables_of, plain_flags, stage_binaries,
 };
-use crate::cargo::build::{self, StageManifest, VALUE_PROFILING_OFF, check_same_settings};
+use crate::cargo::build;
+use crate::cargo::manifest::StageManifest;
+use crate::cargo::settings::VALUE_PROFILING_OFF;
+use crate::cargo::settings::check_same_settings;
 use crate::cargo::workspace::BinTarget;
 use crate::cli::OptimizeArgs;
 use crate::config::StartupOrder;

@@ -12,7 +12,7 @@ use super::bundles::merged_bundles;
 use super::committed::{ProfileMetadata, metadata_path};
 use super::context::{Context, Run};
 use super::workloads::{Training, instrumented_profile_env, run_training};
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
 use crate::config::{Role, StartupOrder};
 use crate::layout::Stage;

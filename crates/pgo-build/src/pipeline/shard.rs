@@ -19,7 +19,8 @@ use comfy_table::Table;
 use super::accounting::{Trained, cargo_only_message, record_binary_figures};
 use super::bundles::{MergedBundle, MergedBundles};
 use super::context::{Context, Run};
-use crate::cargo::build::{StageManifest, check_same_settings};
+use crate::cargo::manifest::StageManifest;
+use crate::cargo::settings::check_same_settings;
 use crate::cli::{MergeArgs, PackArgs, UnpackArgs};
 use crate::layout::Stage;
 use crate::layout::step::Step;
@@ -124,7 +125,7 @@ pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<()> {
         let file = unpacking.join("bin").join(&binary.name);
         let build_id = std::fs::read(&file)
             .ok()
-            .and_then(|data| crate::cargo::build::build_id(&data).ok().flatten());
+            .and_then(|data| crate::cargo::manifest::build_id(&data).ok().flatten());
         if build_id != binary.build_id {
             let _ = std::fs::remove_dir_all(&unpacking);
             bail!(

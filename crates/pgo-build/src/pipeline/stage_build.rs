@@ -11,9 +11,13 @@ use anyhow::{Context as _, Result, bail};
 
 use super::context::{Context, Run};
 use super::rustc_budget;
-use crate::cargo::build::{
-    self, BuildOutput, BuildRequest, LinkerSetup, StageInput, StageManifest,
-};
+use crate::cargo::build::{self, BuildOutput, BuildRequest, LinkerSetup};
+use crate::cargo::manifest::StageInput;
+use crate::cargo::manifest::StageManifest;
+use crate::cargo::manifest::loaded_size;
+use crate::cargo::manifest::stage_binary;
+use crate::cargo::settings::BuildSettings;
+use crate::cargo::settings::CONTINUOUS_FLAGS;
 use crate::cargo::workspace::BinTarget;
 use crate::cargo::{dep_info, rustflags, sccache};
 use crate::config::{LinkJobs, StartupOrder, cargo_config};
@@ -134,15 +138,13 @@ pub(super) fn c_compiler_setup(
     cx: &Context,
     layout: &Layout,
     stage: Stage,
-    settings: &build::BuildSettings,
+    settings: &BuildSettings,
     stage_rustflags: &[String],
 ) -> Result<Option<cc::StageCompiler>> {
     let Some(c) = &settings.c else {
         return Ok(None);
     };
-    let continuous = stage_rustflags
-        .iter()
-        .any(|f| f == build::CONTINUOUS_FLAGS[0]);
+    let continuous = stage_rustflags.iter().any(|f| f == CONTINUOUS_FLAGS[0]);
     let Some(flags) = cross_language::stage_flags(c.mode, stage_rustflags, continuous) else {
         return Ok(None);
     };
@@ -339,7 +341,7 @@ pub(crate) fn stage_binaries(
     let mut binaries = Vec::new();
     for input in executables {
         let bin = &input.bin;
-        let staged = build::stage_binary(&input, &bin_dir)?;
+        let staged = stage_binary(&input, &bin_dir)?;
         run.report
             .binaries
             .entry(bin.name.clone())
@@ -402,7 +404,7 @@ fn check_size_growth(cx: &Context, stage: Stage, executables: &[StageInput]) -> 
         let loaded = |path: &std::path::Path| {
             std::fs::read(path)
                 .map_err(anyhow::Error::from)
-                .and_then(|data| build::loaded_size(&data))
+                .and_then(|data| loaded_size(&data))
                 .with_context(|| format!("could not read {} as an executable", path.display()))
         };
         let size = loaded(&input.source)?;

@@ -15,7 +15,7 @@ use super::context::{Context, Run};
 use super::workloads::{
     SERVICE_FIX, Training, instrumented_profile_env, run_training, training_workloads,
 };
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::cli::TrainArgs;
 use crate::config::Workload;
 use crate::layout::Stage;

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 
 use super::context::{Context, Run};
 use super::stage_build::{c_compiler_setup, linker_setup};
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::config::{Role, Workload, WorkloadCommand, cargo_workload};
 use crate::exec::{self, Job};
 use crate::layout::{Layout, Stage};

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::merge::merge_to;
 use super::raw::{RawProfile, check_readable, collect, explain_other_llvm};
 use super::start_marker;
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::toolchain::LlvmTool;
 use crate::util::command::Cmd;
 use crate::util::printer::Printer;

@@ -17,7 +17,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::accounting::BinaryProfiles;
-use crate::cargo::build::{BuildSettings, StageManifest};
+use crate::cargo::manifest::StageManifest;
+use crate::cargo::settings::BuildSettings;
 
 pub const PACK_FORMAT: &str = "pgo-build-pack";
 pub const BUNDLE_FORMAT: &str = "pgo-build-bundle";

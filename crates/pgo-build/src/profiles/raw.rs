@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::compact;
 use super::format::read_raw_version;
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::toolchain::LlvmTool;
 use crate::util::command::Cmd;
 use crate::util::files::{file_name, sorted_entries};
@@ -251,7 +251,8 @@ mod tests {
     use super::super::accounting::per_binary;
     use super::super::format::RAW_MAGIC_64;
     use super::*;
-    use crate::cargo::build::{BuildSettings, StagedBinary};
+    use crate::cargo::manifest::StagedBinary;
+    use crate::cargo::settings::BuildSettings;
 
     fn raw_header(version: u64) -> Vec<u8> {
         let mut bytes = RAW_MAGIC_64.to_le_bytes().to_vec();

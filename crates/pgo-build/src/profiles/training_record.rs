@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::config::Workload;
 use crate::util::files::age;
 use crate::util::files::{sha256_of, write_atomically};

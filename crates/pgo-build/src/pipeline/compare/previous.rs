@@ -10,7 +10,8 @@ use anyhow::{Context as _, Result, bail};
 
 use super::summary::summarize_candidates;
 use super::variant::Compared;
-use crate::cargo::build::{StageManifest, StagedBinary};
+use crate::cargo::manifest::StageManifest;
+use crate::cargo::manifest::StagedBinary;
 use crate::layout::{Layout, Stage};
 use crate::measure::stats::PairedSummary;
 use crate::pipeline::context::Context;
@@ -67,7 +68,7 @@ pub(in crate::pipeline) fn previous_variant(
             path,
             source,
             size_bytes: data.len() as u64,
-            loaded_bytes: crate::cargo::build::loaded_size(&data).ok(),
+            loaded_bytes: crate::cargo::manifest::loaded_size(&data).ok(),
             compressed_bytes: None,
             build_id: None,
             pgo: false,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::config::Workload;
 use crate::layout::{Layout, Stage};
 use crate::pipeline::context::Context;

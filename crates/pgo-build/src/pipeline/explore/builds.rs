@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 
 use super::variants::{Variant, training_settings};
-use crate::cargo::build::StageManifest;
+use crate::cargo::manifest::StageManifest;
 use crate::cli::RunArgs;
 use crate::config::BuildVariant;
 use crate::layout::step::Step;

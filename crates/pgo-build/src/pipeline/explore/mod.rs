@@ -130,7 +130,7 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreArgs) -> Result<()> {
                     .map(|b| {
                         b.loaded_bytes.or_else(|| {
                             let data = std::fs::read(&b.path).ok()?;
-                            crate::cargo::build::loaded_size(&data).ok()
+                            crate::cargo::manifest::loaded_size(&data).ok()
                         })
                     })
                     .sum::<Option<u64>>();
