@@ -14,7 +14,7 @@ use super::release::{
     GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
     TrainingRecord,
 };
-use super::run::stale_stages;
+use super::run::stale_steps;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::loaded_size;
 use crate::cli::{CompareArgs, CompareRole, GateArgs};
@@ -38,7 +38,7 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
         );
     }
     let mut failures = Vec::new();
-    let stale = stale_stages(cx, run)?;
+    let stale = stale_steps(cx, run)?;
     for reason in &stale {
         failures.push(format!("stale: {reason}"));
     }

@@ -30,7 +30,7 @@ use crate::util::fingerprint::Fingerprint;
 pub fn run_all(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
     // Sections of stages that turn out to be cached stay; the stage records start afresh.
     run.report.stages.clear();
-    let result = run_stages(cx, run, args);
+    let result = run_steps(cx, run, args);
     // CI: GitHub Actions shows this file on the run's page.
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
         let appended = std::fs::OpenOptions::new()
@@ -62,20 +62,20 @@ pub fn run_all(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
     result
 }
 
-fn run_stages(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
+fn run_steps(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
     timed_step(cx, run, Step::Doctor, doctor)?;
     if let Some(problem) = no_training(cx) {
         bail!("{problem}; nothing was built");
     }
-    pipeline_stage(cx, run, Step::Build, args, None)?;
+    pipeline_step(cx, run, Step::Build, args, None)?;
     let mut trained = None;
     if cx.config.pgo.profile.is_none() {
-        pipeline_stage(cx, run, Step::Instrument, args, None)?;
-        trained = pipeline_stage(cx, run, Step::Train, args, None)?;
+        pipeline_step(cx, run, Step::Instrument, args, None)?;
+        trained = pipeline_step(cx, run, Step::Train, args, None)?;
     }
-    pipeline_stage(cx, run, Step::Optimize, args, trained.as_ref())?;
+    pipeline_step(cx, run, Step::Optimize, args, trained.as_ref())?;
     if cx.config.bolt.enabled {
-        pipeline_stage(cx, run, Step::Bolt, args, None)?;
+        pipeline_step(cx, run, Step::Bolt, args, None)?;
     }
     if args.no_compare {
         return Ok(());
@@ -94,37 +94,37 @@ fn run_stages(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
         return Ok(());
     }
     let args_of_compare = run_compare_args(cx, args);
-    cached_stage(cx, run, Step::Compare, args, |cx, run| {
+    cached_step(cx, run, Step::Compare, args, |cx, run| {
         compare(cx, run, &args_of_compare)
     })?;
     Ok(())
 }
 
-/// One build stage of `run` (not compare), cached as `cached_stage` says. BOLT post-processes
+/// One build step of `run` (not compare), cached as `cached_step` says. BOLT post-processes
 /// the optimized binaries, or the baseline's when there is no PGO (`[pgo] profile` and
 /// training both absent is refused earlier; `explore` asks for it with `bolt_without_pgo`).
 /// The train stage returns what it trained (unless cached), which the optimize stage after
 /// it takes as `trained`.
-pub(super) fn pipeline_stage(
+pub(super) fn pipeline_step(
     cx: &Context,
     run: &mut Run,
-    stage: Step,
+    step: Step,
     args: &RunArgs,
     trained: Option<&Trained>,
 ) -> Result<Option<Trained>> {
-    match stage {
-        Step::Build => cached_stage(cx, run, stage, args, build_baseline)?,
-        Step::Instrument => cached_stage(cx, run, stage, args, instrument)?,
+    match step {
+        Step::Build => cached_step(cx, run, step, args, build_baseline)?,
+        Step::Instrument => cached_step(cx, run, step, args, instrument)?,
         Step::Train => {
-            return cached_stage(cx, run, stage, args, |cx, run| {
+            return cached_step(cx, run, step, args, |cx, run| {
                 clear_raw_profiles(cx)?;
                 train(cx, run, &TrainArgs::default())
             });
         }
-        Step::Optimize => cached_stage(cx, run, stage, args, |cx, run| {
+        Step::Optimize => cached_step(cx, run, step, args, |cx, run| {
             optimize(cx, run, &args.optimize, trained)
         })?,
-        Step::Bolt => cached_stage(cx, run, stage, args, |cx, run| {
+        Step::Bolt => cached_step(cx, run, step, args, |cx, run| {
             bolt(
                 cx,
                 run,
@@ -138,22 +138,22 @@ pub(super) fn pipeline_stage(
     Ok(None)
 }
 
-/// Runs a stage of `run`, or reuses its last result when its inputs have not changed since
+/// Runs a step of `run`, or reuses its last result when its inputs have not changed since
 /// it completed and its outputs are intact (shown as "cached"; then `None`).
-fn cached_stage<T>(
+fn cached_step<T>(
     cx: &Context,
     run: &mut Run,
-    stage: Step,
+    step: Step,
     args: &RunArgs,
     body: impl FnOnce(&Context, &mut Run) -> Result<T>,
 ) -> Result<Option<T>> {
-    let name = stage.name();
+    let name = step.name();
     let started = Instant::now();
-    let forced = args.force || args.from.is_some_and(|from| stage >= from);
+    let forced = args.force || args.from.is_some_and(|from| step >= from);
     if !forced
-        && let Some(fingerprint) = fingerprint(cx, stage, args)?
+        && let Some(fingerprint) = fingerprint(cx, step, args)?
         && run.state.stages.get(name) == Some(&fingerprint)
-        && outputs_intact(cx, run, stage)
+        && outputs_intact(cx, run, step)
     {
         cx.printer.stage_end(name, "cached", started.elapsed());
         run.report
@@ -161,8 +161,8 @@ fn cached_stage<T>(
         run.report.save(&cx.layout.report())?;
         return Ok(None);
     }
-    let value = timed_step(cx, run, stage, body)?;
-    if let Some(fingerprint) = fingerprint(cx, stage, args)? {
+    let value = timed_step(cx, run, step, body)?;
+    if let Some(fingerprint) = fingerprint(cx, step, args)? {
         run.state.stages.insert(name.to_owned(), fingerprint);
         if let Some(record) = run.report.stage_record(name) {
             run.state.runs.insert(name.to_owned(), record.clone());
@@ -192,7 +192,7 @@ pub fn record_completed(cx: &Context, run: &mut Run, step: Step, args: &RunArgs)
 /// changed since (sources, settings, workloads, profiles), or outputs no longer intact. A
 /// training merged from bundles (`pgo-build merge`) stands for the train stage while it is
 /// the current training.
-pub(super) fn stale_stages(cx: &Context, run: &Run) -> Result<Vec<String>> {
+pub(super) fn stale_steps(cx: &Context, run: &Run) -> Result<Vec<String>> {
     let args = RunArgs::default();
     let mut steps = vec![Step::Build];
     // Training merged from bundles was made against an instrumented build elsewhere.
@@ -227,10 +227,10 @@ pub(super) fn stale_stages(cx: &Context, run: &Run) -> Result<Vec<String>> {
     Ok(stale)
 }
 
-fn outputs_intact(cx: &Context, run: &Run, stage: Step) -> bool {
+fn outputs_intact(cx: &Context, run: &Run, step: Step) -> bool {
     let manifest_intact =
         |stage: Stage| StageManifest::load(&cx.layout, stage, "").is_ok_and(|m| m.intact());
-    match stage {
+    match step {
         Step::Build => manifest_intact(Stage::Baseline),
         Step::Instrument => manifest_intact(Stage::Instrumented),
         // Every train workload's last run completed, and its files are as it left them.
@@ -251,12 +251,12 @@ fn outputs_intact(cx: &Context, run: &Run, stage: Step) -> bool {
 
 /// The fingerprint of a stage's inputs as they are now; `None` when they cannot be known
 /// yet (a build that never ran has no dep-info).
-fn fingerprint(cx: &Context, stage: Step, args: &RunArgs) -> Result<Option<String>> {
-    let mut print = Fingerprint::new(stage.name());
+fn fingerprint(cx: &Context, step: Step, args: &RunArgs) -> Result<Option<String>> {
+    let mut print = Fingerprint::new(step.name());
     print.text("pgo-build", env!("CARGO_PKG_VERSION"));
     let stage_json = |print: &mut Fingerprint, stage: Stage| -> bool {
         let text = std::fs::read_to_string(cx.layout.stage_manifest(stage));
-        print.text(stage.name(), text.as_deref().unwrap_or("missing"));
+        print.text(step.name(), text.as_deref().unwrap_or("missing"));
         text.is_ok()
     };
     let workloads = |print: &mut Fingerprint, role: Role| {
@@ -264,7 +264,7 @@ fn fingerprint(cx: &Context, stage: Step, args: &RunArgs) -> Result<Option<Strin
             print.text("workload", &workload.fingerprint());
         }
     };
-    match stage {
+    match step {
         Step::Build | Step::Instrument | Step::Optimize => {
             print.text("settings", &serde_json::to_string(&cx.settings)?);
             print.text("bins", &format!("{:?}", cx.bins));
@@ -275,7 +275,7 @@ fn fingerprint(cx: &Context, stage: Step, args: &RunArgs) -> Result<Option<Strin
                 print.file(manifest);
             }
             print.file(&cx.workspace.root.join("Cargo.lock"));
-            let Some(built) = stage.cargo_build() else {
+            let Some(built) = step.cargo_build() else {
                 return Ok(None);
             };
             let Ok(manifest) = StageManifest::load(&cx.layout, built, "") else {
@@ -289,7 +289,7 @@ fn fingerprint(cx: &Context, stage: Step, args: &RunArgs) -> Result<Option<Strin
                     print.file(&source);
                 }
             }
-            if stage == Step::Optimize {
+            if step == Step::Optimize {
                 print.text(
                     "allow missing",
                     &args.optimize.allow_missing_profile.join(","),

@@ -17,7 +17,7 @@ use crate::layout::{Layout, Stage};
 use crate::pipeline::compare::Compared;
 use crate::pipeline::context::{Context, Run};
 use crate::pipeline::profile::export;
-use crate::pipeline::run::pipeline_stage;
+use crate::pipeline::run::pipeline_step;
 use crate::report::ExploreStageCost;
 use crate::util::files::write_atomically;
 use crate::util::fingerprint::Fingerprint;
@@ -70,29 +70,29 @@ pub(super) fn budget_note(clock: &Clock) -> String {
     )
 }
 
-/// Runs `stages` in `cx`, cached as in `run`, each one's cost added to `costs`. Returns
-/// false when the budget ran out before a stage.
-pub(super) fn run_stages(
+/// Runs `steps` in `cx`, cached as in `run`, each one's cost added to `costs`. Returns
+/// false when the budget ran out before a step.
+pub(super) fn run_steps(
     cx: &Context,
     run: &mut Run,
     label: &str,
-    stages: &[Step],
+    steps: &[Step],
     args: &RunArgs,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
 ) -> Result<bool> {
     let mut trained = None;
-    for &stage in stages {
+    for &step in steps {
         if clock.exhausted() {
             return Ok(false);
         }
-        if let Some(handed) = pipeline_stage(cx, run, stage, args, trained.as_ref())? {
+        if let Some(handed) = pipeline_step(cx, run, step, args, trained.as_ref())? {
             trained = Some(handed);
         }
-        let record = run.report.stage_record(stage.name());
+        let record = run.report.stage_record(step.name());
         costs.push(ExploreStageCost {
             build: label.to_owned(),
-            stage: stage.name().to_owned(),
+            stage: step.name().to_owned(),
             secs: record.map_or(0.0, |r| r.duration_secs),
             peak_memory_bytes: record.and_then(|r| r.peak_memory_bytes),
             cached: record.is_some_and(|r| r.result == "cached"),
@@ -160,7 +160,7 @@ pub(super) fn build_variant(
     clock: &Clock,
 ) -> Result<Option<Built>> {
     let trains_alike = training_settings(&variant.build) == variant.build;
-    let (kind, stages, stage): (BuildKind, &[Step], Stage) = match (variant.pgo, variant.bolt) {
+    let (kind, steps, stage): (BuildKind, &[Step], Stage) = match (variant.pgo, variant.bolt) {
         (false, false) => (BuildKind::Plain, &[Step::Build], Stage::Baseline),
         (true, false) if trains_alike => (
             BuildKind::Plain,
@@ -199,7 +199,7 @@ pub(super) fn build_variant(
         settings: &variant.build,
         kind,
     };
-    let Some(layout) = run_build(cx, run, &build, stages, profile, clock, &mut costs)? else {
+    let Some(layout) = run_build(cx, run, &build, steps, profile, clock, &mut costs)? else {
         return Ok(None);
     };
     Ok(Some(Built {
@@ -231,13 +231,13 @@ pub(super) fn train_for(
     Ok(Some(export_trained(cx, run, &plain, &layout)?))
 }
 
-/// Runs `stages` of `build` (cached as in `run`), adding each one's cost to `costs`.
+/// Runs `steps` of `build` (cached as in `run`), adding each one's cost to `costs`.
 /// Returns the build's layout, or `None` when the budget ran out first.
 pub(super) fn run_build(
     cx: &Context,
     run: &mut Run,
     build: &Build,
-    stages: &[Step],
+    steps: &[Step],
     profile: Option<PathBuf>,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
@@ -247,7 +247,7 @@ pub(super) fn run_build(
         ..RunArgs::default()
     };
     let (done, layout) = in_build(cx, run, build, profile, |cx, run, label| {
-        run_stages(cx, run, label, stages, &run_args, clock, costs)
+        run_steps(cx, run, label, steps, &run_args, clock, costs)
     })?;
     Ok(done.then_some(layout))
 }
