@@ -556,14 +556,17 @@ fn a_ledger_entry_of_another_process_never_hangs_the_build_and_waits_are_explain
     );
     stranger.kill().unwrap();
     stranger.wait().unwrap();
-    // The owner itself, alive for a while: crates wait for it, and say what they wait behind.
-    let mut owner = Command::new("sleep").arg("8").spawn().unwrap();
-    hold_ledger(&fixture, owner.id(), start_time(owner.id()));
+    // The owner itself, alive until a crate has waited behind it long enough: crates wait for
+    // it, and say what they wait behind. Released by what the ledger says, not by a clock, so a
+    // loaded machine that starts rustc late cannot end the wait before it begins.
+    let owner = Holder::start(&fixture);
+    hold_ledger(&fixture, owner.pid(), start_time(owner.pid()));
     fixture.edit("app/src/main.rs", |source| {
         format!("{source}\n// changed, so rustc runs again\n")
     });
+    let releaser = owner.release_after_a_wait_of(&fixture, 7.0);
     let run = fixture.run(&["build"]);
-    owner.wait().unwrap();
+    releaser.join().unwrap();
     run.success()
         .stderr_contains("has waited 5s for memory (rustc budget")
         .stderr_contains("held-by-test");
@@ -572,17 +575,78 @@ fn a_ledger_entry_of_another_process_never_hangs_the_build_and_waits_are_explain
 
     // Held by a light crate with one rustc at a time (-j 1): the wait is for the CPU slot, as
     // cargo's own jobs wait, and is not put down to memory.
-    let mut owner = Command::new("sleep").arg("8").spawn().unwrap();
-    hold_ledger_with(&fixture, owner.id(), start_time(owner.id()), 1 << 20);
+    let owner = Holder::start(&fixture);
+    hold_ledger_with(&fixture, owner.pid(), start_time(owner.pid()), 1 << 20);
     fixture.edit("app/src/main.rs", |source| {
         format!("{source}// and again\n")
     });
+    let releaser = owner.release_after_a_wait_of(&fixture, 5.0);
     let run = fixture.run(&["-j", "1", "build"]);
-    owner.wait().unwrap();
+    releaser.join().unwrap();
     run.success();
     assert!(!run.stderr().contains("has waited"), "{}", run.describe());
     let rustc = &fixture.report()["rustc_memory"]["baseline"];
     assert!(rustc["wait_secs"].as_f64().unwrap() > 4.0, "{rustc}");
     assert_eq!(rustc["memory_wait_secs"].as_f64().unwrap(), 0.0, "{rustc}");
     run.stderr_contains("s for a CPU slot");
+}
+
+/// A process that owns a ledger entry until told to go: it ends when its stop file appears.
+struct Holder {
+    child: std::process::Child,
+    stop: std::path::PathBuf,
+}
+
+impl Holder {
+    fn start(fixture: &Fixture) -> Holder {
+        let stop = fixture.root().join("holder.stop");
+        let _ = std::fs::remove_file(&stop);
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while [ ! -e '{}' ]; do sleep 0.05; done",
+                stop.display()
+            ))
+            .spawn()
+            .unwrap();
+        Holder { child, stop }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Ends the holder once a rustc has waited `secs` in the ledger behind it (or after two
+    /// minutes without one: the test then fails on what the build said).
+    fn release_after_a_wait_of(
+        mut self,
+        fixture: &Fixture,
+        secs: f64,
+    ) -> std::thread::JoinHandle<()> {
+        let ledger = fixture.layout().path("memory-ledger.json");
+        std::thread::spawn(move || {
+            let now = || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs_f64()
+            };
+            let deadline = now() + 120.0;
+            while now() < deadline {
+                let waited_long = std::fs::read_to_string(&ledger)
+                    .ok()
+                    .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+                    .and_then(|ledger| ledger["waiting"].as_array().cloned())
+                    .into_iter()
+                    .flatten()
+                    .any(|entry| entry["since"].as_f64().is_some_and(|s| now() - s >= secs));
+                if waited_long {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            std::fs::write(&self.stop, "").unwrap();
+            self.child.wait().unwrap();
+        })
+    }
 }

@@ -99,8 +99,11 @@ fn a_run_interrupted_during_training_resumes_at_training() {
 #[test]
 fn a_concurrent_run_is_refused_while_the_first_holds_the_lock() {
     let fixture = Fixture::new("twobins");
+    // The training holds the lock until the test has tried the second command (or a minute
+    // passed): no assumption about how long either takes to start on a loaded machine.
     fixture.config(&[
-        "touch training-started; sleep 3; $PGO_BUILD_BIN_APP work 100 && $PGO_BUILD_BIN_HELPER",
+        "touch training-started; for i in $(seq 1200); do [ -e release ] && break; sleep 0.05; \
+         done; $PGO_BUILD_BIN_APP work 100 && $PGO_BUILD_BIN_HELPER",
     ]);
     fixture.run(&["instrument"]).success();
     let mut first = fixture
@@ -114,8 +117,9 @@ fn a_concurrent_run_is_refused_while_the_first_holds_the_lock() {
     while !started.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    fixture
-        .run(&["build"])
+    let second = fixture.run(&["build"]);
+    std::fs::write(fixture.root().join("release"), "").unwrap();
+    second
         .failure()
         .stderr_contains("another pgo-build is working in")
         .stderr_contains(&format!("pid {}", first.id()));
