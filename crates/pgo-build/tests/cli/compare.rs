@@ -105,6 +105,10 @@ fn compare_counts_instructions_and_sees_extra_work() {
         "instructions",
     ]);
     run.success();
+    insta::assert_snapshot!(
+        "compare_by_instructions",
+        normalized(&fixture, &run.stdout())
+    );
     let compare = fixture.report()["compare"].clone();
     assert_eq!(compare["metric"], "instructions");
     let counter = compare["counter"].as_str().unwrap();

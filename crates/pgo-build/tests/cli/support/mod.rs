@@ -72,7 +72,6 @@ impl Fixture {
         self
     }
 
-    /// TOML put before the fixture's `pgo-build.toml` (tables, ahead of its `[[workload]]`s).
     /// Rewrites a file of the copy through `change` (a source edit between stages).
     pub fn edit(&self, relative: &str, change: impl FnOnce(&str) -> String) -> &Fixture {
         let path = self.root().join(relative);
@@ -81,6 +80,7 @@ impl Fixture {
         self
     }
 
+    /// TOML put before the fixture's `pgo-build.toml` (tables, ahead of its `[[workload]]`s).
     pub fn prepend_config(&self, text: &str) -> &Fixture {
         let config = std::fs::read_to_string(self.root().join("pgo-build.toml")).unwrap();
         self.write("pgo-build.toml", &format!("{text}{config}"))
@@ -220,6 +220,15 @@ impl Run {
             self.describe()
         );
         self
+    }
+
+    /// stderr from its `error:` line on: the refusal as a user reads it.
+    pub fn error_text(&self) -> String {
+        let stderr = self.stderr();
+        match stderr.find("error: ") {
+            Some(at) => stderr[at..].to_owned(),
+            None => panic!("no error in stderr\n{}", self.describe()),
+        }
     }
 
     pub fn stderr_contains(&self, text: &str) -> &Run {
@@ -415,4 +424,33 @@ pub fn wait_for_file(path: &Path) -> String {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     panic!("{} was never written", path.display());
+}
+
+/// `text` as a snapshot keeps it: the fixture's path, times, sizes, percentages, counts of
+/// bytes, hashes and pids replaced by placeholders, and runs of spaces and table rules
+/// collapsed, so a table whose columns grew by a digit stays the same snapshot while its
+/// words, rows and columns are compared.
+pub fn normalized(fixture: &Fixture, text: &str) -> String {
+    let root = fixture.root().display().to_string();
+    let text = text.replace(root.trim_end_matches('/'), "[ROOT]");
+    let rules: [(&str, &str); 10] = [
+        (r"rustc \d+\.\d+\.\d+ \([0-9a-f]+ \d{4}-\d{2}-\d{2}\)", "rustc [VERSION]"),
+        (r"\b\d+\.\d+\.\d+\b", "[VERSION]"),
+        (r"\b[0-9a-f]{12,}\b", "[HASH]"),
+        (r"\bpid \d+", "pid [PID]"),
+        (r"\d+(\.\d+)? (B|KiB|MiB|GiB)\b", "[SIZE]"),
+        (r"[+-]?\d+(\.\d+)?%", "[PCT]"),
+        (r"\d+(\.\d+)? ?(ms|s|min|h)\b", "[TIME]"),
+        (r"\b\d+\.\d+\b", "[NUM]"),
+        (r" {2,}", " "),
+        (r"[─═]+", "─"),
+    ];
+    let mut text = text;
+    for (pattern, replacement) in rules {
+        text = regex::Regex::new(pattern)
+            .unwrap()
+            .replace_all(&text, replacement)
+            .into_owned();
+    }
+    text
 }

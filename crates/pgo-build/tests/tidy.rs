@@ -1,0 +1,600 @@
+//! The layering ARCHITECTURE.md describes, checked on the sources: no import circles (between
+//! files, a folder's `mod.rs` and its children included, and between top-level modules), no
+//! step of the pipeline reaching another step, or a step's internals from outside it, no
+//! source file over 800 lines, and every module opening with a `//!` comment.
+//!
+//! An edge is every `crate::`, `super::` or `self::` path in a file's code (its test module,
+//! comments and string literals left out), resolved to the deepest module it names, and a
+//! folder module's bare use of its own child (`records::X` in `report/mod.rs`). A `mod x;`
+//! declaration is not an edge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The steps of the pipeline (`crates/pgo-build/src/pipeline/<step>`): each may use the shared
+/// pipeline modules, never another step.
+const STEPS: [&str; 8] = [
+    "doctor", "build", "train", "optimize", "bolt", "compare", "profile", "shard",
+];
+
+/// What ties steps together (besides the dispatcher, `pipeline/mod.rs`): these may call a
+/// step's entry points (its root module), never its submodules.
+const TIES: [&str; 3] = ["run", "gate", "explore"];
+
+const MAX_LINES: usize = 800;
+
+type Module = Vec<String>;
+
+struct Source {
+    path: PathBuf,
+    /// The whole file.
+    text: String,
+    /// The code without its test module, comments and string literals.
+    code: String,
+}
+
+fn name(module: &Module) -> String {
+    if module.is_empty() {
+        "crate".to_owned()
+    } else {
+        module.join("::")
+    }
+}
+
+/// Every `.rs` file below `src`, by module path.
+fn sources(src: &Path) -> BTreeMap<Module, Source> {
+    let mut files = BTreeMap::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(src).unwrap().with_extension("");
+            let mut module: Module = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "main" | "lib")
+            ) {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = code_of(&text);
+            files.insert(module, Source { path, text, code });
+        }
+    }
+    files
+}
+
+/// `text` without its `#[cfg(test)] mod tests { … }` (last in a file, by this project's
+/// convention), comments, and the contents of string and char literals.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &text[i..];
+        if rest.starts_with("//") {
+            let end = rest.find('\n').unwrap_or(rest.len());
+            i += end;
+        } else if rest.starts_with("/*") {
+            i += rest.find("*/").map_or(rest.len(), |end| end + 2);
+        } else if let Some(hashes) = raw_string_start(rest) {
+            let close = format!("\"{}", "#".repeat(hashes));
+            let body = 2 + hashes;
+            i += rest[body..]
+                .find(&close)
+                .map_or(rest.len(), |end| body + end + close.len());
+            out.push_str("\"\"");
+        } else if bytes[i] == b'"' {
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j] != b'"' {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            i = j + 1;
+            out.push_str("\"\"");
+        } else if let Some(len) = char_literal(rest) {
+            i += len;
+            out.push_str("' '");
+        } else {
+            let c = rest.chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// `r"`, `r#"`, … at the start of `text` (not inside an identifier): the number of `#`.
+fn raw_string_start(text: &str) -> Option<usize> {
+    let after = text.strip_prefix('r')?;
+    let hashes = after.len() - after.trim_start_matches('#').len();
+    after[hashes..].starts_with('"').then_some(hashes)
+}
+
+/// The length of a char literal at the start of `text` (`'a'`, `'\n'`, `'{'`), not a lifetime.
+fn char_literal(text: &str) -> Option<usize> {
+    let mut chars = text.char_indices();
+    if chars.next()?.1 != '\'' {
+        return None;
+    }
+    let (_, first) = chars.next()?;
+    if first == '\\' {
+        let close = text[2..].find('\'')?;
+        return Some(close + 3);
+    }
+    let (at, second) = chars.next()?;
+    (second == '\'').then_some(at + 1)
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The paths in `code` that start with `prefix::` (`crate`, `super`, `self`, or a child
+/// module's name), as their segments after it, grouped imports (`x::{a, b::c}`) expanded.
+fn paths_after(code: &str, prefix: &str) -> Vec<Vec<String>> {
+    let needle = format!("{prefix}::");
+    let mut paths = Vec::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find(&needle) {
+        let start = from + found;
+        from = start + needle.len();
+        let before = code[..start].chars().next_back();
+        // `pub(in crate::x)` is a visibility, not a use.
+        if before.is_some_and(|c| is_ident(c) || c == ':') || code[..start].ends_with("(in ") {
+            continue;
+        }
+        collect_path(&code[from..], Vec::new(), &mut paths);
+    }
+    paths
+}
+
+/// The path at the start of `rest` (segments, or a `{…}` group), appended to `base`.
+fn collect_path(rest: &str, base: Vec<String>, out: &mut Vec<Vec<String>>) {
+    if let Some(group) = rest.strip_prefix('{') {
+        let mut depth = 0;
+        let mut end = group.len();
+        for (at, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    end = at;
+                    break;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        let inner = &group[..end];
+        let mut depth = 0;
+        let mut item_start = 0;
+        for (at, c) in inner.char_indices().chain([(inner.len(), ',')]) {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    collect_path(inner[item_start..at].trim(), base.clone(), out);
+                    item_start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    let mut segments = base;
+    let mut rest = rest;
+    loop {
+        let len = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+        if len == 0 {
+            break;
+        }
+        segments.push(rest[..len].to_owned());
+        rest = &rest[len..];
+        match rest.strip_prefix("::") {
+            Some(next) if next.starts_with('{') => {
+                collect_path(next, segments, out);
+                return;
+            }
+            Some(next) => rest = next,
+            None => break,
+        }
+    }
+    if !segments.is_empty() {
+        out.push(segments);
+    }
+}
+
+/// The deepest module of `files` that `base` + `segments` names.
+fn resolve(files: &BTreeMap<Module, Source>, base: &[String], segments: &[String]) -> Module {
+    for take in (0..=segments.len()).rev() {
+        let mut module: Module = base.to_vec();
+        module.extend(segments[..take].iter().cloned());
+        if files.contains_key(&module) {
+            return module;
+        }
+    }
+    base.to_vec()
+}
+
+/// The child modules a file declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
+fn declared_children(code: &str) -> Vec<String> {
+    let mut children = Vec::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        let line = line
+            .strip_prefix("pub ")
+            .or_else(|| line.split_once(") ").map(|(_, rest)| rest))
+            .filter(|_| line.starts_with("pub"))
+            .unwrap_or(line);
+        if let Some(name) = line.strip_prefix("mod ")
+            && let Some(name) = name.strip_suffix(';')
+        {
+            children.push(name.trim().to_owned());
+        }
+    }
+    children
+}
+
+/// Module → the modules its code names.
+fn edges(files: &BTreeMap<Module, Source>) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mut edges = BTreeMap::new();
+    for (module, source) in files {
+        let parent: Module = module[..module.len().saturating_sub(1)].to_vec();
+        let mut targets = BTreeSet::new();
+        for (prefix, base) in [
+            ("crate", Vec::new()),
+            ("super", parent),
+            ("self", module.clone()),
+        ] {
+            for segments in paths_after(&source.code, prefix) {
+                targets.insert(resolve(files, &base, &segments));
+            }
+        }
+        for child in declared_children(&source.code) {
+            let mut child_module = module.clone();
+            child_module.push(child.clone());
+            let used = !paths_after(&source.code, &child).is_empty()
+                || source.code.contains(&format!("use {child};"));
+            if used && files.contains_key(&child_module) {
+                targets.insert(child_module);
+            }
+        }
+        targets.remove(module);
+        targets.retain(|t| files.contains_key(t));
+        edges.insert(module.clone(), targets);
+    }
+    edges
+}
+
+/// Strongly connected components of more than one node (Tarjan).
+fn circles<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> Vec<Vec<N>> {
+    struct Walk<'a, N> {
+        graph: &'a BTreeMap<N, BTreeSet<N>>,
+        index: BTreeMap<N, usize>,
+        low: BTreeMap<N, usize>,
+        stack: Vec<N>,
+        on_stack: BTreeSet<N>,
+        found: Vec<Vec<N>>,
+    }
+    fn visit<N: Ord + Clone>(walk: &mut Walk<N>, node: &N) {
+        let at = walk.index.len();
+        walk.index.insert(node.clone(), at);
+        walk.low.insert(node.clone(), at);
+        walk.stack.push(node.clone());
+        walk.on_stack.insert(node.clone());
+        for next in walk.graph.get(node).into_iter().flatten() {
+            if !walk.index.contains_key(next) {
+                visit(walk, next);
+                let low = walk.low[node].min(walk.low[next]);
+                walk.low.insert(node.clone(), low);
+            } else if walk.on_stack.contains(next) {
+                let low = walk.low[node].min(walk.index[next]);
+                walk.low.insert(node.clone(), low);
+            }
+        }
+        if walk.low[node] == walk.index[node] {
+            let mut component = Vec::new();
+            loop {
+                let member = walk.stack.pop().unwrap();
+                walk.on_stack.remove(&member);
+                let done = &member == node;
+                component.push(member);
+                if done {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                walk.found.push(component);
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !walk.index.contains_key(node) {
+            visit(&mut walk, node);
+        }
+    }
+    walk.found
+}
+
+fn describe_circle(component: &[Module], edges: &BTreeMap<Module, BTreeSet<Module>>) -> String {
+    let mut lines = vec![format!(
+        "import circle: {}",
+        component.iter().map(name).collect::<Vec<_>>().join(", ")
+    )];
+    for from in component {
+        for to in &edges[from] {
+            if component.contains(to) {
+                lines.push(format!("    {} -> {}", name(from), name(to)));
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+/// The dispatcher, `run`, `gate` and `explore` (with their submodules).
+fn ties_steps(module: &Module) -> bool {
+    match module.as_slice() {
+        [pipeline] => pipeline == "pipeline",
+        [pipeline, tie, ..] => pipeline == "pipeline" && TIES.contains(&tie.as_str()),
+        _ => false,
+    }
+}
+
+/// The problems of the tree at `src`, one text each.
+fn problems(src: &Path) -> Vec<String> {
+    let files = sources(src);
+    let edges = edges(&files);
+    let mut problems = Vec::new();
+    for component in circles(&edges) {
+        problems.push(describe_circle(&component, &edges));
+    }
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, targets) in &edges {
+        let unit = |m: &Module| m.first().cloned().unwrap_or_else(|| "crate".to_owned());
+        let entry = top.entry(unit(from)).or_default();
+        entry.extend(targets.iter().map(unit).filter(|t| *t != unit(from)));
+    }
+    for component in circles(&top) {
+        let mut lines = vec![format!("top-level import circle: {}", component.join(", "))];
+        for from in &component {
+            for (module, targets) in &edges {
+                if module.first() != Some(from) {
+                    continue;
+                }
+                for to in targets {
+                    if to
+                        .first()
+                        .is_some_and(|t| t != from && component.contains(t))
+                    {
+                        lines.push(format!("    {} -> {}", name(module), name(to)));
+                    }
+                }
+            }
+        }
+        problems.push(lines.join("\n"));
+    }
+    let step_of = |m: &Module| -> Option<String> {
+        (m.len() >= 2 && m[0] == "pipeline" && STEPS.contains(&m[1].as_str())).then(|| m[1].clone())
+    };
+    for (from, targets) in &edges {
+        for to in targets {
+            let Some(step) = step_of(to) else { continue };
+            match step_of(from) {
+                Some(own) if own == step => {}
+                Some(_) => problems.push(format!(
+                    "the step {} uses the step {}: steps share code through the shared \
+                     pipeline modules, and only run, gate and explore tie steps together",
+                    name(from),
+                    name(to)
+                )),
+                None if to.len() > 2 && ties_steps(from) => problems.push(format!(
+                    "{} reaches into the step's internals ({}): call its entry points \
+                         (pipeline::{step})",
+                    name(from),
+                    name(to)
+                )),
+                None if !ties_steps(from) => problems.push(format!(
+                    "{} uses the step {}: only run, gate and explore tie steps together",
+                    name(from),
+                    name(to)
+                )),
+                None => {}
+            }
+        }
+    }
+    for (module, source) in &files {
+        let lines = source.code.lines().count();
+        if lines > MAX_LINES {
+            problems.push(format!(
+                "{} has {lines} lines besides its tests (at most {MAX_LINES}): split it where \
+                 it divides",
+                source.path.display()
+            ));
+        }
+        if !source.text.starts_with("//!") {
+            problems.push(format!(
+                "{} ({}) does not open with a `//!` comment saying what it owns",
+                source.path.display(),
+                name(module)
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_layering_holds() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let problems = problems(&src);
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+#[test]
+fn test_files_stay_under_the_line_limit() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut dirs = vec![tests];
+    let mut long = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && path.file_name().is_some_and(|n| n != "fixtures") {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                if lines > MAX_LINES {
+                    long.push(format!("{} has {lines} lines", path.display()));
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "{}", long.join("\n"));
+}
+
+/// The checks themselves, on small trees written here: each kind of problem is found.
+mod checks {
+    use super::*;
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_clean_tree_has_no_problems() {
+        let dir = tree(&[
+            (
+                "main.rs",
+                "//! main\nmod a;\nmod b;\nfn main() { a::f(); }\n",
+            ),
+            (
+                "a/mod.rs",
+                "//! a\npub mod x;\npub fn f() { x::g(); crate::b::h(); }\n",
+            ),
+            ("a/x.rs", "//! x\npub fn g() {}\n"),
+            (
+                "b.rs",
+                "//! b\npub fn h() { let s = \"crate::a::f\"; }\n// crate::a\n",
+            ),
+        ]);
+        assert_eq!(problems(dir.path()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_circle_between_top_level_modules_is_found() {
+        let dir = tree(&[
+            ("main.rs", "//! main\nmod a;\nmod b;\n"),
+            ("a.rs", "//! a\nuse crate::b::B;\npub struct A;\n"),
+            ("b/mod.rs", "//! b\npub mod inner;\npub struct B;\n"),
+            ("b/inner.rs", "//! inner\nuse crate::a::A;\n"),
+        ]);
+        let found = problems(dir.path());
+        assert!(
+            found
+                .iter()
+                .any(|p| p.starts_with("top-level import circle: a, b")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_circle_between_a_folder_and_its_child_is_found() {
+        let dir = tree(&[
+            ("main.rs", "//! main\nmod report;\n"),
+            (
+                "report/mod.rs",
+                "//! report\nmod records;\npub use records::Record;\npub fn human() {}\n",
+            ),
+            (
+                "report/records.rs",
+                "//! records\npub struct Record;\nfn f() { super::human(); }\n",
+            ),
+        ]);
+        let found = problems(dir.path());
+        assert!(
+            found
+                .iter()
+                .any(|p| p.starts_with("import circle: report, report::records")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn steps_reaching_each_other_or_their_internals_are_found() {
+        let dir = tree(&[
+            ("main.rs", "//! main\nmod pipeline;\n"),
+            (
+                "pipeline/mod.rs",
+                "//! p\nmod train;\nmod optimize;\nmod gate;\n",
+            ),
+            ("pipeline/train.rs", "//! t\npub fn train() {}\n"),
+            (
+                "pipeline/optimize.rs",
+                "//! o\nuse super::train::train;\npub fn optimize() { train(); }\n",
+            ),
+            ("pipeline/compare/mod.rs", "//! c\npub mod rounds;\n"),
+            ("pipeline/compare/rounds.rs", "//! r\npub fn round() {}\n"),
+            (
+                "pipeline/gate.rs",
+                "//! g\nuse crate::pipeline::compare::rounds::round;\n",
+            ),
+        ]);
+        let found = problems(dir.path()).join("\n");
+        assert!(
+            found.contains("the step pipeline::optimize uses the step pipeline::train"),
+            "{found}"
+        );
+        assert!(
+            found.contains("pipeline::gate reaches into the step's internals"),
+            "{found}"
+        );
+    }
+
+    #[test]
+    fn long_files_and_files_without_a_module_comment_are_found() {
+        let long = format!("//! long\n{}", "fn f() {}\n".repeat(MAX_LINES + 1));
+        let dir = tree(&[("main.rs", "mod long;\n"), ("long.rs", &long)]);
+        let found = problems(dir.path()).join("\n");
+        assert!(found.contains("long.rs has 802 lines"), "{found}");
+        assert!(
+            found.contains("does not open with a `//!` comment"),
+            "{found}"
+        );
+    }
+
+    #[test]
+    fn strings_comments_and_lifetimes_are_not_code() {
+        assert_eq!(
+            code_of(
+                "fn f<'a>(x: &'a str) { let c = '{'; let s = r#\"crate::x\"#; }\n// crate::y\n"
+            ),
+            "fn f<'a>(x: &'a str) { let c = ' '; let s = \"\"; }\n\n"
+        );
+    }
+}
