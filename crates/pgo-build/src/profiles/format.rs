@@ -60,17 +60,19 @@ pub fn written_indexed_version(
         .context("llvm-profdata wrote a profile pgo-build cannot read the version of")
 }
 
+/// The start of a raw profile of format `version`, as rustc's runtime writes it (tests).
+#[cfg(test)]
+pub(super) fn raw_header(version: u64) -> Vec<u8> {
+    let mut bytes = RAW_MAGIC_64.to_le_bytes().to_vec();
+    // With the IR-level flag in the top byte.
+    bytes.extend((version | 1 << 56).to_le_bytes());
+    bytes.extend([0u8; 64]);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn raw_header(version: u64) -> Vec<u8> {
-        let mut bytes = RAW_MAGIC_64.to_le_bytes().to_vec();
-        // With the IR-level flag in the top byte, as rustc's runtime writes it.
-        bytes.extend((version | 1 << 56).to_le_bytes());
-        bytes.extend([0u8; 64]);
-        bytes
-    }
 
     #[test]
     fn raw_version_is_read_only_from_raw_profiles() {

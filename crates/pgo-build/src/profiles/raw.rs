@@ -249,18 +249,10 @@ pub(super) fn explain_other_llvm(profiles: &mut [RawProfile], llvm_major: u32) {
 #[cfg(test)]
 mod tests {
     use super::super::accounting::per_binary;
-    use super::super::format::RAW_MAGIC_64;
+    use super::super::format::raw_header;
     use super::*;
     use crate::cargo::manifest::StagedBinary;
     use crate::cargo::settings::BuildSettings;
-
-    fn raw_header(version: u64) -> Vec<u8> {
-        let mut bytes = RAW_MAGIC_64.to_le_bytes().to_vec();
-        // With the IR-level flag in the top byte, as rustc's runtime writes it.
-        bytes.extend((version | 1 << 56).to_le_bytes());
-        bytes.extend([0u8; 64]);
-        bytes
-    }
 
     fn manifest() -> StageManifest {
         let bin = |name: &str, id: &str| StagedBinary {

@@ -434,7 +434,10 @@ pub fn normalized(fixture: &Fixture, text: &str) -> String {
     let root = fixture.root().display().to_string();
     let text = text.replace(root.trim_end_matches('/'), "[ROOT]");
     let rules: [(&str, &str); 10] = [
-        (r"rustc \d+\.\d+\.\d+ \([0-9a-f]+ \d{4}-\d{2}-\d{2}\)", "rustc [VERSION]"),
+        (
+            r"rustc \d+\.\d+\.\d+ \([0-9a-f]+ \d{4}-\d{2}-\d{2}\)",
+            "rustc [VERSION]",
+        ),
         (r"\b\d+\.\d+\.\d+\b", "[VERSION]"),
         (r"\b[0-9a-f]{12,}\b", "[HASH]"),
         (r"\bpid \d+", "pid [PID]"),
