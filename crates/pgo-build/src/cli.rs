@@ -208,6 +208,10 @@ pub struct GateArgs {
     /// What decides (default: [compare] metric, else wall), as for `compare`
     #[arg(long, value_name = "wall|cpu|instructions|faults|NAME")]
     pub metric: Option<Decider>,
+    /// How long the gate may count instructions for the workloads that the deciding metric
+    /// left open (e.g. 10m, 1h; 0 turns the fallback off). Default: 15m
+    #[arg(long, value_name = "DURATION")]
+    pub budget: Option<String>,
 }
 
 #[derive(Debug, Clone, Args, Default)]

@@ -229,11 +229,24 @@ impl Config {
 
     /// The metric names the workloads report, as `--metric` takes them.
     pub fn reported_metrics(&self) -> Vec<String> {
-        self.workloads
+        let mut reported: Vec<String> = self
+            .workloads
             .iter()
             .flat_map(|w| &w.metrics)
             .flat_map(MetricSpec::compared_names)
-            .collect()
+            .collect();
+        // What pgo-build reports itself of the services a workload names, and its client.
+        for workload in self.workloads.iter().filter(|w| !w.services.is_empty()) {
+            for service in &workload.services {
+                for (figure, _) in crate::measure::metric::SERVICE_FIGURES {
+                    reported.push(crate::measure::metric::service_metric(service, figure));
+                }
+            }
+            reported.push(crate::measure::metric::CLIENT_CPU.to_owned());
+        }
+        reported.sort();
+        reported.dedup();
+        reported
     }
 
     /// The file name for messages, or where the file would be.
@@ -352,6 +365,12 @@ impl Config {
                 reported.extend(metric.compared_names());
             }
         }
+        // And what pgo-build reports of the services workloads name (`service.db.cpu`).
+        reported.extend(
+            self.reported_metrics()
+                .into_iter()
+                .filter(|name| crate::measure::metric::built_in_unit(name).is_some()),
+        );
         if let Some(metric) = &self.compare.metric {
             let line = line_of(text, metric.span().start);
             let decider: Decider = metric.get_ref().parse().map_err(|reason: String| {

@@ -42,7 +42,16 @@ pub struct Target<'a> {
     /// Where the running workload is recorded while it runs (`running/`, one file per run:
     /// variants may be counted side by side).
     pub running_dir: Option<&'a Path>,
+    /// Look at what the run's processes execute, every so often (`Outcome::executables`): which
+    /// staged binaries a workload runs, its own children included.
+    pub observe: bool,
+    /// What each of the run's services runs under, by service name (an instruction counter
+    /// with a directory of that service's own), when not nothing.
+    pub service_wrapper: Option<&'a ServiceWrapper<'a>>,
 }
+
+/// What a service of a run runs under, given the service's name.
+pub type ServiceWrapper<'a> = dyn Fn(&str) -> Vec<std::ffi::OsString> + Sync + 'a;
 
 /// A workload as it runs against one stage: its configuration, with the command resolved
 /// for that stage (a cargo workload's command line is made with the stage's settings by
@@ -215,9 +224,142 @@ pub fn bin_env_var(name: &str) -> String {
     format!("PGO_BUILD_BIN_{suffix}")
 }
 
+/// The staged binaries a workload runs, read from its command and its services' (and from
+/// the scripts they name that lie in the workspace): each `$PGO_BUILD_BIN_<NAME>` and
+/// `$PGO_BUILD_BIN_DIR/<name>` it uses. `None` when that cannot be told (a cargo workload, a
+/// command that names the directory only, or none of them): then it may run any of them.
+pub fn binaries_run(
+    workload: &Workload,
+    bins: &[&str],
+    workspace_root: &Path,
+) -> Option<std::collections::BTreeSet<String>> {
+    if workload.cargo.is_some() {
+        return None;
+    }
+    let mut texts = vec![command_text(&workload.command)];
+    texts.extend(
+        workload
+            .service_specs
+            .iter()
+            .map(|s| command_text(&s.command)),
+    );
+    // Scripts the commands run, one level deep: `./bench.sh`, `sh scripts/load.sh`.
+    let words: Vec<String> = texts
+        .iter()
+        .flat_map(|text| {
+            text.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for word in words {
+        let word = word.trim_matches(|c| c == '"' || c == '\'' || c == ';');
+        if word.starts_with('$') || word.is_empty() {
+            continue;
+        }
+        let path = workspace_root.join(word);
+        if path.is_file()
+            && let Ok(text) = std::fs::read_to_string(&path)
+        {
+            texts.push(text);
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    let mut names_the_directory = false;
+    for text in &texts {
+        for name in bins {
+            let variable = bin_env_var(name);
+            let by_variable = [format!("${variable}"), format!("${{{variable}}}")]
+                .iter()
+                .any(|form| mentions(text, form));
+            let by_path = ["$PGO_BUILD_BIN_DIR/", "${PGO_BUILD_BIN_DIR}/"]
+                .iter()
+                .any(|dir| mentions(text, &format!("{dir}{name}")));
+            if by_variable || by_path {
+                found.insert((*name).to_owned());
+            }
+        }
+        names_the_directory |= text.contains("PGO_BUILD_BIN_DIR");
+    }
+    // A directory used without a name (`ls $PGO_BUILD_BIN_DIR`, a loop) may run any binary.
+    let unnamed_directory = names_the_directory
+        && texts.iter().any(|text| {
+            text.match_indices("PGO_BUILD_BIN_DIR")
+                .any(|(at, _)| !bins.iter().any(|name| names_at(text, at, name)))
+        });
+    (!found.is_empty() && !unnamed_directory).then_some(found)
+}
+
+/// Whether `text` holds `word` not followed by more of a name (`$X` is not `$X_Y`).
+fn mentions(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        !text[at + word.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    })
+}
+
+/// Whether the `PGO_BUILD_BIN_DIR` at `at` in `text` is followed by `/<name>`.
+fn names_at(text: &str, at: usize, name: &str) -> bool {
+    let rest = &text[at + "PGO_BUILD_BIN_DIR".len()..];
+    let rest = rest.strip_prefix('}').unwrap_or(rest);
+    rest.strip_prefix('/')
+        .is_some_and(|rest| mentions(rest, name) && rest.starts_with(name))
+}
+
+fn command_text(command: &WorkloadCommand) -> String {
+    match command {
+        WorkloadCommand::Shell(line) => line.clone(),
+        WorkloadCommand::Argv(words) => words.join(" "),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_binaries_a_workload_runs_are_read_from_its_commands_and_scripts() {
+        let dir = tempfile::tempdir().unwrap();
+        let bins = ["server", "server-cli", "tool"];
+        let workload = |command: &str| -> Workload {
+            toml::from_str(&format!(
+                "name = \"w\"\nrole = \"holdout\"\ncommand = {command:?}\n"
+            ))
+            .unwrap()
+        };
+        let run = |command: &str| {
+            binaries_run(&workload(command), &bins, dir.path())
+                .map(|set| set.into_iter().collect::<Vec<_>>())
+        };
+        assert_eq!(
+            run("$PGO_BUILD_BIN_SERVER --port 1"),
+            Some(vec!["server".into()])
+        );
+        assert_eq!(
+            run("${PGO_BUILD_BIN_SERVER_CLI} get k; $PGO_BUILD_BIN_DIR/tool x"),
+            Some(vec!["server-cli".into(), "tool".into()])
+        );
+        // A directory without a name, or nothing at all: it may run any.
+        assert_eq!(run("for b in $PGO_BUILD_BIN_DIR/*; do $b; done"), None);
+        assert_eq!(run("redis-benchmark -q"), None);
+        // A script in the workspace is read.
+        std::fs::write(
+            dir.path().join("load.sh"),
+            "exec \"$PGO_BUILD_BIN_TOOL\" run\n",
+        )
+        .unwrap();
+        assert_eq!(run("sh load.sh"), Some(vec!["tool".into()]));
+        // A service's command counts as the workload's.
+        let mut served = workload("redis-benchmark -q");
+        served.service_specs =
+            vec![toml::from_str("name = \"db\"\ncommand = \"$PGO_BUILD_BIN_SERVER\"\n").unwrap()];
+        assert_eq!(
+            binaries_run(&served, &bins, dir.path()).map(|s| s.into_iter().collect::<Vec<_>>()),
+            Some(vec!["server".into()])
+        );
+    }
 
     #[test]
     fn bin_variables_are_upper_case_identifiers() {

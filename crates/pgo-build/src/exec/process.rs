@@ -14,6 +14,8 @@ pub(super) struct Usage {
     pub cpu: Duration,
     /// Minor and major page faults.
     pub faults: u64,
+    /// The peak resident memory of the largest single process among them.
+    pub max_rss_bytes: u64,
 }
 
 /// Waits for `pid` with `wait4`, which also returns the CPU time and page faults of it and its
@@ -34,6 +36,8 @@ pub(super) fn reap(
             let usage = Usage {
                 cpu: timeval(usage.ru_utime) + timeval(usage.ru_stime),
                 faults: (usage.ru_minflt + usage.ru_majflt) as u64,
+                // Linux counts it in KiB.
+                max_rss_bytes: (usage.ru_maxrss.max(0) as u64) << 10,
             };
             return Ok(Some((std::process::ExitStatus::from_raw(status), usage)));
         }
@@ -79,6 +83,14 @@ impl Members<'_> {
             .collect();
         members.sort();
         members
+    }
+
+    /// The executables its live members run (`/proc/<pid>/exe`).
+    pub fn executables(&self) -> Vec<std::path::PathBuf> {
+        self.live()
+            .into_iter()
+            .filter_map(|(pid, _)| std::fs::read_link(format!("/proc/{pid}/exe")).ok())
+            .collect()
     }
 
     pub fn signal(&self, pids: &[i32], signal: libc::c_int) {

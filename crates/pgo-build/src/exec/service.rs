@@ -51,6 +51,8 @@ pub struct ServiceOutcome {
     /// User + system CPU time of its process tree (as `wait4` accounts it).
     pub cpu: Duration,
     pub faults: u64,
+    /// The peak resident memory of its largest process (as `wait4` accounts it).
+    pub max_rss_bytes: u64,
 }
 
 struct RunningService {
@@ -97,9 +99,13 @@ impl Services {
                 .as_bytes(),
             )?;
             let service_token = format!("{token}-service-{}", spec.name());
+            let wrapper = target
+                .service_wrapper
+                .map(|wrapper| wrapper(spec.name()))
+                .unwrap_or_default();
             let cmd = target
                 .prepared(
-                    &[],
+                    &wrapper,
                     &spec.command,
                     spec.cwd.as_deref(),
                     &spec.env,
@@ -160,6 +166,20 @@ impl Services {
     }
 
     /// Stops every service (reverse order) and says how each ended.
+    /// The executables the services' processes run now.
+    pub(super) fn executables(&self) -> Vec<PathBuf> {
+        self.running
+            .iter()
+            .flat_map(|service| {
+                Members {
+                    group: service.pid,
+                    token: &service.token,
+                }
+                .executables()
+            })
+            .collect()
+    }
+
     pub(super) fn stop_all(
         &mut self,
         target: &Target,
@@ -523,6 +543,7 @@ fn stop_service(
         processes,
         cpu: usage.cpu,
         faults: usage.faults,
+        max_rss_bytes: usage.max_rss_bytes,
     }
 }
 

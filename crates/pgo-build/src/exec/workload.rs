@@ -41,7 +41,13 @@ pub struct Outcome {
     pub services: Vec<ServiceOutcome>,
     /// The lines the workload wrote to `$PGO_BUILD_METRICS`.
     pub metric_lines: Vec<String>,
+    /// With `Target::observe`: the executables its processes and its services' were seen to
+    /// run (looked at every [`OBSERVE_EVERY`]: what ran for less may be missed).
+    pub executables: std::collections::BTreeSet<PathBuf>,
 }
+
+/// How often an observed run's processes are looked at.
+const OBSERVE_EVERY: Duration = Duration::from_millis(100);
 
 impl Target<'_> {
     /// Runs `workload` against this stage: its services first, then its command, in its own
@@ -129,7 +135,14 @@ impl Target<'_> {
             self.stage.name()
         ));
         let mut stopped = Vec::new();
+        let mut executables = std::collections::BTreeSet::new();
+        let mut next_look = started;
         let (status, success, usage) = loop {
+            if self.observe && Instant::now() >= next_look {
+                executables.extend(members.executables());
+                executables.extend(services.executables());
+                next_look += OBSERVE_EVERY;
+            }
             if let Some((status, usage)) = reap(group, false)? {
                 break (status.to_string(), status.success(), usage);
             }
@@ -181,6 +194,7 @@ impl Target<'_> {
             stopped,
             services,
             metric_lines,
+            executables,
         })
     }
 }
@@ -263,6 +277,8 @@ mod tests {
             wrapper: Vec::new(),
             log_path: dir.join("log.txt"),
             running_dir: None,
+            observe: false,
+            service_wrapper: None,
         }
     }
 

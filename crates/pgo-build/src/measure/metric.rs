@@ -38,6 +38,40 @@ pub enum Metric {
 /// other name is a metric the workloads report.
 pub const BUILT_IN_METRICS: [&str; 4] = ["wall", "cpu", "instructions", "faults"];
 
+/// What pgo-build reports of each service of a workload, of the service's own process tree
+/// (not the client's): `service.<name>.<figure>`, with its unit. Instructions only when
+/// counting (`--metric instructions`).
+pub const SERVICE_FIGURES: [(&str, &str); 4] = [
+    ("cpu", "s"),
+    ("faults", "faults"),
+    ("peak_rss", "MiB"),
+    ("instructions", "instructions"),
+];
+
+/// The CPU time of a workload's own command and its children, without its services'.
+pub const CLIENT_CPU: &str = "client.cpu";
+
+/// The name a service's own figure is reported under.
+pub fn service_metric(service: &str, figure: &str) -> String {
+    format!("service.{service}.{figure}")
+}
+
+/// The unit of a figure pgo-build reports itself about a run (`service.<name>.<figure>`,
+/// `client.cpu`), and `None` for any other name. All of them are costs: lower is better.
+pub fn built_in_unit(name: &str) -> Option<&'static str> {
+    if name == CLIENT_CPU {
+        return Some("s");
+    }
+    let (service, figure) = name.strip_prefix("service.")?.rsplit_once('.')?;
+    if crate::util::names::check_service(service).is_err() {
+        return None;
+    }
+    SERVICE_FIGURES
+        .iter()
+        .find(|(known, _)| *known == figure)
+        .map(|(_, unit)| *unit)
+}
+
 /// What verdicts rest on: a figure pgo-build measures, or a metric the workloads report
 /// (`[[workload.metric]]`, e.g. `p99_ms`, or `latency.p99` of a distribution).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,8 +116,11 @@ impl std::str::FromStr for Decider {
         if let Some(i) = BUILT_IN_METRICS.iter().position(|name| *name == text) {
             return Ok(Decider::Measured(measured[i]));
         }
-        // A criterion benchmark of a held-out cargo bench (`criterion:parse/small`).
-        if text.starts_with(crate::measure::criterion::METRIC_PREFIX) {
+        // A criterion benchmark of a held-out cargo bench (`criterion:parse/small`), or a
+        // service's own figure (`service.db.cpu`).
+        if text.starts_with(crate::measure::criterion::METRIC_PREFIX)
+            || built_in_unit(text).is_some()
+        {
             return Ok(Decider::Reported(text.to_owned()));
         }
         // `latency.p99`: a percentile of a distribution metric.

@@ -6,6 +6,7 @@
 
 pub mod counter;
 pub mod criterion;
+pub mod family;
 pub mod memory;
 pub mod metric;
 pub mod metrics;

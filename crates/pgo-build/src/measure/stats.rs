@@ -42,6 +42,9 @@ pub enum Verdict {
     /// Neither a difference nor a useful bound: see `more_rounds`.
     Inconclusive,
     TooFewRounds,
+    /// The values come in steps too large to tell a difference within the margin (a
+    /// histogram's bucket, a figure printed with two digits): see `resolution_note`.
+    TooCoarse,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -59,6 +62,11 @@ pub struct PairedSummary {
     pub wilcoxon_p: f64,
     /// Two-sided sign-test p-value of wins vs losses (ties dropped).
     pub sign_test_p: f64,
+    /// The p-value of "no difference" by both tests together: the exact chance, over the
+    /// rounds' equally likely signs, that either test's p is as small as the smaller one seen
+    /// (see [`paired_p`]). A verdict needs it at or below the level.
+    #[serde(default = "one")]
+    pub p: f64,
     pub verdict: Verdict,
     /// With `no_difference`: the largest effect the interval leaves possible (0.018: 1.8%).
     pub bound: Option<f64>,
@@ -68,6 +76,16 @@ pub struct PairedSummary {
     pub resolves: Option<f64>,
     /// Set when the interval is too wide to see small effects, with the smallest it can see.
     pub resolution_note: Option<String>,
+    /// The level this verdict was tested at among all the verdicts of its command (see
+    /// `measure::family`); absent where no family was judged (explore, instruction counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_level: Option<f64>,
+    /// The per-pair ratios it summarises, and the bootstrap's seed: to judge it again at a
+    /// family's level. Not kept in reports.
+    #[serde(skip)]
+    pub ratios: Vec<f64>,
+    #[serde(skip)]
+    pub seed: u64,
 }
 
 impl PairedSummary {
@@ -86,7 +104,52 @@ impl PairedSummary {
                 self.resolves.unwrap_or_default() * 100.0
             ),
             Verdict::TooFewRounds => "too few rounds".to_owned(),
+            Verdict::TooCoarse => "too coarse to judge".to_owned(),
         }
+    }
+
+    /// The p-value of "no difference" by both paired tests together (see [`paired_p`]).
+    pub fn p_value(&self) -> f64 {
+        self.p
+    }
+
+    /// Whether it claims a difference (faster or slower).
+    pub fn claims_a_difference(&self) -> bool {
+        matches!(self.verdict, Verdict::Faster | Verdict::Slower)
+    }
+
+    /// The verdict once the command's whole family of verdicts is counted (see
+    /// `measure::family`): a difference stays claimed only when the family rejected it and
+    /// the interval at its family level excludes no difference; else it is inconclusive, and
+    /// says why.
+    pub fn within_family(mut self, judged: crate::measure::family::Judged) -> PairedSummary {
+        self.family_level = Some(judged.level);
+        if !self.claims_a_difference() {
+            return self;
+        }
+        let (low, high) = bootstrap_median_ci(&self.ratios, self.seed, judged.level);
+        let excluded = high < 1.0 || low > 1.0;
+        if judged.rejected && excluded {
+            return self;
+        }
+        let lean = if self.median_ratio < 1.0 {
+            "faster"
+        } else {
+            "slower"
+        };
+        self.verdict = Verdict::Inconclusive;
+        self.resolution_note = Some(format!(
+            "{lean} by itself ({:+.1}%), but not once every verdict of this comparison is \
+             counted: the tests' p = {:.4} against the {:.4} its place in the family allows \
+             (the chance of any false verdict is kept at 5% together); more rounds, or \
+             --metric instructions, would tell",
+            (self.median_ratio - 1.0) * 100.0,
+            self.p_value(),
+            judged.level
+        ));
+        self.more_rounds = Some(self.pairs.max(MIN_PAIRS));
+        self.resolves = Some(TARGET_HALF_WIDTH.max((self.median_ratio - 1.0).abs() / 2.0));
+        self
     }
 
     /// "No difference" holds only within the equivalence margin (`[compare] margin`): an
@@ -114,6 +177,25 @@ impl PairedSummary {
         self
     }
 
+    /// Not judged: the values it pairs come in steps of `step` (in `unit`), `share` of their
+    /// median, which is more than the margin, so a difference within the margin cannot be
+    /// told from the step (see [`coarse_step`]).
+    pub fn too_coarse(mut self, step: f64, share: f64, unit: &str, margin: f64) -> PairedSummary {
+        self.verdict = Verdict::TooCoarse;
+        self.bound = None;
+        self.more_rounds = None;
+        self.resolves = None;
+        self.resolution_note = Some(format!(
+            "its values come in steps of {} {unit} ({:.0}% of their median), more than the \
+             ±{:.1}% margin: too coarse to judge. Report it with more digits, or a mean over the \
+             run (a histogram's buckets and two printed decimals are the usual causes)",
+            crate::util::units::figure(step),
+            share * 100.0,
+            margin * 100.0
+        ));
+        self
+    }
+
     /// Whether the question is answered: a verdict, or an interval within ±`half_width`.
     pub fn settled(&self, half_width: f64) -> bool {
         matches!(self.verdict, Verdict::Faster | Verdict::Slower)
@@ -136,7 +218,8 @@ pub fn summarize_at(ratios: &[f64], seed: u64, alpha: f64) -> PairedSummary {
     let losses = ratios.iter().filter(|&&r| r > 1.0).count();
     let sign_test_p = sign_test(wins, losses);
     let wilcoxon_p = wilcoxon_p(ratios);
-    let rejected = wilcoxon_p < alpha / 2.0 || sign_test_p < alpha / 2.0;
+    let p = paired_p(ratios);
+    let rejected = p <= alpha;
     let half_width = (ci_high - ci_low) / 2.0;
     let bound = (1.0 - ci_low).max(ci_high - 1.0);
     let contains_one = ci_low <= 1.0 && 1.0 <= ci_high;
@@ -172,15 +255,15 @@ pub fn summarize_at(ratios: &[f64], seed: u64, alpha: f64) -> PairedSummary {
         Verdict::Inconclusive if !contains_one => Some(format!(
             "the data leans {} ({:+.1}%, {wins} of {pairs} rounds won) but neither paired test \
              rejects \"no difference\" (Wilcoxon p = {wilcoxon_p:.3}, sign test p = \
-             {sign_test_p:.3}, each needs {:.3}): about {} more rounds would tell (or --rounds \
-             auto)",
+             {sign_test_p:.3}; together p = {p:.3}, which needs {:.3}): about {} more rounds \
+             would tell (or --rounds auto)",
             if median_ratio < 1.0 {
                 "faster"
             } else {
                 "slower"
             },
             (median_ratio - 1.0) * 100.0,
-            alpha / 2.0,
+            alpha,
             more_rounds.unwrap_or_default()
         )),
         Verdict::Inconclusive => Some(format!(
@@ -203,12 +286,32 @@ pub fn summarize_at(ratios: &[f64], seed: u64, alpha: f64) -> PairedSummary {
         wins,
         wilcoxon_p,
         sign_test_p,
+        p,
         verdict,
         bound: (verdict == Verdict::NoDifference).then_some(bound),
         more_rounds,
         resolves: more_rounds.map(|_| resolves),
         resolution_note,
+        family_level: None,
+        ratios: ratios.to_vec(),
+        seed,
     }
+}
+
+/// The step a metric's values come in, and what share of their median it is, when that share
+/// is more than `margin` (the values of both sides together; `None` while they vary finer).
+pub fn coarse_step(values: &[f64], margin: f64) -> Option<(f64, f64)> {
+    let mut distinct: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    distinct.sort_by(f64::total_cmp);
+    let typical = median(&distinct).abs();
+    distinct.dedup();
+    let step = distinct
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .filter(|gap| *gap > 0.0)
+        .reduce(f64::min)?;
+    let share = step / typical;
+    (typical > 0.0 && share > margin).then_some((step, share))
 }
 
 /// Instruction counts barely move between runs of the same binary: one repeat measures by
@@ -240,6 +343,7 @@ pub fn summarize_counts(ratios: &[f64], repeat_spread: Option<f64>) -> PairedSum
         wins,
         wilcoxon_p: wilcoxon_p(ratios),
         sign_test_p: sign_test(wins, losses),
+        p: paired_p(ratios),
         verdict,
         bound: (verdict == Verdict::NoDifference).then_some(threshold),
         more_rounds: None,
@@ -254,25 +358,27 @@ pub fn summarize_counts(ratios: &[f64], repeat_spread: Option<f64>) -> PairedSum
                      (--rounds 2 does)"
                 .to_owned(),
         }),
+        family_level: None,
+        ratios: ratios.to_vec(),
+        seed: 0,
     }
 }
 
-/// Two-sided Wilcoxon signed-rank p-value of `ln(ratio)` against a median of 0: exact (the
-/// null distribution of the positive rank sum by counting), average ranks for ties, zero
-/// differences dropped.
-pub fn wilcoxon_p(ratios: &[f64]) -> f64 {
+fn one() -> f64 {
+    1.0
+}
+
+/// Doubled ranks (so ties' average ranks are integers) of the nonzero `ln(ratio)`s by size,
+/// and whether each is positive (the candidate slower).
+fn signed_ranks(ratios: &[f64]) -> (Vec<usize>, Vec<bool>) {
     let diffs: Vec<f64> = ratios
         .iter()
         .map(|r| r.ln())
         .filter(|d| d.is_finite() && *d != 0.0)
         .collect();
     let n = diffs.len();
-    if n == 0 {
-        return 1.0;
-    }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| diffs[a].abs().total_cmp(&diffs[b].abs()));
-    // Doubled ranks: average ranks of ties are then integers.
     let mut rank2 = vec![0usize; n];
     let mut i = 0;
     while i < n {
@@ -285,8 +391,80 @@ pub fn wilcoxon_p(ratios: &[f64]) -> f64 {
         }
         i = j + 1;
     }
+    let positive = diffs.iter().map(|d| *d > 0.0).collect();
+    (rank2, positive)
+}
+
+/// The p-value of both paired tests together: under "no difference" every round's sign is
+/// equally likely to be either (the order of each round is random, so whatever the machine
+/// did falls on either variant alike), and this is the exact chance over those signs that
+/// the smaller of the two tests' p-values is at most the one observed. It is never above
+/// twice that smaller p (the union bound the tests used to be combined by) and never below
+/// it; when every round agrees, both tests see the same extreme and it is `2 / 2^n`.
+pub fn paired_p(ratios: &[f64]) -> f64 {
+    let (rank2, positive) = signed_ranks(ratios);
+    let n = rank2.len();
+    if n == 0 {
+        return 1.0;
+    }
     let total: usize = rank2.iter().sum();
-    let positive: usize = (0..n).filter(|&k| diffs[k] > 0.0).map(|k| rank2[k]).sum();
+    // ways[k][s]: sign assignments with k positive rounds whose positive ranks sum to s.
+    let mut ways = vec![vec![0f64; total + 1]; n + 1];
+    ways[0][0] = 1.0;
+    for (done, &rank) in rank2.iter().enumerate() {
+        for k in (0..=done).rev() {
+            for s in (0..=total - rank).rev() {
+                let here = ways[k][s];
+                if here != 0.0 {
+                    ways[k + 1][s + rank] += here;
+                }
+            }
+        }
+    }
+    let all = 2f64.powi(n as i32);
+    // Each test's two-sided p for every value of its statistic.
+    let mut by_sum = vec![0f64; total + 1];
+    for row in &ways {
+        for (s, count) in row.iter().enumerate() {
+            by_sum[s] += count;
+        }
+    }
+    let wilcoxon_of = |s: usize| -> f64 {
+        let distance = (2 * s).abs_diff(total);
+        let tail: f64 = (0..=total)
+            .filter(|&t| (2 * t).abs_diff(total) >= distance)
+            .map(|t| by_sum[t])
+            .sum();
+        (tail / all).min(1.0)
+    };
+    let sign_of = |k: usize| sign_test(k, n - k);
+    let observed_sum: usize = (0..n).filter(|&i| positive[i]).map(|i| rank2[i]).sum();
+    let observed_k = positive.iter().filter(|p| **p).count();
+    let observed = wilcoxon_of(observed_sum).min(sign_of(observed_k));
+    let wilcoxon: Vec<f64> = (0..=total).map(wilcoxon_of).collect();
+    let sign: Vec<f64> = (0..=n).map(sign_of).collect();
+    let mut extreme = 0.0;
+    for (k, row) in ways.iter().enumerate() {
+        for (s, count) in row.iter().enumerate() {
+            if *count != 0.0 && wilcoxon[s].min(sign[k]) <= observed * (1.0 + 1e-9) {
+                extreme += count;
+            }
+        }
+    }
+    (extreme / all).min(1.0)
+}
+
+/// Two-sided Wilcoxon signed-rank p-value of `ln(ratio)` against a median of 0: exact (the
+/// null distribution of the positive rank sum by counting), average ranks for ties, zero
+/// differences dropped.
+pub fn wilcoxon_p(ratios: &[f64]) -> f64 {
+    let (rank2, positive) = signed_ranks(ratios);
+    let n = rank2.len();
+    if n == 0 {
+        return 1.0;
+    }
+    let total: usize = rank2.iter().sum();
+    let positive: usize = (0..n).filter(|&k| positive[k]).map(|k| rank2[k]).sum();
     // ways[s]: sign assignments whose positive ranks sum to s.
     let mut ways = vec![0f64; total + 1];
     ways[0] = 1.0;
@@ -335,11 +513,28 @@ fn bootstrap_median_ci(values: &[f64], seed: u64, alpha: f64) -> (f64, f64) {
         for slot in sample.iter_mut() {
             *slot = values[(rng.next() % values.len() as u64) as usize];
         }
-        medians.push(median(&sample));
+        medians.push(median_in_place(&mut sample));
     }
     medians.sort_by(f64::total_cmp);
     let at = |q: f64| medians[((medians.len() - 1) as f64 * q).round() as usize];
     (at(alpha / 2.0), at(1.0 - alpha / 2.0))
+}
+
+/// The median of `values`, reordering them (no allocation: the bootstrap takes thousands).
+fn median_in_place(values: &mut [f64]) -> f64 {
+    let (len, mid) = (values.len(), values.len() / 2);
+    let (below, at, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
+    let upper = *at;
+    if len.is_multiple_of(2) {
+        let lower = below
+            .iter()
+            .copied()
+            .max_by(f64::total_cmp)
+            .unwrap_or(upper);
+        (lower + upper) / 2.0
+    } else {
+        upper
+    }
 }
 
 /// Exact two-sided binomial test of `wins` against `losses` with p = 1/2.
@@ -440,6 +635,38 @@ mod tests {
     }
 
     #[test]
+    fn both_tests_together_are_exact_and_tighter_than_their_union_bound() {
+        // Every round agrees: both tests see the one most extreme outcome.
+        let all_faster = [0.9; 8];
+        assert!((paired_p(&all_faster) - 2.0 / 256.0).abs() < 1e-12);
+        let mut rng = SplitMix64(9);
+        for _ in 0..200 {
+            let ratios = noisy_ratios(&mut rng, 10, 0.99, 0.03);
+            let smaller = wilcoxon_p(&ratios).min(sign_test(
+                ratios.iter().filter(|r| **r < 1.0).count(),
+                ratios.iter().filter(|r| **r > 1.0).count(),
+            ));
+            let together = paired_p(&ratios);
+            assert!(together >= smaller - 1e-12, "{together} < {smaller}");
+            assert!(
+                together <= (2.0 * smaller).min(1.0) + 1e-12,
+                "{together} > 2 x {smaller}"
+            );
+        }
+        // Exact: under no difference it rejects at 5% in at most 5% of trials.
+        let trials = 4000;
+        let rejected = (0..trials)
+            .filter(|_| paired_p(&noisy_ratios(&mut rng, 9, 1.0, 0.05)) <= 0.05)
+            .count();
+        assert!(
+            rejected as f64 / trials as f64 <= 0.055,
+            "{rejected} of {trials}"
+        );
+        assert_eq!(paired_p(&[]), 1.0);
+        assert_eq!(paired_p(&[1.0, 1.0]), 1.0);
+    }
+
+    #[test]
     fn a_consistent_effect_with_two_small_losses_is_seen() {
         // The trial that the sign test could not call: -10%, 8 of 10 rounds won, the two
         // lost ones by a little. Wilcoxon weighs that the losses are small.
@@ -474,9 +701,9 @@ mod tests {
 
     #[test]
     fn data_that_leans_without_proof_is_inconclusive_and_says_how_many_rounds_would_resolve_it() {
-        // 6 of 7 faster by 10-20%, one slower by 5%: the interval excludes 1, but neither test
-        // rejects at 2.5% (Wilcoxon 3.1%, sign test 12.5%).
-        let ratios = [0.8, 0.85, 0.9, 0.82, 1.05, 0.88, 0.84];
+        // 6 of 7 faster by 10-20%, one slower by 25%: the interval excludes 1, but the tests
+        // together do not reject at 5% (Wilcoxon 15.6%, sign test 12.5%, together 15.6%).
+        let ratios = [0.8, 0.85, 0.9, 0.82, 1.25, 0.88, 0.84];
         let summary = summarize(&ratios, 1);
         assert!(summary.ci_high < 1.0, "{summary:?}");
         assert_eq!(summary.verdict, Verdict::Inconclusive, "{summary:?}");

@@ -2,13 +2,16 @@
 //! enabled, else optimized) must come from a current, complete pipeline (nothing `run` would
 //! build again), be proven not slower than the baseline on every held-out workload within
 //! `[compare] margin` (a fresh comparison, judged by `[compare] metric`), and pass
-//! `[pgo] max_size_growth`. One line per binary, then `target/pgo-build/provenance.json`
-//! (written whether it passes or not), and a non-zero exit unless everything passed.
+//! `[pgo] max_size_growth`. Where the deciding metric leaves a workload open (a busy runner's
+//! noise), instruction counts decide it, within `--budget`, and the verdict says so. Each
+//! binary is judged by the held-out workloads that run it; one that none runs is unmeasured,
+//! not failed. One line per binary, then `target/pgo-build/provenance.json` (written whether
+//! it passes or not), and a non-zero exit unless everything passed.
 
 use anyhow::{Context as _, Result, bail};
 
 use super::bundles::merged_bundles;
-use super::compare::{PREVIOUS, against_previous, compare};
+use super::compare::{Family, PREVIOUS, compare, measure, variants_of};
 use super::context::{Context, Run};
 use super::release::{
     GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
@@ -19,8 +22,11 @@ use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::loaded_size;
 use crate::cli::{CompareArgs, CompareRole, GateArgs};
 use crate::config::Role;
+use crate::exec;
 use crate::layout::Stage;
-use crate::report::{CompareResult, decider_label};
+use crate::measure::counter::Counter;
+use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::report::{CompareResult, PreviousComparison, decider_label};
 use crate::util::units::human_bytes;
 
 pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
@@ -28,6 +34,12 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
         Stage::Bolt
     } else {
         Stage::Optimized
+    };
+    let budget = match args.budget.as_deref() {
+        Some(text) => {
+            crate::config::parse_duration(text).map_err(|err| anyhow::anyhow!("--budget: {err}"))?
+        }
+        None => DEFAULT_COUNTING_BUDGET,
     };
     let holdout: Vec<String> = cx.config.workload_names(Role::Holdout);
     if holdout.is_empty() {
@@ -47,22 +59,19 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
         shipped,
         "run `pgo-build run` first (the gate judges what it staged)",
     )?;
+    let compare_args = CompareArgs {
+        variants: vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],
+        rounds: args.rounds,
+        workloads: holdout.clone(),
+        role: Some(CompareRole::Holdout),
+        metric: args.metric.clone(),
+        seed: 1,
+        fail_if_slower: false,
+        against: args.against.clone(),
+    };
     // Stale outputs are not worth measuring: the verdict would be about other binaries.
     let comparison = if stale.is_empty() {
-        Some(compare(
-            cx,
-            run,
-            &CompareArgs {
-                variants: vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],
-                rounds: args.rounds,
-                workloads: holdout.clone(),
-                role: Some(CompareRole::Holdout),
-                metric: args.metric.clone(),
-                seed: 1,
-                fail_if_slower: false,
-                against: args.against.clone(),
-            },
-        )?)
+        Some(compare(cx, run, &compare_args)?)
     } else {
         None
     };
@@ -73,8 +82,11 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
         .unwrap_or_default();
     // Against the last release too: from the same rounds.
     if let (Some(comparison), Some(_)) = (&comparison, &args.against) {
-        for (workload, candidate, summary) in
-            against_previous(comparison, (1, margin), &cx.config.workloads)
+        for PreviousComparison {
+            workload,
+            candidate,
+            summary,
+        } in comparison.previous.clone()
         {
             let holdout = comparison
                 .workloads
@@ -97,6 +109,9 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
             ));
         }
     }
+    if let Some(comparison) = &comparison {
+        settle_by_instructions(cx, comparison, &compare_args, budget, &mut verdicts)?;
+    }
     for verdict in verdicts.iter().filter(|v| !v.passed) {
         failures.push(format!(
             "`{}` against the {}{}: {}",
@@ -110,7 +125,10 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
             verdict.detail
         ));
     }
-    let binaries = shipped_binaries(cx, &manifest, &mut failures)?;
+    let mut binaries = shipped_binaries(cx, &manifest, &mut failures)?;
+    for binary in &mut binaries {
+        binary.measured_by = measured_by(cx, comparison.as_ref(), &binary.name);
+    }
     let provenance = Provenance {
         schema_version: PROVENANCE_SCHEMA_VERSION,
         pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -154,6 +172,150 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// How long the gate may count instructions by default: a few workloads of a few seconds
+/// each under callgrind, not a second pipeline.
+const DEFAULT_COUNTING_BUDGET: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// The workloads the deciding metric left open, decided by instruction counts as `explore`
+/// does: counted side by side where the cores allow, within `budget` (estimated from the
+/// comparison's own wall times and the counter's slowdown). Each settled verdict keeps what
+/// the deciding metric said in `left_open_by`.
+fn settle_by_instructions(
+    cx: &Context,
+    comparison: &CompareResult,
+    args: &CompareArgs,
+    budget: std::time::Duration,
+    verdicts: &mut [GateVerdict],
+) -> Result<()> {
+    if comparison.metric == Metric::Instructions && comparison.decided_by.is_none() {
+        return Ok(());
+    }
+    let mut open: Vec<String> = verdicts
+        .iter()
+        .filter(|v| v.left_open())
+        .map(|v| v.workload.clone())
+        .collect();
+    open.dedup();
+    if open.is_empty() {
+        return Ok(());
+    }
+    if budget.is_zero() {
+        cx.printer.info(format!(
+            "gate: {} left open by {}; instruction counts would decide, but --budget 0 turns \
+             that off",
+            open.join(", "),
+            decider_label(&comparison.decider())
+        ));
+        return Ok(());
+    }
+    let counter = match Counter::detect(&cx.printer) {
+        Ok(counter) => counter,
+        Err(err) => {
+            cx.printer.warn(format!(
+                "gate: {} left open by {}, and instruction counts cannot decide here: {err:#}",
+                open.join(", "),
+                decider_label(&comparison.decider())
+            ));
+            return Ok(());
+        }
+    };
+    // Each open workload: a warm-up of every variant, then its counted rounds under the
+    // counter, as long as the slower side ran.
+    let variants = comparison.variants().len() + usize::from(!comparison.previous.is_empty());
+    let estimate: f64 = comparison
+        .workloads
+        .iter()
+        .filter(|w| open.contains(&w.workload))
+        .flat_map(|w| w.candidates.values())
+        .map(|s| {
+            let run = s
+                .reference_median_wall_secs
+                .max(s.candidate_median_wall_secs);
+            run * variants as f64
+                * (1.0 + f64::from(counter.slowdown()) * INSTRUCTION_ROUNDS as f64)
+        })
+        .sum();
+    if estimate > budget.as_secs_f64() {
+        cx.printer.warn(format!(
+            "gate: {} left open by {}; counting instructions would take about {}, over the \
+             gate's budget of {} (--budget): the verdicts stand",
+            open.join(", "),
+            decider_label(&comparison.decider()),
+            crate::util::printer::duration(std::time::Duration::from_secs_f64(estimate)),
+            crate::util::printer::duration(budget)
+        ));
+        return Ok(());
+    }
+    cx.printer.info(format!(
+        "gate: {} left open by {}: instruction counts decide (about {} with {})",
+        open.join(", "),
+        decider_label(&comparison.decider()),
+        crate::util::printer::duration(std::time::Duration::from_secs_f64(estimate)),
+        counter.describe()
+    ));
+    let counts = measure(
+        cx,
+        &variants_of(cx, args)?,
+        &CompareArgs {
+            workloads: open.clone(),
+            metric: Some(Decider::Measured(Metric::Instructions)),
+            rounds: None,
+            ..args.clone()
+        },
+        Family::Judged,
+    )?;
+    let margin = cx.config.compare.margin();
+    let shipped = args.variants.last().cloned().unwrap_or_default();
+    for verdict in verdicts.iter_mut().filter(|v| v.left_open()) {
+        let summary = if verdict.against == PREVIOUS {
+            counts
+                .previous
+                .iter()
+                .find(|p| p.workload == verdict.workload && p.candidate == shipped)
+                .map(|p| &p.summary)
+        } else {
+            counts
+                .workloads
+                .iter()
+                .find(|w| w.workload == verdict.workload)
+                .and_then(|w| w.candidates.get(&shipped))
+                .and_then(|s| s.instructions.as_ref())
+        };
+        let Some(summary) = summary else { continue };
+        let left_open_by = format!("{} {}", verdict.metric, verdict.detail);
+        *verdict = GateVerdict::judge(
+            verdict.workload.clone(),
+            verdict.against.clone(),
+            "instructions".to_owned(),
+            summary,
+            margin,
+        );
+        verdict.left_open_by = Some(left_open_by);
+    }
+    Ok(())
+}
+
+/// The held-out workloads that run `binary`: as the comparison found (what their commands
+/// name and what their warm-up ran), else as their commands name it (see
+/// `exec::binaries_run`); a workload that may run any binary runs each.
+fn measured_by(cx: &Context, comparison: Option<&CompareResult>, binary: &str) -> Vec<String> {
+    let bins: Vec<&str> = cx.bins.iter().map(|b| b.name.as_str()).collect();
+    cx.config
+        .workloads_with_role(Role::Holdout)
+        .filter(|w| {
+            let found = comparison
+                .and_then(|c| c.workloads.iter().find(|c| c.workload == w.name()))
+                .map(|c| c.binaries.clone())
+                .unwrap_or_else(|| {
+                    exec::binaries_run(w, &bins, &cx.workspace.root)
+                        .map(|set| set.into_iter().collect())
+                });
+            found.is_none_or(|run| run.iter().any(|b| b == binary))
+        })
+        .map(|w| w.name().to_owned())
+        .collect()
 }
 
 /// Every shipped binary with its hash and size, checked against `[pgo] max_size_growth`.
@@ -202,6 +364,7 @@ fn shipped_binaries(
             loaded_bytes: loaded,
             baseline_loaded_bytes: reference,
             passed,
+            measured_by: Vec::new(),
         });
     }
     Ok(shipped)
@@ -265,36 +428,62 @@ fn training_records(cx: &Context, run: &Run) -> Result<Vec<TrainingRecord>> {
         .collect())
 }
 
-/// One line per binary: passed or not, with the evidence.
+/// One line per binary: passed, failed or unmeasured, with the evidence of the workloads
+/// that run it.
 fn print_gate(cx: &Context, provenance: &Provenance) {
-    let evidence: Vec<String> = provenance
-        .verdicts
-        .iter()
-        .map(|v| {
-            format!(
-                "`{}` vs {} by {}: {}",
-                v.workload, v.against, v.metric, v.detail
-            )
-        })
-        .collect();
     for binary in &provenance.binaries {
+        let evidence: Vec<String> = provenance
+            .verdicts
+            .iter()
+            .filter(|v| binary.measured_by.contains(&v.workload))
+            .map(|v| {
+                format!(
+                    "`{}` vs {} by {}{}: {}",
+                    v.workload,
+                    v.against,
+                    v.metric,
+                    v.left_open_by
+                        .as_ref()
+                        .map(|by| format!(" (left open by {by})"))
+                        .unwrap_or_default(),
+                    v.detail
+                )
+            })
+            .collect();
         let size = match binary.baseline_loaded_bytes {
             Some(reference) => format!(
-                "size {} -> {} ({:+.1}%)",
+                "loaded size {} -> {} ({:+.1}%)",
                 human_bytes(reference),
                 human_bytes(binary.loaded_bytes),
                 (binary.loaded_bytes as f64 / reference.max(1) as f64 - 1.0) * 100.0
             ),
-            None => format!("size {}", human_bytes(binary.loaded_bytes)),
+            None => format!("loaded size {}", human_bytes(binary.loaded_bytes)),
         };
-        let passed = provenance.passed && binary.passed;
+        let measured = provenance
+            .verdicts
+            .iter()
+            .any(|v| binary.measured_by.contains(&v.workload));
+        let verdicts_pass = provenance
+            .verdicts
+            .iter()
+            .filter(|v| binary.measured_by.contains(&v.workload))
+            .all(|v| v.passed);
+        let stale = provenance.failures.iter().any(|f| f.starts_with("stale: "));
+        let state = if !binary.passed || !verdicts_pass || stale {
+            "FAIL"
+        } else if measured {
+            "PASS"
+        } else {
+            "PASS (unmeasured)"
+        };
         cx.printer.info(format!(
-            "gate: {} {} ({}): {}; {}",
-            if passed { "PASS" } else { "FAIL" },
+            "gate: {state} {} ({}): {}; {}",
             binary.name,
             provenance.variant,
-            if evidence.is_empty() {
+            if stale && provenance.verdicts.is_empty() {
                 "not measured (stale)".to_owned()
+            } else if binary.measured_by.is_empty() {
+                "no held-out workload runs it, so no speed is claimed for it".to_owned()
             } else {
                 evidence.join("; ")
             },

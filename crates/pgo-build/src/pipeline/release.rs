@@ -110,6 +110,10 @@ pub struct ShippedBinary {
     pub loaded_bytes: u64,
     pub baseline_loaded_bytes: Option<u64>,
     pub passed: bool,
+    /// The held-out workloads that run it (see `exec::binaries_run`), whose verdicts judge
+    /// it; empty when none does, and then it is unmeasured rather than failed.
+    #[serde(default)]
+    pub measured_by: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -125,6 +129,10 @@ pub struct GateVerdict {
     pub verdict: Verdict,
     pub passed: bool,
     pub detail: String,
+    /// Set when instruction counts decided: what the deciding metric said when it left the
+    /// workload open (a busy machine's noise, or too few rounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_open_by: Option<String>,
 }
 
 impl GateVerdict {
@@ -148,7 +156,14 @@ impl GateVerdict {
             verdict: summary.verdict,
             passed,
             detail,
+            left_open_by: None,
         }
+    }
+
+    /// Whether the deciding metric left it open: failed without showing it slower (noise,
+    /// too few rounds), so instruction counts may decide it.
+    pub fn left_open(&self) -> bool {
+        !self.passed && !matches!(self.verdict, Verdict::Slower)
     }
 }
 

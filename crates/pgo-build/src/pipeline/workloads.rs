@@ -75,6 +75,8 @@ pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> R
                 .logs_dir()
                 .join(format!("{log_prefix}-{}.log", workload.run_name())),
             running_dir: Some(&running),
+            observe: false,
+            service_wrapper: None,
         };
         cx.printer
             .info(format!("workload {} ...", workload.run_name()));

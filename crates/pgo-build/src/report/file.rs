@@ -18,10 +18,11 @@ use crate::util::files::write_atomically;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
-pub const SCHEMA_VERSION: u32 = 9;
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// The oldest schema read as the current one: the schemas since only added fields, each with
-/// a default (9: the rustc summaries' `build_secs` and `lower_bound`), so an older report
+/// a default (9: the rustc summaries' `build_secs` and `lower_bound`; 10: the family of
+/// verdicts, `previous`, `too_coarse`), so an older report
 /// keeps its history instead of being replaced.
 const READS_SCHEMAS_FROM: u32 = 8;
 

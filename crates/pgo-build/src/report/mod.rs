@@ -21,8 +21,8 @@ pub use history::table as compare_history_table;
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
     CompareResult, CompareRun, CrateFigures, ExploreRecommendation, ExploreResult, ExploreSpeed,
-    ExploreStageCost, ExploreVariantRecord, GraphBound, LinkSummary, MetricComparison, OrderRecord,
-    RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache, StageRecord,
-    StoppedProcess, Traces, WorkloadComparison, WorkloadRecord, decider_label, invocation,
-    now_unix, verdict_text,
+    ExploreStageCost, ExploreVariantRecord, FamilyRule, GraphBound, LinkSummary, MetricComparison,
+    OrderRecord, PreviousComparison, RejectedProfile, RunSample, RustcSummary, ServiceRecord,
+    StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
+    decider_label, invocation, metric_label, now_unix, verdict_text,
 };

@@ -160,6 +160,70 @@ pub struct CompareResult {
     /// workloads that do not report it are judged by `metric`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// With `--against`: each candidate against the last release, from the same rounds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous: Vec<PreviousComparison>,
+    /// How its verdicts were judged together (absent for explore's race, which splits its
+    /// level itself, and in reports before schema 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<FamilyRule>,
+}
+
+/// The rule that keeps the verdicts of one comparison together at one level (see
+/// `measure::family`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FamilyRule {
+    /// `weighted Holm`.
+    pub rule: String,
+    /// The chance of any false faster/slower/better/worse among all of them.
+    pub level: f64,
+    /// How many verdicts were judged together.
+    pub verdicts: usize,
+    /// Of those, how many rest on the deciding figure (primary).
+    pub primary: usize,
+    /// The deciding figure's share of the level.
+    pub primary_share: f64,
+}
+
+impl FamilyRule {
+    /// The legend line tables and pages print under a comparison.
+    pub fn legend(&self) -> String {
+        let level = self.level * 100.0;
+        match (self.verdicts, self.primary) {
+            (0, _) => "No verdict rests on a test here.".to_owned(),
+            (1, _) => format!(
+                "One verdict, with a {level:.0}% chance of being wrong when nothing differs."
+            ),
+            (n, 0) => format!(
+                "The verdicts rest on instruction counts, which barely vary (a difference counts \
+                 above three times their repeat spread); the {n} verdicts of the other figures \
+                 are secondary and keep a {level:.0}% chance of any false one between them ({}).",
+                self.rule
+            ),
+            (n, primary) if primary == n => format!(
+                "Verdicts are judged together: the {n} of this comparison keep a {level:.0}% \
+                 chance of any false faster or slower between them ({}).",
+                self.rule
+            ),
+            (n, primary) => format!(
+                "Verdicts are judged together: the {n} faster/slower/better/worse verdicts of \
+                 this comparison keep a {level:.0}% chance of any false one between them ({}: \
+                 the {primary} on the deciding figure hold {:.0}% of that level; the other \
+                 figures' verdicts are secondary and share the rest).",
+                self.rule,
+                self.primary_share * 100.0
+            ),
+        }
+    }
+}
+
+/// A candidate against the last release (`compare --against DIR`) on one workload, by the
+/// figure verdicts rest on, from the same rounds as the rest of the comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PreviousComparison {
+    pub workload: String,
+    pub candidate: String,
+    pub summary: PairedSummary,
 }
 
 impl CompareResult {
@@ -191,6 +255,10 @@ pub struct WorkloadComparison {
     /// from the last round.
     #[serde(default)]
     pub benchmarks: Vec<BenchmarkComparison>,
+    /// The staged binaries it runs (named by its commands and its services', or seen running
+    /// in its warm-up round): what its verdicts judge. Absent: it may run any of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binaries: Option<Vec<String>>,
 }
 
 /// One criterion benchmark of a held-out cargo bench workload, candidate against reference.

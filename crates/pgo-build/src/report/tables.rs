@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use comfy_table::{Cell, CellAlignment, Table};
 
 use crate::util::printer::Fitted;
-use crate::util::units::human_bytes;
+use crate::util::units::{figure, human_bytes};
 
 use super::file::Report;
 use super::records::{
@@ -236,21 +236,13 @@ pub fn metrics_table(result: &CompareResult) -> Option<String> {
          (candidate/reference for lower-is-better metrics, reference/candidate for higher). \
          Change: of the two medians.",
     );
-    if let Some(name) = &result.decided_by {
-        text.push_str(&format!("\n* decides the verdict: {name}"));
+    match &result.decided_by {
+        Some(name) => text.push_str(&format!(
+            "\n* decides the verdict: {name}; the other metrics' verdicts are secondary"
+        )),
+        None => text.push_str("\nThese verdicts are secondary: wall time decides."),
     }
     Some(crate::util::printer::fit_lines(&text))
-}
-
-/// A metric's value, to about four significant digits.
-fn figure(value: f64) -> String {
-    if value.abs() >= 1000.0 {
-        format!("{value:.0}")
-    } else if value.abs() >= 10.0 {
-        format!("{value:.1}")
-    } else {
-        format!("{value:.3}")
-    }
 }
 
 pub fn benchmark_table(result: &CompareResult) -> Option<String> {
@@ -407,6 +399,10 @@ pub fn compare_table(result: &CompareResult) -> String {
              where a workload reports it, else on {} time.",
             metric_label(result.metric)
         ));
+    }
+    if let Some(family) = &result.family {
+        text.push('\n');
+        text.push_str(&family.legend());
     }
     for (role, per_candidate) in &result.geometric_mean {
         for (candidate, mean) in per_candidate {
@@ -665,6 +661,7 @@ fn verdict_word(verdict: crate::measure::stats::Verdict) -> &'static str {
         Verdict::NoDifference => "same",
         Verdict::Inconclusive => "unclear",
         Verdict::TooFewRounds => "too few rounds",
+        Verdict::TooCoarse => "too coarse",
     }
 }
 
@@ -706,8 +703,11 @@ mod tests {
                 runs: Vec::new(),
                 candidates: [("optimized".to_owned(), summary)].into(),
                 benchmarks: Vec::new(),
+                binaries: None,
             }],
             geometric_mean: BTreeMap::new(),
+            previous: Vec::new(),
+            family: None,
         }
     }
 

@@ -15,6 +15,24 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// A measured figure to the digits that matter: four significant ones, no trailing zeros
+/// (0.023, 55348.7, 12), so no float's binary residue reaches a user.
+pub fn figure(value: f64) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    if value == 0.0 {
+        return "0".to_owned();
+    }
+    let digits = (3 - value.abs().log10().floor() as i32).max(0) as usize;
+    let text = format!("{value:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -24,5 +42,14 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(human_bytes(5 * 1024 * 1024), "5.0 MiB");
+    }
+
+    #[test]
+    fn figures_keep_the_digits_that_matter() {
+        assert_eq!(figure(0.023), "0.023");
+        assert_eq!(figure(55348.744999999995), "55349");
+        assert_eq!(figure(12.0), "12");
+        assert_eq!(figure(0.000123456), "0.0001235");
+        assert_eq!(figure(1.5), "1.5");
     }
 }

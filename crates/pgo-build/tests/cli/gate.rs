@@ -151,7 +151,7 @@ fn the_gate_refuses_a_build_slower_than_the_last_release() {
         .run(&[
             "compare",
             "--rounds",
-            "7",
+            "10",
             "--against",
             "release",
             "--fail-if-slower",

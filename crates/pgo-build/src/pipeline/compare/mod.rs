@@ -1,8 +1,8 @@
 //! `pgo-build compare`: is a variant really faster, on work it was not trained on?
 //!
 //! For each workload: one warm-up round that is not counted, then paired rounds in which every
-//! variant runs once, in an order that alternates between rounds (ABBA), so slow drifts of a
-//! shared, noisy machine hit both variants alike. Each run is the whole workload command,
+//! variant runs once, in a random order drawn afresh each round from the seed, so nothing a
+//! shared, noisy machine does can line up with one variant. Each run is the whole workload command,
 //! timed from outside: wall-clock time, and the user+system CPU time of its process tree.
 //! Holdout and train workloads are summarised separately; only holdout ones can fail
 //! `--fail-if-slower`.
@@ -34,26 +34,25 @@ pub(super) use checks::decider;
 pub(super) use previous::{PREVIOUS, against_previous};
 pub(super) use rounds::run_once;
 use summary::comparisons_rounds;
+use summary::judge_family;
 pub(super) use summary::summarize_candidates;
 pub(super) use variant::Compared;
 
-/// Runs the comparison, prints its table and records it in the report.
-pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<CompareResult> {
+/// The variants `args` names (or the default ones), and with `--against` the last release's.
+pub(crate) fn variants_of(cx: &Context, args: &CompareArgs) -> Result<Vec<Compared>> {
     let mut variants = compare_variants(cx, &args.variants)?;
     if let Some(dir) = &args.against {
         let previous = previous_variant(cx, dir, variants.last().expect("two variants"))?;
         variants.push(previous);
     }
-    let result = measure(cx, &variants, args)?;
-    let previous = match &args.against {
-        Some(_) => against_previous(
-            &result,
-            (args.seed, cx.config.compare.margin()),
-            &cx.config.workloads,
-        ),
-        None => Vec::new(),
-    };
-    for line in previous::describe(&result, &previous) {
+    Ok(variants)
+}
+
+/// Runs the comparison, prints its table and records it in the report.
+pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<CompareResult> {
+    let variants = variants_of(cx, args)?;
+    let result = measure(cx, &variants, args, Family::Judged)?;
+    for line in previous::describe(&result) {
         cx.printer.info(line);
     }
     let decider = result.decider();
@@ -79,6 +78,25 @@ pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<Compar
                     metric.reference_median,
                     metric.candidate_median,
                     metric.unit
+                ));
+            }
+        }
+    }
+    // Which binaries each verdict is about, where a workload runs only some of them.
+    let all: Vec<&str> = variants[0].bin_names();
+    for comparison in &result.workloads {
+        if let Some(runs) = &comparison.binaries {
+            let others: Vec<&str> = all
+                .iter()
+                .copied()
+                .filter(|b| !runs.iter().any(|r| r == b))
+                .collect();
+            if !others.is_empty() {
+                cx.printer.info(format!(
+                    "`{}` runs {}: its verdicts say nothing of {}",
+                    comparison.workload,
+                    runs.join(", "),
+                    others.join(", ")
                 ));
             }
         }
@@ -113,19 +131,22 @@ pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<Compar
             .collect();
         let mut slower = slower;
         slower.extend(
-            previous
+            result
+                .previous
                 .iter()
-                .filter(|(workload, _, s)| {
-                    s.verdict == Verdict::Slower
+                .filter(|p| {
+                    p.summary.verdict == Verdict::Slower
                         && result
                             .workloads
                             .iter()
-                            .any(|w| &w.workload == workload && w.role == "holdout")
+                            .any(|w| w.workload == p.workload && w.role == "holdout")
                 })
-                .map(|(workload, candidate, s)| {
+                .map(|p| {
                     format!(
-                        "{candidate} is {:.1}% slower than {PREVIOUS} (the last release) on `{workload}`",
-                        (s.median_ratio - 1.0) * 100.0
+                        "{} is {:.1}% slower than {PREVIOUS} (the last release) on `{}`",
+                        p.candidate,
+                        (p.summary.median_ratio - 1.0) * 100.0,
+                        p.workload
                     )
                 }),
         );
@@ -136,12 +157,22 @@ pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<Compar
     Ok(result)
 }
 
-/// The paired, interleaved rounds of `variants` (the first is the reference) on the
+/// Whether a measurement's verdicts are judged as one family (see `measure::family`), or by
+/// a caller that splits the level itself (`explore`'s race).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Family {
+    Judged,
+    SplitByCaller,
+}
+
+/// The paired, interleaved rounds of `variants` (the first is the reference; a variant named
+/// `previous` is the last release, judged against every other candidate too) on the
 /// workloads `args` selects, summarised; prints progress, not the result.
-pub(super) fn measure(
+pub(crate) fn measure(
     cx: &Context,
     variants: &[Compared],
     args: &CompareArgs,
+    family: Family,
 ) -> Result<CompareResult> {
     let decider = decider(cx, args.metric.as_ref())?;
     let metric = decider.measured();
@@ -197,7 +228,7 @@ pub(super) fn measure(
     }
     let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
     cx.printer.info(format!(
-        "comparing {} over {} workloads: 1 warm-up + {rounds_text} each, order alternating (ABBA), bootstrap seed {}",
+        "comparing {} over {} workloads: 1 warm-up + {rounds_text} each, in a random order each round (seed {})",
         names.join(" vs "),
         workloads.len(),
         args.seed
@@ -206,6 +237,7 @@ pub(super) fn measure(
     remove_logs_of_unknown_workloads(cx, "compare", |rest| {
         rest.rsplit_once('-').map(|(workload, _)| workload)
     });
+    let margin = cx.config.compare.margin();
     let mut comparisons = Vec::new();
     for workload in &workloads {
         comparisons.push(compare_workload(
@@ -216,14 +248,19 @@ pub(super) fn measure(
                 at: &looks,
                 alpha,
                 decider: &decider,
-                margin: cx.config.compare.margin(),
+                margin,
             },
             args.seed,
             counter.as_ref(),
         )?);
     }
     let reference = names[0].to_owned();
-    let candidates: Vec<String> = names[1..].iter().map(|n| n.to_string()).collect();
+    // The last release is judged against each candidate (`previous`), not as a candidate.
+    let candidates: Vec<String> = names[1..]
+        .iter()
+        .filter(|n| **n != PREVIOUS)
+        .map(|n| n.to_string())
+        .collect();
     let mut geometric_mean: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     for role in ["holdout", "train"] {
         for candidate in &candidates {
@@ -240,7 +277,7 @@ pub(super) fn measure(
             }
         }
     }
-    Ok(CompareResult {
+    let mut result = CompareResult {
         metric,
         decided_by: decider.reported().map(str::to_owned),
         counter: counter.as_ref().map(Counter::describe),
@@ -252,5 +289,14 @@ pub(super) fn measure(
         candidates,
         workloads: comparisons,
         geometric_mean,
-    })
+        previous: Vec::new(),
+        family: None,
+    };
+    if names.contains(&PREVIOUS) {
+        result.previous = against_previous(&result, (args.seed, alpha, margin));
+    }
+    if family == Family::Judged {
+        judge_family(&mut result, alpha);
+    }
+    Ok(result)
 }

@@ -13,9 +13,9 @@ use super::variant::Compared;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::StagedBinary;
 use crate::layout::{Layout, Stage};
-use crate::measure::stats::PairedSummary;
+use crate::measure::metrics::MetricSpec;
 use crate::pipeline::context::Context;
-use crate::report::{CompareResult, decider_label};
+use crate::report::{CompareResult, PreviousComparison, decider_label};
 
 /// The variant's name in tables, logs and the report.
 pub const PREVIOUS: &str = "previous";
@@ -101,13 +101,12 @@ pub(in crate::pipeline) fn previous_variant(
     })
 }
 
-/// Each candidate against `previous` on each workload of `result`, from the same rounds:
-/// (workload, candidate, summary).
+/// Each candidate against `previous` on each workload of `result`, from the same rounds,
+/// by the figure verdicts rest on (the workload's metrics are in its runs).
 pub fn against_previous(
     result: &CompareResult,
-    (seed, margin): (u64, f64),
-    workloads: &[crate::config::Workload],
-) -> Vec<(String, String, PairedSummary)> {
+    (seed, alpha, margin): (u64, f64, f64),
+) -> Vec<PreviousComparison> {
     let decider = result.decider();
     let mut found = Vec::new();
     for workload in &result.workloads {
@@ -118,39 +117,53 @@ pub fn against_previous(
             .map(String::as_str)
             .filter(|c| *c != PREVIOUS)
             .collect();
-        let metrics = workloads
-            .iter()
-            .find(|w| w.name() == workload.workload)
-            .map(|w| w.metrics.clone())
+        // The workload's metrics as its summaries against the reference declared them.
+        let metrics: Vec<MetricSpec> = workload
+            .candidates
+            .values()
+            .next()
+            .map(|summary| {
+                summary
+                    .metrics
+                    .iter()
+                    .map(|(name, m)| {
+                        MetricSpec::read_by_pgo_build(name.clone(), m.direction, &m.unit)
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         let summaries = summarize_candidates(
             &workload.runs,
             PREVIOUS,
             &candidates,
             rounds,
-            (crate::measure::stats::ALPHA, seed, margin),
+            (alpha, seed, margin),
             result.counter.is_some(),
             &metrics,
         );
         for (candidate, summary) in summaries {
-            found.push((
-                workload.workload.clone(),
+            found.push(PreviousComparison {
+                workload: workload.workload.clone(),
                 candidate,
-                summary.judged(&decider).clone(),
-            ));
+                summary: summary.judged(&decider).clone(),
+            });
         }
     }
     found
 }
 
 /// The lines `compare --against` prints: each candidate against the last release.
-pub fn describe(result: &CompareResult, found: &[(String, String, PairedSummary)]) -> Vec<String> {
+pub fn describe(result: &CompareResult) -> Vec<String> {
     let decider = result.decider();
-    found
+    result
+        .previous
         .iter()
-        .map(|(workload, candidate, s)| {
+        .map(|p| {
+            let s = &p.summary;
             format!(
-                "{workload}: {candidate} vs {PREVIOUS} (the last release), by {}: {:+.1}% ({:+.1}% … {:+.1}%), {}",
+                "{}: {} vs {PREVIOUS} (the last release), by {}: {:+.1}% ({:+.1}% … {:+.1}%), {}",
+                p.workload,
+                p.candidate,
                 decider_label(&decider),
                 (s.median_ratio - 1.0) * 100.0,
                 (s.ci_low - 1.0) * 100.0,

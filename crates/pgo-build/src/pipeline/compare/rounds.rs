@@ -1,4 +1,4 @@
-//! The rounds of one workload: a warm-up, then paired rounds in an alternating order (ABBA),
+//! The rounds of one workload: a warm-up, then paired rounds in a random order each round,
 //! each variant's run timed from outside (wall, CPU, page faults), counted (instructions) and
 //! read (the workload's own metrics, criterion's estimates), looked at as planned.
 
@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 
 use super::checks::checked_run;
+use super::previous::PREVIOUS;
 use super::summary::summarize_candidates;
 use super::variant::Compared;
 use crate::cli::CompareRole;
@@ -15,7 +16,7 @@ use crate::config::{Role, Workload};
 use crate::exec;
 use crate::measure::counter::Counter;
 use crate::measure::criterion;
-use crate::measure::metric::Decider;
+use crate::measure::metric::{CLIENT_CPU, Decider, service_metric};
 use crate::measure::stats::{self};
 use crate::pipeline::context::Context;
 use crate::pipeline::workloads::{resolve_workload, runnable_bins, warn_about_error_lines};
@@ -82,28 +83,37 @@ pub(super) fn compare_workload(
     // Round 0 is the warm-up (page cache, CPU frequency); it is not counted, and not run
     // under the instruction counter. It also measures how many cores the workload keeps
     // busy (CPU time / wall time), which decides whether variants fit side by side.
-    let cores_used = compare_round(cx, workload, variants, 0, None, false, &mut runs)?;
+    let warm_up = RoundPlan {
+        number: 0,
+        order: (0..variants.len()).collect(),
+        side_by_side: false,
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let cores_used = compare_round(cx, workload, variants, &warm_up, None, &mut runs, &mut seen)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let side_by_side =
         counter.is_some() && cores >= variants.len() as f64 * cores_used.max(1.0).round();
     for &look in looks.at {
         while rounds < look {
             rounds += 1;
-            compare_round(
-                cx,
-                workload,
-                variants,
-                rounds,
-                counter,
+            let plan = RoundPlan {
+                number: rounds,
+                order: round_order(seed, workload.name(), rounds, variants.len()),
                 side_by_side,
-                &mut runs,
-            )?;
+            };
+            compare_round(cx, workload, variants, &plan, counter, &mut runs, &mut seen)?;
         }
         let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+        // The last release is judged against each candidate afterwards, not as a candidate.
+        let judged: Vec<&str> = names[1..]
+            .iter()
+            .copied()
+            .filter(|n| *n != PREVIOUS)
+            .collect();
         candidates = summarize_candidates(
             &runs,
             names[0],
-            &names[1..],
+            &judged,
             rounds,
             (looks.alpha, seed, looks.margin),
             counter.is_some(),
@@ -133,63 +143,153 @@ pub(super) fn compare_workload(
     } else {
         Vec::new()
     };
+    // What its commands name, with what its warm-up was seen to run (a launcher's children).
+    let bins: Vec<&str> = variants
+        .iter()
+        .flat_map(|v| v.bin_names())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let binaries = exec::binaries_run(workload, &bins, &cx.workspace.root).map(|named| {
+        named
+            .into_iter()
+            .chain(seen)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    });
     Ok(WorkloadComparison {
         workload: workload.name().to_owned(),
         role: role.to_owned(),
         runs,
         candidates,
         benchmarks,
+        binaries,
     })
 }
 
-/// One round: every variant once, in an order that alternates between rounds (ABBA), or
-/// all at once (`side_by_side`: instruction counts do not mind sharing the machine, times
-/// do). Returns the most cores a variant's run kept busy (CPU time / wall time).
+/// How one round runs.
+pub(super) struct RoundPlan {
+    /// 0 for the warm-up, which is not counted.
+    pub(super) number: usize,
+    /// The variants' indices in the order they run.
+    pub(super) order: Vec<usize>,
+    /// All at once: instruction counts do not mind sharing the machine, times do.
+    pub(super) side_by_side: bool,
+}
+
+/// The order the variants run in counted round `round` of `workload`: a random permutation,
+/// a fresh one each round, drawn from the comparison's seed (so a comparison can be run
+/// again in the same orders). Random rather than alternating: a variant's place in a round is
+/// then independent of whatever else the machine does, which is what lets the paired tests
+/// hold their level on a busy machine. An alternating order lines up with load that cycles
+/// every two rounds, and with what one run leaves for the next (a warm cache, a busy core),
+/// and then measures those instead of the binaries.
+pub(super) fn round_order(seed: u64, workload: &str, round: usize, variants: usize) -> Vec<usize> {
+    let mut key = seed ^ (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for byte in workload.bytes() {
+        key = (key ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    let mut rng = stats::SplitMix64(key);
+    let mut order: Vec<usize> = (0..variants).collect();
+    // Fisher-Yates.
+    for i in (1..variants).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// The staged binaries of `variant` among `executables` (what a run's processes ran).
+fn staged_binaries_among(
+    variant: &Compared,
+    executables: &std::collections::BTreeSet<PathBuf>,
+) -> Vec<String> {
+    let bin_dir = variant.layout.bin_dir(variant.stage);
+    variant
+        .bin_names()
+        .into_iter()
+        .filter(|name| {
+            let staged = bin_dir.join(name);
+            let staged = std::fs::canonicalize(&staged).unwrap_or(staged);
+            executables.contains(&staged)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// One round: every variant once, in the plan's order or all at once; the staged binaries
+/// the observed (warm-up) runs ran go into `seen`. Returns the most cores a variant's run
+/// kept busy (CPU time / wall time).
 pub(super) fn compare_round(
     cx: &Context,
     workload: &Workload,
     variants: &[Compared],
-    round: usize,
+    plan: &RoundPlan,
     counter: Option<&Counter>,
-    side_by_side: bool,
     runs: &mut Vec<RunSample>,
+    seen: &mut std::collections::BTreeSet<String>,
 ) -> Result<f64> {
-    let mut order: Vec<&Compared> = variants.iter().collect();
-    if round % 2 == 1 {
-        order.reverse();
-    }
+    let order: Vec<&Compared> = plan.order.iter().map(|&i| &variants[i]).collect();
+    let (round, side_by_side) = (plan.number, plan.side_by_side);
     let running = cx.layout.running_dir();
     let bin_dirs: Vec<(PathBuf, exec::EnvVars)> = order
         .iter()
         .map(|v| runnable_bins(cx, &v.layout, v.stage, &v.bin_names()))
         .collect::<Result<_>>()?;
-    // Each run's counts alone: callgrind writes one file per process.
-    let count_dirs: Vec<PathBuf> = order
-        .iter()
-        .map(|v| cx.layout.root().join("counts").join(&v.name))
-        .collect();
+    // Each run's counts alone: callgrind writes one file per process. A service's go to a
+    // directory of its own beside its client's.
+    let counts = cx.layout.root().join("counts");
+    let count_dirs: Vec<PathBuf> = order.iter().map(|v| counts.join(&v.name)).collect();
+    let service_dir =
+        |variant: &str, service: &str| counts.join(format!("{variant}.service.{service}"));
     if counter.is_some() {
-        for dir in &count_dirs {
+        let mut dirs = count_dirs.clone();
+        for variant in &order {
+            for service in &workload.service_specs {
+                dirs.push(service_dir(&variant.name, service.name()));
+            }
+        }
+        for dir in &dirs {
             if dir.exists() {
                 crate::util::files::remove_dir_all(dir)?;
             }
             crate::util::files::create_dir_all(dir)?;
         }
     }
+    let service_wrappers: Vec<Box<exec::ServiceWrapper<'_>>> = order
+        .iter()
+        .map(|variant| -> Box<exec::ServiceWrapper<'_>> {
+            let variant = variant.name.clone();
+            let counts = counts.clone();
+            match counter {
+                Some(counter) => Box::new(move |service: &str| {
+                    counter.wrapper(&counts.join(format!("{variant}.service.{service}")))
+                }),
+                None => Box::new(|_: &str| Vec::new()),
+            }
+        })
+        .collect();
     let targets: Vec<exec::Target> = order
         .iter()
         .zip(&bin_dirs)
         .zip(&count_dirs)
-        .map(|((variant, (bin_dir, env)), count_dir)| exec::Target {
-            stage: variant.stage,
-            bin_dir,
-            bin_names: variant.bin_names(),
-            workspace_root: &cx.workspace.root,
-            extra_env: env.clone(),
-            wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
-            log_path: variant.log(workload),
-            running_dir: Some(&running),
-        })
+        .zip(&service_wrappers)
+        .map(
+            |(((variant, (bin_dir, env)), count_dir), service_wrapper)| exec::Target {
+                stage: variant.stage,
+                bin_dir,
+                bin_names: variant.bin_names(),
+                workspace_root: &cx.workspace.root,
+                extra_env: env.clone(),
+                wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
+                log_path: variant.log(workload),
+                running_dir: Some(&running),
+                // The warm-up looks at what runs: which staged binaries the workload runs.
+                observe: round == 0,
+                service_wrapper: counter.map(|_| &**service_wrapper as &exec::ServiceWrapper<'_>),
+            },
+        )
         .collect();
     // A cargo workload builds and runs its benches with each variant's own build settings.
     let resolved: Vec<crate::exec::Job> = order
@@ -240,6 +340,7 @@ pub(super) fn compare_round(
     }
     for ((outcome, variant), count_dir) in outcomes.iter().zip(&order).zip(&count_dirs) {
         let name = variant.name.as_str();
+        seen.extend(staged_binaries_among(variant, &outcome.executables));
         let instructions = counter
             .map(|c| c.read(count_dir))
             .transpose()
@@ -267,6 +368,38 @@ pub(super) fn compare_round(
                 )
             })?
         };
+        // Each service's own cost, and the client's without them.
+        for service in &outcome.services {
+            let figure = |figure: &str| service_metric(&service.name, figure);
+            reported
+                .values
+                .insert(figure("cpu"), service.cpu.as_secs_f64());
+            reported
+                .values
+                .insert(figure("faults"), service.faults as f64);
+            reported.values.insert(
+                figure("peak_rss"),
+                service.max_rss_bytes as f64 / (1 << 20) as f64,
+            );
+            if let Some(counter) = counter {
+                let count = counter
+                    .read(&service_dir(name, &service.name))
+                    .with_context(|| {
+                        format!(
+                            "could not read the instruction count of service `{}` ({} binaries)",
+                            service.name, name
+                        )
+                    })?;
+                reported.values.insert(figure("instructions"), count as f64);
+            }
+        }
+        if !outcome.services.is_empty() {
+            let services: std::time::Duration = outcome.services.iter().map(|s| s.cpu).sum();
+            reported.values.insert(
+                CLIENT_CPU.to_owned(),
+                cpu.saturating_sub(services).as_secs_f64(),
+            );
+        }
         if workload.cargo.is_some() {
             // This run's estimates: each run rewrites criterion's `new/`.
             let home = criterion::home(&variant.layout.cargo_target_dir(variant.stage));
@@ -325,6 +458,8 @@ pub(crate) fn run_once(
         wrapper: Vec::new(),
         log_path: variant.log(workload),
         running_dir: Some(&running),
+        observe: false,
+        service_wrapper: None,
     };
     let resolved = resolve_workload(
         cx,
@@ -371,4 +506,40 @@ pub(super) fn benchmark_comparisons(
         }
     }
     comparisons
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_orders_are_seeded_permutations_that_change_between_rounds() {
+        let orders: Vec<Vec<usize>> = (1..=20).map(|r| round_order(7, "w", r, 3)).collect();
+        for order in &orders {
+            let mut sorted = order.clone();
+            sorted.sort();
+            assert_eq!(sorted, [0, 1, 2]);
+        }
+        assert_eq!(
+            orders[4],
+            round_order(7, "w", 5, 3),
+            "the same seed, the same order"
+        );
+        let distinct: std::collections::BTreeSet<&Vec<usize>> = orders.iter().collect();
+        assert!(distinct.len() >= 4, "{orders:?}");
+        // Each variant runs first about as often as the others.
+        for variant in 0..3 {
+            let first = orders.iter().filter(|o| o[0] == variant).count();
+            assert!((3..=11).contains(&first), "{orders:?}");
+        }
+        assert_ne!(
+            (1..=10)
+                .map(|r| round_order(7, "a", r, 2))
+                .collect::<Vec<_>>(),
+            (1..=10)
+                .map(|r| round_order(7, "b", r, 2))
+                .collect::<Vec<_>>(),
+            "workloads get orders of their own"
+        );
+    }
 }

@@ -4,9 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::measure::family::{self, Hypothesis, Rank};
+use crate::measure::metric::{Decider, Metric};
 use crate::measure::metrics::{Direction, MetricSpec};
-use crate::measure::stats::{self, Verdict};
-use crate::report::{CandidateSummary, MetricComparison, RunSample, WorkloadComparison};
+use crate::measure::stats::{self, PairedSummary, Verdict};
+use crate::report::{
+    CandidateSummary, CompareResult, FamilyRule, MetricComparison, RunSample, WorkloadComparison,
+};
 
 /// The largest relative difference between two instruction counts of one variant, when some
 /// variant was counted more than once.
@@ -58,6 +62,20 @@ pub(crate) fn summarize_candidates(
             name.clone(),
             Direction::Lower,
             "ns",
+        ));
+    }
+    // Each service's own figures and the client's CPU time (see `compare::rounds`).
+    let built_in: std::collections::BTreeSet<&String> = runs
+        .iter()
+        .flat_map(|r| r.metrics.keys())
+        .filter(|name| crate::measure::metric::built_in_unit(name).is_some())
+        .collect();
+    for name in built_in {
+        let unit = crate::measure::metric::built_in_unit(name).unwrap_or_default();
+        metrics.push(MetricSpec::read_by_pgo_build(
+            name.clone(),
+            Direction::Lower,
+            unit,
         ));
     }
     let metrics = &metrics[..];
@@ -114,6 +132,120 @@ pub(crate) fn summarize_candidates(
     candidates
 }
 
+/// Judges every verdict `result` holds as one family (see `measure::family`) at `alpha`:
+/// each workload's candidates against the reference and against the last release, every
+/// figure with a verdict. The figure verdicts rest on is primary, the others secondary.
+/// Instruction counts are not tested (they are measured above their own noise, see
+/// `stats::summarize_counts`) and stay as they are.
+pub(crate) fn judge_family(result: &mut CompareResult, alpha: f64) {
+    let decider = result.decider();
+    let mut family = Vec::new();
+    visit_family(result, &decider, &mut |summary, rank| {
+        family.push(Hypothesis {
+            p: summary.p_value(),
+            rank,
+        });
+    });
+    result.family = Some(FamilyRule {
+        rule: "weighted Holm".to_owned(),
+        level: alpha,
+        verdicts: family.len(),
+        primary: family.iter().filter(|h| h.rank == Rank::Primary).count(),
+        primary_share: family::PRIMARY_SHARE,
+    });
+    let judged = family::judge(&family, alpha);
+    let mut next = judged.into_iter();
+    visit_family_mut(result, &mut |summary| {
+        let judged = next.next().expect("the same family, in the same order");
+        *summary = summary.clone().within_family(judged);
+    });
+}
+
+/// The summaries of the family, in a fixed order, with their rank.
+fn visit_family(
+    result: &CompareResult,
+    decider: &Decider,
+    visit: &mut dyn FnMut(&PairedSummary, Rank),
+) {
+    for workload in &result.workloads {
+        for summary in workload.candidates.values() {
+            let primary = summary.judged_by(decider);
+            for (name, figure) in figures(summary) {
+                if !judgeable(figure) {
+                    continue;
+                }
+                let rank = if name == primary {
+                    Rank::Primary
+                } else {
+                    Rank::Secondary
+                };
+                visit(figure, rank);
+            }
+        }
+    }
+    for previous in result.previous.iter().filter(|p| judgeable(&p.summary)) {
+        visit(&previous.summary, Rank::Primary);
+    }
+}
+
+/// [`visit_family`], to change each summary.
+fn visit_family_mut(result: &mut CompareResult, visit: &mut dyn FnMut(&mut PairedSummary)) {
+    for workload in &mut result.workloads {
+        for summary in workload.candidates.values_mut() {
+            for figure in figures_mut(summary) {
+                if judgeable(figure) {
+                    visit(figure);
+                }
+            }
+        }
+    }
+    for previous in result.previous.iter_mut().filter(|p| judgeable(&p.summary)) {
+        visit(&mut previous.summary);
+    }
+}
+
+/// Whether a summary is judged at all: one too coarse to judge takes no share of the level.
+fn judgeable(summary: &PairedSummary) -> bool {
+    summary.verdict != Verdict::TooCoarse
+}
+
+/// A candidate's tested figures by the name `judged_by` gives them: wall, CPU, page faults
+/// and every workload metric (instruction counts are not tested).
+fn figures(summary: &CandidateSummary) -> Vec<(String, &PairedSummary)> {
+    let mut figures = vec![
+        (
+            crate::report::metric_label(Metric::Wall).to_owned(),
+            &summary.wall,
+        ),
+        (
+            crate::report::metric_label(Metric::Cpu).to_owned(),
+            &summary.cpu,
+        ),
+    ];
+    if let Some(faults) = &summary.faults {
+        figures.push((
+            crate::report::metric_label(Metric::Faults).to_owned(),
+            faults,
+        ));
+    }
+    for (name, metric) in &summary.metrics {
+        figures.push((name.clone(), &metric.summary));
+    }
+    figures
+}
+
+/// [`figures`], in the same order, to change.
+fn figures_mut(summary: &mut CandidateSummary) -> Vec<&mut PairedSummary> {
+    let mut figures = vec![&mut summary.wall, &mut summary.cpu];
+    if let Some(faults) = &mut summary.faults {
+        figures.push(faults);
+    }
+    for metric in summary.metrics.values_mut() {
+        figures.push(&mut metric.summary);
+    }
+    figures
+}
+
 /// Each workload metric of `candidate` against `reference`, paired per round as cost ratios
 /// (below 1 is better whichever way the metric improves), and the tail regressions.
 pub(super) fn summarize_metrics(
@@ -145,6 +277,11 @@ pub(super) fn summarize_metrics(
                     Direction::Higher => r / c,
                 })
                 .collect();
+            let mut summary = stats::summarize_at(&costs, seed, alpha).within_margin(margin);
+            let both: Vec<f64> = of_reference.iter().chain(&of_candidate).copied().collect();
+            if let Some((step, share)) = stats::coarse_step(&both, margin) {
+                summary = summary.too_coarse(step, share, &spec.unit, margin);
+            }
             compared.insert(
                 name,
                 MetricComparison {
@@ -152,7 +289,7 @@ pub(super) fn summarize_metrics(
                     direction: spec.direction,
                     reference_median: stats::median(&of_reference),
                     candidate_median: stats::median(&of_candidate),
-                    summary: stats::summarize_at(&costs, seed, alpha).within_margin(margin),
+                    summary,
                     tail_regression: false,
                 },
             );
@@ -201,6 +338,27 @@ mod tests {
 
     fn spec(text: &str) -> MetricSpec {
         toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_metric_in_steps_larger_than_the_margin_is_named_not_judged() {
+        // redis-benchmark's p50 comes from histogram buckets: 0.023 or 0.031 ms.
+        let spec = spec("name = \"p50\"\ndirection = \"lower\"\nunit = \"ms\"");
+        let mut runs = Vec::new();
+        for round in 1..=10 {
+            let bucket = |odd: bool| if odd { 0.031 } else { 0.023 };
+            runs.push(run(round, "base", &[("p50", bucket(round % 3 == 0))]));
+            runs.push(run(round, "pgo", &[("p50", bucket(round % 4 == 0))]));
+        }
+        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1, 0.02), &[spec]);
+        let p50 = &compared["p50"].summary;
+        assert_eq!(p50.verdict, Verdict::TooCoarse, "{p50:?}");
+        let note = p50.resolution_note.as_deref().unwrap();
+        assert!(note.contains("steps of 0.008 ms"), "{note}");
+        assert!(note.contains("too coarse to judge"), "{note}");
+        // Finely resolved values are judged as before.
+        assert!(stats::coarse_step(&[1.0001, 1.0002, 0.9999, 1.0], 0.02).is_none());
+        assert!(stats::coarse_step(&[5.0, 5.0, 5.0], 0.02).is_none());
     }
 
     #[test]
@@ -263,5 +421,199 @@ mod tests {
             .collect();
         let compared = summarize_metrics(&worse, ("base", "pgo"), 10, (0.05, 1, 1.0), &[spec]);
         assert!(!compared["latency.p99"].tail_regression);
+    }
+
+    /// A shared machine under drifting load: each run's figures are its work times the load
+    /// when it ran (a slow wave of random period, two rounds included, a random walk, and
+    /// bursts of another job) times noise. Variants are identical (A/A): any verdict of a
+    /// difference is false.
+    struct Machine {
+        rng: stats::SplitMix64,
+        amplitude: f64,
+        period: f64,
+        phase: f64,
+        walk: f64,
+        time: f64,
+    }
+
+    impl Machine {
+        fn new(rng: &mut stats::SplitMix64) -> Machine {
+            let mut uniform = || rng.next() as f64 / u64::MAX as f64;
+            Machine {
+                amplitude: 0.4 * uniform(),
+                period: 2.0 + 10.0 * uniform(),
+                phase: std::f64::consts::TAU * uniform(),
+                walk: 0.0,
+                time: 0.0,
+                rng: stats::SplitMix64(rng.next()),
+            }
+        }
+
+        fn uniform(&mut self) -> f64 {
+            self.rng.next() as f64 / u64::MAX as f64
+        }
+
+        fn normal(&mut self) -> f64 {
+            let (u, v) = (self.uniform().max(1e-12), self.uniform());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+
+        /// The load at the next run's time, which then advances.
+        fn load(&mut self) -> f64 {
+            self.walk += 0.02 * self.normal();
+            let wave = self.amplitude
+                * (std::f64::consts::TAU * self.time / self.period + self.phase).sin();
+            let burst = if self.uniform() < 0.1 {
+                1.2 + 0.8 * self.uniform()
+            } else {
+                1.0
+            };
+            self.time += 1.0;
+            (1.0 + wave + self.walk).max(0.3) * burst
+        }
+
+        fn run(&mut self, round: usize, variant: &str) -> RunSample {
+            let load = self.load();
+            let mut noise = |sigma: f64| (sigma * self.normal()).exp();
+            let wall = 0.5 * load * noise(0.03);
+            RunSample {
+                round,
+                variant: variant.to_owned(),
+                wall_secs: wall,
+                cpu_secs: 0.4 * (1.0 + 0.3 * (load - 1.0)) * noise(0.03),
+                instructions: None,
+                faults: Some((5000.0 * noise(0.01)) as u64),
+                metrics: [
+                    ("rps".to_owned(), 20_000.0 / load * noise(0.04)),
+                    ("latency.p99".to_owned(), 3.0 * load * noise(0.08)),
+                ]
+                .into(),
+            }
+        }
+    }
+
+    /// One A/A comparison of baseline, optimized and the last release on `workloads`
+    /// workloads, in the order `order` gives each round.
+    fn simulated_comparison(
+        rng: &mut stats::SplitMix64,
+        workloads: usize,
+        rounds: usize,
+        order: &dyn Fn(&str, usize) -> Vec<usize>,
+    ) -> CompareResult {
+        let variants = ["baseline", "optimized", super::super::PREVIOUS];
+        let metrics = [
+            spec("name = \"rps\"\ndirection = \"higher\"\nunit = \"req/s\""),
+            spec("name = \"latency.p99\"\ndirection = \"lower\"\nunit = \"ms\""),
+        ];
+        let mut comparisons = Vec::new();
+        for w in 0..workloads {
+            let name = format!("w{w}");
+            let mut machine = Machine::new(rng);
+            let mut runs = Vec::new();
+            for round in 1..=rounds {
+                for i in order(&name, round) {
+                    runs.push(machine.run(round, variants[i]));
+                }
+            }
+            let candidates = summarize_candidates(
+                &runs,
+                variants[0],
+                &variants[1..],
+                rounds,
+                (stats::ALPHA, 1, 0.02),
+                false,
+                &metrics,
+            );
+            comparisons.push(WorkloadComparison {
+                workload: name,
+                role: "holdout".to_owned(),
+                runs,
+                candidates,
+                benchmarks: Vec::new(),
+                binaries: None,
+            });
+        }
+        let mut result = CompareResult {
+            metric: Metric::Wall,
+            counter: None,
+            rounds,
+            emulated: None,
+            rounds_plan: None,
+            seed: 1,
+            reference: variants[0].to_owned(),
+            candidates: variants[1..].iter().map(|v| v.to_string()).collect(),
+            workloads: comparisons,
+            geometric_mean: BTreeMap::new(),
+            decided_by: None,
+            previous: Vec::new(),
+            family: None,
+        };
+        result.previous =
+            super::super::previous::against_previous(&result, (1, stats::ALPHA, 0.02));
+        result
+    }
+
+    /// Whether any verdict of `result` claims a difference.
+    fn any_claim(result: &CompareResult) -> bool {
+        let decider = result.decider();
+        let mut claimed = false;
+        visit_family(result, &decider, &mut |summary, _| {
+            claimed |= summary.claims_a_difference();
+        });
+        claimed
+    }
+
+    #[test]
+    fn a_and_a_comparisons_under_drifting_load_rarely_claim_any_difference() {
+        // 3 workloads x (2 candidates x 5 figures + 1 against the last release): 33 verdicts
+        // a comparison, under a load that drifts, cycles and bursts. 1,000 comparisons, on
+        // every core.
+        let (trials, workloads, rounds) = (1000, 3, 10);
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8);
+        let count = |trials: usize, seed: u64, rule: fn(&mut CompareResult), alternate: bool| {
+            let per_thread = trials.div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|thread| {
+                        scope.spawn(move || {
+                            let mut rng = stats::SplitMix64(seed + thread as u64);
+                            let order = |w: &str, r: usize| {
+                                if alternate {
+                                    if r % 2 == 1 {
+                                        vec![2, 1, 0]
+                                    } else {
+                                        vec![0, 1, 2]
+                                    }
+                                } else {
+                                    super::super::rounds::round_order(1, w, r, 3)
+                                }
+                            };
+                            (0..per_thread)
+                                .filter(|_| {
+                                    let mut result =
+                                        simulated_comparison(&mut rng, workloads, rounds, &order);
+                                    rule(&mut result);
+                                    any_claim(&result)
+                                })
+                                .count()
+                        })
+                    })
+                    .collect();
+                let claims: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+                claims as f64 / (per_thread * threads) as f64
+            })
+        };
+        let family = count(trials, 2026, |r| judge_family(r, stats::ALPHA), false);
+        assert!(
+            family <= 0.05,
+            "{family} of A/A comparisons claimed a difference"
+        );
+        // The same test fails with the rule before: verdicts judged one by one, the order
+        // alternating between rounds.
+        let one_by_one = count(200, 7, |_| {}, true);
+        assert!(one_by_one > 0.05, "one by one: {one_by_one}");
+        eprintln!("A/A: any false verdict in {family:.3} (family), {one_by_one:.3} (one by one)");
     }
 }

@@ -156,7 +156,7 @@ pub(crate) struct Compared {
 }
 
 impl Compared {
-    pub(super) fn bin_names(&self) -> Vec<&str> {
+    pub(crate) fn bin_names(&self) -> Vec<&str> {
         self.manifest
             .binaries
             .iter()

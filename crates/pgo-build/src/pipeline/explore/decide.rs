@@ -306,11 +306,15 @@ mod tests {
             wins: if ratio < 1.0 { 10 } else { 0 },
             wilcoxon_p: 0.002,
             sign_test_p: 0.002,
+            p: 0.002,
             verdict,
             bound: None,
             more_rounds: None,
             resolves: None,
             resolution_note: None,
+            family_level: None,
+            ratios: Vec::new(),
+            seed: 0,
         }
     }
 

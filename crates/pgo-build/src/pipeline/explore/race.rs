@@ -24,7 +24,7 @@ use crate::config;
 use crate::measure::counter::Counter;
 use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
 use crate::measure::stats::{self, PairedSummary, Verdict};
-use crate::pipeline::compare::{Compared, measure, summarize_candidates};
+use crate::pipeline::compare::{Compared, Family, measure, summarize_candidates};
 use crate::pipeline::context::Context;
 use crate::report::{ExploreSpeed, RunSample};
 
@@ -241,6 +241,7 @@ pub(super) fn race_variants(
             cx,
             &variants,
             &holdout_args(workloads, decider, rounds, look as u64),
+            Family::SplitByCaller,
         )?;
         pace = Some(started.elapsed().as_secs_f64() / (open.len() * rounds) as f64);
         Ok(Some(
@@ -344,6 +345,7 @@ pub(super) fn count_undecided(
         cx,
         &open,
         &holdout_args(workloads, &decider, INSTRUCTION_ROUNDS, 100),
+        Family::SplitByCaller,
     )?;
     let why = format!("instructions (wall time undecided after {raced} rounds)");
     for name in undecided {
@@ -398,6 +400,7 @@ fn describe_standing(name: &str, standing: &Standing) -> String {
             Verdict::NoDifference => "the same",
             Verdict::Inconclusive => "unclear",
             Verdict::TooFewRounds => "too few rounds",
+            Verdict::TooCoarse => "too coarse",
         },
         intervals.join(", "),
         if standing.undecided() {

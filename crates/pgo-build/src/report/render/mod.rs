@@ -115,6 +115,9 @@ pub fn markdown(report: &Report) -> String {
                 );
             }
         }
+        if let Some(family) = &compare.family {
+            let _ = writeln!(out, "\n{}", family.legend());
+        }
         out += "\n";
         metrics_markdown(compare, &mut out);
     }
@@ -512,11 +515,17 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
 fn compare_section(compare: &CompareResult, out: &mut String) {
     let _ = write!(
         out,
-        "<h2>A/B comparison</h2><p>{} rounds after a warm-up, order alternating; each dot is one \
-         round's {} ratio against {}; the band is the 95% interval of the median (bar).</p>",
+        "<h2>A/B comparison</h2><p>{} rounds after a warm-up, in a random order each round; \
+         each dot is one round's {} ratio against {}; the band is the 95% interval of the \
+         median (bar). {}</p>",
         compare.rounds,
         escape(&decider_label(&compare.decider())),
-        escape(&compare.reference)
+        escape(&compare.reference),
+        compare
+            .family
+            .as_ref()
+            .map(|family| escape(&family.legend()))
+            .unwrap_or_default()
     );
     let decider = compare.decider();
     if let Some(note) = &compare.emulated {

@@ -10,6 +10,7 @@ pub(super) fn verdict_label(verdict: Verdict) -> &'static str {
         Verdict::NoDifference => "no difference",
         Verdict::Inconclusive => "inconclusive",
         Verdict::TooFewRounds => "too few rounds",
+        Verdict::TooCoarse => "too coarse to judge",
     }
 }
 
