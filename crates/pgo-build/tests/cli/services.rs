@@ -351,3 +351,80 @@ fn a_service_that_ends_on_its_stop_signal_without_writing_is_named() {
         run.describe()
     );
 }
+
+#[test]
+fn a_services_own_cost_is_measured_and_judged_beside_its_clients() {
+    let port = free_port();
+    let fixture = Fixture::new("signals");
+    let mut config = service(
+        &fixture,
+        "db",
+        &format!("tcp 127.0.0.1:{port}"),
+        &format!("ready = {{ tcp = \"127.0.0.1:{port}\" }}"),
+    );
+    let connect = format!("\"$PGO_BUILD_BIN_REPLICA\" connect tcp 127.0.0.1:{port}");
+    config += &workload("train", "\"db\"", &connect);
+    config +=
+        &workload("load", "\"db\"", &connect).replace("role = \"train\"", "role = \"holdout\"");
+    write_config(&fixture, &config);
+    let run = fixture.run(&["run", "--features", "rt", "--compare-rounds", "7"]);
+    run.success();
+    // Per run, the service's own figures and the client's CPU time without it.
+    let report = fixture.report();
+    let load = &report["compare"]["workloads"][0];
+    assert_eq!(load["workload"], "load", "{load}");
+    let first = &load["runs"][0]["metrics"];
+    for name in [
+        "service.db.cpu",
+        "service.db.faults",
+        "service.db.peak_rss",
+        "client.cpu",
+    ] {
+        assert!(first[name].as_f64().is_some(), "{name}: {first}");
+    }
+    assert!(
+        first["service.db.peak_rss"].as_f64().unwrap() > 0.5,
+        "{first}"
+    );
+    // Judged like any metric, and shown beside the client's.
+    let metrics = &load["candidates"]["optimized"]["metrics"];
+    assert_eq!(metrics["service.db.cpu"]["unit"], "s", "{metrics}");
+    assert!(
+        metrics["service.db.cpu"]["summary"]["verdict"].is_string(),
+        "{metrics}"
+    );
+    assert!(
+        metrics["client.cpu"]["summary"]["verdict"].is_string(),
+        "{metrics}"
+    );
+    assert!(
+        run.stdout().contains("service.db.cpu (lower is better)"),
+        "{}",
+        run.describe()
+    );
+    // It can decide.
+    fixture
+        .run(&[
+            "compare",
+            "--features",
+            "rt",
+            "--metric",
+            "service.db.cpu",
+            "--rounds",
+            "7",
+        ])
+        .success()
+        .stderr_contains("comparing baseline vs optimized");
+    assert_eq!(fixture.report()["compare"]["decided_by"], "service.db.cpu");
+    // A service no workload uses is not a metric.
+    fixture
+        .run(&[
+            "compare",
+            "--features",
+            "rt",
+            "--metric",
+            "service.nope.cpu",
+        ])
+        .failure()
+        .stderr_contains("no workload reports a metric of that name");
+}
