@@ -244,8 +244,8 @@ impl Config {
             }
             reported.push(crate::measure::metric::CLIENT_CPU.to_owned());
         }
-        reported.sort();
-        reported.dedup();
+        let mut seen = std::collections::BTreeSet::new();
+        reported.retain(|name| seen.insert(name.clone()));
         reported
     }
 

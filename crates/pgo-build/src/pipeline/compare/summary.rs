@@ -279,7 +279,11 @@ pub(super) fn summarize_metrics(
                 .collect();
             let mut summary = stats::summarize_at(&costs, seed, alpha).within_margin(margin);
             let both: Vec<f64> = of_reference.iter().chain(&of_candidate).copied().collect();
-            if let Some((step, share)) = stats::coarse_step(&both, margin) {
+            // Values in coarse steps bound nothing and show no difference smaller than a step:
+            // only a difference of at least one step is judged.
+            if let Some((step, share)) = stats::coarse_step(&both, margin)
+                && !(summary.claims_a_difference() && (summary.median_ratio - 1.0).abs() >= share)
+            {
                 summary = summary.too_coarse(step, share, &spec.unit, margin);
             }
             compared.insert(
