@@ -44,6 +44,10 @@ pub struct BuildSettings {
     /// The C compiler of cross-language builds (and the user's C variables then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub c: Option<crate::toolchain::cross_language::CSettings>,
+    /// Symbol names kept across releases (`[pgo] stable_names`: see
+    /// `wrappers::rustc::stable_names`); absent in stages recorded before it existed.
+    #[serde(default)]
+    pub stable_names: bool,
 }
 
 /// Refuses a profile-use build whose settings differ from the instrumented build's: the
@@ -105,6 +109,15 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
         "profile settings",
         format!("{:?}", instrumented.profile_settings),
         format!("{:?}", now.profile_settings),
+    );
+    let stable = |settings: &BuildSettings| match settings.stable_names {
+        true => "stable symbol names",
+        false => "cargo's symbol names",
+    };
+    compare(
+        "[pgo] stable_names",
+        stable(instrumented).to_owned(),
+        stable(now).to_owned(),
     );
     bail!(
         "the build settings changed since the instrumented build:\n{}\nProfiles name functions by \

@@ -45,6 +45,9 @@ pub struct PgoSection {
     /// Function order for start-up from temporal profiles (see `startup_order.rs`).
     #[serde(default)]
     pub startup_order: StartupOrder,
+    /// Symbol names that do not change with the package version or dependencies' (see
+    /// `wrappers::rustc::stable_names`), so a committed profile survives releases. Default on.
+    pub stable_names: Option<bool>,
     /// Cross-language PGO: the C and C++ that build scripts compile get the same profile as
     /// the Rust (see `cross_language.rs`): `true`, or `"thin-lto"` for cross-language ThinLTO
     /// too. `CBuild::User` when off.
@@ -82,6 +85,10 @@ impl StartupOrder {
 impl PgoSection {
     pub fn max_stale(&self) -> f64 {
         self.max_stale.unwrap_or(0.2)
+    }
+
+    pub fn stable_names(&self) -> bool {
+        self.stable_names.unwrap_or(true)
     }
 
     pub fn min_overlap(&self) -> f64 {

@@ -13,6 +13,7 @@ use crate::cargo::build::Diagnostic;
 use crate::profiles;
 use crate::profiles::diagnostics::{self, Kind};
 use crate::profiles::insight::{self, FunctionCounts};
+use crate::wrappers::rustc::carry::{CarryRecord, CarrySetup};
 
 /// The metadata `export` writes beside a profile (`<name>.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,64 +31,227 @@ pub struct ProfileMetadata {
     pub source_revision: Option<String>,
     pub content_hash: String,
     pub functions: usize,
+    /// Whether the profile's build had stable symbol names (`[pgo] stable_names`); false in
+    /// metadata written before they existed.
+    #[serde(default)]
+    pub stable_names: bool,
 }
 
 pub fn metadata_path(profile: &Path) -> PathBuf {
     profile.with_extension("json")
 }
 
-/// Staleness of a committed profile, from the optimized build's diagnostics.
+/// Staleness of a committed profile, from the optimized build: weighted by the profile's
+/// counts, since a stale hot function costs what a thousand cold ones do not.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Staleness {
     pub profile_functions: usize,
+    pub profile_counts: u64,
+    /// Functions whose code changed since, or whose crate was renamed (their data is dropped).
     pub stale_functions: usize,
+    /// Their share of the profile's counts: what `[pgo] max_stale` applies to.
     pub share: f64,
-    /// Crate → (stale functions, functions of that crate in the profile).
-    pub per_crate: BTreeMap<String, (usize, usize)>,
-    /// Demangled names of functions whose profile no longer matches their code.
-    pub changed: Vec<String>,
+    /// Crates whose every symbol has another name now (see `profiles::carry::RenamedCrate`).
+    pub renamed_crates: Vec<String>,
+    /// Functions found under another name (another codegen unit) and carried over.
+    pub carried_functions: usize,
+    pub carried_counts: u64,
+    /// Crates compiled a second time to carry records over.
+    pub recompiled: Vec<String>,
+    /// Crates whose carrying failed (their first compile stands), with why.
+    pub carry_errors: Vec<String>,
+    pub per_crate: BTreeMap<String, CrateStaleness>,
+    /// The functions that changed, most counts first.
+    pub changed: Vec<ChangedFunction>,
 }
 
-pub(crate) fn staleness(functions: &[FunctionCounts], diagnostics: &[Diagnostic]) -> Staleness {
-    let mut per_crate: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for function in functions {
-        per_crate.entry(function.krate.clone()).or_default().1 += 1;
+/// One crate's part of a committed profile in the optimized build. The crate is the one whose
+/// code a function is (for a generic, where it is defined).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CrateStaleness {
+    pub functions: usize,
+    pub counts: u64,
+    pub carried_functions: usize,
+    pub carried_counts: u64,
+    pub changed_functions: usize,
+    pub changed_counts: u64,
+    /// Functions compiled in this crate without data the profile could give (new code).
+    pub new_functions: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangedFunction {
+    pub name: String,
+    /// Share of the profile's counts.
+    pub share: f64,
+}
+
+impl Staleness {
+    /// Share of the profile's counts in functions that still match, exactly or carried.
+    pub fn matching_share(&self) -> f64 {
+        1.0 - self.share
     }
-    let mut stale = BTreeSet::new();
-    let mut changed = BTreeSet::new();
+}
+
+pub(crate) fn staleness(
+    functions: &[FunctionCounts],
+    diagnostics: &[Diagnostic],
+    carried: &[CarryRecord],
+) -> Staleness {
+    // Names (`[module;]symbol`) rustc looked up and found with another function hash.
+    let mut mismatched: BTreeSet<String> = BTreeSet::new();
+    let mut missing_per_crate: BTreeMap<String, usize> = BTreeMap::new();
     for diagnostic in diagnostics {
-        let kind = diagnostics::classify(&diagnostic.message);
-        if !matches!(kind, Some(Kind::HashMismatch | Kind::MissingFunction))
-            || diagnostics::expected_to_differ(&diagnostic.target)
-        {
+        if diagnostics::expected_to_differ(&diagnostic.target) {
             continue;
         }
-        let Some(symbol) = diagnostic
-            .message
-            .split_whitespace()
-            .find(|w| w.starts_with("_ZN") || w.starts_with("_R"))
-        else {
-            continue;
+        match diagnostics::classify(&diagnostic.message) {
+            Some(Kind::HashMismatch) => {
+                let Some((module, rest)) = diagnostic.message.split_once(": ") else {
+                    continue;
+                };
+                if let Some(symbol) = rest
+                    .split_whitespace()
+                    .find(|w| w.starts_with("_ZN") || w.starts_with("_R"))
+                {
+                    mismatched.insert(format!("{module};{symbol}"));
+                    mismatched.insert(symbol.to_owned());
+                }
+            }
+            Some(Kind::MissingFunction) => {
+                *missing_per_crate
+                    .entry(diagnostic.target.replace('-', "_"))
+                    .or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    let mut changed_symbols = BTreeSet::new();
+    let mut carried_names = BTreeSet::new();
+    let mut renamed: BTreeMap<String, String> = BTreeMap::new();
+    let mut result = Staleness::default();
+    for record in carried {
+        for crate_renamed in &record.plan.renamed_crates {
+            renamed.insert(crate_renamed.krate.clone(), crate_renamed.was.clone());
+        }
+        changed_symbols.extend(record.plan.changed.iter().cloned());
+        for function in &record.plan.carried {
+            carried_names.extend(function.from.iter().cloned());
+        }
+        if record.recompiled {
+            result.recompiled.push(record.krate.clone());
+        }
+        if let Some(error) = &record.error {
+            result
+                .carry_errors
+                .push(format!("{}: {error}", record.krate));
+        }
+    }
+    let total = functions
+        .iter()
+        .fold(0u64, |sum, f| sum.saturating_add(f.total));
+    let mut changed = Vec::new();
+    for function in functions {
+        let entry = result.per_crate.entry(function.krate.clone()).or_default();
+        entry.functions += 1;
+        entry.counts += function.total;
+        let symbol = function.key.rsplit(';').next().unwrap_or(&function.key);
+        // A renamed crate's own codegen units, and its functions with external linkage.
+        let in_renamed = match function.key.rsplit_once(';') {
+            Some((module, _)) => module.split_once('.').is_some_and(|(krate, rest)| {
+                renamed
+                    .get(krate)
+                    .is_some_and(|was| rest.starts_with(&format!("{was}-cgu")))
+            }),
+            None => renamed.contains_key(&function.krate),
         };
-        let (name, krate) = insight::demangle(symbol);
-        if stale.insert(symbol.to_owned()) {
-            per_crate.entry(krate).or_default().0 += 1;
-        }
-        if kind == Some(Kind::HashMismatch) {
-            changed.insert(name);
+        if in_renamed
+            || mismatched.contains(&function.key)
+            || changed_symbols.contains(symbol)
+        {
+            entry.changed_functions += 1;
+            entry.changed_counts += function.total;
+            result.stale_functions += 1;
+            changed.push((function.total, function.name.clone()));
+        } else if carried_names.contains(&function.key) {
+            entry.carried_functions += 1;
+            entry.carried_counts += function.total;
+            result.carried_functions += 1;
+            result.carried_counts += function.total;
         }
     }
-    let profile_functions = functions.len();
-    Staleness {
-        profile_functions,
-        stale_functions: stale.len(),
-        share: stale.len() as f64 / profile_functions.max(1) as f64,
-        per_crate: per_crate
-            .into_iter()
-            .filter(|(_, (stale, _))| *stale > 0)
-            .collect(),
-        changed: changed.into_iter().collect(),
+    for (krate, missing) in missing_per_crate {
+        result.per_crate.entry(krate).or_default().new_functions += missing;
     }
+    for record in carried {
+        // Changed functions that also moved were counted as missing above.
+        let krate = record.krate.rsplit('/').next().unwrap_or(&record.krate);
+        if let Some(entry) = result.per_crate.get_mut(krate) {
+            entry.new_functions = entry.new_functions.saturating_sub(record.plan.changed.len());
+        }
+    }
+    changed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let changed_counts: u64 = changed.iter().map(|(counts, _)| counts).sum();
+    result.changed = changed
+        .into_iter()
+        .map(|(counts, name)| ChangedFunction {
+            name,
+            share: counts as f64 / total.max(1) as f64,
+        })
+        .collect();
+    result.renamed_crates = renamed.into_keys().collect();
+    result.profile_functions = functions.len();
+    result.profile_counts = total;
+    result.share = changed_counts as f64 / total.max(1) as f64;
+    result
+}
+
+/// The carry setup of an optimized build from the committed profile `profile_use` (the path
+/// its flags name) whose text form is `text` (see `wrappers::rustc::carry`): written beside the
+/// text, returned with the log the wrapper writes. The crates' own profiles go beside
+/// `profile_use`, outside the checkout like it; the log is per profile, so a build that
+/// recompiles nothing still finds what the last one carried.
+pub(crate) fn carry_setup(cx: &Context, profile_use: &Path, text: &Path) -> Result<(PathBuf, PathBuf)> {
+    let stem = profile_use
+        .file_stem()
+        .map_or_else(|| "profile".into(), |s| s.to_string_lossy().into_owned());
+    let dir = profile_use
+        .parent()
+        .map_or_else(|| cx.layout.profiles_dir(), Path::to_path_buf)
+        .join(format!("carry-{stem}"));
+    let log = cx
+        .layout
+        .stage_dir(crate::layout::Stage::Optimized)
+        .join(format!("carry-{stem}.jsonl"));
+    crate::util::files::create_dir_all(&cx.layout.stage_dir(crate::layout::Stage::Optimized))?;
+    let setup = CarrySetup {
+        profile: profile_use.to_owned(),
+        text: text.to_owned(),
+        profdata: cx.profdata()?.path.clone(),
+        dir,
+        log: log.clone(),
+    };
+    let file = text.with_file_name("carry.json");
+    crate::util::files::write_atomically(&file, serde_json::to_string(&setup)?.as_bytes())?;
+    Ok((file, log))
+}
+
+/// The committed profile's text form (`profiles/carry/committed.proftext`) and its functions.
+pub(crate) fn committed_text(
+    cx: &Context,
+    profile: &Path,
+) -> Result<(PathBuf, Vec<FunctionCounts>)> {
+    let dir = cx.layout.profiles_dir().join("carry");
+    crate::util::files::create_dir_all(&dir)?;
+    let text = dir.join("committed.proftext");
+    crate::util::command::Cmd::new(&cx.profdata()?.path)
+        .args(["merge", "--text", "-o"])
+        .arg(&text)
+        .arg(profile)
+        .stdout_checked(&cx.printer)
+        .with_context(|| format!("llvm-profdata could not read {}", profile.display()))?;
+    let functions = insight::parse_text_profile(&std::fs::read_to_string(&text)?);
+    Ok((text, functions))
 }
 
 /// Checks a committed profile against this toolchain and target and returns its
@@ -116,6 +280,34 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
                 metadata.llvm_version,
                 metadata.rustc,
                 cx.rustc.llvm_version
+            );
+        }
+        if metadata.rustc != cx.rustc.version_line {
+            bail!(
+                "the committed profile {} was made with {}, this build uses {}: rustc puts its \
+                 version into every symbol's hash, so none of the profile's functions would \
+                 match. Fix: {fix} (and pin the toolchain, e.g. in rust-toolchain.toml, so \
+                 that a committed profile lasts from one release to the next).",
+                path.display(),
+                metadata.rustc,
+                cx.rustc.version_line
+            );
+        }
+        if metadata.stable_names != cx.settings.stable_names {
+            let (then, now) = match metadata.stable_names {
+                true => ("stable symbol names", "cargo's"),
+                false => ("cargo's symbol names", "stable ones ([pgo] stable_names)"),
+            };
+            bail!(
+                "the committed profile {} was made with {then}, this build has {now}: almost \
+                 none of its functions would match. Fix: {fix}{}.",
+                path.display(),
+                if metadata.stable_names {
+                    ""
+                } else {
+                    " (once: a profile with stable names survives version and dependency \
+                     bumps), or set [pgo] stable_names = false to use this one"
+                }
             );
         }
         if metadata.target != cx.settings.target {
@@ -162,11 +354,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn staleness_counts_changed_and_missing_functions_per_crate() {
+    fn staleness_weighs_changed_functions_by_their_counts_and_counts_carried_ones() {
         let functions = insight::parse_text_profile(
-            "_ZN3app1f17h0123456789abcdefE\n# Func Hash:\n1\n# Num Counters:\n1\n# Counter Values:\n5\n\n\
-             _ZN3app1g17h0123456789abcdefE\n# Func Hash:\n2\n# Num Counters:\n1\n# Counter Values:\n5\n\n\
-             _ZN3lib1h17h0123456789abcdefE\n# Func Hash:\n3\n# Num Counters:\n1\n# Counter Values:\n5\n",
+            "app.x-cgu.0;_ZN3app1f17h0123456789abcdefE\n# Func Hash:\n1\n# Num Counters:\n1\n# Counter Values:\n5\n\n\
+             app.x-cgu.1;_ZN3app1g17h0123456789abcdefE\n# Func Hash:\n2\n# Num Counters:\n1\n# Counter Values:\n25\n\n\
+             _ZN3lib1h17h0123456789abcdefE\n# Func Hash:\n3\n# Num Counters:\n1\n# Counter Values:\n70\n",
         );
         let diagnostic = |message: &str| Diagnostic {
             target: "app".into(),
@@ -183,11 +375,38 @@ mod tests {
             ),
             diagnostic("unused variable"),
         ];
-        let result = staleness(&functions, &diagnostics);
+        let carried = CarryRecord {
+            krate: "app/app".into(),
+            plan: crate::profiles::carry::CarryPlan {
+                carried: vec![crate::profiles::carry::CarriedFunction {
+                    module: "app.x-cgu.4".into(),
+                    symbol: "_ZN3app1g17h0123456789abcdefE".into(),
+                    hash: 2,
+                    from: vec!["app.x-cgu.1;_ZN3app1g17h0123456789abcdefE".into()],
+                    total: 25,
+                }],
+                changed: vec![],
+                new_code: 1,
+                ..Default::default()
+            },
+            recompiled: true,
+            ..CarryRecord::default()
+        };
+        let result = staleness(&functions, &diagnostics, &[carried]);
         assert_eq!(result.profile_functions, 3);
-        assert_eq!(result.stale_functions, 2);
-        assert!((result.share - 2.0 / 3.0).abs() < 1e-9);
-        assert_eq!(result.per_crate["app"], (2, 2));
-        assert_eq!(result.changed, ["app::f"]);
+        assert_eq!(result.profile_counts, 100);
+        assert_eq!(result.stale_functions, 1);
+        assert!((result.share - 0.05).abs() < 1e-9);
+        assert!((result.matching_share() - 0.95).abs() < 1e-9);
+        assert_eq!((result.carried_functions, result.carried_counts), (1, 25));
+        assert_eq!(result.recompiled, ["app/app"]);
+        let app = &result.per_crate["app"];
+        assert_eq!((app.functions, app.counts), (2, 30));
+        assert_eq!((app.changed_functions, app.changed_counts), (1, 5));
+        assert_eq!((app.carried_functions, app.carried_counts), (1, 25));
+        assert_eq!(app.new_functions, 1);
+        assert_eq!(result.per_crate["lib"].counts, 70);
+        assert_eq!(result.changed.len(), 1);
+        assert_eq!(result.changed[0].name, "app::f");
     }
 }

@@ -219,6 +219,7 @@ impl Context {
                 ),
                 cargo_config: Vec::new(),
                 c: None,
+                stable_names: config.pgo.stable_names(),
             },
             &user_flags,
             &config.variant(),

@@ -34,6 +34,7 @@ use crate::layout::Stage;
 use crate::profiles::diagnostics::{self, Summary};
 use crate::profiles::{self, insight, startup_order};
 use crate::util::printer::Fitted;
+use crate::wrappers::rustc::carry::{self, CarryRecord};
 use crate::util::units::human_bytes;
 
 /// Builds the optimized stage from the committed profile, or the last training's (`trained`:
@@ -110,10 +111,20 @@ pub fn optimize(
         flags.push(VALUE_PROFILING_OFF.to_owned());
     }
     flags.extend(plain_flags(cx));
+    let carry = match &inputs.committed {
+        Some(committed) => Some(committed::carry_setup(cx, &profile_use, &committed.text)?),
+        None => None,
+    };
     let verbose = cx.printer.is_verbose();
-    let output = cargo_build(cx, run, Stage::Optimized, &with_data, &flags, &|d| {
-        verbose || diagnostics::classify(&d.message).is_none()
-    })?;
+    let output = cargo_build(
+        cx,
+        run,
+        Stage::Optimized,
+        &with_data,
+        &flags,
+        carry.as_ref().map(|(setup, _)| setup.as_path()),
+        &|d| verbose || diagnostics::classify(&d.message).is_none(),
+    )?;
     let summary = Summary::from_diagnostics(&output.diagnostics);
     run.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
     if !summary.unusable_profile.is_empty() {
@@ -132,14 +143,20 @@ pub fn optimize(
              compiled into instrumented builds only) and are left out of the counts"
         ));
     }
-    match &inputs.committed_functions {
-        Some(functions) => check_staleness(cx, run, functions, &output.diagnostics)?,
-        None if summary.total_mismatched() > 0 => cx.caution(format!(
+    match (&inputs.committed, &carry) {
+        (Some(committed), Some((_, log))) => check_staleness(
+            cx,
+            run,
+            &committed.functions,
+            &output.diagnostics,
+            &carried_by_crate(log),
+        )?,
+        _ if summary.total_mismatched() > 0 => cx.caution(format!(
             "{} functions changed since the profile was recorded and get no profile data; \
              re-run `pgo-build instrument` and `pgo-build train` to refresh it",
             summary.total_mismatched()
         ))?,
-        None => {}
+        _ => {}
     }
 
     // Every training gives the optimized build other flags, hence new units: drop the old.
@@ -172,6 +189,7 @@ pub fn optimize(
             Stage::Baseline,
             &without_data,
             &plain_flags,
+            None,
             &|_| true,
         )?;
         executables.extend(executables_of(&without_data, plain, false));
@@ -303,7 +321,7 @@ fn trained_profile_inputs(
         return Ok(ProfileInputs {
             path: PathBuf::new(),
             missing,
-            committed_functions: None,
+            committed: None,
             instrumented: Some(instrumented),
         });
     }
@@ -332,7 +350,7 @@ fn trained_profile_inputs(
     Ok(ProfileInputs {
         path: merged.path,
         missing,
-        committed_functions: None,
+        committed: None,
         instrumented: Some(instrumented),
     })
 }
@@ -400,7 +418,7 @@ fn bundle_profile_inputs(
     Ok(ProfileInputs {
         path: record.merged.path,
         missing,
-        committed_functions: None,
+        committed: None,
         instrumented: Some(record.instrumented),
     })
 }
@@ -429,7 +447,7 @@ fn check_instrumented_selection(cx: &Context, instrumented: &StageManifest) -> R
 /// it are the ones without data.
 fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInputs> {
     let path = committed_profile(cx, relative)?;
-    let functions = insight::functions(&path, cx.profdata()?, &cx.printer)?;
+    let (text, functions) = committed::committed_text(cx, &path)?;
     if functions.is_empty() {
         bail!(
             "the committed profile {} contains no functions",
@@ -462,57 +480,133 @@ fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInpu
     Ok(ProfileInputs {
         path,
         missing,
-        committed_functions: Some(functions),
+        committed: Some(CommittedInputs { text, functions }),
         instrumented: None,
     })
 }
 
-/// Fails above `[pgo] max_stale`, warns below it.
+/// Fails above `[pgo] max_stale` (a share of the profile's counts), warns below it.
 fn check_staleness(
     cx: &Context,
     run: &mut Run,
     functions: &[insight::FunctionCounts],
     diagnostics: &[build::Diagnostic],
+    carried: &[CarryRecord],
 ) -> Result<()> {
-    let staleness = committed::staleness(functions, diagnostics);
+    let staleness = committed::staleness(functions, diagnostics, carried);
     run.report.staleness = serde_json::to_value(&staleness).ok();
+    use crate::util::units::percent;
     cx.printer.info(format!(
-        "committed profile: {} of {} functions stale ({:.1}%)",
+        "committed profile: the functions that still match hold {} of its counts ({} of {} \
+         functions changed{})",
+        percent(staleness.matching_share()),
         staleness.stale_functions,
         staleness.profile_functions,
-        staleness.share * 100.0
+        match staleness.carried_functions {
+            0 => String::new(),
+            n => format!(
+                "; {n} found in other codegen units and carried over ({} of the counts), \
+                 {} recompiled",
+                percent(staleness.carried_counts as f64 / staleness.profile_counts.max(1) as f64),
+                match staleness.recompiled.len() {
+                    1 => "1 crate".to_owned(),
+                    n => format!("{n} crates"),
+                }
+            ),
+        }
     ));
+    for error in &staleness.carry_errors {
+        cx.caution(format!(
+            "could not carry the committed profile over in {error}; that crate was built \
+             with the records that still had their names"
+        ))?;
+    }
+    let total = staleness.profile_counts.max(1) as f64;
+    let interesting: Vec<_> = staleness
+        .per_crate
+        .iter()
+        .filter(|(_, c)| c.changed_functions + c.carried_functions + c.new_functions > 0)
+        .collect();
+    if !interesting.is_empty() {
+        let mut table = Table::new();
+        table.fitted().set_header([
+            "Crate",
+            "Share of the profile",
+            "Carried over",
+            "Changed or renamed (data dropped)",
+            "New code without data",
+        ]);
+        for (krate, c) in interesting {
+            table.add_row([
+                krate.clone(),
+                percent(c.counts as f64 / total),
+                format!(
+                    "{} ({})",
+                    c.carried_functions,
+                    percent(c.carried_counts as f64 / total)
+                ),
+                format!(
+                    "{} ({})",
+                    c.changed_functions,
+                    percent(c.changed_counts as f64 / total)
+                ),
+                c.new_functions.to_string(),
+            ]);
+        }
+        cx.printer.table(table);
+    }
     if staleness.stale_functions == 0 {
         return Ok(());
     }
-    let mut table = Table::new();
-    table
-        .fitted()
-        .set_header(["Crate", "Stale functions", "Functions in profile"]);
-    for (krate, (stale, total)) in &staleness.per_crate {
-        table.add_row([krate.clone(), stale.to_string(), total.to_string()]);
-    }
-    cx.printer.table(table);
-    let changed = if staleness.changed.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " Changed since the profile was recorded: {}.",
-            staleness.changed.join(", ")
-        )
+    const NAMED: usize = 5;
+    let changed = format!(
+        " Changed since the profile was recorded, most counts first: {}{}.",
+        staleness
+            .changed
+            .iter()
+            .take(NAMED)
+            .map(|f| format!("{} ({})", f.name, percent(f.share)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        match staleness.changed.len().saturating_sub(NAMED) {
+            0 => String::new(),
+            more => format!(" and {more} more (report.json: staleness.changed)"),
+        }
+    );
+    let renamed = match staleness.renamed_crates.as_slice() {
+        [] => String::new(),
+        crates => format!(
+            " Renamed (every symbol of theirs has another hash{}): {}.",
+            match cx.settings.stable_names {
+                true => ": their features, or the versions of them in the dependency graph, \
+                         changed",
+                false => ": with [pgo] stable_names = false, names change with every version \
+                          of a crate or its dependencies",
+            },
+            crates.join(", ")
+        ),
     };
+    let changed = format!("{renamed}{changed}");
     let max = cx.config.pgo.max_stale();
+    if staleness.share <= max / 4.0 {
+        cx.printer.info(format!(
+            "{} of the committed profile's counts are in functions that changed.{changed}",
+            percent(staleness.share)
+        ));
+        return Ok(());
+    }
     if staleness.share > max {
         bail!(
-            "the committed profile is stale: {:.1}% of its functions no longer match the code \
-             or have no data, above [pgo] max_stale = {max}.{changed} Re-train: run `pgo-build \
-             run` without [pgo] profile, then `pgo-build export` over the committed file.",
-            staleness.share * 100.0
+            "the committed profile is stale: the functions that changed or were renamed hold {} \
+             of its counts, above [pgo] max_stale = {max}.{changed} Re-train: run `pgo-build run` \
+             without [pgo] profile, then `pgo-build export` over the committed file.",
+            percent(staleness.share)
         );
     }
     cx.caution(format!(
-        "{:.1}% of the committed profile's functions are stale.{changed} Re-train soon.",
-        staleness.share * 100.0
+        "{} of the committed profile's counts are in functions that changed.{changed} \
+         Re-train soon.",
+        percent(staleness.share)
     ))
 }
 
@@ -550,12 +644,27 @@ fn print_diagnostic_summary(cx: &Context, summary: &Summary) {
     cx.printer.table(table);
 }
 
+/// A committed profile as text (for the wrapper's carrying) and its functions.
+struct CommittedInputs {
+    text: PathBuf,
+    functions: Vec<insight::FunctionCounts>,
+}
+
+/// The carry log's last record of each crate (a crate compiled again replaces its record).
+fn carried_by_crate(log: &Path) -> Vec<CarryRecord> {
+    let mut last = std::collections::BTreeMap::new();
+    for record in carry::read_log(log) {
+        last.insert(record.krate.clone(), record);
+    }
+    last.into_values().collect()
+}
+
 /// Where `optimize` gets its profile from, and which binaries have no data in it.
 struct ProfileInputs {
     path: PathBuf,
     missing: Vec<(BinTarget, String)>,
-    /// The committed profile's functions, for the staleness check after building.
-    committed_functions: Option<Vec<insight::FunctionCounts>>,
+    /// The committed profile's text form and functions, for carrying and the staleness check.
+    committed: Option<CommittedInputs>,
     /// The instrumented build the trained profile came from (none for a committed profile).
     instrumented: Option<StageManifest>,
 }

@@ -479,6 +479,7 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
         source_revision: crate::profiles::bundle::git_revision(&cx.workspace.root, &cx.printer),
         content_hash: profiles::content_hash(&data),
         functions,
+        stable_names: settings.stable_names,
     };
     let metadata_file = metadata_path(&output);
     write_atomically(

@@ -50,7 +50,7 @@ pub(super) fn wrapper_setup(
         &admission,
         serde_json::to_string(&estimates)?.as_bytes(),
     )?;
-    let env = vec![
+    let mut env = vec![
         ("RUSTC_WRAPPER".to_owned(), program.display().to_string()),
         (rustc::MODE_ENV.to_owned(), "1".to_owned()),
         (
@@ -79,6 +79,12 @@ pub(super) fn wrapper_setup(
             cx.workspace.root.display().to_string(),
         ),
     ];
+    if cx.settings.stable_names {
+        env.push((
+            rustc::stable_names::ENV.to_owned(),
+            duplicated_packages(cx)?.join(","),
+        ));
+    }
     cx.printer.detail(format!(
         "rustc: {cpus} at a time within {} of the memory budget of {} ({budget_reason}; {} \
          kept for cargo and pgo-build); cargo -j {cargo_jobs}{}",
@@ -102,6 +108,27 @@ pub(super) fn wrapper_setup(
             ..RustcSummary::default()
         },
     })
+}
+
+/// The packages of the dependency graph present in more than one version: their stable
+/// symbol names keep the version (see `wrappers::rustc::stable_names`).
+fn duplicated_packages(cx: &Context) -> Result<Vec<String>> {
+    let graph = cx
+        .workspace
+        .package_graph(&cx.settings.target, &cx.printer)?;
+    let mut versions: std::collections::BTreeMap<&str, std::collections::BTreeSet<&str>> =
+        Default::default();
+    for package in &graph {
+        versions
+            .entry(&package.name)
+            .or_default()
+            .insert(&package.version);
+    }
+    Ok(versions
+        .into_iter()
+        .filter(|(_, versions)| versions.len() > 1)
+        .map(|(name, _)| name.to_owned())
+        .collect())
 }
 
 /// What a stage's build admits rustc by: its own measured peaks, for crates it has not

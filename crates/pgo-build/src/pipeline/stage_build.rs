@@ -46,13 +46,20 @@ pub(super) fn cargo_build(
     stage: Stage,
     bins: &[BinTarget],
     stage_rustflags: &[String],
+    carry: Option<&std::path::Path>,
     show_diagnostic: &dyn Fn(&build::Diagnostic) -> bool,
 ) -> Result<BuildOutput> {
     cx.platform.require_std()?;
     // Resolved once per build: "auto" is what is available when the build starts.
     let budget = cx.config.build.memory_budget.resolve();
     let (setup, slots, slots_reason) = linker_setup(cx, &cx.layout, stage, budget.0)?;
-    let rustc = rustc_budget::wrapper_setup(cx, stage, budget)?;
+    let mut rustc = rustc_budget::wrapper_setup(cx, stage, budget)?;
+    if let Some(setup) = carry {
+        rustc.env.push((
+            crate::wrappers::rustc::carry::ENV.to_owned(),
+            setup.display().to_string(),
+        ));
+    }
     let c_compiler = c_compiler_setup(cx, &cx.layout, stage, &cx.settings, stage_rustflags)?;
     // Commit point of build, instrument and optimize: everything they check holds.
     run.begin_outputs(cx)?;
@@ -443,7 +450,7 @@ pub(super) fn build_and_stage(
     stage: Stage,
     stage_rustflags: Vec<String>,
 ) -> Result<StageManifest> {
-    let output = cargo_build(cx, run, stage, &cx.bins.clone(), &stage_rustflags, &|_| {
+    let output = cargo_build(cx, run, stage, &cx.bins.clone(), &stage_rustflags, None, &|_| {
         true
     })?;
     let executables = executables_of(&cx.bins, output, false);

@@ -2,11 +2,13 @@
 //! `format`), a training's accounting (`accounting`, with the start markers that count every
 //! process, `start_marker`, and the record beside each workload's profiles,
 //! `training_record`), merging (`merge`), reading profiles and rustc's profile warnings
-//! (`insight`, `diagnostics`), start-up order (`startup_order`), and the bundles that carry
+//! (`insight`, `diagnostics`), carrying a committed profile to the names functions have now
+//! (`carry`), start-up order (`startup_order`), and the bundles that carry
 //! training between machines (`bundle`).
 
 mod accounting;
 pub mod bundle;
+pub mod carry;
 pub mod compact;
 pub mod diagnostics;
 mod format;

@@ -279,6 +279,7 @@ mod tests {
                 profile_settings: String::new(),
                 cargo_config: vec![],
                 c: None,
+                stable_names: true,
             },
             stage_rustflags: vec![],
             binaries: vec![

@@ -1,4 +1,5 @@
-//! Units as people read them: byte counts in KiB, MiB and GiB.
+//! Units as people read them: byte counts in KiB, MiB and GiB, figures to the digits that
+//! matter, shares as percentages.
 
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -33,6 +34,22 @@ pub fn figure(value: f64) -> String {
     }
 }
 
+/// A share (0..=1) as a percentage to one decimal, never rounded to a claim it is not: "0%"
+/// and "100%" only when exact, "<0.1%" and ">99.9%" at the edges.
+pub fn percent(share: f64) -> String {
+    let value = share * 100.0;
+    if !value.is_finite() {
+        return format!("{value}%");
+    }
+    match value {
+        v if v <= 0.0 => "0%".to_owned(),
+        v if v < 0.05 => "<0.1%".to_owned(),
+        v if v >= 100.0 => "100%".to_owned(),
+        v if v >= 99.95 => ">99.9%".to_owned(),
+        v => format!("{v:.1}%"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +68,14 @@ mod tests {
         assert_eq!(figure(12.0), "12");
         assert_eq!(figure(0.000123456), "0.0001235");
         assert_eq!(figure(1.5), "1.5");
+    }
+
+    #[test]
+    fn percentages_do_not_round_to_a_claim() {
+        assert_eq!(percent(0.0), "0%");
+        assert_eq!(percent(0.00001), "<0.1%");
+        assert_eq!(percent(0.4175), "41.8%");
+        assert_eq!(percent(0.99999), ">99.9%");
+        assert_eq!(percent(1.0), "100%");
     }
 }

@@ -21,23 +21,29 @@
 //!
 //! Here: the mode itself (`wrap`); `args`: what a rustc command line compiles; `ledger`: the
 //! shared ledger and admission; `probation`: a guessed crate in what is left; `estimates`: the
-//! peaks learned and carried; `remote`: the peak of sccache's rustc; `log`: `rustc.jsonl`.
+//! peaks learned and carried; `remote`: the peak of sccache's rustc; `log`: `rustc.jsonl`;
+//! `stable_names`: the `-C metadata` that keeps symbol names across releases.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 
 mod args;
+pub mod carry;
 pub mod estimates;
 mod ledger;
 mod log;
 pub mod probation;
 mod remote;
+pub mod stable_names;
 
 use args::{compiled_crate, crate_root, links, metadata_path};
+use carry::{CarryRecord, CarrySetup, Carrying};
 pub use estimates::{Estimates, read_estimates};
 use ledger::{Admission, Request, admit, release};
 pub use log::{RustcRecord, read_log};
@@ -97,31 +103,56 @@ fn wrap() -> Result<u8> {
     let (rustc, rustc_args) = args
         .split_first()
         .context("run as a rustc wrapper without a rustc to run")?;
-    let chained = std::env::var_os(CHAINED_ENV).filter(|w| !w.is_empty());
-    let mut command = match &chained {
-        Some(wrapper) => {
-            let mut command = Command::new(wrapper);
-            command.arg(rustc);
-            command
+    let stable;
+    let rustc_args = match std::env::var(stable_names::ENV) {
+        Ok(duplicated) => {
+            let identity = stable_names::CrateIdentity {
+                package: std::env::var("CARGO_PKG_NAME").unwrap_or_default(),
+                version: std::env::var("CARGO_PKG_VERSION").unwrap_or_default(),
+            };
+            stable = stable_names::rewrite(rustc_args, &identity, &duplicated);
+            stable.as_slice()
         }
-        None => Command::new(rustc),
+        Err(_) => rustc_args,
     };
+    let carry_setup = CarrySetup::from_env();
+    let carrying = match &carry_setup {
+        Some(setup) => Carrying::prepare(rustc_args, setup)?,
+        None => None,
+    };
+    let rustc_args = carrying.as_ref().map_or(rustc_args, |c| c.args.as_slice());
     // Outside the workspace root (registry crates), pgo-build's relative paths name nothing;
     // only a crate that links uses them, so only its command line changes (an rlib's stays
     // the same in every checkout, for a compile cache).
     let outside_root = std::env::var_os(WORKSPACE_ROOT_ENV)
         .map(PathBuf::from)
         .filter(|root| links(rustc_args) && std::env::current_dir().is_ok_and(|cwd| cwd != *root));
-    for arg in rustc_args {
-        match outside_root
-            .as_deref()
-            .and_then(|root| crate::layout::absolute_own_path(&arg.to_string_lossy(), root))
-        {
-            Some(absolute) => command.arg(absolute),
-            None => command.arg(arg),
+    let final_args: Vec<OsString> = rustc_args
+        .iter()
+        .map(|arg| {
+            match outside_root
+                .as_deref()
+                .and_then(|root| crate::layout::absolute_own_path(&arg.to_string_lossy(), root))
+            {
+                Some(absolute) => absolute.into(),
+                None => arg.clone(),
+            }
+        })
+        .collect();
+    let chained = std::env::var_os(CHAINED_ENV).filter(|w| !w.is_empty());
+    let command_through = |wrapper: Option<&OsString>| {
+        let mut command = match wrapper {
+            Some(wrapper) => {
+                let mut command = Command::new(wrapper);
+                command.arg(rustc);
+                command
+            }
+            None => Command::new(rustc),
         };
-    }
-    command.env_remove(MODE_ENV);
+        command.args(&final_args).env_remove(MODE_ENV);
+        command
+    };
+    let mut command = command_through(chained.as_ref());
     let Some((krate, kind)) = compiled_crate(rustc_args).map(|(k, kind)| (qualified(k), kind))
     else {
         // `rustc -vV`, `--print` queries: nothing to admit.
@@ -163,64 +194,129 @@ fn wrap() -> Result<u8> {
     };
     let metadata = metadata_path(rustc_args);
     let mut memory_wait_secs = 0.0;
-    let (code, peak, probation, start_unix, started) = loop {
-        let (waited, admission) = admit(&ledger, me, &request, budget, cpus)?;
-        memory_wait_secs += waited;
-        let start_unix = crate::wrappers::linker::unix_now();
-        let started = Instant::now();
-        let remote = elsewhere
-            .then(|| remote::Unit::of(rustc_args).map(remote::RemoteSampler::start))
-            .flatten();
-        let outcome = command
-            .spawn()
-            .with_context(|| format!("could not start {}", rustc.to_string_lossy()))
-            .and_then(|child| match admission {
-                Admission::Probation(allowance) => probation::supervise(
-                    &ledger,
-                    child.id(),
-                    &krate,
-                    (allowance, estimate),
-                    (budget, cpus),
-                    metadata.as_deref(),
-                ),
-                _ => crate::wrappers::linker::wait_with_peak_rss(child.id() as libc::pid_t)
-                    .map(|(code, peak)| probation::Supervised::Done(code, peak, None)),
-            });
-        let remote_peak = remote.and_then(remote::RemoteSampler::stop);
-        release(&ledger, me)?;
-        match outcome? {
-            probation::Supervised::Done(code, peak, figures) => {
-                let peak = match elsewhere {
-                    false => Measured::Waited(peak),
-                    // Not cacheable, the client ran rustc itself and `wait4` saw it (on a hit
-                    // it saw only the client, a few MiB): the larger of that and the samples.
-                    true => match remote_peak {
-                        Some(sampled) if sampled >= peak => Measured::Sampled(sampled),
-                        _ if peak > estimates::FLOOR => Measured::Waited(peak),
-                        _ => Measured::Nothing,
-                    },
-                };
-                break (code, peak, figures, start_unix, started);
+    // One compile within the budget; with `capture` (the artifact notices already passed on),
+    // its stderr is kept rather than passed through.
+    let mut compile = |command: &mut Command,
+                       elsewhere: bool,
+                       mut capture: Option<BTreeSet<String>>|
+     -> Result<Compiled> {
+        if capture.is_some() {
+            command.stderr(Stdio::piped());
+        }
+        loop {
+            let (waited, admission) = admit(&ledger, me, &request, budget, cpus)?;
+            memory_wait_secs += waited;
+            let start_unix = crate::wrappers::linker::unix_now();
+            let started = Instant::now();
+            let remote = elsewhere
+                .then(|| remote::Unit::of(rustc_args).map(remote::RemoteSampler::start))
+                .flatten();
+            let mut reader = None;
+            let outcome = command
+                .spawn()
+                .with_context(|| format!("could not start {}", rustc.to_string_lossy()))
+                .and_then(|mut child| {
+                    if let (Some(stderr), Some(already)) = (child.stderr.take(), capture.take()) {
+                        reader = Some(carry::read_output(stderr, already));
+                    }
+                    match admission {
+                        Admission::Probation(allowance) => probation::supervise(
+                            &ledger,
+                            child.id(),
+                            &krate,
+                            (allowance, estimate),
+                            (budget, cpus),
+                            metadata.as_deref(),
+                        ),
+                        _ => crate::wrappers::linker::wait_with_peak_rss(child.id() as libc::pid_t)
+                            .map(|(code, peak)| probation::Supervised::Done(code, peak, None)),
+                    }
+                });
+            let output = reader.map(|r| r.join().unwrap_or_default());
+            let remote_peak = remote.and_then(remote::RemoteSampler::stop);
+            release(&ledger, me)?;
+            match outcome? {
+                probation::Supervised::Done(code, peak, figures) => {
+                    let peak = match elsewhere {
+                        false => Measured::Waited(peak),
+                        // Not cacheable, the client ran rustc itself and `wait4` saw it (on a
+                        // hit it saw only the client, a few MiB): the larger of that and the
+                        // samples.
+                        true => match remote_peak {
+                            Some(sampled) if sampled >= peak => Measured::Sampled(sampled),
+                            _ if peak > estimates::FLOOR => Measured::Waited(peak),
+                            _ => Measured::Nothing,
+                        },
+                    };
+                    return Ok(Compiled {
+                        code,
+                        peak,
+                        probation: figures,
+                        start_unix,
+                        started,
+                        output,
+                    });
+                }
+                // Stopped before cargo heard of it: again, charged at its guess this time.
+                probation::Supervised::Stopped => {
+                    request.guessed = false;
+                    capture = output.map(|(_, notices)| notices);
+                }
             }
-            // Stopped before cargo heard of it: again, charged at its guess this time.
-            probation::Supervised::Stopped => request.guessed = false,
         }
     };
-    let wait_secs = waiting.elapsed().as_secs_f64() - started.elapsed().as_secs_f64();
+    let mut compiled = compile(&mut command, elsewhere, carrying.as_ref().map(|_| BTreeSet::new()))?;
+    let (first_start_unix, first_started) = (compiled.start_unix, compiled.started);
+    if let (Some(carrying), Some(setup)) = (&carrying, &carry_setup) {
+        let (lines, notices) = compiled.output.take().unwrap_or_default();
+        let mut shown = lines;
+        if compiled.code == 0 {
+            let first_compile_secs = first_started.elapsed().as_secs_f64();
+            let mut record = CarryRecord {
+                krate: krate.clone(),
+                first_compile_secs,
+                ..CarryRecord::default()
+            };
+            match carrying.plan(setup, &shown) {
+                Ok(plan) => {
+                    if plan.worth_recompiling() {
+                        // Not through the user's wrapper: see carry.rs.
+                        let mut direct = command_through(None);
+                        let first_peak = compiled.peak.bytes();
+                        compiled = compile(&mut direct, false, Some(notices))?;
+                        compiled.peak = compiled.peak.at_least(first_peak);
+                        shown = compiled.output.take().unwrap_or_default().0;
+                        record.recompiled = true;
+                    }
+                    record.plan = plan;
+                }
+                Err(err) => record.error = Some(format!("{err:#}")),
+            }
+            carry::log(&setup.log, &record);
+        }
+        let mut err = std::io::stderr().lock();
+        for line in shown.iter().filter(|line| carrying.passes(line)) {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+    let Compiled {
+        code,
+        peak,
+        probation,
+        ..
+    } = compiled;
+    let wait_secs = waiting.elapsed().as_secs_f64() - first_started.elapsed().as_secs_f64();
     let record = RustcRecord {
         krate,
         version,
         kind,
         estimate_bytes: estimate,
         guessed: measured.is_none(),
-        peak_bytes: match peak {
-            Measured::Waited(bytes) | Measured::Sampled(bytes) => Some(bytes),
-            Measured::Nothing => None,
-        },
+        peak_bytes: peak.bytes(),
         wait_secs,
         memory_wait_secs,
-        start_unix,
-        wall_secs: started.elapsed().as_secs_f64(),
+        start_unix: first_start_unix,
+        wall_secs: first_started.elapsed().as_secs_f64(),
         alone: estimate > budget,
         success: code == 0,
         probation: probation.is_some(),
@@ -240,6 +336,17 @@ fn wrap() -> Result<u8> {
     Ok(code)
 }
 
+/// One rustc run to its end.
+struct Compiled {
+    code: u8,
+    peak: Measured,
+    probation: Option<probation::Probation>,
+    start_unix: f64,
+    started: Instant,
+    /// Its stderr, when kept (see `carry::read_output`), and the artifact notices passed on.
+    output: Option<(Vec<String>, BTreeSet<String>)>,
+}
+
 /// A rustc's peak, and how it was measured.
 enum Measured {
     /// By `wait4`: rustc ran in the wrapper's tree.
@@ -248,6 +355,24 @@ enum Measured {
     Sampled(u64),
     /// Not at all: a cache hit ran no rustc.
     Nothing,
+}
+
+impl Measured {
+    fn bytes(&self) -> Option<u64> {
+        match self {
+            Measured::Waited(bytes) | Measured::Sampled(bytes) => Some(*bytes),
+            Measured::Nothing => None,
+        }
+    }
+
+    /// The larger of this and an earlier compile's peak of the same crate.
+    fn at_least(self, earlier: Option<u64>) -> Measured {
+        match (self, earlier) {
+            (Measured::Waited(now), Some(then)) => Measured::Waited(now.max(then)),
+            (Measured::Nothing, Some(then)) => Measured::Waited(then),
+            (measured, _) => measured,
+        }
+    }
 }
 
 fn env_number(key: &str) -> Option<u64> {
