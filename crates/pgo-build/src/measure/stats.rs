@@ -124,6 +124,28 @@ impl PairedSummary {
     /// says why.
     pub fn within_family(mut self, judged: crate::measure::family::Judged) -> PairedSummary {
         self.family_level = Some(judged.level);
+        let open = matches!(
+            self.verdict,
+            Verdict::Faster | Verdict::Slower | Verdict::Inconclusive
+        );
+        if open && smallest_p(self.pairs) > judged.level {
+            // No outcome of these rounds could be claimed: say so, not "inconclusive".
+            let needed = (self.pairs..)
+                .find(|&n| smallest_p(n) <= judged.level)
+                .unwrap_or(self.pairs);
+            self.verdict = Verdict::TooFewRounds;
+            self.resolution_note = Some(format!(
+                "{} pairs cannot show a difference at the {:.4} its place among this \
+                 comparison's verdicts allows (even when every round agrees, p = {:.4}): run at \
+                 least {needed} rounds",
+                self.pairs,
+                judged.level,
+                smallest_p(self.pairs)
+            ));
+            self.more_rounds = Some(needed - self.pairs);
+            self.resolves = None;
+            return self;
+        }
         if !self.claims_a_difference() {
             return self;
         }
@@ -393,6 +415,11 @@ fn signed_ranks(ratios: &[f64]) -> (Vec<usize>, Vec<bool>) {
     }
     let positive = diffs.iter().map(|d| *d > 0.0).collect();
     (rank2, positive)
+}
+
+/// The smallest p [`paired_p`] gives `pairs` pairs: every round agreeing, `2 / 2^n`.
+pub fn smallest_p(pairs: usize) -> f64 {
+    2f64.powi(1 - pairs as i32)
 }
 
 /// The p-value of both paired tests together: under "no difference" every round's sign is
@@ -852,5 +879,32 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!((geometric_mean(&[0.5, 2.0]) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rounds_that_cannot_reach_the_family_level_are_too_few_rather_than_inconclusive() {
+        let judged = |level| crate::measure::family::Judged {
+            rejected: false,
+            level,
+        };
+        // Eight rounds all faster by 10%: p = 2/256, above a level of 0.005.
+        let eight = summarize(&[0.9, 0.91, 0.89, 0.9, 0.92, 0.88, 0.9, 0.91], 1);
+        let judged_eight = eight.within_family(judged(0.005));
+        assert_eq!(judged_eight.verdict, Verdict::TooFewRounds);
+        assert_eq!(judged_eight.more_rounds, Some(1));
+        assert!(
+            judged_eight
+                .resolution_note
+                .unwrap()
+                .contains("run at least 9 rounds")
+        );
+        // At a level they can reach, the family decides as before.
+        let ten = summarize(&[0.9, 0.91, 0.89, 0.9, 0.92, 0.88, 0.9, 0.91, 0.9, 0.9], 1);
+        let rejected = crate::measure::family::Judged {
+            rejected: true,
+            level: 0.005,
+        };
+        assert_eq!(ten.within_family(rejected).verdict, Verdict::Faster);
+        assert!((smallest_p(8) - 2.0 / 256.0).abs() < 1e-15);
     }
 }

@@ -63,6 +63,19 @@ pub struct Staleness {
     pub per_crate: BTreeMap<String, CrateStaleness>,
     /// The functions that changed, most counts first.
     pub changed: Vec<ChangedFunction>,
+    /// The functions carried over, most counts first.
+    pub carried: Vec<CarriedName>,
+}
+
+/// A function found in another codegen unit, and the records it got.
+#[derive(Debug, Clone, Serialize)]
+pub struct CarriedName {
+    pub name: String,
+    /// Its name in this build (`module;symbol`).
+    pub now: String,
+    /// The records' names in the profile.
+    pub from: Vec<String>,
+    pub counts: u64,
 }
 
 /// One crate's part of a committed profile in the optimized build. The crate is the one whose
@@ -137,6 +150,12 @@ pub(crate) fn staleness(
         changed_symbols.extend(record.plan.changed.iter().cloned());
         for function in &record.plan.carried {
             carried_names.extend(function.from.iter().cloned());
+            result.carried.push(CarriedName {
+                name: insight::demangle(&function.symbol).0,
+                now: format!("{};{}", function.module, function.symbol),
+                from: function.from.clone(),
+                counts: function.total,
+            });
         }
         if record.recompiled {
             result.recompiled.push(record.krate.clone());
@@ -165,10 +184,7 @@ pub(crate) fn staleness(
             }),
             None => renamed.contains_key(&function.krate),
         };
-        if in_renamed
-            || mismatched.contains(&function.key)
-            || changed_symbols.contains(symbol)
-        {
+        if in_renamed || mismatched.contains(&function.key) || changed_symbols.contains(symbol) {
             entry.changed_functions += 1;
             entry.changed_counts += function.total;
             result.stale_functions += 1;
@@ -187,7 +203,9 @@ pub(crate) fn staleness(
         // Changed functions that also moved were counted as missing above.
         let krate = record.krate.rsplit('/').next().unwrap_or(&record.krate);
         if let Some(entry) = result.per_crate.get_mut(krate) {
-            entry.new_functions = entry.new_functions.saturating_sub(record.plan.changed.len());
+            entry.new_functions = entry
+                .new_functions
+                .saturating_sub(record.plan.changed.len());
         }
     }
     changed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
@@ -199,6 +217,9 @@ pub(crate) fn staleness(
             share: counts as f64 / total.max(1) as f64,
         })
         .collect();
+    result
+        .carried
+        .sort_by(|a, b| b.counts.cmp(&a.counts).then_with(|| a.now.cmp(&b.now)));
     result.renamed_crates = renamed.into_keys().collect();
     result.profile_functions = functions.len();
     result.profile_counts = total;
@@ -211,7 +232,11 @@ pub(crate) fn staleness(
 /// text, returned with the log the wrapper writes. The crates' own profiles go beside
 /// `profile_use`, outside the checkout like it; the log is per profile, so a build that
 /// recompiles nothing still finds what the last one carried.
-pub(crate) fn carry_setup(cx: &Context, profile_use: &Path, text: &Path) -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn carry_setup(
+    cx: &Context,
+    profile_use: &Path,
+    text: &Path,
+) -> Result<(PathBuf, PathBuf)> {
     let stem = profile_use
         .file_stem()
         .map_or_else(|| "profile".into(), |s| s.to_string_lossy().into_owned());

@@ -34,8 +34,8 @@ use crate::layout::Stage;
 use crate::profiles::diagnostics::{self, Summary};
 use crate::profiles::{self, insight, startup_order};
 use crate::util::printer::Fitted;
-use crate::wrappers::rustc::carry::{self, CarryRecord};
 use crate::util::units::human_bytes;
+use crate::wrappers::rustc::carry::{self, CarryRecord};
 
 /// Builds the optimized stage from the committed profile, or the last training's (`trained`:
 /// what `train` returned earlier in this command, whose accounting is not read again).
@@ -578,9 +578,11 @@ fn check_staleness(
         crates => format!(
             " Renamed (every symbol of theirs has another hash{}): {}.",
             match cx.settings.stable_names {
-                true => ": their features, or the versions of them in the dependency graph, \
+                true =>
+                    ": their features, or the versions of them in the dependency graph, \
                          changed",
-                false => ": with [pgo] stable_names = false, names change with every version \
+                false =>
+                    ": with [pgo] stable_names = false, names change with every version \
                           of a crate or its dependencies",
             },
             crates.join(", ")

@@ -450,9 +450,15 @@ pub(super) fn build_and_stage(
     stage: Stage,
     stage_rustflags: Vec<String>,
 ) -> Result<StageManifest> {
-    let output = cargo_build(cx, run, stage, &cx.bins.clone(), &stage_rustflags, None, &|_| {
-        true
-    })?;
+    let output = cargo_build(
+        cx,
+        run,
+        stage,
+        &cx.bins.clone(),
+        &stage_rustflags,
+        None,
+        &|_| true,
+    )?;
     let executables = executables_of(&cx.bins, output, false);
     stage_binaries(cx, run, stage, stage_rustflags, executables, &[])
 }

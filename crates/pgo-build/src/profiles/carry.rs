@@ -254,10 +254,13 @@ impl CarriedFunction {
     /// `symbol` if external (the warning does not say which); each only where no record
     /// already has that name.
     fn new_names(&self, existing: &BTreeMap<&str, Vec<&Record>>) -> Vec<String> {
-        [format!("{};{}", self.module, self.symbol), self.symbol.clone()]
-            .into_iter()
-            .filter(|name| !existing.contains_key(name.as_str()))
-            .collect()
+        [
+            format!("{};{}", self.module, self.symbol),
+            self.symbol.clone(),
+        ]
+        .into_iter()
+        .filter(|name| !existing.contains_key(name.as_str()))
+        .collect()
     }
 }
 
@@ -393,7 +396,11 @@ mod tests {
                        discarded";
         assert_eq!(
             Missing::parse(message),
-            Some(missing("engine.86c8-cgu.15", "_ZN4core5slice4sort17h1ffcE", 886271540491465525))
+            Some(missing(
+                "engine.86c8-cgu.15",
+                "_ZN4core5slice4sort17h1ffcE",
+                886271540491465525
+            ))
         );
         assert_eq!(Missing::parse("unused variable: `x`"), None);
     }

@@ -15,6 +15,7 @@ mod memory;
 mod metrics;
 mod pipeline;
 mod profile;
+mod releases;
 mod report;
 mod run;
 mod services;

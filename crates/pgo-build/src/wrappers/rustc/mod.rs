@@ -265,7 +265,11 @@ fn wrap() -> Result<u8> {
             }
         }
     };
-    let mut compiled = compile(&mut command, elsewhere, carrying.as_ref().map(|_| BTreeSet::new()))?;
+    let mut compiled = compile(
+        &mut command,
+        elsewhere,
+        carrying.as_ref().map(|_| BTreeSet::new()),
+    )?;
     let (first_start_unix, first_started) = (compiled.start_unix, compiled.started);
     if let (Some(carrying), Some(setup)) = (&carrying, &carry_setup) {
         let (lines, notices) = compiled.output.take().unwrap_or_default();
