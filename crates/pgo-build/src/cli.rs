@@ -263,6 +263,19 @@ pub enum ProfileCommand {
     Show(ShowArgs),
     /// Run the holdout workloads instrumented and compare their profile with training's
     Overlap(OverlapArgs),
+    /// How much of the committed profile ([pgo] profile) applies to the current sources,
+    /// without building: fails when it is predicted stale beyond [pgo] max_stale
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// How many functions at risk to name
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Print JSON instead of tables
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]

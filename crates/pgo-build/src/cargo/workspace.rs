@@ -142,6 +142,70 @@ impl Workspace {
             .collect())
     }
 
+    /// The sources of every package of the dependency graph (for `target`), fingerprinted.
+    pub fn package_sources(
+        &self,
+        target: &str,
+        printer: &Printer,
+    ) -> Result<crate::cargo::sources::SourceRecord> {
+        let metadata = self.full_metadata(target, printer)?;
+        let in_graph: std::collections::BTreeSet<_> = metadata
+            .resolve
+            .iter()
+            .flat_map(|r| r.nodes.iter().map(|n| n.id.clone()))
+            .collect();
+        let packages: Vec<_> = metadata
+            .packages
+            .iter()
+            .filter(|p| in_graph.contains(&p.id))
+            .collect();
+        let mut versions: BTreeMap<&str, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for package in &packages {
+            versions
+                .entry(package.name.as_str())
+                .or_default()
+                .insert(package.version.to_string());
+        }
+        let duplicated: Vec<String> = versions
+            .into_iter()
+            .filter(|(_, v)| v.len() > 1)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let compiled = |target: &&cargo_metadata::Target| {
+            !target.kind.iter().any(|k| {
+                matches!(
+                    k,
+                    TargetKind::Test
+                        | TargetKind::Bench
+                        | TargetKind::Example
+                        | TargetKind::CustomBuild
+                )
+            })
+        };
+        let described: Vec<(String, String, &Path, Vec<String>)> = packages
+            .iter()
+            .filter_map(|package| {
+                let dir = package.manifest_path.parent()?.as_std_path();
+                let crates = package
+                    .targets
+                    .iter()
+                    .filter(compiled)
+                    .map(|t| t.name.replace('-', "_"))
+                    .collect();
+                Some((
+                    package.name.to_string(),
+                    package.version.to_string(),
+                    dir,
+                    crates,
+                ))
+            })
+            .collect();
+        Ok(crate::cargo::sources::SourceRecord::of(
+            &described,
+            &duplicated,
+        ))
+    }
+
     /// Packages of the dependency graph (for `target`) whose build scripts compile C or C++
     /// through a build-dependency on one of `builders` (`cc`, `cmake`, …): package → builder.
     pub fn build_script_compilers(

@@ -35,6 +35,20 @@ pub struct ProfileMetadata {
     /// metadata written before they existed.
     #[serde(default)]
     pub stable_names: bool,
+    /// The sources it was trained on, fingerprinted (for `profile check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<crate::cargo::sources::SourceRecord>,
+}
+
+/// The metadata beside a committed profile; `None` when there is none.
+pub(crate) fn read_metadata(profile: &Path) -> Result<Option<ProfileMetadata>> {
+    let file = metadata_path(profile);
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .with_context(|| format!("{} is not valid profile metadata", file.display()))
 }
 
 pub fn metadata_path(profile: &Path) -> PathBuf {
@@ -248,7 +262,7 @@ pub(crate) fn carry_setup(
         .layout
         .stage_dir(crate::layout::Stage::Optimized)
         .join(format!("carry-{stem}.jsonl"));
-    crate::util::files::create_dir_all(&cx.layout.stage_dir(crate::layout::Stage::Optimized))?;
+    crate::util::files::create_dir_all(cx.layout.stage_dir(crate::layout::Stage::Optimized))?;
     let setup = CarrySetup {
         profile: profile_use.to_owned(),
         text: text.to_owned(),
@@ -293,10 +307,7 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
         );
     }
     let metadata_file = metadata_path(&path);
-    if let Ok(text) = std::fs::read_to_string(&metadata_file) {
-        let metadata: ProfileMetadata = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not valid profile metadata", metadata_file.display())
-        })?;
+    if let Some(metadata) = read_metadata(&path)? {
         if metadata.llvm_major != cx.rustc.llvm_major {
             bail!(
                 "the committed profile {} was made with LLVM {} ({}), but rustc uses LLVM {}: its \

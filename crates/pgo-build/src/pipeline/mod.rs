@@ -46,7 +46,7 @@ use doctor::doctor;
 use explore::explore;
 use gate::gate;
 use optimize::optimize;
-use profile::{export, profile_overlap, profile_show};
+use profile::{export, profile_check, profile_overlap, profile_show};
 use run::{record_completed, run_all};
 use shard::{merge, pack, unpack, write_bundle};
 use train::train;
@@ -156,6 +156,7 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
         Command::Bolt(args) => timed_step(cx, run, Step::Bolt, |cx, run| bolt(cx, run, args)),
         Command::Profile(args) => match &args.command {
             ProfileCommand::Show(show) => profile_show(cx, show),
+            ProfileCommand::Check(check) => profile_check(cx, check),
             ProfileCommand::Overlap(overlap) => timed_step(cx, run, Step::Overlap, |cx, run| {
                 profile_overlap(cx, run, overlap)
             }),

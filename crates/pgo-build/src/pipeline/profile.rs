@@ -9,11 +9,11 @@ use comfy_table::Table;
 
 use super::accounting::{account, account_dirs};
 use super::bundles::merged_bundles;
-use super::committed::{ProfileMetadata, metadata_path};
+use super::committed::{self, ProfileMetadata, metadata_path};
 use super::context::{Context, Run};
 use super::workloads::{Training, instrumented_profile_env, run_training};
 use crate::cargo::manifest::StageManifest;
-use crate::cli::{ExportArgs, OverlapArgs, ShowArgs};
+use crate::cli::{CheckArgs, ExportArgs, OverlapArgs, ShowArgs};
 use crate::config::{Role, StartupOrder};
 use crate::layout::Stage;
 use crate::profiles::{self, Accounting, insight, startup_order};
@@ -393,6 +393,134 @@ fn export_rustc_estimates(cx: &Context, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `profile check`: how much of the committed profile applies to the sources now (see
+/// `profiles::prediction`), without building; an error when the share predicted stale is
+/// above `[pgo] max_stale`, so a scheduled job can retrain on it.
+pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
+    use crate::profiles::prediction::{self, Standing};
+    use crate::util::units::percent;
+    let Some(relative) = cx.config.pgo.profile.clone() else {
+        bail!(
+            "there is no committed profile to check: set [pgo] profile in {} (`pgo-build \
+             export --output pgo/profile.profdata` writes one)",
+            cx.config.display_path()
+        );
+    };
+    // The toolchain, target and symbol names first: the same refusals as `optimize`'s.
+    let installed = committed::committed_profile(cx, &relative)?;
+    let path = cx.workspace.root.join(&relative);
+    let metadata = committed::read_metadata(&path)?;
+    if metadata.as_ref().is_some_and(|m| !m.stable_names) {
+        bail!(
+            "{} was made without stable symbol names ([pgo] stable_names = false): a version \
+             bump of any package renames the functions of every package that depends on it, \
+             which its sources cannot tell. Retrain with stable names to check it",
+            path.display()
+        );
+    }
+    let Some(then) = metadata.and_then(|m| m.sources) else {
+        bail!(
+            "{} does not record the sources the profile was trained on (exported by an older \
+             pgo-build, or without its .json): export it again to check it",
+            path.display()
+        );
+    };
+    let (_, functions) = committed::committed_text(cx, &installed)?;
+    let now = cx
+        .workspace
+        .package_sources(&cx.settings.target, &cx.printer)?;
+    let predicted = prediction::predict(&functions, &then, &now);
+    let max = cx.config.pgo.max_stale();
+    let stale = 1.0 - predicted.applies();
+    if args.json {
+        let value = serde_json::json!({
+            "profile": relative,
+            "applies": predicted.applies(),
+            "unchanged": predicted.share(&[Standing::Unchanged]),
+            "max_stale": max,
+            "retrain": stale > max,
+            "prediction": predicted,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        let mut table = Table::new();
+        table.fitted().set_header([
+            "Crate",
+            "Share of the profile",
+            "Unchanged (package, file or function)",
+            "Changed function",
+            "Changed file, function not told",
+            "Renamed or gone",
+        ]);
+        let total = predicted.total_counts.max(1) as f64;
+        let mut crates: Vec<_> = predicted.per_crate.iter().collect();
+        crates.sort_by_key(|(_, by)| std::cmp::Reverse(by.values().sum::<u64>()));
+        for (krate, by) in crates
+            .iter()
+            .filter(|(_, by)| by.keys().any(|s| *s != Standing::Unchanged))
+        {
+            let share = |standings: &[Standing]| {
+                percent(
+                    standings
+                        .iter()
+                        .map(|s| by.get(s).copied().unwrap_or(0))
+                        .sum::<u64>() as f64
+                        / total,
+                )
+            };
+            table.add_row([
+                krate.to_string(),
+                percent(by.values().sum::<u64>() as f64 / total),
+                share(&[
+                    Standing::Unchanged,
+                    Standing::UnchangedFile,
+                    Standing::UnchangedFunction,
+                ]),
+                share(&[Standing::ChangedFunction]),
+                share(&[Standing::ChangedFile]),
+                share(&[Standing::Renamed, Standing::Gone]),
+            ]);
+        }
+        if table.row_count() > 0 {
+            cx.printer.table(table);
+        }
+        for function in predicted.at_risk.iter().take(args.top) {
+            cx.printer.info(format!(
+                "  at risk: {} ({} of the counts; {})",
+                function.name,
+                percent(function.counts as f64 / total),
+                match (&function.standing, &function.file) {
+                    (Standing::ChangedFunction, Some(file)) =>
+                        format!("its source in {file} changed"),
+                    (Standing::ChangedFile, Some(file)) => format!("{file} changed"),
+                    (Standing::ChangedFile, None) => "its package changed".to_owned(),
+                    (Standing::Renamed, _) => "its crate is renamed".to_owned(),
+                    _ => "no longer built".to_owned(),
+                }
+            ));
+        }
+    }
+    let summary = format!(
+        "the committed profile {}: {} of its counts are in code unchanged since it was trained \
+         ({} in packages that did not change at all); {} are in functions that changed or \
+         may have",
+        relative.display(),
+        percent(predicted.applies()),
+        percent(predicted.share(&[Standing::Unchanged])),
+        percent(stale)
+    );
+    if stale > max {
+        bail!(
+            "{summary}. That is above [pgo] max_stale = {max}: retrain (`pgo-build run` without \
+             [pgo] profile, then `pgo-build export` over the committed file)"
+        );
+    }
+    cx.printer.info(format!(
+        "{summary}. Within [pgo] max_stale = {max}: usable without training"
+    ));
+    Ok(())
+}
+
 /// Writes the merged training profile and its metadata.
 pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
     if let Some(path) = &args.rustc_estimates {
@@ -466,7 +594,24 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
     let data = crate::util::files::read(&partial)?;
     std::fs::rename(&partial, &output)
         .with_context(|| format!("could not write {}", output.display()))?;
-    let functions = insight::functions(&output, cx.profdata()?, &cx.printer)?.len();
+    let counted = insight::functions(&output, cx.profdata()?, &cx.printer)?;
+    let functions = counted.len();
+    // Per-file hashes only for crates with a share worth predicting (0.1% of the counts).
+    let total: u64 = counted.iter().map(|f| f.total).sum();
+    let mut per_crate: BTreeMap<&str, u64> = BTreeMap::new();
+    for function in &counted {
+        *per_crate.entry(function.krate.as_str()).or_default() += function.total;
+    }
+    let hot: std::collections::BTreeSet<String> = per_crate
+        .into_iter()
+        .filter(|(_, counts)| *counts as f64 >= total as f64 * 0.001)
+        .map(|(krate, _)| krate.to_owned())
+        .collect();
+    let mut sources = cx
+        .workspace
+        .package_sources(&cx.settings.target, &cx.printer)?;
+    crate::profiles::prediction::fingerprint_functions(&counted, &mut sources, 0.001);
+    sources.keep_files_of(&hot);
     let metadata = ProfileMetadata {
         pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
         rustc: cx.rustc.version_line.clone(),
@@ -480,6 +625,7 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
         content_hash: profiles::content_hash(&data),
         functions,
         stable_names: settings.stable_names,
+        sources: Some(sources),
     };
     let metadata_file = metadata_path(&output);
     write_atomically(

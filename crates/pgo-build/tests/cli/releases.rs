@@ -39,6 +39,12 @@ fn bump_versions(fixture: &Fixture) {
 fn a_committed_profile_survives_version_bumps_and_follows_code_into_other_codegen_units() {
     let fixture = committed("");
     bump_versions(&fixture);
+    // Told without building: nothing changed but versions.
+    fixture
+        .run(&["profile", "check"])
+        .success()
+        .stderr_contains("100% of its counts are in code unchanged since it was trained")
+        .stderr_contains("usable without training");
     fixture
         .run(&["optimize"])
         .success()

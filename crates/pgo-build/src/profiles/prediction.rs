@@ -1,0 +1,412 @@
+//! How much of a committed profile applies to the current sources, told without building
+//! (`pgo-build profile check`): each function's counts are placed by the package its code is
+//! in and, where the profile's metadata has them, by the source file.
+//!
+//! With stable symbol names a function keeps its name unless its code changed, and one that
+//! moved to another codegen unit is carried over; so a function of an unchanged package
+//! applies for certain, one in an unchanged file of a changed package most likely (a callee
+//! inlined from a changed file can still change it), and one in a changed file may not. The
+//! file is found from the function's path (`kernel::table::count` in `src/table.rs`), which
+//! is what rustc's module system makes likely but not certain.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::cargo::sources::{PackageSources, SourceRecord};
+use crate::profiles::insight::{FunctionCounts, crate_of};
+
+/// Where a function's counts stand in the current sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// Its package's sources are unchanged (or it is the toolchain's: the standard library).
+    Unchanged,
+    /// Its package changed, its file did not.
+    UnchangedFile,
+    /// Its file changed, its own source did not (`cargo::fn_source`).
+    UnchangedFunction,
+    /// Its file changed, and its own source could not be told apart (not fingerprinted, or a
+    /// package without per-file hashes).
+    ChangedFile,
+    /// Its own source changed: its data will be dropped.
+    ChangedFunction,
+    /// Its package is present in another set of versions: every symbol has another name.
+    Renamed,
+    /// Its package is no longer in the build.
+    Gone,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Prediction {
+    pub total_counts: u64,
+    pub counts: BTreeMap<Standing, u64>,
+    /// Per crate (where its code is): counts by standing.
+    pub per_crate: BTreeMap<String, BTreeMap<Standing, u64>>,
+    /// Functions in changed files, gone or renamed, most counts first: (name, counts, file).
+    pub at_risk: Vec<AtRisk>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AtRisk {
+    pub name: String,
+    pub counts: u64,
+    pub standing: Standing,
+    /// The source file it was placed in (`package/src/table.rs`), when one was.
+    pub file: Option<String>,
+}
+
+impl Prediction {
+    pub fn share(&self, standings: &[Standing]) -> f64 {
+        let counts: u64 = standings
+            .iter()
+            .map(|s| self.counts.get(s).copied().unwrap_or(0))
+            .sum();
+        counts as f64 / self.total_counts.max(1) as f64
+    }
+
+    /// The share expected to apply: unchanged packages, files and functions.
+    pub fn applies(&self) -> f64 {
+        self.share(&[
+            Standing::Unchanged,
+            Standing::UnchangedFile,
+            Standing::UnchangedFunction,
+        ])
+    }
+}
+
+/// The crates of the Rust toolchain itself: unchanged as long as rustc is.
+const TOOLCHAIN_CRATES: [&str; 5] = ["std", "core", "alloc", "proc_macro", "panic_unwind"];
+
+pub fn predict(
+    functions: &[FunctionCounts],
+    then: &SourceRecord,
+    now: &SourceRecord,
+) -> Prediction {
+    let mut prediction = Prediction::default();
+    for function in functions {
+        let (standing, file) = standing_of(function, then, now);
+        prediction.total_counts += function.total;
+        *prediction.counts.entry(standing).or_default() += function.total;
+        *prediction
+            .per_crate
+            .entry(function.krate.clone())
+            .or_default()
+            .entry(standing)
+            .or_default() += function.total;
+        if standing > Standing::UnchangedFunction && function.total > 0 {
+            prediction.at_risk.push(AtRisk {
+                name: function.name.clone(),
+                counts: function.total,
+                standing,
+                file,
+            });
+        }
+    }
+    prediction
+        .at_risk
+        .sort_by(|a, b| b.counts.cmp(&a.counts).then_with(|| a.name.cmp(&b.name)));
+    prediction
+}
+
+fn standing_of(
+    function: &FunctionCounts,
+    then: &SourceRecord,
+    now: &SourceRecord,
+) -> (Standing, Option<String>) {
+    let Some((key, before)) = then.package_of(&function.krate) else {
+        // The toolchain's crates, and code of no package (C, `main` shims).
+        return (Standing::Unchanged, None);
+    };
+    if TOOLCHAIN_CRATES.contains(&function.krate.as_str()) {
+        return (Standing::Unchanged, None);
+    }
+    let Some(after) = now.packages.get(key) else {
+        return match now.package_of(&function.krate) {
+            Some(_) => (Standing::Renamed, None),
+            None => (Standing::Gone, None),
+        };
+    };
+    if after.hash == before.hash {
+        return (Standing::Unchanged, None);
+    }
+    let name = key.split(' ').next().unwrap_or(key);
+    let Some(file) = file_of(&function.name, &function.krate, before) else {
+        return (Standing::ChangedFile, None);
+    };
+    let standing = if after.files.get(&file) == before.files.get(&file) {
+        Standing::UnchangedFile
+    } else {
+        let item = item_name(&function.name);
+        let recorded = item.and_then(|item| before.functions.get(&format!("{file}::{item}")));
+        match (recorded, item) {
+            (Some(then), Some(item)) => match after.fingerprint_now(&file, item) {
+                Some(now) if now == *then => Standing::UnchangedFunction,
+                _ => Standing::ChangedFunction,
+            },
+            _ => Standing::ChangedFile,
+        }
+    };
+    (standing, Some(format!("{name}/{file}")))
+}
+
+/// Fingerprints the source of `functions` holding at least `min_share` of the counts (see
+/// `cargo::fn_source`) into `record`, for `profile check` to compare later.
+pub fn fingerprint_functions(
+    functions: &[FunctionCounts],
+    record: &mut SourceRecord,
+    min_share: f64,
+) {
+    let total: u64 = functions.iter().map(|f| f.total).sum();
+    for function in functions {
+        if (function.total as f64) < total as f64 * min_share {
+            continue;
+        }
+        let Some(package) = record.package_of_mut(&function.krate) else {
+            continue;
+        };
+        let (Some(file), Some(item)) = (
+            file_of(&function.name, &function.krate, package),
+            item_name(&function.name),
+        ) else {
+            continue;
+        };
+        if let Some(fingerprint) = package.fingerprint_now(&file, item) {
+            package
+                .functions
+                .insert(format!("{file}::{item}"), fingerprint);
+        }
+    }
+}
+
+/// The name of the `fn` item a function is (or a closure is in): the last identifier of its
+/// path (`kernel::table::count` → `count`, `a::f::{{closure}}` → `f`).
+fn item_name(name: &str) -> Option<&str> {
+    let name = match name.rsplit_once(">::") {
+        Some((_, method)) if name.starts_with('<') => method,
+        _ => name,
+    };
+    name.rsplit("::")
+        .map(|s| s.split('<').next().unwrap_or(s))
+        .find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+}
+
+/// The source file a function's code most likely is in: the longest prefix of its module path
+/// that names a file of the package (`src/a/b.rs` or `src/a/b/mod.rs`), else the crate root.
+fn file_of(name: &str, krate: &str, package: &PackageSources) -> Option<String> {
+    if package.files.is_empty() {
+        return None;
+    }
+    let path = item_path(name);
+    let segments: Vec<&str> = path
+        .split("::")
+        .skip_while(|s| *s != krate)
+        .skip(1)
+        .filter(|s| !s.is_empty() && !s.starts_with('{'))
+        .collect();
+    for len in (1..=segments.len()).rev() {
+        let module = segments[..len].join("/");
+        for file in [format!("src/{module}.rs"), format!("src/{module}/mod.rs")] {
+            if package.files.contains_key(&file) {
+                return Some(file);
+            }
+        }
+    }
+    ["src/lib.rs", "src/main.rs"]
+        .into_iter()
+        .find(|root| package.files.contains_key(*root))
+        .map(str::to_owned)
+}
+
+/// The path of the item a demangled name is in: `<a::T as b::Tr>::f` → `a::T` (the type's, or
+/// the trait's when the type is the standard library's, as [`crate_of`] decides), generic
+/// arguments dropped.
+fn item_path(name: &str) -> String {
+    let name = name.trim();
+    let path = match name.strip_prefix('<') {
+        Some(rest) => {
+            let mut depth = 0usize;
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    match c {
+                        '<' => depth += 1,
+                        '>' if depth == 0 => return true,
+                        '>' => depth -= 1,
+                        _ => {}
+                    }
+                    false
+                })
+                .map_or(rest.len(), |(i, _)| i);
+            let inner = &rest[..end];
+            match inner.split_once(" as ") {
+                Some((ty, tr)) if crate_of(ty) != crate_of(name) => tr.to_owned(),
+                Some((ty, _)) => ty.to_owned(),
+                None => inner.to_owned(),
+            }
+        }
+        None => name.to_owned(),
+    };
+    let mut depth = 0;
+    path.chars()
+        .filter(|c| {
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                _ => return depth == 0,
+            }
+            false
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(name: &str, krate: &str, total: u64) -> FunctionCounts {
+        FunctionCounts {
+            key: name.into(),
+            name: name.into(),
+            krate: krate.into(),
+            total,
+        }
+    }
+
+    fn package(version: &str, hash: &str, files: &[(&str, &str)]) -> PackageSources {
+        PackageSources {
+            version: version.into(),
+            crates: vec!["kernel".into()],
+            hash: hash.into(),
+            files: files
+                .iter()
+                .map(|(f, h)| (f.to_string(), h.to_string()))
+                .collect(),
+            ..PackageSources::default()
+        }
+    }
+
+    fn record(packages: &[(&str, PackageSources)]) -> SourceRecord {
+        SourceRecord {
+            packages: packages
+                .iter()
+                .map(|(k, p)| (k.to_string(), p.clone()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn counts_are_placed_by_package_and_file() {
+        let files = [
+            ("src/lib.rs", "1"),
+            ("src/table.rs", "2"),
+            ("src/scan.rs", "3"),
+        ];
+        let then = record(&[("kernel", package("1.0.0", "a", &files))]);
+        let functions = [
+            function("kernel::table::count", "kernel", 40),
+            function(
+                "<kernel::table::Table as core::fmt::Debug>::fmt",
+                "kernel",
+                10,
+            ),
+            function("kernel::scan::run_in", "kernel", 30),
+            function("kernel::fold32", "kernel", 15),
+            function("core::ptr::drop_in_place<alloc::string::String>", "core", 5),
+        ];
+        // Unchanged: everything applies.
+        let same = predict(&functions, &then, &then);
+        assert_eq!(same.applies(), 1.0);
+        assert!(same.at_risk.is_empty());
+        // One file changed: its functions are at risk, the others most likely apply.
+        let changed = [
+            ("src/lib.rs", "1"),
+            ("src/table.rs", "9"),
+            ("src/scan.rs", "3"),
+        ];
+        let now = record(&[("kernel", package("1.1.0", "b", &changed))]);
+        let prediction = predict(&functions, &then, &now);
+        assert!((prediction.applies() - 0.5).abs() < 1e-9, "{prediction:?}");
+        assert_eq!(prediction.at_risk[0].name, "kernel::table::count");
+        assert_eq!(
+            prediction.at_risk[0].file.as_deref(),
+            Some("kernel/src/table.rs")
+        );
+        assert_eq!(prediction.at_risk.len(), 2);
+        assert_eq!(prediction.counts[&Standing::UnchangedFile], 45);
+        // In several versions now: renamed; no longer in the build: gone.
+        let renamed = record(&[("kernel 1.1.0", package("1.1.0", "a", &files))]);
+        assert_eq!(
+            predict(&functions, &then, &renamed).counts[&Standing::Renamed],
+            95
+        );
+        let gone = predict(&functions, &then, &SourceRecord::default());
+        assert_eq!(gone.counts[&Standing::Gone], 95);
+        assert_eq!(gone.counts[&Standing::Unchanged], 5);
+    }
+
+    #[test]
+    fn in_a_changed_file_a_fingerprinted_function_is_told_changed_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        let table = "pub fn count(x: u32) -> u32 { x + 1 }\npub fn other() -> u32 { 1 }\n";
+        std::fs::write(dir.path().join("src/table.rs"), table).unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "pub mod table;").unwrap();
+        let mut then = record(&[(
+            "kernel",
+            package("1.0.0", "a", &[("src/lib.rs", "1"), ("src/table.rs", "2")]),
+        )]);
+        then.packages.get_mut("kernel").unwrap().dir = dir.path().to_owned();
+        let functions = [
+            function("kernel::table::count", "kernel", 60),
+            function("kernel::table::other", "kernel", 40),
+        ];
+        fingerprint_functions(&functions, &mut then, 0.5);
+        assert_eq!(then.packages["kernel"].functions.len(), 1);
+        let mut now = then.clone();
+        let mut edited = |text: &str| {
+            std::fs::write(dir.path().join("src/table.rs"), text).unwrap();
+            now.packages
+                .get_mut("kernel")
+                .unwrap()
+                .files
+                .insert("src/table.rs".into(), "3".into());
+            now.packages.get_mut("kernel").unwrap().hash = "b".into();
+            predict(&functions, &then, &now)
+        };
+        // Another function of the file changed: the fingerprinted one still applies.
+        let prediction = edited(&table.replace("{ 1 }", "{ 2 }"));
+        assert_eq!(prediction.counts[&Standing::UnchangedFunction], 60);
+        assert_eq!(prediction.counts[&Standing::ChangedFile], 40);
+        // It changed itself.
+        let prediction = edited(&table.replace("x + 1", "x + 2"));
+        assert_eq!(prediction.counts[&Standing::ChangedFunction], 60);
+    }
+
+    #[test]
+    fn item_names_are_the_fn_items() {
+        assert_eq!(item_name("kernel::table::count"), Some("count"));
+        assert_eq!(item_name("kernel::f::{{closure}}"), Some("f"));
+        assert_eq!(
+            item_name("<kernel::T as core::fmt::Debug>::fmt"),
+            Some("fmt")
+        );
+        assert_eq!(item_name("kernel::generic::fold<u32>"), Some("fold"));
+    }
+
+    #[test]
+    fn item_paths_drop_generic_arguments_and_take_the_type_of_an_impl() {
+        assert_eq!(
+            item_path("kernel::generic::fold<u32>"),
+            "kernel::generic::fold"
+        );
+        assert_eq!(
+            item_path("<kernel::table::Table as core::fmt::Debug>::fmt"),
+            "kernel::table::Table"
+        );
+        assert_eq!(
+            item_path("<alloc::vec::Vec<u8> as kernel::text::Words>::words"),
+            "kernel::text::Words"
+        );
+    }
+}
