@@ -91,6 +91,10 @@ pub struct GlobalArgs {
     /// by a clang of rustc's LLVM (same as [pgo] cross_language = true)
     #[arg(long, global = true)]
     pub cross_language: bool,
+    /// Leave [pgo] profile aside: instrument and train afresh (a committed profile's refresh;
+    /// `export` over it afterwards)
+    #[arg(long, global = true)]
+    pub retrain: bool,
 }
 
 impl GlobalArgs {
@@ -316,8 +320,9 @@ pub struct ExportArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct PackArgs {
-    /// The stage to pack (only `instrumented` is useful to ship elsewhere)
-    #[arg(value_name = "STAGE", value_parser = ["instrumented"])]
+    /// The stage to pack: `instrumented` for training jobs; `baseline` or `optimized` for a
+    /// gate job that builds neither (each built in a job of its own, in parallel)
+    #[arg(value_name = "STAGE", value_parser = ["instrumented", "baseline", "optimized"])]
     pub stage: String,
     /// The archive to write (tar, zstd-compressed)
     #[arg(short, long, value_name = "FILE")]

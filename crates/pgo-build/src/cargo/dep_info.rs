@@ -9,14 +9,21 @@ use crate::util::fingerprint::Fingerprint;
 /// (the workspace's own crates; registry crates are pinned by `lock_file`) and the lock file,
 /// by content, so a file rewritten unchanged (a branch switched back) still matches. Files
 /// under `generated` (build-script outputs and profiles in the stages' own directories, which
-/// differ per stage) are left out. `None` when an executable has no dep-info.
+/// differ per stage) are left out. Files under `root` count by their path relative to it, so
+/// checkouts of the same sources at different paths (two CI jobs) agree. `None` when an
+/// executable has no dep-info.
 pub fn sources_fingerprint(
     executables: &[&Path],
     lock_file: &Path,
     generated: &[&Path],
+    root: &Path,
 ) -> Option<String> {
     let mut print = Fingerprint::new("sources");
-    print.content(lock_file);
+    let named = |path: &Path| {
+        path.strip_prefix(root)
+            .map_or_else(|_| path.display().to_string(), |p| p.display().to_string())
+    };
+    print.content_named(&named(lock_file), lock_file);
     let mut sources = Vec::new();
     for executable in executables {
         sources.extend(dep_info_sources(executable)?);
@@ -27,7 +34,7 @@ pub fn sources_fingerprint(
         .iter()
         .filter(|s| !generated.iter().any(|dir| s.starts_with(dir)))
     {
-        print.content(source);
+        print.content_named(&named(source), source);
     }
     Some(print.finish())
 }
@@ -92,7 +99,8 @@ mod tests {
             ),
         )
         .unwrap();
-        let print = || sources_fingerprint(&[&executable], &lock, &[&generated]).unwrap();
+        let print =
+            || sources_fingerprint(&[&executable], &lock, &[&generated], dir.path()).unwrap();
         let first = print();
         // Rewritten with the same content (and another mtime), or a generated file changed.
         std::fs::write(&source, "fn main() {}\n").unwrap();
@@ -103,6 +111,29 @@ mod tests {
         std::fs::write(&source, "fn main() {}\n").unwrap();
         std::fs::write(&lock, "version = 4\n# another dependency version\n").unwrap();
         assert_ne!(print(), first);
+        std::fs::write(&lock, "version = 4\n").unwrap();
+        // The same sources in another checkout: the same fingerprint.
+        let other = tempfile::tempdir().unwrap();
+        for file in ["main.rs", "Cargo.lock"] {
+            std::fs::copy(dir.path().join(file), other.path().join(file)).unwrap();
+        }
+        let moved = other.path().join("app");
+        std::fs::write(
+            format!("{}.d", moved.display()),
+            format!(
+                "{}: {}\n",
+                moved.display(),
+                other.path().join("main.rs").display()
+            ),
+        )
+        .unwrap();
+        let elsewhere = sources_fingerprint(
+            &[&moved],
+            &other.path().join("Cargo.lock"),
+            &[],
+            other.path(),
+        );
+        assert_eq!(elsewhere.unwrap(), first);
     }
 
     #[test]

@@ -201,6 +201,11 @@ impl Layout {
         self.stage_dir(stage).join("cc.jsonl")
     }
 
+    /// The sources (relative path → sha256) an unpacked stage's binaries were built from.
+    pub fn unpacked_sources(&self, stage: Stage) -> PathBuf {
+        self.stage_dir(stage).join("unpacked-sources.json")
+    }
+
     pub fn rustc_log(&self, stage: Stage) -> PathBuf {
         self.stage_dir(stage).join("rustc.jsonl")
     }

@@ -96,6 +96,9 @@ impl Loaded {
         if args.cross_language && config.pgo.cross_language == CBuild::User {
             config.pgo.cross_language = CBuild::Pgo;
         }
+        if args.retrain {
+            config.pgo.profile = None;
+        }
         let rustc = Rustc::detect(&workspace.root, printer)?;
         let cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)

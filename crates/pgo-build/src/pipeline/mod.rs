@@ -148,7 +148,19 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
             }
         }),
         Command::Pack(args) => timed_step(cx, run, Step::Pack, |cx, _| pack(cx, args)),
-        Command::Unpack(args) => timed_step(cx, run, Step::Unpack, |cx, run| unpack(cx, run, args)),
+        Command::Unpack(args) => timed_step(cx, run, Step::Unpack, |cx, run| {
+            // A baseline or optimized stage built in another job counts as built here: the
+            // gate judges it (the sources and settings were checked to be the same).
+            let step = match unpack(cx, run, args)? {
+                crate::layout::Stage::Baseline => Some(Step::Build),
+                crate::layout::Stage::Optimized => Some(Step::Optimize),
+                _ => None,
+            };
+            match step {
+                Some(step) => record_completed(cx, run, step, &RunArgs::default()),
+                None => Ok(()),
+            }
+        }),
         Command::Merge(args) => timed_step(cx, run, Step::Merge, |cx, run| merge(cx, run, args)),
         Command::Optimize(args) => timed_step(cx, run, Step::Optimize, |cx, run| {
             optimize(cx, run, args, None)

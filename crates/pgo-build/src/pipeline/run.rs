@@ -2,6 +2,7 @@
 //! [bolt] → compare), reusing a stage whose inputs have not changed since it completed and
 //! whose outputs are intact ("cached"; fingerprints in `state.json`), then the stage table.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -281,12 +282,25 @@ fn fingerprint(cx: &Context, step: Step, args: &RunArgs) -> Result<Option<String
             let Ok(manifest) = StageManifest::load(&cx.layout, built, "") else {
                 return Ok(None);
             };
+            // An unpacked stage's binaries have no dep-info here: the sources its pack
+            // recorded (checked against this checkout when unpacked) stand in.
+            let unpacked: Option<BTreeMap<String, String>> =
+                std::fs::read_to_string(cx.layout.unpacked_sources(built))
+                    .ok()
+                    .and_then(|text| serde_json::from_str(&text).ok());
             for binary in &manifest.binaries {
-                let Some(sources) = dep_info::dep_info_sources(&binary.source) else {
-                    return Ok(None);
-                };
-                for source in sources {
-                    print.file(&source);
+                match (dep_info::dep_info_sources(&binary.source), &unpacked) {
+                    (Some(sources), _) => {
+                        for source in sources {
+                            print.file(&source);
+                        }
+                    }
+                    (None, Some(recorded)) if binary.source == binary.path => {
+                        for relative in recorded.keys() {
+                            print.file(&cx.workspace.root.join(relative));
+                        }
+                    }
+                    (None, _) => return Ok(None),
                 }
             }
             if step == Step::Optimize {

@@ -35,9 +35,17 @@ use crate::util::units::human_bytes;
 
 /// `pgo-build pack instrumented --output FILE`.
 pub fn pack(cx: &Context, args: &PackArgs) -> Result<()> {
-    let stage = Stage::Instrumented;
-    let manifest = StageManifest::load(&cx.layout, stage, "run `pgo-build instrument` first")?;
-    manifest.check_staged(stage.name(), "instrument")?;
+    let (stage, step) = match args.stage.as_str() {
+        "baseline" => (Stage::Baseline, Step::Build),
+        "optimized" => (Stage::Optimized, Step::Optimize),
+        _ => (Stage::Instrumented, Step::Instrument),
+    };
+    let manifest = StageManifest::load(
+        &cx.layout,
+        stage,
+        &format!("run `pgo-build {}` first", step.name()),
+    )?;
+    manifest.check_staged(stage.name(), step.name())?;
     let files: Vec<(String, PathBuf)> = manifest
         .binaries
         .iter()
@@ -73,8 +81,8 @@ pub fn pack(cx: &Context, args: &PackArgs) -> Result<()> {
 }
 
 /// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
-/// bundles trained from any unpacked copy merge together.
-pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<()> {
+/// bundles trained from any unpacked copy merge together. Returns the stage.
+pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Stage> {
     let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
     let what = format!("the pack {}", args.archive.display());
     let here = bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer);
@@ -152,10 +160,18 @@ pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<()> {
     crate::util::files::rename(unpacking.join("bin"), &bin_dir)?;
     crate::util::files::remove_dir_all(&unpacking)?;
     manifest.save(&cx.layout, stage)?;
-    // What was trained or merged against the previous instrumented build is now stale.
-    run.forget_stage(cx, Step::Instrument)?;
-    run.forget_stage(cx, Step::Train)?;
-    cx.forget_merged_bundles()?;
+    // What the binaries were built from, for the step's fingerprint: they have no dep-info
+    // here (see `run::fingerprint`).
+    crate::util::files::write_atomically(
+        &cx.layout.unpacked_sources(stage),
+        serde_json::to_string_pretty(&pack.sources)?.as_bytes(),
+    )?;
+    if stage == Stage::Instrumented {
+        // What was trained or merged against the previous instrumented build is now stale.
+        run.forget_stage(cx, Step::Instrument)?;
+        run.forget_stage(cx, Step::Train)?;
+        cx.forget_merged_bundles()?;
+    }
     cx.printer.info(format!(
         // The pack records when it was packed, not when its binaries were built.
         "unpacked the {} stage ({} binaries, packed {} from {}) into {}",
@@ -168,7 +184,7 @@ pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<()> {
             .unwrap_or("an unknown revision"),
         bin_dir.display()
     ));
-    Ok(())
+    Ok(stage)
 }
 
 /// Writes the bundle of a training shard: one merged profile per binary, and the manifest.

@@ -337,6 +337,7 @@ pub(crate) fn stage_binaries(
         &sources,
         &lock_file,
         &[cx.layout.root(), &profiles::checkout_independent_dir()],
+        &cx.workspace.root,
     )
     .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
     run.begin_outputs(cx)?;

@@ -38,17 +38,18 @@ impl Fingerprint {
         self.text(&path.display().to_string(), &meta)
     }
 
-    /// A file by path and content; a missing file counts as such.
-    pub fn content(&mut self, path: &Path) -> &mut Fingerprint {
+    /// A file by content, under `name` (a path relative to a checkout: the same in every one);
+    /// a missing file counts as such.
+    pub fn content_named(&mut self, name: &str, path: &Path) -> &mut Fingerprint {
         match std::fs::read(path) {
             Ok(bytes) => {
                 let digest = Sha256::digest(&bytes);
-                self.0.update(path.display().to_string().as_bytes());
+                self.0.update(name.as_bytes());
                 self.0.update([0]);
                 self.0.update(digest);
                 self
             }
-            Err(_) => self.text(&path.display().to_string(), "missing"),
+            Err(_) => self.text(name, "missing"),
         }
     }
 

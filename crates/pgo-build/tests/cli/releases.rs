@@ -2,7 +2,9 @@
 //! exported, then used for the next with a version bump, a dependency bump and code that moved
 //! between codegen units, with no training.
 
-use crate::support::Fixture;
+use std::process::{Child, Command};
+
+use crate::support::{Fixture, copy_dir};
 
 /// The `releases` fixture trained and its profile committed (`pgo/profile.profdata`, set as
 /// `[pgo] profile`), with `settings` in its `[pgo]` table.
@@ -12,7 +14,9 @@ fn committed(settings: &str) -> Fixture {
         "pgo-build.toml",
         &format!(
             "[pgo]\n{settings}\n[[workload]]\nname = \"train\"\nrole = \"train\"\n\
-             command = \"$PGO_BUILD_BIN_APP 200000\"\n"
+             command = \"$PGO_BUILD_BIN_APP 200000\"\n\n\
+             [[workload]]\nname = \"holdout\"\nrole = \"holdout\"\n\
+             command = \"$PGO_BUILD_BIN_APP 20000\"\n"
         ),
     );
     fixture.run(&["run", "--no-compare"]).success();
@@ -155,4 +159,199 @@ fn without_stable_names_a_version_bump_renames_every_function_and_the_profile_is
         .run(&["optimize"])
         .failure()
         .stderr_contains("was made with cargo's symbol names, this build has stable ones");
+}
+
+/// Another checkout of `fixture`'s sources (its profile included, its build outputs not), in
+/// `subdir` of a fresh directory: another CI job, or another machine.
+fn checkout_of(fixture: &Fixture, subdir: &str) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture.root(), &dir.path().join(subdir));
+    Fixture {
+        dir,
+        subdir: subdir.to_owned(),
+    }
+}
+
+/// The CI template's release workflow: the baseline and the optimized stage each built once,
+/// in jobs of their own, and a third job that builds nothing gates the release against the
+/// binaries of the last one.
+#[test]
+fn a_release_is_one_optimized_build_a_parallel_baseline_and_a_gate_against_the_last_release() {
+    let trained = committed("");
+    let last_release = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        trained.stage_bin("optimized", "app"),
+        last_release.path().join("app"),
+    )
+    .unwrap();
+    bump_versions(&trained);
+    let artifacts = tempfile::tempdir().unwrap();
+    let artifact = |name: &str| artifacts.path().join(name).to_string_lossy().into_owned();
+
+    let baseline_job = checkout_of(&trained, "runner/baseline");
+    baseline_job.run(&["build"]).success();
+    baseline_job
+        .run(&[
+            "pack",
+            "baseline",
+            "--output",
+            &artifact("baseline.tar.zst"),
+        ])
+        .success();
+    let release_job = checkout_of(&trained, "runner/release");
+    release_job
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("the functions that still match hold 100% of its counts");
+    release_job
+        .run(&[
+            "pack",
+            "optimized",
+            "--output",
+            &artifact("optimized.tar.zst"),
+        ])
+        .success();
+
+    let gate_job = checkout_of(&trained, "runner/gate");
+    gate_job
+        .run(&["unpack", &artifact("baseline.tar.zst")])
+        .success();
+    gate_job
+        .run(&["unpack", &artifact("optimized.tar.zst")])
+        .success();
+    let against = last_release.path().to_string_lossy().into_owned();
+    gate_job
+        .run(&[
+            "gate",
+            "--against",
+            &against,
+            "--metric",
+            "instructions",
+            "--rounds",
+            "2",
+        ])
+        .success();
+    let report = gate_job.report();
+    let stages: Vec<&str> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !stages
+            .iter()
+            .any(|s| ["build", "optimize", "instrument"].contains(s)),
+        "the gate job built: {stages:?}"
+    );
+    // Judged against the last release too: the same code and profile, so no slower.
+    let previous = report["compare"]["previous"].as_array().unwrap();
+    assert!(!previous.is_empty(), "{:#}", report["compare"]);
+}
+
+/// redis-server on a port of its own, stopped when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let dir = tempfile::tempdir().unwrap();
+        let port = 17000 + (std::process::id() % 2000) as u16;
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/install-deps installs it)");
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed().as_secs() < 20,
+                "redis-server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Redis {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One compile cache for every release, on machines that never see each other: sccache with
+/// a Redis backend. A release build on one machine fills it; the same release built on another
+/// machine (another path, another sccache server, an empty local disk) is served from it, and
+/// pgo-build's memory budget still admits every rustc behind it.
+#[test]
+fn a_remote_compile_cache_serves_one_machines_release_build_to_another() {
+    let redis = Redis::start();
+    let trained = committed("");
+    trained.edit("pgo-build.toml", |config| {
+        format!("[build]\nmemory_budget = \"3GiB\"\n\n{config}")
+    });
+    let release_on = |subdir: &str, sccache_port: u32| {
+        let checkout = checkout_of(&trained, subdir);
+        let local = tempfile::tempdir().unwrap();
+        let port = sccache_port.to_string();
+        let mut command = checkout.command(&["optimize"]);
+        command
+            .env("RUSTC_WRAPPER", "sccache")
+            .env(
+                "SCCACHE_REDIS_ENDPOINT",
+                format!("redis://127.0.0.1:{}", redis.port),
+            )
+            .env("SCCACHE_DIR", local.path())
+            .env("SCCACHE_SERVER_PORT", &port);
+        checkout.run_with(command).success();
+        let _ = Command::new("sccache")
+            .arg("--stop-server")
+            .env("SCCACHE_SERVER_PORT", &port)
+            .output();
+        checkout
+    };
+    let base_port = 5300 + std::process::id() % 1000;
+    let first = release_on("machine-one/src/app", base_port);
+    let cold = first.report()["sccache"]["optimized"].clone();
+    assert_eq!(cold["hits"], 0, "{cold}");
+    // libc and pgo-build-rt (the workspace's own crates are keyed by their checkout's path).
+    assert!(cold["misses"].as_u64().unwrap() >= 2, "{cold}");
+
+    let second = release_on("machine-two/work/elsewhere", base_port + 1);
+    let warm = second.report()["sccache"]["optimized"].clone();
+    assert!(warm["hits"].as_u64().unwrap() >= 2, "{warm}");
+    // The memory budget admitted every rustc: each one logged with its estimate.
+    let rustc = &second.report()["rustc_memory"]["optimized"];
+    assert_eq!(rustc["budget_bytes"], 3u64 << 30, "{rustc:#}");
+    let logged =
+        std::fs::read_to_string(second.layout().dir().join("optimized/rustc.jsonl")).unwrap();
+    for krate in [
+        "libc/libc",
+        "pgo-build-rt/pgo_build_rt",
+        "kernel/kernel",
+        "app/app",
+    ] {
+        assert!(
+            logged.contains(&format!("\"krate\":\"{krate}\"")),
+            "{krate} not admitted: {logged}"
+        );
+    }
 }
