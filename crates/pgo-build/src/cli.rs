@@ -460,7 +460,7 @@ mod tests {
     }
 
     #[test]
-    fn every_command_of_the_ci_template_parses() {
+    fn every_command_of_the_ci_templates_parses() {
         let template = include_str!("../../../docs/ci/github-actions.yml");
         let commands = workflow_commands(template);
         for expected in ["pgo-build gate", "pgo-build export --rustc-estimates"] {
@@ -473,9 +473,40 @@ mod tests {
             commands.iter().any(|c| c.contains("--shard 1/1")),
             "{commands:?}"
         );
-        for command in &commands {
-            if let Err(err) = Cli::try_parse_from(command.split_whitespace()) {
-                panic!("docs/ci/github-actions.yml: `{command}` does not parse:\n{err}");
+        // The release from a committed profile: one build per job, and a gate that builds none.
+        let release = workflow_commands(include_str!("../../../docs/ci/release.yml"));
+        for expected in [
+            "pgo-build profile check",
+            "pgo-build optimize",
+            "pgo-build pack baseline --output baseline.tar.zst",
+            "pgo-build unpack optimized.tar.zst",
+            "pgo-build gate --against last-release",
+        ] {
+            assert!(
+                release.iter().any(|c| c == expected),
+                "{expected} in {release:?}"
+            );
+        }
+        assert!(!release.iter().any(|c| c.starts_with("pgo-build run")));
+        let refresh = workflow_commands(include_str!("../../../docs/ci/refresh-profile.yml"));
+        for expected in [
+            "pgo-build --retrain run",
+            "pgo-build export --output pgo/profile.profdata",
+        ] {
+            assert!(
+                refresh.iter().any(|c| c == expected),
+                "{expected} in {refresh:?}"
+            );
+        }
+        for (file, commands) in [
+            ("github-actions.yml", &commands),
+            ("release.yml", &release),
+            ("refresh-profile.yml", &refresh),
+        ] {
+            for command in commands {
+                if let Err(err) = Cli::try_parse_from(command.split_whitespace()) {
+                    panic!("docs/ci/{file}: `{command}` does not parse:\n{err}");
+                }
             }
         }
     }
