@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context as _, Result, bail};
 
 use super::context::{Context, Run};
+use super::rustc_budget;
 use super::stage_build::{c_compiler_setup, linker_setup};
 use crate::cargo::manifest::StageManifest;
 use crate::config::{Role, Workload, WorkloadCommand, cargo_workload};
@@ -452,6 +453,19 @@ pub(crate) fn resolve_workload(
     job.env
         .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
     job.env.extend(linker.env);
+    // pgo-build's rustc wrapper as in the stage's build: whatever cargo compiles again gets
+    // the same symbol names ([pgo] stable_names), and stays within the memory budget. Its
+    // log is the workload's, not the stage build's.
+    let wrapper = rustc_budget::wrapper_setup(cx, stage, cx.config.build.memory_budget.resolve())?;
+    job.env.extend(wrapper.env);
+    job.env.insert(
+        crate::wrappers::rustc::LOG_ENV.to_owned(),
+        layout
+            .stage_dir(stage)
+            .join(format!("rustc-{}.jsonl", workload.name()))
+            .display()
+            .to_string(),
+    );
     // The stage's C as it was built: another CC would make cargo compile it again.
     if let Some(c) = c_compiler_setup(cx, layout, stage, settings, &manifest.stage_rustflags)? {
         job.env.extend(c.env);
