@@ -156,6 +156,34 @@ pub enum Command {
     /// Write a commented pgo-build.toml for the workspace to start from (never over an
     /// existing one): its binaries, training from its own benchmarks or a placeholder
     Init,
+    /// Print shell completions, the man page, the JSON Schema of pgo-build.toml, or the
+    /// book's generated references
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    #[arg(value_enum)]
+    pub what: Generated,
+}
+
+/// What `pgo-build generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generated {
+    /// Completions for bash (e.g. into /etc/bash_completion.d/pgo-build)
+    Bash,
+    /// Completions for zsh (into a directory of $fpath, as _pgo-build)
+    Zsh,
+    /// Completions for fish (into ~/.config/fish/completions/pgo-build.fish)
+    Fish,
+    /// The man page (roff: `pgo-build generate man > pgo-build.1`)
+    Man,
+    /// The JSON Schema of pgo-build.toml, for editors (a `#:schema` line names it)
+    Schema,
+    /// The book's command-line reference (Markdown)
+    CliReference,
+    /// The book's configuration reference (Markdown)
+    ConfigReference,
 }
 
 #[derive(Debug, Clone, Args, Default)]

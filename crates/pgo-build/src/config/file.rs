@@ -32,9 +32,9 @@ pub struct Config {
     pub services: Vec<Service>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ConfigFile {
+pub(super) struct ConfigFile {
     #[serde(default)]
     build: BuildSection,
     #[serde(default)]
@@ -45,8 +45,12 @@ struct ConfigFile {
     compare: CompareSection,
     #[serde(default)]
     explore: ExploreSection,
+    /// A command pgo-build runs: training (`role = "train"`) or measured, never trained on
+    /// (`role = "holdout"`).
     #[serde(default, rename = "workload")]
     workloads: Vec<Workload>,
+    /// A server or daemon started before each run of the workloads that name it, and
+    /// stopped after it.
     #[serde(default, rename = "service")]
     services: Vec<Service>,
 }

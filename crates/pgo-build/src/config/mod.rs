@@ -6,11 +6,13 @@
 //! [`Config`] and its loading and checks; `sections`: `[build]`, `[pgo]`, `[bolt]`,
 //! `[compare]`, `[explore]`; `workload`: `[[workload]]`; `services`: `[[service]]`; `values`:
 //! the parsers of values with a meaning (durations, sizes, margins); `cargo_config`: cargo's
-//! config files; `cargo_workload`: what a `cargo = [...]` workload may run.
+//! config files; `cargo_workload`: what a `cargo = [...]` workload may run; `schema`: the
+//! JSON Schema and the book's reference, generated from these types.
 
 pub mod cargo_config;
 pub mod cargo_workload;
 mod file;
+pub mod schema;
 mod sections;
 mod services;
 mod values;

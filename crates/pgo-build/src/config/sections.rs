@@ -15,48 +15,61 @@ use super::values::{
 use crate::measure::memory::MemoryBudget;
 use crate::measure::metric::{Decider, Rounds};
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// `[pgo]`: how profiles are collected and used.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PgoSection {
-    /// Continuous mode: counters live in the mmapped profile, so processes killed by any signal
-    /// still contribute (costs value profiling, so no indirect-call promotion).
+    /// Continuous-mode instrumentation: counters live in the memory-mapped profile, so
+    /// processes killed by any signal still contribute. Costs value profiling (no
+    /// indirect-call promotion). Same as `--continuous`.
     #[serde(default)]
     pub continuous: bool,
-    /// What to do with corrupt or unreadable raw profiles.
+    /// What to do with corrupt or unreadable raw profiles: leave them out of the merge with a
+    /// warning naming each (`"drop"`), or fail the stage (`"fail"`).
     #[serde(default)]
+    #[schemars(extend("default" = "drop"))]
     pub on_corrupt: OnCorrupt,
-    /// Keep every process's raw profile instead of merging each binary's as training runs
-    /// (see `profiles::compact`): disk use then grows with the number of processes.
+    /// Keep every process's raw profile, instead of merging each binary's files as training
+    /// runs (disk use then grows with the number of processes).
     #[serde(default)]
     pub keep_raw_profiles: bool,
-    /// A committed profile (from `pgo-build export`, relative to the workspace root): `optimize`
-    /// and `run` use it instead of instrumenting and training.
+    /// A committed profile (written by `pgo-build export`, relative to the workspace root):
+    /// `optimize` and `run` build from it instead of instrumenting and training. `{target}`
+    /// becomes the target triple.
     pub profile: Option<PathBuf>,
-    /// Share of functions whose profile no longer matches (or is missing) above which a
-    /// committed profile is refused as stale (default 0.2).
+    /// With a committed profile: the share of its counts in functions that changed (or whose
+    /// crate was renamed) above which the optimized build is refused as stale.
+    #[schemars(extend("default" = 0.2))]
     pub max_stale: Option<f64>,
-    /// Edge-profile overlap of training and holdout below which `profile overlap` warns
-    /// (default 0.5).
+    /// The edge-profile overlap of training and holdout below which `profile overlap` warns.
+    #[schemars(extend("default" = 0.5))]
     pub min_overlap: Option<f64>,
     /// How much larger than the baseline an optimized (or BOLTed) binary may be, e.g. "5%":
     /// a larger one fails the stage, and `explore` never recommends it.
     #[serde(default, deserialize_with = "deserialize_growth")]
+    #[schemars(with = "Option<super::schema::Percentage>")]
     pub max_size_growth: Option<Growth>,
-    /// Function order for start-up from temporal profiles (see `startup_order.rs`).
+    /// Function order of the optimized link for start-up, from temporal profiles (the link
+    /// must run lld).
     #[serde(default)]
     pub startup_order: StartupOrder,
-    /// Symbol names that do not change with the package version or dependencies' (see
-    /// `wrappers::rustc::stable_names`), so a committed profile survives releases. Default on.
+    /// Symbol names that stay the same across version and dependency bumps, so a committed
+    /// profile survives releases (every stage build gets them; turning it off, or on, needs a
+    /// new training).
+    #[schemars(extend("default" = true))]
     pub stable_names: Option<bool>,
     /// Cross-language PGO: the C and C++ that build scripts compile get the same profile as
-    /// the Rust (see `cross_language.rs`): `true`, or `"thin-lto"` for cross-language ThinLTO
-    /// too. `CBuild::User` when off.
+    /// the Rust: `true`, or `"thin-lto"` for cross-language ThinLTO too. Same as
+    /// `--cross-language`.
     #[serde(default, deserialize_with = "deserialize_cross_language")]
+    #[schemars(with = "super::schema::CrossLanguageValue", extend("default" = false))]
     pub cross_language: CBuild,
 }
 
 /// How the optimized link orders functions for start-up (`[pgo] startup_order`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum StartupOrder {
     /// The linker's own order.
@@ -96,7 +109,8 @@ impl PgoSection {
     }
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// `[bolt]`: post-link optimization of the optimized binaries with llvm-bolt.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BoltSection {
     /// Run BOLT after optimize in `run`; links the baseline and optimized builds with
@@ -120,7 +134,7 @@ pub struct BoltSection {
     pub huge_pages: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnCorrupt {
     /// Exclude them from the merge, with a loud warning listing each.
@@ -130,18 +144,24 @@ pub enum OnCorrupt {
     Fail,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// `[compare]`: how variants are measured against each other (`compare`, `run`'s closing
+/// comparison, `gate`, `explore`).
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompareSection {
-    /// Counted rounds per workload (default 10), or `"auto"`.
+    /// Counted paired rounds per workload, or `"auto"` (rounds until the verdicts settle).
     #[serde(default, deserialize_with = "deserialize_rounds")]
+    #[schemars(with = "Option<super::schema::RoundsValue>", extend("default" = 10))]
     pub rounds: Option<Rounds>,
-    /// The equivalence margin (`"2%"`): within it a difference counts as none.
+    /// The equivalence margin: "no difference" is claimed only when the interval lies within
+    /// it.
     #[serde(default, deserialize_with = "deserialize_margin")]
+    #[schemars(with = "Option<super::schema::Percentage>", extend("default" = "2%"))]
     pub margin: Option<f64>,
-    /// What verdicts rest on: `wall` (default), `cpu`, `instructions`, `faults`, or a metric
-    /// the workloads report (`p99_ms`, `latency.p99`).
+    /// What verdicts rest on: `"wall"`, `"cpu"`, `"instructions"`, `"faults"`, or a metric
+    /// the workloads report (`"p99_ms"`, `"latency.p99"`).
     #[serde(default)]
+    #[schemars(with = "Option<String>", extend("default" = "wall"))]
     pub metric: Option<Spanned<String>>,
 }
 
@@ -160,34 +180,39 @@ impl CompareSection {
     }
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// `[build]`: what is built, and how.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildSection {
-    /// Binary targets to build (default: every binary target of every workspace member).
+    /// The binary targets to build (default: every binary target of every workspace member).
     pub bins: Option<Vec<String>>,
-    /// Cargo profile (default: release).
+    /// The cargo profile of every stage's build.
+    #[schemars(extend("default" = "release"))]
     pub profile: Option<String>,
     /// Features passed to cargo.
     #[serde(default)]
     pub features: Vec<String>,
-    /// Memory the links and rustc of one build may use together: "auto" (available memory at
-    /// the start, less a margin; the default) or a size such as "8G".
+    /// The memory the links and rustc of one build may use together: "auto" (the memory
+    /// available when the build starts, less a margin) or a size such as "8G".
     #[serde(default, deserialize_with = "deserialize_memory_budget")]
+    #[schemars(with = "super::schema::MemorySize", extend("default" = "auto"))]
     pub memory_budget: MemoryBudget,
-    /// Links allowed at once: "auto" (from the budget and measured link sizes; the default)
-    /// or a number.
+    /// How many links may run at once: "auto" (from the budget and measured link sizes) or a
+    /// number.
+    #[schemars(extend("default" = "auto"))]
     pub link_jobs: Option<LinkJobs>,
     /// Build the binaries in groups of this many per cargo invocation instead of in one.
     pub batch_size: Option<usize>,
-    /// rustc estimates carried from another target directory or machine (a file written by
-    /// `pgo-build export --rustc-estimates`, relative to the workspace root; say restored from
-    /// a CI cache): each stage's build starts from them for crates it has not measured itself.
-    /// A file that does not exist yet is no error.
+    /// rustc's measured memory peaks carried from another target directory or machine (a file
+    /// written by `pgo-build export --rustc-estimates`, relative to the workspace root; say
+    /// restored from a CI cache): each stage's build admits crates it has not measured itself
+    /// by them. A file that does not exist yet is no error.
     pub rustc_estimates: Option<PathBuf>,
     /// Cargo profile settings for every stage's build, without editing the workspace
     /// (`{ lto = "fat", codegen-units = 1 }`, passed as `cargo --config profile.<name>.<key>`);
     /// written by `explore --apply`.
     #[serde(default)]
+    #[schemars(with = "super::schema::ProfileOverrides")]
     pub profile_overrides: toml::Table,
     /// Rustflags added to every stage's build, after the user's own (written by `explore
     /// --apply`).
@@ -282,21 +307,27 @@ impl BuildVariant {
     }
 }
 
-/// `[explore]`: the user's own variants for `pgo-build explore`.
-#[derive(Debug, Default, Clone, Deserialize)]
+/// `[explore]`: your own variants for `pgo-build explore`, beside its built-in ones.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExploreSection {
     #[serde(default)]
     pub variant: Vec<ExploreVariant>,
 }
 
-/// `[[explore.variant]]`.
-#[derive(Debug, Clone, Deserialize)]
+/// `[[explore.variant]]`: a build variant `explore` measures (its settings, with or without
+/// a profile, with or without BOLT).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExploreVariant {
+    /// What `explore` calls the variant.
+    #[schemars(with = "String")]
     pub name: Spanned<String>,
+    /// Cargo profile settings of the variant (`{ opt-level = 2 }`).
     #[serde(default)]
+    #[schemars(with = "super::schema::ProfileOverrides")]
     pub profile_overrides: toml::Table,
+    /// Rustflags of the variant, after the user's own.
     #[serde(default)]
     pub rustflags: Vec<String>,
     /// Post-link optimization with BOLT.
@@ -311,14 +342,14 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum LinkJobs {
     Count(usize),
     Auto(AutoKeyword),
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AutoKeyword {
     Auto,

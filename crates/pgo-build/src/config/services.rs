@@ -15,19 +15,24 @@ use super::values::{default_grace_period, deserialize_duration};
 /// How long a service gets to become ready when `ready.timeout` does not say.
 const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A process started before each run of the workloads that name it, and stopped after it.
-#[derive(Debug, Clone, Deserialize)]
+/// `[[service]]`: a server or daemon started before each run of the workloads that name it,
+/// and stopped after it; it runs the stage's binaries, and its profile counts.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Service {
+    /// What workloads name it by (`services = ["db"]`).
+    #[schemars(with = "String")]
     pub name: Spanned<String>,
-    /// Like a workload's: `sh -c` for a string, run directly for a list.
+    /// Like a workload's: a shell string, or an argv list run directly.
     pub command: WorkloadCommand,
+    /// Variables added to its environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Relative to the workspace root.
+    /// Its working directory, relative to the workspace root (default: the root).
     pub cwd: Option<PathBuf>,
     /// When the service accepts work; without it, as soon as it started.
     pub ready: Option<Readiness>,
+    /// How it is stopped after each run (default: SIGTERM, then SIGKILL after 10 s).
     #[serde(default)]
     pub stop: StopSpec,
 }
@@ -51,9 +56,9 @@ impl Service {
     }
 }
 
-/// Exactly one condition, polled until it holds or `timeout` passes. Values may use
+/// `ready`: exactly one condition, polled until it holds or `timeout` passes. Values may use
 /// `$PGO_BUILD_RUN_DIR` and the other workload variables.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Readiness {
     /// `host:port` accepts a TCP connection.
@@ -64,10 +69,12 @@ pub struct Readiness {
     pub log: Option<String>,
     /// This command exits 0 (run like a workload's command, with the same variables).
     pub command: Option<WorkloadCommand>,
+    /// How long the service has to become ready.
     #[serde(
         default = "default_ready_timeout",
         deserialize_with = "deserialize_duration"
     )]
+    #[schemars(with = "super::schema::DurationValue", extend("default" = "30s"))]
     pub timeout: Duration,
 }
 
@@ -111,19 +118,27 @@ impl Readiness {
     }
 }
 
-/// How the service is stopped after each run: a signal, or a command (`pueue shutdown`);
-/// then `grace_period` for its processes to exit (and write their profiles) before SIGKILL.
-#[derive(Debug, Clone, Deserialize)]
+/// `stop`: how the service is stopped after each run: a signal, or a command (`pueue
+/// shutdown`); then `grace_period` for its processes to exit (and write their profiles)
+/// before SIGKILL.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StopSpec {
+    /// The signal that makes the service exit normally, so it writes its profile: a server
+    /// that stops on Ctrl-C needs "SIGINT" (SIGTERM would kill it without one). Accepted:
+    /// SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2 (with or without "SIG").
     #[serde(default)]
+    #[schemars(extend("default" = "SIGTERM"))]
     pub signal: Option<String>,
+    /// A command that stops it instead of a signal (run like a workload's command).
     #[serde(default)]
     pub command: Option<WorkloadCommand>,
+    /// How long its processes get to exit before SIGKILL.
     #[serde(
         default = "default_grace_period",
         deserialize_with = "deserialize_duration"
     )]
+    #[schemars(with = "super::schema::DurationValue", extend("default" = "10s"))]
     pub grace_period: Duration,
 }
 

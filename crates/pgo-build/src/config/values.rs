@@ -226,8 +226,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(number * scale))
 }
 
-/// The command of a workload or a service.
-#[derive(Debug, Clone, Deserialize)]
+/// The command of a workload or a service: a shell string, or an argv list.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum WorkloadCommand {
     /// Run with `sh -c`.

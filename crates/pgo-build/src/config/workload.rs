@@ -15,31 +15,45 @@ use super::values::{
 };
 use crate::measure::metrics::MetricSpec;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// What a workload is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// Run against the instrumented binaries: its profile trains the optimized build.
     Train,
+    /// Measured, never trained on: what comparisons and the gate judge by.
     Holdout,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// `[[workload]]`: a command pgo-build runs against a stage's binaries
+/// (`$PGO_BUILD_BIN_<NAME>`), to train or to measure.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
+    /// What logs, tables and `train WORKLOAD` call it.
+    #[schemars(with = "String")]
     pub name: Spanned<String>,
+    /// `"train"` or `"holdout"`.
     pub role: Role,
-    /// Empty when the workload is a `cargo` one (resolved per stage, see `cargo_workload.rs`).
+    /// A shell string (`bash -eo pipefail -c`), or an argv list run directly. Required unless
+    /// `cargo` is given.
+    // Empty for a `cargo` workload (resolved per stage, see `cargo_workload.rs`).
     #[serde(default = "no_command")]
     pub command: WorkloadCommand,
     /// A cargo command (`["bench", "--bench", "parse"]`) run against the stage under test,
     /// with that stage's target dir, profile, target, features and rustflags.
     #[serde(default)]
     pub cargo: Option<Vec<String>>,
+    /// Variables added to its environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Relative to the workspace root.
+    /// Its working directory, relative to the workspace root (default: the root).
     pub cwd: Option<PathBuf>,
+    /// How long a run may take before it is stopped (and fails).
     #[serde(default = "default_timeout", deserialize_with = "deserialize_timeout")]
+    #[schemars(with = "super::schema::DurationValue", extend("default" = "30m"))]
     pub timeout: Duration,
+    /// A run that exits with an error does not fail the stage (its profile still counts).
     #[serde(default)]
     pub allow_failure: bool,
     /// Between SIGTERM and SIGKILL when pgo-build stops the workload's processes.
@@ -47,6 +61,7 @@ pub struct Workload {
         default = "default_grace_period",
         deserialize_with = "deserialize_duration"
     )]
+    #[schemars(with = "super::schema::DurationValue", extend("default" = "10s"))]
     pub grace_period: Duration,
     /// A train workload that splits itself: run this many times, each with
     /// `PGO_BUILD_SHARD_INDEX` (0-based) and `PGO_BUILD_SHARD_COUNT`, and each run a unit that

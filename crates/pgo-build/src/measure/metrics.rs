@@ -122,13 +122,22 @@ pub fn percentile(values: &[f64], p: u8) -> f64 {
 /// A figure a workload reports: lines of its output matching `pattern` (the first capture
 /// group is the value), or JSON lines `{"name": …, "value": …}` it writes to
 /// `$PGO_BUILD_METRICS`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricSpec {
+    /// What the metric is compared as (`--metric NAME`, `[compare] metric`).
+    #[schemars(with = "String")]
     pub name: Spanned<String>,
+    /// `"lower"` is better (latency, time, memory) or `"higher"` (throughput).
     pub direction: Direction,
+    /// Shown beside its values (`"ms"`, `"req/s"`).
     #[serde(default)]
     pub unit: String,
+    /// A regular expression (Rust's `regex` syntax) matched against each line of the
+    /// workload's output, stdout and stderr together: the first capture group of every
+    /// matching line is a value. Make it match one kind of line only: two different figures
+    /// matched by one pattern are mixed. Without it, values are read from
+    /// `$PGO_BUILD_METRICS`.
     pub pattern: Option<String>,
     /// A distribution (one value per request): these percentiles of each run's values are
     /// compared, each as `<name>.p<P>`. Without it, a run reports one value.
@@ -202,7 +211,9 @@ impl MetricSpec {
 }
 
 /// Which way a metric improves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// Latency, time, memory.

@@ -22,6 +22,7 @@ pub mod context;
 mod doctor;
 mod explore;
 mod gate;
+mod generate;
 mod init;
 mod offline;
 mod optimize;
@@ -61,6 +62,7 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
         Command::Clean => return offline::clean(&cli.global, printer),
         Command::Init => return offline::init(&cli.global, printer),
         Command::Report(args) => return offline::show_report(&cli.global, args, printer),
+        Command::Generate(args) => return generate::generate(args),
         _ => {}
     }
     let loaded = Loaded::load(&cli.global, printer)?;
@@ -180,7 +182,9 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
         Command::Run(args) => run_all(cx, run, args),
         Command::Gate(args) => timed_step(cx, run, Step::Gate, |cx, run| gate(cx, run, args)),
         Command::Explore(args) => explore(cx, run, args),
-        Command::Clean | Command::Init | Command::Report(_) => unreachable!("handled above"),
+        Command::Clean | Command::Init | Command::Report(_) | Command::Generate(_) => {
+            unreachable!("handled above")
+        }
     }?;
 
     // A build stage completed by its own command counts as `run`'s would.
