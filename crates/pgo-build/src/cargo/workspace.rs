@@ -43,6 +43,9 @@ pub struct Workspace {
     pub outside_path_dependencies: std::collections::BTreeMap<String, PathBuf>,
     /// Member package → the members it depends on.
     pub member_dependencies: std::collections::BTreeMap<String, Vec<String>>,
+    /// Member package → every package it depends on directly (normal dependencies): what
+    /// `init` guesses servers from.
+    pub direct_dependencies: std::collections::BTreeMap<String, Vec<String>>,
     /// Every target of every member by kind ("bin", "bench", "test", "example", …) and name:
     /// what a cargo workload's `--bench NAME` may name.
     pub targets: Vec<(String, String)>,
@@ -300,6 +303,19 @@ impl Workspace {
                 (package.name.to_string(), deps)
             })
             .collect();
+        let direct_dependencies = metadata
+            .workspace_packages()
+            .iter()
+            .map(|package| {
+                let deps = package
+                    .dependencies
+                    .iter()
+                    .filter(|d| d.kind == cargo_metadata::DependencyKind::Normal)
+                    .map(|d| d.name.clone())
+                    .collect();
+                (package.name.to_string(), deps)
+            })
+            .collect();
         Workspace {
             root,
             target_dir: metadata.target_directory.clone().into_std_path_buf(),
@@ -307,6 +323,7 @@ impl Workspace {
             binaries,
             outside_path_dependencies,
             member_dependencies,
+            direct_dependencies,
             targets,
             benches,
         }
@@ -436,6 +453,7 @@ mod tests {
             benches: Vec::new(),
             outside_path_dependencies: Default::default(),
             member_dependencies: Default::default(),
+            direct_dependencies: Default::default(),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod cargo_config;
 pub mod cargo_workload;
 mod file;
 pub mod schema;
+pub use schema::schema_json;
 mod sections;
 mod services;
 mod values;

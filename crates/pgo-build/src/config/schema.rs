@@ -115,6 +115,11 @@ fn without_null(value: &mut Value) {
     }
 }
 
+/// [`config_schema`] as the file `init` writes and `generate schema` prints.
+pub fn schema_json() -> String {
+    serde_json::to_string_pretty(&config_schema()).expect("a schema is JSON") + "\n"
+}
+
 /// The configuration reference (the book's `reference/config.md`), from [`config_schema`]:
 /// every table and key, its type, default and description.
 pub fn config_reference() -> String {
@@ -310,7 +315,7 @@ mod tests {
 
     #[test]
     fn the_schema_and_the_reference_are_current() {
-        let schema = serde_json::to_string_pretty(&config_schema()).unwrap() + "\n";
+        let schema = schema_json();
         let reference = config_reference();
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let (schema_file, reference_file) = (

@@ -194,26 +194,45 @@ impl Services {
     }
 }
 
-impl Drop for Services {
-    /// An error or an interruption: the services are stopped all the same.
-    fn drop(&mut self) {
+impl Services {
+    /// Stops every service without judging how it ended (an error or an interruption):
+    /// its stop signal, then what is left as any workload's leftovers. Returns what was
+    /// stopped, "service `db` (pid 12, SIGINT)", for the message that says so.
+    pub(super) fn abandon(&mut self) -> Vec<String> {
+        let mut stopped = Vec::new();
         while let Some(service) = self.running.pop() {
             let members = Members {
                 group: service.pid,
                 token: &service.token,
             };
             if service.exited.is_none() {
-                let (signal, _) = service
+                let (signal, name) = service
                     .spec
                     .stop
                     .signal()
                     .unwrap_or((libc::SIGTERM, "SIGTERM"));
                 members.signal(&[], signal);
+                stopped.push(format!(
+                    "service `{}` (pid {}, {name})",
+                    service.spec.name(),
+                    service.pid
+                ));
             }
-            stop(&members, service.spec.stop.grace_period);
+            let leftovers = stop(&members, service.spec.stop.grace_period);
+            if !leftovers.is_empty() {
+                stopped.push(describe_stopped(&leftovers));
+            }
             let _ = reap(service.pid, true);
             forget_running(service.record.as_deref());
         }
+        stopped
+    }
+}
+
+impl Drop for Services {
+    /// An error: the services are stopped all the same.
+    fn drop(&mut self) {
+        self.abandon();
     }
 }
 

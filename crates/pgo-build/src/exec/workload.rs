@@ -149,6 +149,12 @@ impl Target<'_> {
             if let Some(signal) = window.take_signal() {
                 let stopped = stop(&members, workload.grace_period);
                 let _ = reap(group, true);
+                let mut described: Vec<String> = Vec::new();
+                if !stopped.is_empty() {
+                    described.push(describe_stopped(&stopped));
+                }
+                // The clients first, then what they talked to, as they were stopped.
+                described.extend(services.abandon());
                 bar.finish_and_clear();
                 forget_running(record.as_deref());
                 return Err(interrupt::Interrupted {
@@ -158,7 +164,7 @@ impl Target<'_> {
                         workload.name(),
                         self.stage.name()
                     ),
-                    stopped: describe_stopped(&stopped),
+                    stopped: described.join(", "),
                 }
                 .into());
             }

@@ -83,6 +83,7 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
     if let Some(problem) = no_training(cx) {
         printer.warn(problem);
     }
+    placeholder_left(cx)?;
     doctor_c(cx)?;
     if cx.platform.explicit {
         doctor_target(cx)?;
@@ -352,6 +353,36 @@ pub(super) fn no_training(cx: &Context) -> Option<String> {
         return None;
     }
     Some(cx.no_train_workloads())
+}
+
+/// Refuses a configuration whose workload still runs `init`'s placeholder: it would fail
+/// only after the instrumented build, and `doctor` should not pass it.
+fn placeholder_left(cx: &Context) -> Result<()> {
+    let left: Vec<&str> = cx
+        .config
+        .workloads
+        .iter()
+        .filter(|w| match &w.command {
+            crate::config::WorkloadCommand::Shell(text) => text.contains(super::init::PLACEHOLDER),
+            crate::config::WorkloadCommand::Argv(words) => {
+                words.iter().any(|w| w.contains(super::init::PLACEHOLDER))
+            }
+        })
+        .map(|w| w.name())
+        .collect();
+    if left.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "workload `{}` in {} still runs the placeholder `pgo-build init` wrote: replace its \
+         `command` with real work for the binaries (a benchmark script, a replay of requests, \
+         a test corpus), or train on the tests with `cargo = [\"test\", \"--workspace\"]`",
+        left.join("`, `"),
+        cx.config.path.as_ref().map_or_else(
+            || "the configuration".to_owned(),
+            |p| p.display().to_string()
+        )
+    )
 }
 
 /// Whether `program` (a bare name looked up on PATH, or a path) exists.

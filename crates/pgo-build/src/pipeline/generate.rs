@@ -34,11 +34,7 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
             &mut out,
         ),
         Generated::Man => clap_mangen::Man::new(command).render(&mut out)?,
-        Generated::Schema => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&crate::config::schema::config_schema())?
-        )?,
+        Generated::Schema => write!(out, "{}", crate::config::schema::schema_json())?,
         Generated::CliReference => write!(out, "{}", cli_reference())?,
         Generated::ConfigReference => write!(out, "{}", crate::config::schema::config_reference())?,
     }

@@ -2,13 +2,63 @@
 //! metadata` says of the workspace: its binaries, a train workload from its own benchmarks
 //! when it has them (cargo workloads, run with each stage's settings), else a placeholder
 //! that fails with what to write until it is replaced; a held-out workload from a second
-//! benchmark, else a commented one; the settings a user is likely to change, commented.
+//! benchmark, else a commented one; a `[[service]]` stub for each binary that looks like a
+//! server (its name, or the server framework its package uses), with the stop signal spelled
+//! out; the settings a user is likely to change, commented. The first line names the JSON
+//! Schema `init` writes beside the file, so editors complete and check it.
 
 use crate::cargo::workspace::{BinTarget, Workspace};
 use crate::exec::bin_env_var;
 
 /// What the placeholder train command says until it is replaced.
 pub const PLACEHOLDER: &str = "replace the command of the train workload with real work";
+
+/// The file name of the schema `init` writes beside `pgo-build.toml`.
+pub const SCHEMA_FILE_NAME: &str = "pgo-build.schema.json";
+
+/// Crates only a network server is built on: a binary of a package depending on one of them
+/// is taken for a server. (tokio and hyper serve clients as much, so they do not count.)
+const SERVER_FRAMEWORKS: &[&str] = &[
+    "axum",
+    "actix-web",
+    "warp",
+    "tonic",
+    "rocket",
+    "poem",
+    "salvo",
+    "tide",
+    "tower-http",
+];
+
+/// Words of a binary's name (split at `-` and `_`) that say it serves.
+const SERVER_WORDS: &[&str] = &["server", "serve", "daemon", "proxy", "gateway", "srv"];
+
+/// Words that say a binary is the client beside a server, whatever its package uses.
+const CLIENT_WORDS: &[&str] = &["cli", "client", "ctl", "bench"];
+
+/// The binaries that look like servers: training should run them as a `[[service]]`.
+pub fn likely_servers(workspace: &Workspace) -> Vec<&BinTarget> {
+    workspace
+        .binaries
+        .iter()
+        .filter(|bin| {
+            let words: Vec<String> = bin
+                .name
+                .split(['-', '_'])
+                .map(str::to_ascii_lowercase)
+                .collect();
+            let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+            if has(CLIENT_WORDS) {
+                return false;
+            }
+            let framework = workspace
+                .direct_dependencies
+                .get(&bin.package)
+                .is_some_and(|deps| deps.iter().any(|d| SERVER_FRAMEWORKS.contains(&d.as_str())));
+            has(SERVER_WORDS) || framework
+        })
+        .collect()
+}
 
 pub fn config_text(workspace: &Workspace) -> String {
     let name = workspace.root.file_name().map_or_else(
@@ -21,10 +71,12 @@ pub fn config_text(workspace: &Workspace) -> String {
         .iter()
         .map(|b| format!("${}", bin_env_var(b)))
         .collect();
+    let servers = likely_servers(workspace);
     let mut text = format!(
-        "# pgo-build configuration of {name}, written by `pgo-build init` as a starting point.\n\
+        "#:schema ./{SCHEMA_FILE_NAME}\n\
+         # pgo-build configuration of {name}, written by `pgo-build init` as a starting point.\n\
          # `pgo-build doctor` checks it and the toolchain; `pgo-build run` builds, trains,\n\
-         # optimizes and compares. pgo-build's README explains every key.\n\
+         # optimizes and compares. Every key: pgo-build's book, reference/config.md.\n\
          \n\
          [build]\n\
          # The binaries to optimize: every binary target of the workspace.\n\
@@ -47,6 +99,18 @@ pub fn config_text(workspace: &Workspace) -> String {
         quoted.join(", ")
     );
     let mut benches = workspace.benches.iter();
+    // The service stubs are live when the placeholder workload names them; beside a
+    // benchmark (which needs no server) they are written commented.
+    let live_services = workspace.benches.is_empty();
+    for server in &servers {
+        text += &service_stub(server, live_services);
+    }
+    let services_line = if live_services && !servers.is_empty() {
+        let names: Vec<String> = servers.iter().map(|s| format!("{:?}", s.name)).collect();
+        format!("services = [{}]\n", names.join(", "))
+    } else {
+        String::new()
+    };
     match benches.next() {
         Some(bench) => {
             text += &format!(
@@ -71,6 +135,7 @@ pub fn config_text(workspace: &Workspace) -> String {
                  name = \"train\"\n\
                  role = \"train\"\n\
                  command = 'echo \"pgo-build.toml: {PLACEHOLDER}\" >&2; exit 1'\n\
+                 {services_line}\
                  timeout = \"30m\"\n\n",
                 variables
                     .first()
@@ -104,6 +169,28 @@ pub fn config_text(workspace: &Workspace) -> String {
     text
 }
 
+/// A `[[service]]` running `server`, stopped by SIGINT: the servers that exit normally on
+/// any signal mostly do on Ctrl-C (tokio's `signal::ctrl_c`), while SIGTERM, the default,
+/// kills those that handle only Ctrl-C before they write their profile.
+fn service_stub(server: &BinTarget, live: bool) -> String {
+    let comment = if live { "" } else { "# " };
+    format!(
+        "# `{name}` looks like a server: training starts it as a service before each run of\n\
+         # the workloads that name it (`services = [\"{name}\"]`) and stops it after. It writes\n\
+         # its profile only when it exits normally, so `stop.signal` must be one it handles:\n\
+         # \"SIGINT\" for a server that stops on Ctrl-C, \"SIGTERM\" for one that handles\n\
+         # SIGTERM (accepted: SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2), or\n\
+         # `stop.command`. `ready` says when it accepts work: tcp, unix, log or command.\n\
+         {comment}[[service]]\n\
+         {comment}name = \"{name}\"\n\
+         {comment}command = '\"${var}\"'\n\
+         # ready = {{ tcp = \"127.0.0.1:<its port>\" }}\n\
+         {comment}stop = {{ signal = \"SIGINT\" }}\n\n",
+        name = server.name,
+        var = bin_env_var(&server.name),
+    )
+}
+
 fn bench_workload(bench: &BinTarget, role: &str) -> String {
     format!(
         "[[workload]]\n\
@@ -131,6 +218,7 @@ mod tests {
             binaries: vec![target("server"), target("cli-tool")],
             outside_path_dependencies: Default::default(),
             member_dependencies: Default::default(),
+            direct_dependencies: Default::default(),
             targets: Vec::new(),
             benches: benches.iter().map(|b| target(b)).collect(),
         }
@@ -156,5 +244,85 @@ mod tests {
         let none = config_text(&workspace(&[]));
         assert!(none.contains("$PGO_BUILD_BIN_SERVER"), "{none}");
         assert!(none.contains(PLACEHOLDER), "{none}");
+        assert!(
+            none.starts_with("#:schema ./pgo-build.schema.json\n"),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn servers_get_a_service_the_placeholder_workload_names() {
+        let config = |text: &str| {
+            crate::config::Config::parse(text, std::path::Path::new("/ws/x.toml"))
+                .unwrap_or_else(|err| panic!("{err:#}\n{text}"))
+        };
+        // "server" by its name; "cli-tool" is not one.
+        let text = config_text(&workspace(&[]));
+        let parsed = config(&text);
+        let names: Vec<&str> = parsed.services.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["server"], "{text}");
+        assert_eq!(parsed.workloads[0].services, ["server"], "{text}");
+        assert_eq!(parsed.services[0].stop.signal.as_deref(), Some("SIGINT"));
+        // Beside a benchmark the stub is there to uncomment, not live.
+        let text = config_text(&workspace(&["parse"]));
+        assert!(config(&text).services.is_empty(), "{text}");
+        assert!(
+            text.contains("# [[service]]\n# name = \"server\""),
+            "{text}"
+        );
+        // A server framework makes a server of any name, a client word never.
+        let mut ws = workspace(&[]);
+        ws.binaries = vec![
+            BinTarget {
+                name: "api".into(),
+                package: "web".into(),
+            },
+            BinTarget {
+                name: "web-cli".into(),
+                package: "web".into(),
+            },
+            BinTarget {
+                name: "tool".into(),
+                package: "pkg".into(),
+            },
+        ];
+        ws.direct_dependencies
+            .insert("web".into(), vec!["serde".into(), "axum".into()]);
+        let servers: Vec<&str> = likely_servers(&ws)
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect();
+        assert_eq!(servers, ["api"]);
+    }
+    /// What `init` writes validates against the schema editors get, and the schema catches
+    /// what loading refuses: a misspelt key, a wrong type.
+    #[test]
+    fn init_output_validates_and_a_wrong_key_does_not() {
+        let validator = jsonschema::validator_for(&crate::config::schema::config_schema())
+            .expect("a valid schema");
+        let as_json = |text: &str| -> serde_json::Value {
+            serde_json::to_value(toml::from_str::<toml::Value>(text).expect("TOML")).unwrap()
+        };
+        let benches_sets: [&[&str]; 3] = [&[], &["parse"], &["parse", "serve"]];
+        for benches in benches_sets {
+            let text = config_text(&workspace(benches));
+            let errors: Vec<String> = validator
+                .iter_errors(&as_json(&text))
+                .map(|e| e.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{errors:?}\n{text}");
+        }
+        for wrong in [
+            "[build]\nbinz = [\"a\"]\n",
+            "[compare]\nrounds = \"many\"\n",
+            "[[service]]\nname = \"db\"\ncommand = \"db\"\nstop = { sginal = \"SIGINT\" }\n",
+        ] {
+            assert!(!validator.is_valid(&as_json(wrong)), "{wrong}");
+            // Loading refuses it too: the schema says no more than pgo-build does.
+            assert!(
+                crate::config::Config::parse(wrong, std::path::Path::new("/ws/x.toml")).is_err(),
+                "{wrong}"
+            );
+        }
     }
 }

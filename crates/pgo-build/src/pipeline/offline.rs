@@ -156,6 +156,25 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
             None => "from a placeholder command: replace it with real work".to_owned(),
         }
     ));
+    for server in crate::pipeline::init::likely_servers(&workspace) {
+        printer.info(format!(
+            "`{}` looks like a server: its [[service]] stops it with SIGINT; make that a \
+             signal it exits on normally, or it writes no profile",
+            server.name
+        ));
+    }
+    // The schema the `#:schema` line names: the one of this pgo-build, replaced when it was
+    // another version's (it is generated, never edited).
+    let schema_path = path.with_file_name(crate::pipeline::init::SCHEMA_FILE_NAME);
+    let schema = crate::config::schema_json();
+    if std::fs::read_to_string(&schema_path).ok().as_deref() != Some(schema.as_str()) {
+        crate::util::files::write_atomically(&schema_path, schema.as_bytes())?;
+        printer.info(format!(
+            "wrote {}: editors with TOML support (taplo, Even Better TOML) complete and check \
+             the configuration with it",
+            schema_path.display()
+        ));
+    }
     printer.info("next: `pgo-build doctor`, then `pgo-build run`");
     Ok(())
 }

@@ -65,7 +65,7 @@ pub fn optimize(
             "refusing to build with PGO: {} binar{} no usable profile data, and a binary \
              built with -Cprofile-use but no data for it is treated as all-cold - slower than \
              no PGO at all.\n  - {}\nFix: make a training workload in {} run {} to a normal \
-             exit (return from main or std::process::exit), or pass --allow-missing-profile \
+             exit (return from main or std::process::exit){}, or pass --allow-missing-profile \
              BIN to ship {} as a plain release build.",
             refused.len(),
             if refused.len() == 1 {
@@ -80,6 +80,15 @@ pub fn optimize(
                 .join("\n  - "),
             cx.config.display_path(),
             if refused.len() == 1 { "it" } else { "them" },
+            if cx.config.services.is_empty() {
+                String::new()
+            } else {
+                // A server killed by the stop signal is the usual cause with services.
+                "; a [[service]] exits normally only on a signal it handles: `stop = { signal \
+                 = \"SIGINT\" }` for one that stops on Ctrl-C (accepted: SIGTERM, the default, \
+                 SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2), or a `stop.command`"
+                    .to_owned()
+            },
             if refused.len() == 1 { "it" } else { "them" },
         );
     }

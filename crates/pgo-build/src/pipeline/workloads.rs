@@ -22,8 +22,10 @@ use crate::toolchain::targets::{self, Execution};
 /// How a service writes its profile when stopped.
 pub(super) const SERVICE_FIX: &str = "A service writes its profile when it exits normally, or \
     on SIGTERM/SIGINT when it calls pgo_build_rt::install(); in continuous mode \
-    ([pgo] continuous = true) any signal keeps what it ran. Stop it with a signal it handles or \
-    a `stop.command` that shuts it down, and give it a long enough stop.grace_period";
+    ([pgo] continuous = true) any signal keeps what it ran. Set the [[service]]'s `stop = { \
+    signal = \"SIGINT\" }` for a server that stops on Ctrl-C (or the signal it handles: SIGTERM, \
+    the default, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2), or a `stop.command` that shuts it \
+    down, and give it a long enough stop.grace_period";
 
 /// A training loop: workloads run one after the other against a stage's binaries.
 #[derive(Clone, Copy)]

@@ -49,14 +49,33 @@ fn without_benchmarks_one_edited_line_makes_init_s_configuration_run() {
         .run(&["run"])
         .failure()
         .stderr_contains("`pgo-build init` writes a commented pgo-build.toml to start from");
-    fixture.run(&["init"]).success();
-    // The placeholder fails the training with what to do, naming the file.
     fixture
-        .run(&["run", "--no-compare"])
-        .failure()
-        .stderr_contains(
-            "pgo-build.toml: replace the command of the train workload with real work",
-        );
+        .run(&["init"])
+        .success()
+        .stderr_contains("pgo-build.schema.json: editors with TOML support");
+    // The schema the first line names is there, and is this pgo-build's.
+    let written = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    assert!(
+        written.starts_with("#:schema ./pgo-build.schema.json\n"),
+        "{written}"
+    );
+    let schema = std::fs::read_to_string(fixture.root().join("pgo-build.schema.json")).unwrap();
+    let generated = fixture.run(&["generate", "schema"]);
+    assert_eq!(schema, generated.success().stdout());
+    // The placeholder fails doctor, and run before it builds anything, with what to do.
+    for args in [&["doctor"][..], &["run", "--no-compare"]] {
+        fixture
+            .run(args)
+            .failure()
+            .stderr_contains("workload `train` in")
+            .stderr_contains("still runs the placeholder `pgo-build init` wrote");
+    }
+    assert!(
+        !fixture
+            .root()
+            .join("target/pgo-build/instrumented")
+            .exists()
+    );
     fixture.edit("pgo-build.toml", |text| {
         let placeholder = text
             .lines()

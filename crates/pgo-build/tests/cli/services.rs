@@ -215,7 +215,8 @@ fn the_service_is_stopped_when_pgo_build_is_interrupted() {
         output: child.wait_with_output().unwrap(),
     };
     assert_eq!(run.output.status.code(), Some(130), "{}", run.describe());
-    run.stderr_contains("interrupted by SIGINT while workload `w`");
+    run.stderr_contains("interrupted by SIGINT while workload `w`")
+        .stderr_contains(&format!("service `server` (pid {server}, SIGTERM)"));
     assert!(ended(&client), "the client (pid {client}) is still running");
     assert!(
         ended(&server),
