@@ -165,6 +165,10 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
     print_gate(cx, &provenance);
     cx.printer.info(format!("provenance: {}", path.display()));
     if !provenance.passed {
+        if comparison.is_some() {
+            run.report
+                .fail_last_compare_run(&format!("the gate refused: {}", failures[0]));
+        }
         bail!(
             "the gate refuses the {} binaries:\n  - {}",
             shipped.name(),

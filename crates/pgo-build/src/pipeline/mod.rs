@@ -176,9 +176,18 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
             }),
         },
         Command::Export(args) => timed_step(cx, run, Step::Export, |cx, run| export(cx, run, args)),
-        Command::Compare(args) => timed_step(cx, run, Step::Compare, |cx, run| {
-            compare(cx, run, args).map(drop)
-        }),
+        Command::Compare(args) => {
+            let result = timed_step(cx, run, Step::Compare, |cx, run| {
+                compare(cx, run, args).map(drop)
+            });
+            // Measuring chosen variants is not part of building the release.
+            run.report.mark_standalone(Step::Compare.name());
+            if let Err(err) = run.report.save(&cx.layout.report()) {
+                cx.printer
+                    .warn(format!("could not write the report: {err:#}"));
+            }
+            result
+        }
         Command::Run(args) => run_all(cx, run, args),
         Command::Gate(args) => timed_step(cx, run, Step::Gate, |cx, run| gate(cx, run, args)),
         Command::Explore(args) => explore(cx, run, args),

@@ -358,6 +358,7 @@ pub(crate) fn stage_binaries(
                 stage.name().to_owned(),
                 BinaryRecord {
                     size_bytes: staged.size_bytes,
+                    loaded_bytes: staged.loaded_bytes,
                     compressed_bytes: staged.compressed_bytes,
                     path: staged.path.clone(),
                     pgo: staged.pgo,

@@ -169,7 +169,23 @@ impl Report {
             duration_secs: duration.as_secs_f64(),
             peak_memory_bytes,
             ran_at_unix: Some(now_unix()),
+            standalone: false,
         });
+    }
+
+    /// Marks the stage's latest record as run by its own command, outside the pipeline.
+    pub fn mark_standalone(&mut self, name: &str) {
+        if let Some(stage) = self.stages.iter_mut().rev().find(|s| s.name == name) {
+            stage.standalone = true;
+        }
+    }
+
+    /// The latest comparison's entry in the history failed after it measured (a gate that
+    /// refused the binaries): said there, so no report lists it as ok.
+    pub fn fail_last_compare_run(&mut self, why: &str) {
+        if let Some(last) = self.compare_history.last_mut() {
+            last.result = format!("failed: {}", why.lines().next().unwrap_or_default());
+        }
     }
 
     /// Records a stage that was reused: with the duration, peak memory and time of the run
@@ -182,6 +198,7 @@ impl Report {
             duration_secs: earlier.map_or(0.0, |e| e.duration_secs),
             peak_memory_bytes: earlier.and_then(|e| e.peak_memory_bytes),
             ran_at_unix: earlier.and_then(|e| e.ran_at_unix),
+            standalone: false,
         });
     }
 

@@ -25,6 +25,10 @@ pub struct StageRecord {
     /// When the stage's work ran (seconds since 1970); for a cached stage, the earlier run.
     #[serde(default)]
     pub ran_at_unix: Option<u64>,
+    /// Run by its own command outside `run`'s pipeline (a `pgo-build compare` of chosen
+    /// variants): shown, not counted in the pipeline's total.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standalone: bool,
 }
 
 impl StageRecord {
@@ -56,7 +60,12 @@ pub fn now_unix() -> u64 {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BinaryRecord {
+    /// The file's size, debug info and symbol tables included.
     pub size_bytes: u64,
+    /// Its loaded sections (about what `strip` leaves): the size `gate`, `[pgo]
+    /// max_size_growth` and the size table go by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_bytes: Option<u64>,
     /// Its loaded sections compressed with zstd -9 (about a release archive of it, stripped).
     #[serde(default)]
     pub compressed_bytes: Option<u64>,
@@ -66,13 +75,31 @@ pub struct BinaryRecord {
     pub bolted: bool,
 }
 
+/// What the size figures are, said under every table and chart of them.
+pub const SIZES_LEGEND: &str = "Sizes: the loaded sections (about what `strip` leaves; what \
+    the gate and [pgo] max_size_growth judge), then the whole file and the loaded part \
+    compressed with zstd -9.";
+
 impl BinaryRecord {
-    /// "5.1 MiB (zst 1.9 MiB)": the file, and its loaded part compressed when known.
+    /// The size bars and comparisons go by: the loaded size, else the file's.
+    pub fn judged_bytes(&self) -> u64 {
+        self.loaded_bytes.unwrap_or(self.size_bytes)
+    }
+
+    /// "2.2 MiB (file 3.2 MiB, zst 0.9 MiB)": the loaded size first (the one the gate judges),
+    /// then the file and the loaded part compressed, when known.
     pub fn size_text(&self) -> String {
-        let size = human_bytes(self.size_bytes);
-        match self.compressed_bytes {
-            Some(compressed) => format!("{size} (zst {})", human_bytes(compressed)),
-            None => size,
+        let file = human_bytes(self.size_bytes);
+        let compressed = self
+            .compressed_bytes
+            .map(|c| format!("zst {}", human_bytes(c)));
+        match (self.loaded_bytes, compressed) {
+            (Some(loaded), Some(compressed)) => {
+                format!("{} (file {file}, {compressed})", human_bytes(loaded))
+            }
+            (Some(loaded), None) => format!("{} (file {file})", human_bytes(loaded)),
+            (None, Some(compressed)) => format!("file {file} ({compressed})"),
+            (None, None) => format!("file {file}"),
         }
     }
 }

@@ -9,8 +9,8 @@ use crate::util::units::{figure, human_bytes};
 
 use super::file::Report;
 use super::records::{
-    BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed, StageRecord,
-    decider_label, metric_label, verdict_text,
+    BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed, SIZES_LEGEND,
+    StageRecord, decider_label, metric_label, verdict_text,
 };
 use crate::layout::step::Step;
 
@@ -93,11 +93,13 @@ impl Report {
     }
 
     /// The stage records of one pipeline run (what its total counts), and the others: other
-    /// commands (pack, gate, …) and failed retries of a stage that has a good run.
+    /// commands (pack, gate, a standalone compare, …) and failed retries of a stage that has
+    /// a good run.
     pub fn pipeline_stages(&self) -> PipelineStages<'_> {
         let (counted, other): (Vec<&StageRecord>, Vec<&StageRecord>) =
             self.stages.iter().partition(|stage| {
-                Step::from_name(&stage.name).is_some_and(Step::builds_the_release)
+                !stage.standalone
+                    && Step::from_name(&stage.name).is_some_and(Step::builds_the_release)
                     && self
                         .stage_record(&stage.name)
                         .is_some_and(|record| std::ptr::eq(record, *stage))
@@ -150,7 +152,7 @@ impl Report {
             }
             table.add_row(row);
         }
-        table.to_string()
+        format!("{table}\n{SIZES_LEGEND}")
     }
 }
 

@@ -372,6 +372,17 @@ fn a_failed_compare_does_not_replace_the_last_good_one_in_the_report() {
         .map(|s| s["result"].as_str().unwrap())
         .collect();
     assert_eq!(results, ["ok", "failed"]);
+    // Both ran as `pgo-build compare`, outside any pipeline: marked so, and out of its total.
+    assert!(
+        report["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["name"] == "compare")
+            .all(|s| s["standalone"] == true),
+        "{}",
+        report["stages"]
+    );
     let history = report["compare_history"].as_array().unwrap();
     assert_eq!(history.len(), 2, "{history:?}");
     assert_eq!(history[0]["result"], "ok");

@@ -78,6 +78,14 @@ fn the_gate_refuses_a_slower_build_and_a_stale_training() {
     let record = provenance(&fixture);
     assert_eq!(record["passed"], false);
     assert_eq!(record["verdicts"][0]["verdict"], "slower");
+    // Its comparison measured fine, but the report lists it as the gate's refusal.
+    let report = fixture.report();
+    let history = report["compare_history"].as_array().unwrap();
+    let last = history.last().unwrap()["result"].as_str().unwrap();
+    assert!(
+        last.starts_with("failed: the gate refused: `holdout`"),
+        "{last}"
+    );
     // The training's definition changed since it ran: stale, and nothing is measured.
     fixture.write(
         "pgo-build.toml",

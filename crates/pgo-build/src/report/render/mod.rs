@@ -14,11 +14,11 @@ use crate::measure::metric::Decider;
 use crate::measure::stats::Verdict;
 use crate::report::file::Report;
 use crate::report::records::{
-    BinaryRecord, CompareResult, CompareRun, OrderRecord, WorkloadComparison, decider_label,
-    verdict_text,
+    BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZES_LEGEND, WorkloadComparison,
+    decider_label, verdict_text,
 };
 use crate::report::tables::{PipelineStages, percent, share_of};
-use crate::util::units::human_bytes;
+use crate::util::units::{figure, human_bytes};
 
 const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
 const COLORS: [&str; 8] = [
@@ -67,7 +67,7 @@ pub fn markdown(report: &Report) -> String {
                 .collect();
             let _ = writeln!(out, "| {binary} | {} |", cells.join(" | "));
         }
-        out += "\n";
+        let _ = writeln!(out, "\n{SIZES_LEGEND}\n");
     }
     if let Some(order) = &report.startup_order {
         let _ = writeln!(out, "{}\n", startup_order_text(order));
@@ -386,7 +386,7 @@ fn sizes_section(report: &Report, out: &mut String) {
         .binaries
         .values()
         .flat_map(|s| s.values())
-        .map(|r| r.size_bytes)
+        .map(BinaryRecord::judged_bytes)
         .max()
         .unwrap_or(1)
         .max(1) as f64;
@@ -404,7 +404,7 @@ fn sizes_section(report: &Report, out: &mut String) {
             let Some(record) = stages.get(*stage) else {
                 continue;
             };
-            let w = 560.0 * record.size_bytes as f64 / max;
+            let w = 560.0 * record.judged_bytes() as f64 / max;
             let _ = write!(
                 svg,
                 "<text x=\"10\" y=\"{:.0}\">{stage}</text><rect x=\"110\" y=\"{y:.0}\" width=\"{w:.1}\" height=\"14\" fill=\"{}\"/>\
@@ -421,7 +421,8 @@ fn sizes_section(report: &Report, out: &mut String) {
     }
     let _ = write!(
         out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"{y:.0}\">{svg}</svg>"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"{y:.0}\">{svg}</svg><p>{}</p>",
+        escape(SIZES_LEGEND)
     );
 }
 
@@ -500,8 +501,8 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
             workload.workload,
             metric.direction_text(),
             compare.reference,
-            metric.reference_median,
-            metric.candidate_median,
+            figure(metric.reference_median),
+            figure(metric.candidate_median),
             metric.unit,
             s.median_ratio,
             s.ci_low,
@@ -598,8 +599,8 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
              <td class=\"{class}\">{}</td></tr>",
             escape(name),
             metric.direction_text(),
-            metric.reference_median,
-            metric.candidate_median,
+            figure(metric.reference_median),
+            figure(metric.candidate_median),
             escape(&metric.unit),
             s.median_ratio,
             s.ci_low,
