@@ -405,6 +405,15 @@ impl Workspace {
             }
             // Workloads find binaries by variable: two names mapping to one would shadow one.
             let variable = bin_env_var(&bin.name);
+            if variable == crate::exec::BIN_DIR_ENV {
+                bail!(
+                    "binary `{}` (package `{}`) would be ${variable} for workloads, which is \
+                     pgo-build's own variable for the directory of the stage's binaries; \
+                     leave it out (-p, --bin or [build] bins) or rename it",
+                    bin.name,
+                    bin.package
+                );
+            }
             if let Some(other) = selected[..i]
                 .iter()
                 .find(|other| bin_env_var(&other.name) == variable)
@@ -511,6 +520,18 @@ mod tests {
             })
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_binary_that_would_shadow_pgo_builds_own_variable_is_refused_before_any_build() {
+        let mut ws = workspace();
+        ws.binaries.push(BinTarget {
+            name: "dir".into(),
+            package: "tools".into(),
+        });
+        let err = ws.select(&Selection::default()).unwrap_err().to_string();
+        assert!(err.contains("binary `dir` (package `tools`)"), "{err}");
+        assert!(err.contains("$PGO_BUILD_BIN_DIR"), "{err}");
     }
 
     #[test]

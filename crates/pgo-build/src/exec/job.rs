@@ -109,10 +109,7 @@ impl Target<'_> {
                 METRICS_ENV.to_owned(),
                 run_dir.join(METRICS_FILE).display().to_string(),
             ),
-            (
-                "PGO_BUILD_BIN_DIR".to_owned(),
-                self.bin_dir.display().to_string(),
-            ),
+            (BIN_DIR_ENV.to_owned(), self.bin_dir.display().to_string()),
             ("PGO_BUILD_STAGE".to_owned(), self.stage.name().to_owned()),
             ("PGO_BUILD_WORKLOAD".to_owned(), workload.name().to_owned()),
         ];
@@ -210,6 +207,9 @@ pub(super) fn expand(word: &str, vars: &[(String, String)]) -> String {
 }
 
 /// `PGO_BUILD_BIN_<NAME>`: the name upper-cased, anything but letters and digits as `_`.
+/// The directory of the stage's binaries, for workloads; a binary named `dir` would shadow it.
+pub const BIN_DIR_ENV: &str = "PGO_BUILD_BIN_DIR";
+
 pub fn bin_env_var(name: &str) -> String {
     let suffix: String = name
         .chars()
