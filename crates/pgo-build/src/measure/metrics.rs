@@ -26,6 +26,8 @@ pub fn read(
     metric_lines: &[String],
 ) -> Result<RunMetrics, String> {
     let mut found: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    // The first lines each pattern matched: a message about them quotes them.
+    let mut matched: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut undeclared = Vec::new();
     let patterns: Vec<(&str, regex::Regex)> = specs
         .iter()
@@ -45,6 +47,10 @@ pub fn read(
                         )
                     })?;
                     found.entry(name).or_default().push(value);
+                    let lines = matched.entry(name).or_default();
+                    if lines.len() < 2 {
+                        lines.push(line.trim().to_owned());
+                    }
                 }
             }
         }
@@ -92,11 +98,26 @@ pub fn read(
         }
         if spec.percentiles.is_empty() {
             if reported.len() > 1 {
-                return Err(format!(
-                    "metric `{name}` was reported {} times in one run: a metric with one value \
-                     per request is a distribution; declare percentiles = [50, 95, 99] for it",
+                let mut message = format!(
+                    "metric `{name}` was reported {} times in one run",
                     reported.len()
-                ));
+                );
+                match matched.get(name).map(Vec::as_slice) {
+                    // Two different lines: likely two measurements (a SET and a GET figure).
+                    Some([first, second]) if first != second => {
+                        message += &format!(
+                            ": its pattern matched {first:?} and {second:?}. If these are different \
+                         measurements, make the pattern match one kind of line (include its \
+                         label) and declare a metric for each; if they are one value per \
+                         request, declare percentiles = [50, 95, 99] for it"
+                        )
+                    }
+                    _ => {
+                        message += ": a metric with one value per request is a distribution; \
+                                     declare percentiles = [50, 95, 99] for it"
+                    }
+                }
+                return Err(message);
             }
             values.insert(name.to_owned(), reported[0]);
         } else {
@@ -301,5 +322,34 @@ mod tests {
         );
         let bad = read(&specs, &log, &["p99 12".to_owned()]).unwrap_err();
         assert!(bad.contains("line 1 of $PGO_BUILD_METRICS"), "{bad}");
+    }
+
+    #[test]
+    fn a_pattern_matching_two_kinds_of_line_is_told_to_match_one() {
+        // redis-benchmark's summary: one pattern for "requests per second" matches both tests.
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("w.log");
+        std::fs::write(
+            &log,
+            "SET: 55348.75 requests per second\nGET: 61236.88 requests per second\n",
+        )
+        .unwrap();
+        let specs = specs(
+            r#"
+            [[metric]]
+            name = "rps"
+            direction = "higher"
+            pattern = '([0-9.]+) requests per second'
+            "#,
+        );
+        let err = read(&specs, &log, &[]).unwrap_err();
+        assert!(
+            err.contains("\"SET: 55348.75 requests per second\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("make the pattern match one kind of line"),
+            "{err}"
+        );
     }
 }
