@@ -94,6 +94,42 @@ fn without_benchmarks_one_edited_line_makes_init_s_configuration_run() {
 }
 
 #[test]
+fn cargo_runs_the_installed_cargo_pgo_build_beside_pgo_build() {
+    let fixture = Fixture::new("twobins");
+    // As `cargo install` leaves them: both binaries in one directory on PATH.
+    let bin = tempfile::tempdir().unwrap();
+    for name in ["pgo-build", "cargo-pgo-build"] {
+        let built = std::path::Path::new(env!("CARGO_BIN_EXE_pgo-build")).with_file_name(name);
+        std::fs::copy(&built, bin.path().join(name)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new("cargo")
+        .args(["pgo-build", "doctor"])
+        .current_dir(fixture.root())
+        .env("PATH", &path)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    Run { output }
+        .success()
+        .stderr_contains("pgo-build stage doctor ok");
+    // Alone, it says what is missing.
+    std::fs::remove_file(bin.path().join("pgo-build")).unwrap();
+    let output = Command::new(bin.path().join("cargo-pgo-build"))
+        .args(["pgo-build", "doctor"])
+        .output()
+        .unwrap();
+    Run { output }
+        .failure()
+        .stderr_contains("cargo-pgo-build runs the pgo-build installed beside it");
+}
+
+#[test]
 fn cargo_runs_pgo_build_as_its_pgo_build_subcommand() {
     let fixture = Fixture::new("twobins");
     let bin = tempfile::tempdir().unwrap();
