@@ -1,0 +1,216 @@
+//! The documentation holds together: every page of the book is in its table of contents,
+//! every relative link of the book, the README and ARCHITECTURE.md leads to a file (and a
+//! heading) that exists, and every `PGO_BUILD_*` variable the source names is documented.
+//! (`mdbook build docs` in `.ci/run` renders the book; this checks what mdbook does not.)
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, ext, out);
+        } else if path.extension().is_some_and(|e| e == ext) {
+            out.push(path);
+        }
+    }
+}
+
+/// The text outside fenced code blocks and inline code spans: links in code are not links.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            out.push('\n');
+            continue;
+        }
+        if fenced {
+            out.push('\n');
+            continue;
+        }
+        let mut in_code = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_code = !in_code;
+            } else if !in_code {
+                out.push(c);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Every `[text](target)` target of the prose.
+fn link_targets(text: &str) -> Vec<String> {
+    let prose = prose(text);
+    let mut targets = Vec::new();
+    let mut rest = prose.as_str();
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        if let Some(end) = rest.find(')') {
+            targets.push(rest[..end].trim().to_owned());
+        }
+    }
+    targets
+}
+
+/// mdbook's id of a heading: lower-case, letters, digits, `-` and `_` kept, spaces as `-`.
+fn heading_id(heading: &str) -> String {
+    heading
+        .replace('`', "")
+        .chars()
+        .filter_map(|c| {
+            if c.is_alphanumeric() || c == '_' || c == '-' {
+                Some(c.to_ascii_lowercase())
+            } else if c.is_whitespace() {
+                Some('-')
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+fn heading_ids(text: &str) -> BTreeSet<String> {
+    let mut fenced = false;
+    let mut ids = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if !fenced && line.starts_with('#') {
+            ids.insert(heading_id(line.trim_start_matches('#').trim()));
+        }
+    }
+    ids
+}
+
+/// What a book page shows: its text with `{{#include}}`d files inlined.
+fn rendered(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        match line
+            .trim()
+            .strip_prefix("{{#include ")
+            .and_then(|l| l.strip_suffix("}}"))
+        {
+            Some(included) => {
+                out += &std::fs::read_to_string(path.parent().unwrap().join(included))
+                    .unwrap_or_else(|err| {
+                        panic!("{}: {{{{#include {included}}}}}: {err}", path.display())
+                    })
+            }
+            None => out += line,
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_leads_to_a_file_and_heading_that_exist() {
+    let root = repo();
+    let mut pages = Vec::new();
+    files_under(&root.join("docs/src"), "md", &mut pages);
+    pages.push(root.join("README.md"));
+    pages.push(root.join("ARCHITECTURE.md"));
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = rendered(page);
+        for target in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+                continue;
+            }
+            let (file, anchor) = match target.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(file)
+            };
+            if !resolved.exists() {
+                broken.push(format!("{}: {target}: no such file", page.display()));
+                continue;
+            }
+            if let Some(anchor) = anchor
+                && resolved.extension().is_some_and(|e| e == "md")
+                && !heading_ids(&rendered(&resolved)).contains(anchor)
+            {
+                broken.push(format!("{}: {target}: no such heading", page.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn every_page_of_the_book_is_in_its_table_of_contents() {
+    let src = repo().join("docs/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let listed: BTreeSet<PathBuf> = link_targets(&summary)
+        .into_iter()
+        .map(|t| src.join(t))
+        .collect();
+    let mut pages = Vec::new();
+    files_under(&src, "md", &mut pages);
+    let missing: Vec<String> = pages
+        .iter()
+        .filter(|p| !p.ends_with("SUMMARY.md") && !listed.contains(*p))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "not in SUMMARY.md: {missing:?}");
+    for page in &listed {
+        assert!(
+            page.exists(),
+            "SUMMARY.md lists {} which does not exist",
+            page.display()
+        );
+    }
+}
+
+#[test]
+fn every_pgo_build_variable_of_the_source_is_documented() {
+    let root = repo();
+    let page = std::fs::read_to_string(root.join("docs/src/reference/environment.md")).unwrap();
+    let mut sources = Vec::new();
+    files_under(&root.join("crates"), "rs", &mut sources);
+    let mut names = BTreeSet::new();
+    for source in &sources {
+        let text = std::fs::read_to_string(source).unwrap();
+        // String literals that are a whole variable name.
+        for (at, _) in text.match_indices("\"PGO_BUILD_") {
+            let rest = &text[at + 1..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(rest.len());
+            if rest[end..].starts_with('"') && !rest[..end].ends_with('_') {
+                names.insert(rest[..end].to_owned());
+            }
+        }
+    }
+    // One row covers every binary's variable; the tests' own examples of it are not others.
+    let undocumented: Vec<&String> = names
+        .iter()
+        .filter(|n| n.as_str() == "PGO_BUILD_BIN_DIR" || !n.starts_with("PGO_BUILD_BIN_"))
+        .filter(|n| !page.contains(&format!("`{n}`")))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/src/reference/environment.md: {undocumented:?}"
+    );
+    assert!(
+        names.len() > 20,
+        "found only {names:?}: is the scan broken?"
+    );
+}
