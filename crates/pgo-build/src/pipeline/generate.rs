@@ -156,8 +156,24 @@ fn arguments(out: &mut String, command: &clap::Command, global: bool) {
     }
 }
 
+/// Help text as one line of markdown: `<` and `>` outside code spans escaped, so
+/// `target/pgo-build/<triple>/` reads as text and not as an HTML tag.
 fn flatten(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::with_capacity(line.len());
+    let mut in_code = false;
+    for c in line.chars() {
+        match c {
+            '`' => {
+                in_code = !in_code;
+                out.push(c);
+            }
+            '<' if !in_code => out.push_str("&lt;"),
+            '>' if !in_code => out.push_str("&gt;"),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
