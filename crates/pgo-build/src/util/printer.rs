@@ -86,11 +86,12 @@ impl Printer {
 
     pub fn info(&self, message: impl std::fmt::Display) {
         if self.verbosity > Verbosity::Quiet {
-            eprintln!("  {message}");
+            eprintln!("{}", prose(&format!("  {message}")));
         }
     }
 
-    /// Details only shown with `-v`: exact command lines, per-file decisions.
+    /// Details only shown with `-v`: exact command lines, per-file decisions. Never wrapped:
+    /// a command line is copied as it is.
     pub fn detail(&self, message: impl std::fmt::Display) {
         if self.is_verbose() {
             eprintln!("  {message}");
@@ -98,7 +99,7 @@ impl Printer {
     }
 
     pub fn warn(&self, message: impl std::fmt::Display) {
-        eprintln!("warning: {message}");
+        eprintln!("{}", prose(&format!("warning: {message}")));
     }
 
     /// Text from a tool (rendered rustc diagnostics), passed through unchanged.
@@ -131,7 +132,7 @@ impl Printer {
     }
 
     pub fn error(&self, error: &anyhow::Error) {
-        eprintln!("error: {error:#}");
+        eprintln!("{}", prose(&format!("error: {error:#}")));
     }
 }
 
@@ -202,6 +203,47 @@ impl Fitted for Table {
     }
 }
 
+/// Sentences for a person at a terminal: wrapped at spaces to its width, each continuation
+/// indented two more than the line it continues. Piped (CI logs, tests, `2>file`) a message
+/// stays one line, whole for grep.
+fn prose(text: &str) -> String {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return text.to_owned();
+    }
+    wrap(text, usize::from(table_width()))
+}
+
+/// `text` wrapped to `width` columns at spaces; a word longer than the width (a path) keeps
+/// a line of its own.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let lead = line.len() - line.trim_start().len();
+        // "warning: …" and "error: …" continue under the message, "  - …" under the item.
+        let indent = " ".repeat((lead + 2).min(width / 2));
+        let mut current = line[..lead].to_owned();
+        let mut has_word = false;
+        for word in line[lead..].split(' ').filter(|w| !w.is_empty()) {
+            if has_word && current.chars().count() + 1 + word.chars().count() > width {
+                out.push_str(&current);
+                out.push('\n');
+                current = indent.clone();
+                has_word = false;
+            }
+            if has_word {
+                current.push(' ');
+            }
+            current.push_str(word);
+            has_word = true;
+        }
+        out.push_str(&current);
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+
 /// `text` with every line longer than [`table_width`] wrapped at spaces: the legends printed
 /// under tables fit like the tables do.
 pub fn fit_lines(text: &str) -> String {
@@ -229,6 +271,26 @@ pub fn fit_lines(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prose_wraps_at_spaces_under_the_line_it_continues() {
+        let text = "warning: one two three four five six seven eight nine ten\n  - alpha beta gamma delta epsilon";
+        let wrapped = wrap(text, 20);
+        assert_eq!(
+            wrapped,
+            "warning: one two\n  three four five\n  six seven eight\n  nine ten\n  - alpha beta gamma\n    delta epsilon"
+        );
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 20),
+            "{wrapped}"
+        );
+        // A word wider than the width keeps a line of its own; nothing is lost.
+        let long = wrap("  see /a/very/long/path/that/does/not/fit here", 12);
+        assert_eq!(
+            long,
+            "  see\n    /a/very/long/path/that/does/not/fit\n    here"
+        );
+    }
 
     #[test]
     fn legends_wrap_at_spaces_to_the_table_width() {

@@ -154,3 +154,55 @@ fn cargo_runs_pgo_build_as_its_pgo_build_subcommand() {
     let run = Run { output };
     run.success().stderr_contains("pgo-build stage doctor ok");
 }
+
+/// At a terminal, sentences fit its width like tables do (a pseudo-terminal from `script`,
+/// at 80 and 120 columns); piped, each message stays one line.
+#[test]
+fn at_a_terminal_sentences_fit_its_width() {
+    let fixture = Fixture::new("twobins");
+    let _ = std::fs::remove_file(fixture.root().join("pgo-build.toml"));
+    fixture.run(&["init"]).success();
+    // doctor refuses init's placeholder with a long sentence.
+    let piped = fixture.run(&["doctor"]);
+    let message = piped
+        .stderr()
+        .lines()
+        .find(|l| l.starts_with("error: workload `train`"))
+        .unwrap_or_else(|| panic!("{}", piped.describe()))
+        .to_owned();
+    assert!(message.len() > 200, "{message}");
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    for width in [80, 120] {
+        let command = format!(
+            "{:?} --manifest-path {:?} doctor",
+            env!("CARGO_BIN_EXE_pgo-build"),
+            fixture.root().join("Cargo.toml")
+        );
+        let output = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(fixture.root())
+            .env("COLUMNS", width.to_string())
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+        // Paths are words that may not fit; every line of prose does.
+        for line in shown.lines().filter(|l| !l.contains('/')) {
+            assert!(line.chars().count() <= width, "{width}: {line:?}\n{shown}");
+        }
+        // The error went on over more lines, under itself.
+        let mut lines = shown.lines().skip_while(|l| !l.starts_with("error: "));
+        lines.next();
+        assert!(
+            lines.next().is_some_and(|l| l.starts_with("  ")),
+            "{width}:\n{shown}"
+        );
+        // Nothing is lost: the same words as the piped message.
+        let start = shown.find("error: workload `train`").expect("the error");
+        assert!(
+            words(&shown[start..]).starts_with(&words(&message)),
+            "{width}:\n{shown}"
+        );
+    }
+}

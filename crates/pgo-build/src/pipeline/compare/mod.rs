@@ -75,8 +75,8 @@ pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<Compar
                      although the distribution's median is not",
                     comparison.workload,
                     (metric.summary.median_ratio - 1.0) * 100.0,
-                    metric.reference_median,
-                    metric.candidate_median,
+                    crate::util::units::figure(metric.reference_median),
+                    crate::util::units::figure(metric.candidate_median),
                     metric.unit
                 ));
             }
