@@ -208,6 +208,24 @@ fn record_c_compiles(
                 .join("; ")
         ));
     }
+    let mut dropped_flags: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for record in &records {
+        let flags = dropped_flags.entry(record.package.clone()).or_default();
+        for flag in &record.dropped_flags {
+            if !flags.contains(flag) {
+                flags.push(flag.clone());
+            }
+        }
+    }
+    dropped_flags.retain(|_, flags| !flags.is_empty());
+    for (package, flags) in &dropped_flags {
+        cx.printer.info(format!(
+            "{package}: its build script's {} left out: the user's compiler rejects it where \
+             clang accepts it, and the C++ standard library stays the one your toolchain links \
+             (CXXFLAGS=-stdlib=libc++ keeps it)",
+            flags.join(" ")
+        ));
+    }
     let c = cx.settings.c.as_ref();
     run.report.c_compilers.insert(
         stage.name().to_owned(),
@@ -217,6 +235,7 @@ fn record_c_compiles(
             flags: spec.flags.clone(),
             packages,
             system_libraries: dynamic_libs.clone(),
+            dropped_flags,
         },
     );
     cc::diagnostics(&records)

@@ -675,6 +675,10 @@ pub struct CCompilerRecord {
     /// compiles (a system library), which gets no profile.
     #[serde(default)]
     pub system_libraries: BTreeMap<String, Vec<String>>,
+    /// Package → flags its build script gave that clang left out, to build what the user's
+    /// compiler would (`-stdlib=libc++`, which g++ rejects and clang accepts).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped_flags: BTreeMap<String, Vec<String>>,
 }
 
 /// What the rustc of one stage's build did against the budget, for the report.

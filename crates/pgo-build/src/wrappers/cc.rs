@@ -99,6 +99,31 @@ pub struct CompileRecord {
     /// LLVM's profile warnings (`hash mismatch`, `no profile data available for function`).
     #[serde(default)]
     pub profile_warnings: Vec<String>,
+    /// Flags of the build script left out so clang builds what the user's compiler would
+    /// (see [`USERS_STDLIB_ONLY`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_flags: Vec<String>,
+}
+
+/// A build script's probes decide by the compiler in front of them: `flag_if_supported(
+/// "-stdlib=libc++")` fails under g++ and is skipped in the user's own build, and succeeds under
+/// clang, which then compiles the C++ against libc++ headers that nothing links (or that are
+/// not installed). So the flag is left out unless the user's own flags ask for it: the C++
+/// standard library stays the one the user's toolchain links.
+const USERS_STDLIB_ONLY: &str = "-stdlib=libc++";
+
+/// Whether the user's own C++ flags (the variables the `cc` crate reads) choose `flag`.
+fn users_flags_choose(flag: &str) -> bool {
+    let target = std::env::var("TARGET").unwrap_or_default();
+    [
+        "CXXFLAGS".to_owned(),
+        "TARGET_CXXFLAGS".to_owned(),
+        format!("CXXFLAGS_{target}"),
+        format!("CXXFLAGS_{}", target.replace('-', "_")),
+    ]
+    .iter()
+    .filter_map(|name| std::env::var(name).ok())
+    .any(|value| value.split_whitespace().any(|word| word == flag))
 }
 
 /// When the `cc` crate (or cmake) started pgo-build as its C compiler: compiles and returns the
@@ -130,7 +155,11 @@ const SOURCE_EXTENSIONS: [&str; 9] = ["c", "cc", "cpp", "cxx", "c++", "C", "m", 
 fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
     let spec: WrapperSpec = serde_json::from_slice(&crate::util::files::read(spec_path)?)
         .with_context(|| format!("{} is not a wrapper spec", spec_path.display()))?;
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let given: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let keep_stdlib = users_flags_choose(USERS_STDLIB_ONLY);
+    let (args, dropped): (Vec<OsString>, Vec<OsString>) = given
+        .into_iter()
+        .partition(|arg| keep_stdlib || arg != USERS_STDLIB_ONLY);
     let real = if cxx { &spec.clangxx } else { &spec.clang };
     let mut command = match &spec.launcher {
         Some(launcher) => {
@@ -195,6 +224,7 @@ fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
             output,
             success: code == 0,
             profile_warnings,
+            dropped_flags: dropped.iter().map(text).collect(),
         };
         // The compile's outcome is clang's: a log that cannot be written is only reported.
         if let Err(err) = crate::wrappers::linker::append_record(&spec.log, &record) {

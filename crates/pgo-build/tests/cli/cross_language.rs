@@ -421,3 +421,41 @@ fn a_system_library_a_build_script_links_is_named_as_unprofiled() {
         "its own C is still profiled"
     );
 }
+
+/// A build script that probes `-stdlib=libc++` (as unrar-ng-sys does) builds under clang what
+/// it builds under the user's g++: the flag is left out, the C++ compiles against the standard
+/// library the toolchain links, and its functions are in the profile with counts.
+#[test]
+fn a_build_scripts_libcxx_probe_keeps_the_users_cxx_standard_library() {
+    let fixture = Fixture::new("cppdep");
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("words: its build script's -stdlib=libc++ left out");
+    let report = fixture.report();
+    check_schema(&report, &report_schema(), "report");
+    for stage in ["instrumented", "optimized"] {
+        assert_eq!(
+            report["c_compilers"][stage]["dropped_flags"]["words"],
+            serde_json::json!(["-stdlib=libc++"]),
+            "{stage}: {}",
+            report["c_compilers"]
+        );
+    }
+    let show = fixture.run(&["profile", "show", "--json", "--top", "40"]);
+    show.success();
+    let shown: serde_json::Value = serde_json::from_str(&show.stdout()).unwrap();
+    let counted = shown["hottest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "distinct_words")
+        .unwrap_or_else(|| panic!("the C++ function is not in the profile: {shown}"));
+    assert_eq!(counted["crate"], "words (C)", "{shown}");
+    assert!(counted["count"].as_u64().unwrap() > 1000, "{shown}");
+    let expected = run_binary(&fixture.stage_bin("baseline", "words"), &["3000", "2"]);
+    assert_eq!(
+        run_binary(&fixture.stage_bin("optimized", "words"), &["3000", "2"]),
+        expected
+    );
+}
