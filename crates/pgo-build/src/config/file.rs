@@ -408,7 +408,6 @@ mod tests {
     use super::*;
     use crate::config::values::{DEFAULT_TIMEOUT, parse_duration};
     use crate::config::{LinkJobs, OnCorrupt};
-    use crate::measure::memory::MemoryBudget;
     use crate::measure::metric::Rounds;
 
     fn parse(text: &str) -> Result<Config> {
@@ -648,17 +647,25 @@ allow_failure = true
     }
 
     #[test]
-    fn the_readmes_example_configuration_parses() {
-        let readme = include_str!("../../../../README.md");
-        let start = readme
-            .find("```toml\n[compare]")
-            .expect("the README shows a pgo-build.toml")
-            + 8;
-        let end = start + readme[start..].find("```").unwrap();
-        let config = parse(&readme[start..end]).unwrap();
-        assert_eq!(config.workloads.len(), 1);
-        assert!(matches!(config.build.link_jobs, Some(LinkJobs::Auto(_))));
-        assert_eq!(config.build.memory_budget, MemoryBudget::Auto);
+    fn the_configurations_the_readme_and_getting_started_show_parse() {
+        for (name, text) in [
+            ("README.md", include_str!("../../../../README.md")),
+            (
+                "getting-started.md",
+                include_str!("../../../../docs/src/guide/getting-started.md"),
+            ),
+        ] {
+            let blocks: Vec<&str> = text
+                .split("```toml\n")
+                .skip(1)
+                .map(|rest| &rest[..rest.find("```").expect("a closed block")])
+                .collect();
+            assert!(blocks.len() >= 2, "{name} shows a pgo-build.toml");
+            for block in blocks {
+                let config = parse(block).unwrap_or_else(|err| panic!("{name}: {err:#}\n{block}"));
+                assert!(!config.workloads.is_empty(), "{name}:\n{block}");
+            }
+        }
     }
 
     #[test]

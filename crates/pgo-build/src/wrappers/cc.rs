@@ -435,6 +435,7 @@ mod tests {
             success: true,
             functions: functions.iter().map(|f| f.to_string()).collect(),
             profile_warnings: Vec::new(),
+            dropped_flags: Vec::new(),
         };
         let origins = COrigins::new(&[
             record(
