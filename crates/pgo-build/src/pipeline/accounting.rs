@@ -298,3 +298,65 @@ fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> Strin
     }
     out.to_string()
 }
+
+/// Every train run is accounted for by what it ran: the instrumented processes it started,
+/// per binary. A run that started none (a command that does not run the binaries, a
+/// misspelt variable) contributed nothing, and the profile it leaves is not the one the
+/// configuration describes: refused, `--strict` or not, like a binary without a profile.
+pub(super) fn refuse_idle_workloads(
+    cx: &Context,
+    runs: &[(String, std::path::PathBuf)],
+    accounting: &Accounting,
+) -> Result<()> {
+    let mut idle = Vec::new();
+    for (run_name, dir) in runs {
+        let mut per_binary: std::collections::BTreeMap<String, usize> = Default::default();
+        for profile in accounting
+            .profiles
+            .iter()
+            .filter(|p| &p.workload == run_name)
+        {
+            let binary = profile
+                .binary
+                .clone()
+                .unwrap_or_else(|| "its cargo targets".to_owned());
+            *per_binary.entry(binary).or_default() += profile.processes.max(1);
+        }
+        let started =
+            profiles::start_marker::starts_by_executable(&[(run_name.clone(), dir.clone())]);
+        if per_binary.is_empty() && started.is_empty() {
+            idle.push(run_name.clone());
+            continue;
+        }
+        if !per_binary.is_empty() {
+            cx.printer.detail(format!(
+                "workload `{run_name}` ran {}",
+                per_binary
+                    .iter()
+                    .map(|(binary, n)| format!(
+                        "{binary} ({n} process{})",
+                        if *n == 1 { "" } else { "es" }
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    if idle.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "train workload{} `{}` ran no instrumented binary: {} contributed nothing to the \
+         profile, which would then describe the other workloads' work only. Make {} run the \
+         binaries through $PGO_BUILD_BIN_<NAME> or $PGO_BUILD_BIN_DIR (the log is in {}), or \
+         make {} role = \"holdout\" or remove {} from {}",
+        if idle.len() == 1 { "" } else { "s" },
+        idle.join("`, `"),
+        if idle.len() == 1 { "it" } else { "they" },
+        if idle.len() == 1 { "it" } else { "them" },
+        cx.layout.logs_dir().display(),
+        if idle.len() == 1 { "it" } else { "them" },
+        if idle.len() == 1 { "it" } else { "them" },
+        cx.config.display_path()
+    )
+}

@@ -15,7 +15,7 @@ use comfy_table::Table;
 
 use super::accounting::{
     Trained, account_dirs, cargo_only_message, no_profile_message, print_accounting,
-    report_accounting, usable_training,
+    refuse_idle_workloads, report_accounting, usable_training,
 };
 use super::bundles::{MergedBundles, merged_bundles};
 use super::committed::{self, committed_profile};
@@ -298,6 +298,7 @@ fn trained_profile_inputs(
             accounting
         }
     };
+    refuse_idle_workloads(cx, &usable, &accounting)?;
     if accounting.profiles.is_empty() {
         bail!(
             "there are no raw profiles under {}: run `pgo-build train` (with the training \

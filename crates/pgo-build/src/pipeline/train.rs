@@ -9,7 +9,8 @@ use anyhow::{Context as _, Result};
 
 use super::accounting::{
     ENDED_WITHOUT_WRITING, Trained, account_dirs, cargo_only_message, no_profile_message,
-    print_accounting, print_cargo_coverage, report_accounting, trained_workloads,
+    print_accounting, print_cargo_coverage, refuse_idle_workloads, report_accounting,
+    trained_workloads,
 };
 use super::context::{Context, Run};
 use super::workloads::{
@@ -102,6 +103,7 @@ pub fn train(cx: &Context, run: &mut Run, args: &TrainArgs) -> Result<Trained> {
         ));
     }
     let accounting = account_dirs(cx, &usable, &instrumented)?;
+    refuse_idle_workloads(cx, &usable, &accounting)?;
     print_accounting(cx, &accounting);
     report_accounting(cx, run, &accounting)?;
     let from_cargo = print_cargo_coverage(cx, &accounting)?;

@@ -556,3 +556,32 @@ fn doctor_prints_the_user_rustflags_it_found_and_no_empty_list() {
         .success()
         .stderr_contains("user rustflags (RUSTFLAGS): -Cdebuginfo=1");
 }
+
+#[test]
+fn a_train_workload_that_runs_no_instrumented_binary_is_refused() {
+    let fixture = Fixture::new("twobins");
+    // t0 covers both binaries, so per-binary accounting alone would see nothing wrong.
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER",
+        "true",
+    ]);
+    fixture.run(&["instrument"]).success();
+    for args in [&["train"][..], &["train", "--strict"]] {
+        fixture
+            .run(args)
+            .failure()
+            .stderr_contains("train workload `t1` ran no instrumented binary")
+            .stderr_contains("contributed nothing to the profile");
+    }
+    // Nor does optimize merge what the runs left.
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("train workload `t1` ran no instrumented binary");
+    // Fixed, training goes through.
+    fixture.config(&[
+        "$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_APP work 10",
+    ]);
+    fixture.run(&["train"]).success();
+}
