@@ -40,12 +40,20 @@ pub fn read(
         for line in text.lines().filter(|l| !l.starts_with("# pgo-build")) {
             for (name, regex) in &patterns {
                 if let Some(value) = regex.captures(line).and_then(|c| c.get(1)) {
-                    let value: f64 = value.as_str().trim().parse().map_err(|_| {
-                        format!(
-                            "metric `{name}`: its pattern matched {:?}, which is not a number",
-                            value.as_str()
-                        )
-                    })?;
+                    // "nan" and "inf" parse as f64 but are no measurement: refused like text.
+                    let value: f64 = value
+                        .as_str()
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|v: &f64| v.is_finite())
+                        .ok_or_else(|| {
+                            format!(
+                                "metric `{name}`: its pattern matched {:?}, which is not a \
+                                 finite number",
+                                value.as_str()
+                            )
+                        })?;
                     found.entry(name).or_default().push(value);
                     let lines = matched.entry(name).or_default();
                     if lines.len() < 2 {
@@ -322,6 +330,19 @@ mod tests {
         );
         let bad = read(&specs, &log, &["p99 12".to_owned()]).unwrap_err();
         assert!(bad.contains("line 1 of $PGO_BUILD_METRICS"), "{bad}");
+        // Not a measurement, though f64 would parse it.
+        let specs = specs_with_pattern("p99: (\\S+)");
+        for value in ["NaN", "inf", "-inf"] {
+            std::fs::write(&log, format!("p99: {value}\n")).unwrap();
+            let err = read(&specs, &log, &[]).unwrap_err();
+            assert!(err.contains("not a finite number"), "{value}: {err}");
+        }
+    }
+
+    fn specs_with_pattern(pattern: &str) -> Vec<MetricSpec> {
+        specs(&format!(
+            "[[metric]]\nname = \"p99_ms\"\ndirection = \"lower\"\npattern = '{pattern}'\n"
+        ))
     }
 
     #[test]
