@@ -40,7 +40,7 @@ pub struct Entry {
     pub pid: u32,
     /// When the process started (clock ticks since boot, from `/proc/<pid>/stat`): after an
     /// owner died (an OOM kill), its pid can belong to another process, which is not this
-    /// entry. Absent in entries of older pgo-builds.
+    /// entry. Absent in entries of older pgo-builds, which are stale where /proc can tell.
     #[serde(default)]
     pub started: Option<u64>,
     pub krate: String,
@@ -142,9 +142,10 @@ impl Ledger {
                 && match crate::measure::memory::process(entry.pid as i32) {
                     // Ended, not yet reaped: it holds no memory.
                     Some(process) if process.state == 'Z' => false,
-                    Some(process) => entry
-                        .started
-                        .is_none_or(|started| started == process.started),
+                    // An entry without a start time (an older pgo-build's) cannot be told
+                    // from one whose pid another process took since: it is stale, or it
+                    // would block builds for as long as that process lives.
+                    Some(process) => entry.started == Some(process.started),
                     None => true,
                 }
         };
@@ -310,7 +311,7 @@ mod tests {
     fn entry(pid: u32, bytes: u64, since: f64) -> Entry {
         Entry {
             pid,
-            started: None,
+            started: process_start(pid),
             krate: format!("c{pid}"),
             bytes,
             since,
@@ -463,7 +464,15 @@ mod tests {
         with_ledger(&path, |l| l.running = vec![reused, zombie, owner.clone()]).unwrap();
         let ledger = with_ledger(&path, |l| l.clone()).unwrap();
         ended.wait().unwrap();
-        assert_eq!(ledger.running, [owner]);
+        assert_eq!(ledger.running, [owner.clone()]);
         assert!(ledger.describe_running().contains("1 running"));
+        // An older pgo-build's entry (no start time) for a live pid is stale too.
+        let old_format = Entry {
+            started: None,
+            ..entry(me, 64 * GIB, 0.0)
+        };
+        with_ledger(&path, |l| l.running = vec![old_format, owner.clone()]).unwrap();
+        let ledger = with_ledger(&path, |l| l.clone()).unwrap();
+        assert_eq!(ledger.running, [owner]);
     }
 }
