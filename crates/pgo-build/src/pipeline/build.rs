@@ -5,7 +5,9 @@
 use anyhow::{Result, bail};
 
 use super::context::{Context, Run};
-use super::stage_build::{build_and_stage, check_bolt_compatible_profile, plain_flags};
+use super::stage_build::{
+    build_and_stage, check_bolt_compatible_profile, check_lld_before_building, plain_flags,
+};
 use crate::cargo::settings::BUILD_ID_FLAG;
 use crate::cargo::settings::CONTINUOUS_FLAGS;
 use crate::config::StartupOrder;
@@ -21,6 +23,7 @@ pub fn build_baseline(cx: &Context, run: &mut Run) -> Result<()> {
 }
 
 pub fn instrument(cx: &Context, run: &mut Run) -> Result<()> {
+    check_lld_before_building(cx)?;
     let mut flags = vec![
         format!(
             "-Cprofile-generate={}",

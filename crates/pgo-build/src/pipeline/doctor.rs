@@ -84,6 +84,7 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
         printer.warn(problem);
     }
     placeholder_left(cx)?;
+    super::stage_build::check_lld_before_building(cx)?;
     doctor_c(cx)?;
     if cx.platform.explicit {
         doctor_target(cx)?;

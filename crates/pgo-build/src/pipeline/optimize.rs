@@ -105,6 +105,7 @@ pub fn optimize(
     let profile = inputs.path.clone();
 
     check_bolt_compatible_profile(cx)?;
+    super::stage_build::check_lld_before_building(cx)?;
     // Not in the checkout: the same path from every checkout, for a compile cache. (A
     // path relative to the workspace root would not do: cargo runs rustc for registry
     // crates in their own directories.)

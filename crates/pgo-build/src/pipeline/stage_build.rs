@@ -549,3 +549,58 @@ pub(super) fn executables_of(
         })
         .collect()
 }
+
+/// Settings that only lld can carry out (`startup_order`'s function order, cross-language
+/// ThinLTO's bitcode) against the link the builds will run: a probe program linked with the
+/// user's rustflags and linker, its link line printed by rustc and judged as the linker
+/// wrapper judges the real one. Run by `doctor` (so `run` refuses before the first build) and
+/// before `instrument`'s and `optimize`'s builds, not after hours of them.
+pub(super) fn check_lld_before_building(cx: &Context) -> Result<()> {
+    let needs = if cx.config.pgo.startup_order != crate::config::StartupOrder::Off {
+        format!(
+            "[pgo] startup_order = \"{}\" passes the function order to the linker",
+            cx.config.pgo.startup_order.name()
+        )
+    } else if cx
+        .settings
+        .c
+        .as_ref()
+        .is_some_and(|c| c.mode == crate::config::CBuild::PgoXlto)
+    {
+        "cross-language ThinLTO leaves LLVM bitcode for the linker to optimize".to_owned()
+    } else {
+        return Ok(());
+    };
+    let probe = cx.layout.root().join("lld-probe");
+    crate::util::files::create_dir_all(&probe)?;
+    let source = probe.join("probe.rs");
+    crate::util::files::write(&source, "fn main() {}\n")?;
+    let mut linker = std::ffi::OsString::from("linker=");
+    linker.push(&cx.platform.linker);
+    let mut cmd = crate::util::command::Cmd::new(&cx.rustc.program)
+        .args(["--print", "link-args", "-C"])
+        .arg(linker)
+        .args(&cx.user_flags.flags)
+        .arg("-o")
+        .arg(probe.join("probe"))
+        .arg(&source)
+        .cwd(&probe);
+    if cx.platform.explicit {
+        cmd = cmd.args(["--target", &cx.platform.triple]);
+    }
+    let printed = cmd
+        .stdout_checked(&cx.printer)
+        .context("could not link a probe program to see which linker the builds will run")?;
+    crate::util::files::remove_dir_all(&probe)?;
+    // One line: the linker's words, each quoted (`"cc" "-m64" … "-fuse-ld=lld" …`).
+    let words: Vec<std::ffi::OsString> = printed
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(std::ffi::OsString::from)
+        .collect();
+    match crate::profiles::startup_order::lld_missing(&words, &cx.platform.linker, &needs) {
+        Some(problem) => bail!("{problem} (found before any build, by linking a probe program)"),
+        None => Ok(()),
+    }
+}

@@ -122,18 +122,35 @@ fn startup_order_without_traces_or_without_lld_is_refused() {
     fixture.run(&["instrument"]).success();
     fixture.run(&["train"]).success();
     fixture.run(&["optimize"]).success();
-    // A link through GNU ld cannot take lld's options: named before it fails obscurely.
+    // A link through GNU ld cannot take lld's options: found by a probe link before any
+    // build (doctor, so `run` before its first; instrument; optimize), not at the last link.
     let with_bfd = |command: &str| {
         let mut run = fixture.command(&[command]);
         run.env("RUSTFLAGS", "-Clink-arg=-fuse-ld=bfd");
         fixture.run_with(run)
     };
-    with_bfd("instrument").success();
-    with_bfd("train").success();
-    with_bfd("optimize")
-        .failure()
-        .stderr_contains(
-            "[pgo] startup_order = \"balanced\" passes the function order to the linker",
-        )
-        .stderr_contains("this link runs `cc` without lld");
+    for command in ["doctor", "instrument", "run"] {
+        let refused = with_bfd(command);
+        refused
+            .failure()
+            .stderr_contains(
+                "[pgo] startup_order = \"balanced\" passes the function order to the linker",
+            )
+            .stderr_contains("this link runs `cc` without lld")
+            .stderr_contains("found before any build");
+        assert!(
+            !refused.stderr().contains("cargo build of"),
+            "{command}: {}",
+            refused.describe()
+        );
+    }
+    // optimize refuses too, before building (here already for the rustflags that differ
+    // from the instrumented build's).
+    let refused = with_bfd("optimize");
+    refused.failure();
+    assert!(
+        !refused.stderr().contains("cargo build of"),
+        "{}",
+        refused.describe()
+    );
 }
