@@ -328,9 +328,35 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
     // Each bundle's profiles, extracted, with that bundle's weight.
     let extracted = cx.layout.profiles_dir().join("bundles");
     let mut inputs: Vec<(u64, Option<String>, PathBuf)> = Vec::new();
+    // Bundles are told apart by what they hold, not by what their manifests say: a bundle
+    // given twice under two labels (a manifest edited, a job's artifact uploaded twice)
+    // would double its counts.
+    let mut contents: BTreeMap<String, &PathBuf> = BTreeMap::new();
     for (k, (path, manifest)) in bundles.iter().enumerate() {
         let dir = extracted.join(k.to_string());
         bundle::extract(path, &dir)?;
+        let mut files: Vec<&str> = manifest.profiles.iter().map(|p| p.file.as_str()).collect();
+        files.sort_unstable();
+        let mut content = String::new();
+        for file in files {
+            let member = dir.join(file);
+            if member.is_file() {
+                content += &format!("{file} {}\n", crate::util::files::sha256_of(&member)?);
+            }
+        }
+        let digest = crate::util::files::sha256_hex(content.as_bytes());
+        if let Some(earlier) = contents.insert(digest.clone(), path) {
+            if !manifest.profiles.is_empty() {
+                bail!(
+                    "refusing to merge: {} and {} hold the same profiles (content sha256 {}), \
+                     whatever their manifests say: one shard's bundle given twice would double \
+                     its counts. Pass each shard's own bundle once",
+                    earlier.display(),
+                    path.display(),
+                    &digest[..16]
+                );
+            }
+        }
         for profile in &manifest.profiles {
             let file = dir.join(&profile.file);
             if !file.is_file() {

@@ -221,6 +221,23 @@ fn merge_refuses_bundles_of_other_trainings_and_duplicate_shards_and_warns_about
         .run(&["--strict", "merge", &bundle("s1.pgo"), &bundle("s3.pgo")])
         .failure()
         .stderr_contains("shard 2/3 missing");
+    // Shard 1's bundle relabelled as shard 2: its manifest lies, its content does not.
+    rewrite_bundle(
+        Path::new(&bundle("s1.pgo")),
+        Path::new(&bundle("s1-as-2.pgo")),
+        |m| {
+            m["shard"]["index"] = 2.into();
+        },
+    );
+    fixture
+        .run(&[
+            "merge",
+            &bundle("s1.pgo"),
+            &bundle("s1-as-2.pgo"),
+            &bundle("s3.pgo"),
+        ])
+        .failure()
+        .stderr_contains("hold the same profiles");
 
     rewrite_bundle(
         Path::new(&bundle("s2.pgo")),
