@@ -307,6 +307,34 @@ mod tests {
     }
 
     #[test]
+    fn binaries_of_a_stage_whose_last_build_failed_are_said_to_be_an_earlier_builds() {
+        let mut report = Report::new(Path::new("/ws"));
+        for stage in ["baseline", "optimized"] {
+            report.binaries.entry("app".into()).or_default().insert(
+                stage.into(),
+                BinaryRecord {
+                    size_bytes: 3 << 20,
+                    loaded_bytes: Some(2 << 20),
+                    compressed_bytes: None,
+                    path: "/ws/app".into(),
+                    pgo: stage == "optimized",
+                    bolted: false,
+                },
+            );
+        }
+        report.record_stage("build", "ok", Duration::from_secs(3), None);
+        report.record_stage("optimize", "ok", Duration::from_secs(3), None);
+        assert!(!report.size_table().contains("earlier build"));
+        report.record_stage("optimize", "failed", Duration::from_secs(3), None);
+        let table = report.size_table();
+        assert!(
+            table.contains("2.0 MiB (file 3.0 MiB) (an earlier build: this one failed)"),
+            "{table}"
+        );
+        assert_eq!(table.matches("earlier build").count(), 1, "{table}");
+    }
+
+    #[test]
     fn a_stage_that_starts_again_drops_its_old_sections() {
         let mut report = Report::new(Path::new("/ws"));
         report.merged_profile = Some(serde_json::json!({"path": "old"}));

@@ -135,10 +135,25 @@ impl Report {
         table.set_header(std::iter::once("Binary").chain(stages));
         // "zst": the loaded sections compressed with zstd -9, as a release archive of the
         // stripped binary would take.
+        // A stage whose last build failed keeps the binaries of an earlier one: said so,
+        // never shown as if they were this build's.
+        let failed: Vec<&str> = stages
+            .into_iter()
+            .filter(|stage| {
+                Step::ALL
+                    .into_iter()
+                    .find(|step| step.rewrites().iter().any(|s| s.name() == *stage))
+                    .and_then(|step| self.stages.iter().rev().find(|r| r.name == step.name()))
+                    .is_some_and(|record| record.result == "failed")
+            })
+            .collect();
         for (binary, per_stage) in &self.binaries {
             let mut row = vec![Cell::new(binary)];
             for stage in stages {
                 let text = match per_stage.get(stage) {
+                    Some(record) if failed.contains(&stage) => {
+                        format!("{} (an earlier build: this one failed)", record.size_text())
+                    }
                     Some(record) if stage == "optimized" && !record.pgo => {
                         format!("{} (no PGO)", record.size_text())
                     }
