@@ -188,6 +188,14 @@ pub fn parse_size(text: &str) -> Option<u64> {
     Some((number * scale) as u64)
 }
 
+/// MemTotal from /proc/meminfo: no process here can need more.
+pub fn total_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// MemAvailable from /proc/meminfo.
 pub fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;

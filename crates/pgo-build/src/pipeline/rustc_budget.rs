@@ -190,7 +190,36 @@ fn carried_estimates(cx: &Context) -> Option<(PathBuf, CarriedEstimates)> {
         .root
         .join(cx.config.build.rustc_estimates.as_ref()?);
     match CarriedEstimates::read(&path) {
-        Ok(Some(carried)) => Some((path, carried)),
+        Ok(Some(mut carried)) => {
+            // A peak no process here could reach is not a measurement (a hand-edited or
+            // corrupted file): believed, it would make every crate build alone.
+            let limit = crate::measure::memory::total_memory().unwrap_or(u64::MAX);
+            let mut total = 0;
+            for stages in carried.targets.values_mut() {
+                for estimates in stages.values_mut() {
+                    total += estimates.len();
+                    estimates.retain(|_, peak| *peak <= limit);
+                }
+            }
+            let kept: usize = carried
+                .targets
+                .values()
+                .flat_map(|stages| stages.values())
+                .map(|estimates| estimates.len())
+                .sum();
+            let dropped = total - kept;
+            if dropped > 0 {
+                cx.printer.warn(format!(
+                    "{}: {dropped} of its {total} carried rustc peaks are above this machine's \
+                     memory ({}), which no rustc here can reach: ignored (guesses stand in). \
+                     Write the file again with `pgo-build export --rustc-estimates {}`",
+                    path.display(),
+                    crate::util::units::human_bytes(limit),
+                    path.display()
+                ));
+            }
+            Some((path, carried))
+        }
         Ok(None) => {
             cx.printer.detail(format!(
                 "rustc: no estimates carried yet ({} does not exist; `pgo-build export \

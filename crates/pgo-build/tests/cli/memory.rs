@@ -399,6 +399,28 @@ fn estimates_carried_into_a_fresh_target_dir_are_used() {
     let file = read_json(&again);
     assert!(file["targets"][host_triple()]["baseline"]["release:app/app@0.1.0|bin"].is_u64());
 
+    // Absurd carried peaks (1 TiB, above any memory here): not believed, and the file named.
+    let mut absurd = read_json(&carried);
+    absurd["targets"][host_triple()]["baseline"]["release:app/app@0.1.0|bin"] =
+        serde_json::json!(1u64 << 40);
+    std::fs::write(
+        fresh.root().join("ci/estimates.json"),
+        serde_json::to_string(&absurd).unwrap(),
+    )
+    .unwrap();
+    fresh.run(&["clean"]).success();
+    fresh
+        .run(&["build"])
+        .success()
+        .stderr_contains("ci/estimates.json: 1 of its")
+        .stderr_contains("above this machine's memory");
+    let used = rustc_record(&rustc_log(&fresh, "baseline"), "app/app");
+    assert_ne!(
+        used["estimate_bytes"],
+        serde_json::json!(1u64 << 40),
+        "{used}"
+    );
+
     // A damaged carried file: said, the build goes on from guesses.
     std::fs::write(fresh.root().join("ci/estimates.json"), "{ not json").unwrap();
     fresh.run(&["clean"]).success();
