@@ -194,6 +194,10 @@ pub struct CompareResult {
     /// level itself, and in reports before schema 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<FamilyRule>,
+    /// Set when the variants' C/C++ was compiled by different compilers (the baseline's by the
+    /// user's, a cross-language stage's by clang): what the figures measure besides PGO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c_compilers_differ: Option<String>,
 }
 
 /// The rule that keeps the verdicts of one comparison together at one level (see

@@ -725,6 +725,7 @@ mod tests {
             geometric_mean: BTreeMap::new(),
             previous: Vec::new(),
             family: None,
+            c_compilers_differ: None,
         }
     }
 

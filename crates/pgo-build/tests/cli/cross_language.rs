@@ -44,9 +44,16 @@ fn the_c_is_trained_into_the_same_profile_and_the_optimized_c_uses_it() {
     fixture
         .run(&["run", "--compare-rounds", "2"])
         .success()
-        .stderr_contains("clang for cross-language PGO");
+        .stderr_contains("clang for cross-language PGO")
+        // The baseline's C is the user's compiler's: the comparison says what it measures.
+        .stderr_contains("the comparison measures the compiler switch as well as PGO");
     let report = fixture.report();
     check_schema(&report, &report_schema(), "report");
+    let differ = report["compare"]["c_compilers_differ"].as_str().unwrap();
+    assert!(
+        differ.contains("in baseline and by ") && differ.contains("clang"),
+        "{differ}"
+    );
     let compilers = &report["c_compilers"];
     assert!(
         compilers.get("baseline").is_none(),

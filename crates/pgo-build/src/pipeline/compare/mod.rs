@@ -48,10 +48,48 @@ pub(crate) fn variants_of(cx: &Context, args: &CompareArgs) -> Result<Vec<Compar
     Ok(variants)
 }
 
+/// With cross-language PGO the baseline's C/C++ is the user's compiler's and a
+/// cross-language stage's is clang's: what the comparison shows is the compiler switch as well
+/// as PGO, which `explore`'s `clang` variant (clang without a profile) separates.
+fn c_compilers_differ(cx: &Context, run: &Run, result: &CompareResult) -> Option<String> {
+    let compiled_by = |stage: &str| {
+        run.report
+            .c_compilers
+            .get(stage)
+            .map(|c| c.compiler.clone())
+    };
+    let reference = compiled_by(&result.reference);
+    let (candidate, clang) = result
+        .candidates
+        .iter()
+        .find_map(|c| Some((c, compiled_by(c)?)))
+        .filter(|(_, clang)| reference.as_ref() != Some(clang))?;
+    let users = reference.unwrap_or_else(|| {
+        [
+            "CC",
+            &format!("CC_{}", cx.platform.triple.replace('-', "_")),
+            "TARGET_CC",
+        ]
+        .iter()
+        .find_map(|var| std::env::var(var).ok())
+        .unwrap_or_else(|| "cc".to_owned())
+    });
+    Some(format!(
+        "the C/C++ of build scripts is compiled by {users} in {} and by {clang} in {candidate}: \
+         the comparison measures the compiler switch as well as PGO (`pgo-build explore \
+         --variants clang,pgo,pgo+c` separates the two)",
+        result.reference
+    ))
+}
+
 /// Runs the comparison, prints its table and records it in the report.
 pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<CompareResult> {
     let variants = variants_of(cx, args)?;
-    let result = measure(cx, &variants, args, Family::Judged)?;
+    let mut result = measure(cx, &variants, args, Family::Judged)?;
+    result.c_compilers_differ = c_compilers_differ(cx, run, &result);
+    if let Some(note) = &result.c_compilers_differ {
+        cx.printer.warn(note);
+    }
     for line in previous::describe(&result) {
         cx.printer.info(line);
     }
@@ -291,6 +329,7 @@ pub(crate) fn measure(
         geometric_mean,
         previous: Vec::new(),
         family: None,
+        c_compilers_differ: None,
     };
     if names.contains(&PREVIOUS) {
         result.previous = against_previous(&result, (args.seed, alpha, margin));

@@ -551,6 +551,7 @@ mod tests {
             decided_by: None,
             previous: Vec::new(),
             family: None,
+            c_compilers_differ: None,
         };
         result.previous =
             super::super::previous::against_previous(&result, (1, stats::ALPHA, 0.02));
