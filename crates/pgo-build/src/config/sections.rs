@@ -64,6 +64,11 @@ pub struct PgoSection {
     #[serde(default, deserialize_with = "deserialize_cross_language")]
     #[schemars(with = "super::schema::CrossLanguageValue", extend("default" = false))]
     pub cross_language: CBuild,
+    /// Packages whose C/C++ keeps the user's own compiler, without profile, under
+    /// cross-language PGO: for a build script's C or C++ that clang cannot compile (each
+    /// stage says which it excluded).
+    #[serde(default)]
+    pub cross_language_exclude: Vec<String>,
 }
 
 /// How the optimized link orders functions for start-up (`[pgo] startup_order`).

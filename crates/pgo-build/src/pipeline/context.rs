@@ -226,7 +226,13 @@ impl Context {
             },
             &user_flags,
             &config.variant(),
-            c_settings(config.variant().c, &triple, rustc, &printer)?,
+            c_settings(
+                config.variant().c,
+                &triple,
+                rustc,
+                &config.pgo.cross_language_exclude,
+                &printer,
+            )?,
         );
         let layout = match target {
             Some(triple) => Layout::for_target(&workspace.target_dir, triple),
@@ -278,7 +284,13 @@ impl Context {
             ),
             ..self.settings.clone()
         };
-        let c = c_settings(build.c, &self.settings.target, &self.rustc, &self.printer)?;
+        let c = c_settings(
+            build.c,
+            &self.settings.target,
+            &self.rustc,
+            &self.config.pgo.cross_language_exclude,
+            &self.printer,
+        )?;
         let settings = variant_settings(base, &self.user_flags, build, c);
         Ok(Context {
             config,
@@ -506,14 +518,19 @@ pub(super) fn c_settings(
     mode: CBuild,
     target: &str,
     rustc: &Rustc,
+    exclude: &[String],
     printer: &Printer,
 ) -> Result<Option<CSettings>> {
-    cross_language::locate(
+    let located = cross_language::locate(
         mode,
         target,
         &rustc.host,
         rustc.llvm_major,
         &|key| std::env::var(key).ok(),
         printer,
-    )
+    )?;
+    Ok(located.map(|c| CSettings {
+        exclude: exclude.to_vec(),
+        ..c
+    }))
 }

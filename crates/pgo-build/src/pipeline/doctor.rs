@@ -153,6 +153,7 @@ fn doctor_c(cx: &Context) -> Result<()> {
         crate::toolchain::cross_language::CBuild::Pgo,
         &cx.settings.target,
         &cx.rustc,
+        &cx.config.pgo.cross_language_exclude,
         printer,
     );
     match located {

@@ -345,17 +345,17 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
             }
         }
         let digest = crate::util::files::sha256_hex(content.as_bytes());
-        if let Some(earlier) = contents.insert(digest.clone(), path) {
-            if !manifest.profiles.is_empty() {
-                bail!(
-                    "refusing to merge: {} and {} hold the same profiles (content sha256 {}), \
-                     whatever their manifests say: one shard's bundle given twice would double \
-                     its counts. Pass each shard's own bundle once",
-                    earlier.display(),
-                    path.display(),
-                    &digest[..16]
-                );
-            }
+        if let Some(earlier) = contents.insert(digest.clone(), path)
+            && !manifest.profiles.is_empty()
+        {
+            bail!(
+                "refusing to merge: {} and {} hold the same profiles (content sha256 {}), \
+                 whatever their manifests say: one shard's bundle given twice would double \
+                 its counts. Pass each shard's own bundle once",
+                earlier.display(),
+                path.display(),
+                &digest[..16]
+            );
         }
         for profile in &manifest.profiles {
             let file = dir.join(&profile.file);

@@ -116,7 +116,10 @@ pub(super) fn cargo_build(
         ));
         run.report.sccache.insert(stage.name().to_owned(), figures);
     }
-    let mut output = built?;
+    let mut output = match (built, &c_compiler) {
+        (Err(err), Some(c)) => return Err(c_compile_failures(&c.spec, err)),
+        (built, _) => built?,
+    };
     run.report.c_compilers.remove(stage.name());
     if let Some(c) = &c_compiler {
         let diagnostics = record_c_compiles(cx, run, stage, &c.spec, &output.dynamic_libs);
@@ -162,11 +165,54 @@ pub(super) fn c_compiler_setup(
         log: layout.c_compile_log(stage),
         launcher: sccache::wrapper(&cx.cargo_config).map(std::path::PathBuf::from),
         target_units: layout.cargo_target_dir(stage).join(&settings.target),
+        exclude: c.exclude.clone(),
+        users: (!c.exclude.is_empty()).then(|| users_compilers(&settings.target)),
     };
     let (cc, cxx) = spec.install(&layout.root().join("cc-wrapper"))?;
     cc::forget_other_wrappers(&spec.log, &spec.id())?;
     let env = cross_language::compiler_env(&settings.target, &cc, &cxx, c.llvm_ar.as_deref());
     Ok(Some(cc::StageCompiler { spec, env }))
+}
+
+/// A stage's build that failed where clang compiled a package's C/C++: which package, the
+/// compiler's first error and the way out, before cargo's and cc-rs's own output.
+fn c_compile_failures(spec: &cc::WrapperSpec, err: anyhow::Error) -> anyhow::Error {
+    let mut failed: Vec<(String, String)> = Vec::new();
+    for record in cc::read_log(&spec.log, Some(&spec.id())) {
+        if !record.success
+            && !record.excluded
+            && !failed.iter().any(|(package, _)| *package == record.package)
+        {
+            failed.push((
+                record.package.clone(),
+                record
+                    .first_error
+                    .clone()
+                    .unwrap_or_else(|| "no error line".to_owned()),
+            ));
+        }
+    }
+    if failed.is_empty() {
+        return err;
+    }
+    let packages: Vec<String> = failed.iter().map(|(p, _)| format!("{p:?}")).collect();
+    err.context(format!(
+        "the C/C++ of {} did not compile with {} under cross-language PGO:\n  - {}\nFix: \
+         `[pgo] cross_language_exclude = [{}]` compiles it with your own compiler, without \
+         profile (the rest stays cross-language), or turn cross-language PGO off",
+        failed
+            .iter()
+            .map(|(p, _)| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        spec.clang.display(),
+        failed
+            .iter()
+            .map(|(package, error)| format!("{package}: {error}"))
+            .collect::<Vec<_>>()
+            .join("\n  - "),
+        packages.join(", ")
+    ))
 }
 
 /// The report's record of a stage's C compiles, and LLVM's profile warnings from them as
@@ -218,6 +264,15 @@ fn record_c_compiles(
         }
     }
     dropped_flags.retain(|_, flags| !flags.is_empty());
+    let excluded: Vec<String> = spec.exclude.clone();
+    if !excluded.is_empty() {
+        cx.printer.info(format!(
+            "C/C++ of {} compiled by your own compiler, without profile ([pgo] \
+             cross_language_exclude, {} stage)",
+            excluded.join(", "),
+            stage.name()
+        ));
+    }
     for (package, flags) in &dropped_flags {
         cx.printer.info(format!(
             "{package}: its build script's {} left out: the user's compiler rejects it where \
@@ -236,6 +291,7 @@ fn record_c_compiles(
             packages,
             system_libraries: dynamic_libs.clone(),
             dropped_flags,
+            excluded,
         },
     );
     cc::diagnostics(&records)
@@ -603,4 +659,22 @@ pub(super) fn check_lld_before_building(cx: &Context) -> Result<()> {
         Some(problem) => bail!("{problem} (found before any build, by linking a probe program)"),
         None => Ok(()),
     }
+}
+
+/// The C and C++ compilers the user's own build runs for `target` (the `cc` crate's
+/// variables, most specific first, else `cc` and `c++`): what excluded packages keep.
+fn users_compilers(target: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let find = |base: &str, default: &str| {
+        [
+            format!("{base}_{target}"),
+            format!("{base}_{}", target.replace('-', "_")),
+            format!("TARGET_{base}"),
+            base.to_owned(),
+        ]
+        .iter()
+        .find_map(|name| std::env::var(name).ok())
+        .unwrap_or_else(|| default.to_owned())
+        .into()
+    };
+    (find("CC", "cc"), find("CXX", "c++"))
 }

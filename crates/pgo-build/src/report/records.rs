@@ -683,6 +683,10 @@ pub struct CCompilerRecord {
     /// compiler would (`-stdlib=libc++`, which g++ rejects and clang accepts).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub dropped_flags: BTreeMap<String, Vec<String>>,
+    /// Packages whose C/C++ kept the user's compiler, without profile (`[pgo]
+    /// cross_language_exclude`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<String>,
 }
 
 /// What the rustc of one stage's build did against the budget, for the report.

@@ -58,6 +58,10 @@ pub struct CSettings {
     /// The user's variables the `cc` crate reads (`CC`, `CFLAGS`, `CXXFLAGS`, their
     /// `_<target>`, `TARGET_`/`HOST_` forms), as set when the settings were resolved.
     pub user_env: BTreeMap<String, String>,
+    /// Packages whose C/C++ keeps the user's compiler (`[pgo] cross_language_exclude`): part
+    /// of the settings, so the instrumented and optimized builds exclude the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
 }
 
 /// The variables of the `cc` crate that decide how C is compiled for `target`, most specific
@@ -201,6 +205,7 @@ pub fn locate(
             version: line,
             llvm_ar,
             user_env: user_env(target, env),
+            exclude: Vec::new(),
         })
     };
     let named = env(CLANG_ENV)

@@ -43,6 +43,13 @@ pub struct WrapperSpec {
     /// profile runtime) gets clang without the flags.
     #[serde(default)]
     pub target_units: PathBuf,
+    /// Packages whose C/C++ keeps the user's compiler (`[pgo] cross_language_exclude`): run
+    /// as the user's own build runs it, no flags added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// The user's C and C++ compilers for those (their `CC`/`CXX`, else `cc`/`c++`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<(PathBuf, PathBuf)>,
 }
 
 impl WrapperSpec {
@@ -103,6 +110,12 @@ pub struct CompileRecord {
     /// (see [`USERS_STDLIB_ONLY`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped_flags: Vec<String>,
+    /// Compiled by the user's compiler: the package is in `[pgo] cross_language_exclude`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub excluded: bool,
+    /// The compiler's first `error:` line, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
 }
 
 /// A build script's probes decide by the compiler in front of them: `flag_if_supported(
@@ -156,23 +169,34 @@ fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
     let spec: WrapperSpec = serde_json::from_slice(&crate::util::files::read(spec_path)?)
         .with_context(|| format!("{} is not a wrapper spec", spec_path.display()))?;
     let given: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let keep_stdlib = users_flags_choose(USERS_STDLIB_ONLY);
+    let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
+    let excluded = spec.exclude.contains(&package);
+    let keep_stdlib = excluded || users_flags_choose(USERS_STDLIB_ONLY);
     let (args, dropped): (Vec<OsString>, Vec<OsString>) = given
         .into_iter()
         .partition(|arg| keep_stdlib || arg != USERS_STDLIB_ONLY);
-    let real = if cxx { &spec.clangxx } else { &spec.clang };
+    let users = spec
+        .users
+        .clone()
+        .unwrap_or_else(|| (PathBuf::from("cc"), PathBuf::from("c++")));
+    let real = match (excluded, cxx) {
+        (true, false) => &users.0,
+        (true, true) => &users.1,
+        (false, false) => &spec.clang,
+        (false, true) => &spec.clangxx,
+    };
     let mut command = match &spec.launcher {
-        Some(launcher) => {
+        Some(launcher) if !excluded => {
             let mut command = Command::new(launcher);
             command.arg(real);
             command
         }
-        None => Command::new(real),
+        _ => Command::new(real),
     };
     let for_target = std::env::var_os("OUT_DIR")
         .is_none_or(|out_dir| Path::new(&out_dir).starts_with(&spec.target_units));
     command.args(&args).stderr(Stdio::piped());
-    if for_target {
+    if for_target && !excluded {
         command.args(&spec.flags);
     }
     let mut child = command
@@ -207,7 +231,7 @@ fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
             .map(text);
         let record = CompileRecord {
             spec: spec.id(),
-            package: std::env::var("CARGO_PKG_NAME").unwrap_or_default(),
+            package: package.clone(),
             sources: args
                 .iter()
                 .filter(|a| {
@@ -225,6 +249,14 @@ fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
             success: code == 0,
             profile_warnings,
             dropped_flags: dropped.iter().map(text).collect(),
+            excluded,
+            first_error: (code != 0)
+                .then(|| {
+                    rest.lines()
+                        .find(|l| l.contains("error:"))
+                        .map(|l| l.trim().to_owned())
+                })
+                .flatten(),
         };
         // The compile's outcome is clang's: a log that cannot be written is only reported.
         if let Err(err) = crate::wrappers::linker::append_record(&spec.log, &record) {
@@ -436,6 +468,8 @@ mod tests {
             functions: functions.iter().map(|f| f.to_string()).collect(),
             profile_warnings: Vec::new(),
             dropped_flags: Vec::new(),
+            excluded: false,
+            first_error: None,
         };
         let origins = COrigins::new(&[
             record(

@@ -466,3 +466,44 @@ fn a_build_scripts_libcxx_probe_keeps_the_users_cxx_standard_library() {
         expected
     );
 }
+
+/// C/C++ that clang cannot compile: the failure names the package, the compiler's first error
+/// and the exclusion; excluded, the package's C/C++ keeps the user's compiler, said and
+/// recorded, while the rest of the build stays cross-language.
+#[test]
+fn a_package_whose_cxx_clang_cannot_compile_is_named_and_can_be_excluded() {
+    let fixture = Fixture::new("cppdep");
+    fixture.edit("words/cppsrc/words.cpp", |text| {
+        format!("#ifdef __clang__\n#error \"words.cpp is GCC-only\"\n#endif\n{text}")
+    });
+    fixture
+        .run(&["run", "--no-compare"])
+        .failure()
+        .stderr_contains("the C/C++ of `words` did not compile with")
+        .stderr_contains("words: ")
+        .stderr_contains("error: \"words.cpp is GCC-only\"")
+        .stderr_contains("cross_language_exclude = [\"words\"]");
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace(
+            "cross_language = true",
+            "cross_language = true\ncross_language_exclude = [\"words\"]",
+        )
+    });
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("C/C++ of words compiled by your own compiler, without profile");
+    let report = fixture.report();
+    check_schema(&report, &report_schema(), "report");
+    assert_eq!(
+        report["c_compilers"]["optimized"]["excluded"],
+        serde_json::json!(["words"]),
+        "{}",
+        report["c_compilers"]
+    );
+    let expected = run_binary(&fixture.stage_bin("baseline", "words"), &["3000", "2"]);
+    assert_eq!(
+        run_binary(&fixture.stage_bin("optimized", "words"), &["3000", "2"]),
+        expected
+    );
+}

@@ -464,7 +464,7 @@ mod tests {
         with_ledger(&path, |l| l.running = vec![reused, zombie, owner.clone()]).unwrap();
         let ledger = with_ledger(&path, |l| l.clone()).unwrap();
         ended.wait().unwrap();
-        assert_eq!(ledger.running, [owner.clone()]);
+        assert_eq!(ledger.running, std::slice::from_ref(&owner));
         assert!(ledger.describe_running().contains("1 running"));
         // An older pgo-build's entry (no start time) for a live pid is stale too.
         let old_format = Entry {

@@ -288,7 +288,7 @@ mod tests {
             .unwrap();
         let entry = |pid: u32, bytes: u64, probation: bool| Entry {
             pid,
-            started: None,
+            started: crate::wrappers::rustc::ledger::process_start(pid),
             krate: format!("c{pid}"),
             bytes,
             since: 0.0,
