@@ -157,15 +157,85 @@ fn doctor_c(cx: &Context) -> Result<()> {
         printer,
     );
     match located {
-        Ok(Some(c)) => printer.info(format!(
-            "clang for cross-language PGO: {} ({})",
-            c.clang.display(),
-            c.version
-        )),
+        Ok(Some(c)) => {
+            printer.info(format!(
+                "clang for cross-language PGO: {} ({})",
+                c.clang.display(),
+                c.version
+            ));
+            if let Err(problem) = probe_clang(cx, &c) {
+                if on {
+                    return Err(problem);
+                }
+                printer.info(format!(
+                    "cross-language PGO could not run here: {problem:#}"
+                ));
+            }
+        }
         Ok(None) => {}
         // Only a failure when the configuration asks for it (the session would not exist).
         Err(err) => printer.info(format!("cross-language PGO could not run here: {err:#}")),
     }
+    Ok(())
+}
+
+/// A C and a C++ file compiled by the clang cross-language PGO would use, with the
+/// instrumented stage's profile flag, before any build: a clang that cannot find the C++
+/// standard library's headers (or the target's) fails here, named, not in a build script.
+fn probe_clang(cx: &Context, c: &crate::toolchain::cross_language::CSettings) -> Result<()> {
+    let dir = cx.layout.root().join("clang-probe");
+    crate::util::files::create_dir_all(&dir)?;
+    let probes = [
+        (
+            &c.clang,
+            "probe.c",
+            "#include <stdio.h>\nint probe(void) { return puts(\"c\"); }\n",
+        ),
+        (
+            &c.clangxx,
+            "probe.cpp",
+            "#include <string>\n#include <unordered_map>\nint probe() { \
+             std::unordered_map<std::string, int> m; m[\"c++\"] = 1; return m.size(); }\n",
+        ),
+    ];
+    for (compiler, file, text) in probes {
+        let source = dir.join(file);
+        crate::util::files::write(&source, text)?;
+        let mut cmd = Cmd::new(compiler)
+            .args(["-c", "-O2", "-fprofile-generate"])
+            .arg(&source)
+            .arg("-o")
+            .arg(dir.join(format!("{file}.o")))
+            .cwd(&dir);
+        if cx.platform.explicit {
+            cmd = cmd.arg(format!("--target={}", cx.platform.triple));
+        }
+        let output = cmd.output(&cx.printer)?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let first = stderr
+                .lines()
+                .find(|l| l.contains("error"))
+                .unwrap_or("no error line")
+                .trim()
+                .to_owned();
+            bail!(
+                "{} cannot compile a {} file for cross-language PGO: {first}. Fix: install \
+                 what it lacks (for the C++ standard library, the libstdc++ development \
+                 package of the GCC clang finds), set PGO_BUILD_CLANG to another clang of LLVM \
+                 {}, or turn cross-language PGO off",
+                compiler.display(),
+                if file.ends_with(".c") { "C" } else { "C++" },
+                cx.rustc.llvm_major
+            );
+        }
+    }
+    crate::util::files::remove_dir_all(&dir)?;
+    cx.printer.info(format!(
+        "{} and {} compile C and C++ with -fprofile-generate here",
+        c.clang.display(),
+        c.clangxx.display()
+    ));
     Ok(())
 }
 

@@ -507,3 +507,47 @@ fn a_package_whose_cxx_clang_cannot_compile_is_named_and_can_be_excluded() {
         expected
     );
 }
+
+/// doctor compiles a C and a C++ probe with the clang cross-language PGO would use, so a clang
+/// that cannot build C++ here (its standard library's headers missing: a fault the machine's
+/// real clang does not have, so a stand-in plays it) is named before any build.
+#[test]
+fn doctor_finds_a_clang_that_cannot_compile_cxx_before_any_build() {
+    let fixture = Fixture::new("cppdep");
+    let tools = tempfile::tempdir().unwrap();
+    let clang = tools.path().join("clang-22");
+    std::fs::write(&clang, "#!/bin/sh\nexec clang-22 \"$@\"\n").unwrap();
+    std::fs::write(
+        tools.path().join("clang++-22"),
+        "#!/bin/sh\ncase \"$*\" in *--version*) exec clang++-22 \"$@\";; esac\n\
+         echo \"probe.cpp:1:10: fatal error: 'string' file not found\" >&2; exit 1\n",
+    )
+    .unwrap();
+    for name in ["clang-22", "clang++-22"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            tools.path().join(name),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    for args in [&["doctor"][..], &["run", "--no-compare"]] {
+        let mut command = fixture.command(args);
+        command.env("PGO_BUILD_CLANG", &clang);
+        let refused = fixture.run_with(command);
+        refused
+            .failure()
+            .stderr_contains("cannot compile a C++ file for cross-language PGO")
+            .stderr_contains("'string' file not found");
+        assert!(
+            !refused.stderr().contains("cargo build of"),
+            "{}",
+            refused.describe()
+        );
+    }
+    // The machine's own clang passes.
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains("compile C and C++ with -fprofile-generate here");
+}
