@@ -132,6 +132,24 @@ pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> R
                 outcome.log_path.display()
             );
         }
+        // A service that ended on its own while the clients ran failed: the run trained (or
+        // measured) clients talking to nothing, whatever the profiles say.
+        if let Some(failed) = outcome.services.iter().find(|s| s.ended_early && !s.clean) {
+            let message = format!(
+                "service `{}` failed while workload `{}` ran against the {} binaries ({}), \
+                 before pgo-build stopped it: the clients worked against a service that was \
+                 gone, so nothing of this run is used. Its log: {}",
+                failed.name,
+                workload.run_name(),
+                stage.name(),
+                failed.status,
+                failed.log.display()
+            );
+            outcome.success = false;
+            outcome.status = format!("service `{}` failed", failed.name);
+            finish(workload, &outcome)?;
+            bail!(message);
+        }
         finish(workload, &outcome)?;
         warn_about_error_lines(
             &cx.printer,

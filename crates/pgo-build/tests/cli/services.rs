@@ -277,7 +277,8 @@ fn a_service_killed_with_sigkill_is_named_with_the_fix() {
             "service `unstoppable`: its stop command `exit 3` could not run (it ended with exit \
              status: 3), so pgo-build sent SIGTERM instead",
         );
-    // Killed by someone else while the client ran: named as ending early, with its status.
+    // Killed by someone else while the client ran: a failed service, with its status and
+    // log, not advice about stop signals; nothing of the run is used.
     let config = service(&fixture, "victim", "", "ready = { log = \"^ready\" }")
         + &workload(
             "w",
@@ -288,11 +289,20 @@ fn a_service_killed_with_sigkill_is_named_with_the_fix() {
             ),
         );
     write_config(&fixture, &config);
+    let failed = fixture.run(&["train", "--features", "rt"]);
+    failed
+        .failure()
+        .stderr_contains("service `victim` failed while workload `w` ran against the instrumented binaries (signal: 9 (SIGKILL))")
+        .stderr_contains("nothing of this run is used. Its log: ");
+    assert!(
+        !failed.stderr().contains("stop.grace_period"),
+        "{}",
+        failed.describe()
+    );
     fixture
-        .run(&["train", "--features", "rt"])
-        .success()
-        .stderr_contains("service `victim` ended while the workload ran (signal: 9 (SIGKILL))")
-        .stderr_contains("`replica`: all 1 process ended without writing a profile");
+        .run(&["optimize", "--features", "rt"])
+        .failure()
+        .stderr_contains("service `victim` failed");
 }
 
 #[test]
