@@ -290,32 +290,25 @@ impl Workspace {
             .iter()
             .map(|p| p.name.to_string())
             .collect();
-        let member_dependencies = metadata
-            .workspace_packages()
-            .iter()
-            .map(|package| {
-                let deps = package
-                    .dependencies
-                    .iter()
-                    .filter(|d| members.contains(&d.name))
-                    .map(|d| d.name.clone())
-                    .collect();
-                (package.name.to_string(), deps)
-            })
-            .collect();
-        let direct_dependencies = metadata
-            .workspace_packages()
-            .iter()
-            .map(|package| {
-                let deps = package
-                    .dependencies
-                    .iter()
-                    .filter(|d| d.kind == cargo_metadata::DependencyKind::Normal)
-                    .map(|d| d.name.clone())
-                    .collect();
-                (package.name.to_string(), deps)
-            })
-            .collect();
+        // Member package → the names of its dependencies that `keep` accepts.
+        let dependencies_of = |keep: &dyn Fn(&cargo_metadata::Dependency) -> bool| {
+            metadata
+                .workspace_packages()
+                .iter()
+                .map(|package| {
+                    let deps = package
+                        .dependencies
+                        .iter()
+                        .filter(|d| keep(d))
+                        .map(|d| d.name.clone())
+                        .collect();
+                    (package.name.to_string(), deps)
+                })
+                .collect()
+        };
+        let member_dependencies = dependencies_of(&|d| members.contains(&d.name));
+        let direct_dependencies =
+            dependencies_of(&|d| d.kind == cargo_metadata::DependencyKind::Normal);
         Workspace {
             root,
             target_dir: metadata.target_directory.clone().into_std_path_buf(),

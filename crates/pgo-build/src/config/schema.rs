@@ -315,25 +315,7 @@ mod tests {
 
     #[test]
     fn the_schema_and_the_reference_are_current() {
-        let schema = schema_json();
-        let reference = config_reference();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let (schema_file, reference_file) = (
-            root.join("docs/pgo-build.schema.json"),
-            root.join("docs/src/reference/config.md"),
-        );
-        if std::env::var_os("PGO_BUILD_BLESS").is_some() {
-            std::fs::write(&schema_file, &schema).unwrap();
-            std::fs::write(&reference_file, &reference).unwrap();
-        }
-        for (file, generated) in [(schema_file, schema), (reference_file, reference)] {
-            let committed = std::fs::read_to_string(&file).unwrap_or_default();
-            assert!(
-                committed == generated,
-                "{} is not current: run `scripts/generate-docs` (or the tests with \
-                 PGO_BUILD_BLESS=1) and commit it",
-                file.display()
-            );
-        }
+        crate::util::files::assert_current("docs/pgo-build.schema.json", &schema_json());
+        crate::util::files::assert_current("docs/src/reference/config.md", &config_reference());
     }
 }

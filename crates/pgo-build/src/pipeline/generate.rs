@@ -183,18 +183,7 @@ mod tests {
     #[test]
     fn the_cli_reference_is_current() {
         let generated = cli_reference();
-        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../docs/src/reference/cli.md");
-        if std::env::var_os("PGO_BUILD_BLESS").is_some() {
-            std::fs::write(&file, &generated).unwrap();
-        }
-        let committed = std::fs::read_to_string(&file).unwrap_or_default();
-        assert!(
-            committed == generated,
-            "{} is not current: run `scripts/generate-docs` (or the tests with \
-             PGO_BUILD_BLESS=1) and commit it",
-            file.display()
-        );
+        crate::util::files::assert_current("docs/src/reference/cli.md", &generated);
         // Every command is in it.
         for command in Cli::command()
             .get_subcommands()

@@ -332,24 +332,17 @@ pub(super) fn linker_setup(
             (linker::LOG_ENV.to_owned(), log.display().to_string()),
         ],
     };
-    if stage == Stage::Optimized && cx.config.pgo.startup_order != StartupOrder::Off {
-        setup.env.push((
-            startup_order::REQUIRE_LLD_ENV.to_owned(),
-            format!(
-                "[pgo] startup_order = \"{}\" passes the function order to the linker",
-                cx.config.pgo.startup_order.name()
-            ),
-        ));
-    } else if cx
-        .settings
-        .c
-        .as_ref()
-        .is_some_and(|c| c.mode == crate::config::CBuild::PgoXlto)
-    {
-        setup.env.push((
-            startup_order::REQUIRE_LLD_ENV.to_owned(),
-            "cross-language ThinLTO leaves LLVM bitcode for the linker to optimize".to_owned(),
-        ));
+    // startup_order's function order is passed to the optimized link only; bitcode of
+    // cross-language ThinLTO reaches every link of the stage.
+    let startup_order_on = cx.config.pgo.startup_order != StartupOrder::Off;
+    let needs = match lld_needed(cx) {
+        Some(needs) if stage == Stage::Optimized || !startup_order_on => Some(needs),
+        _ => xlto(cx).then(|| XLTO_NEEDS_LLD.to_owned()),
+    };
+    if let Some(needs) = needs {
+        setup
+            .env
+            .push((startup_order::REQUIRE_LLD_ENV.to_owned(), needs));
     }
     cx.printer.detail(format!(
         "links: {slots} at a time ({slots_reason}); linker {}",
@@ -612,19 +605,7 @@ pub(super) fn executables_of(
 /// wrapper judges the real one. Run by `doctor` (so `run` refuses before the first build) and
 /// before `instrument`'s and `optimize`'s builds, not after hours of them.
 pub(super) fn check_lld_before_building(cx: &Context) -> Result<()> {
-    let needs = if cx.config.pgo.startup_order != crate::config::StartupOrder::Off {
-        format!(
-            "[pgo] startup_order = \"{}\" passes the function order to the linker",
-            cx.config.pgo.startup_order.name()
-        )
-    } else if cx
-        .settings
-        .c
-        .as_ref()
-        .is_some_and(|c| c.mode == crate::config::CBuild::PgoXlto)
-    {
-        "cross-language ThinLTO leaves LLVM bitcode for the linker to optimize".to_owned()
-    } else {
+    let Some(needs) = lld_needed(cx) else {
         return Ok(());
     };
     let probe = cx.layout.root().join("lld-probe");
@@ -677,4 +658,28 @@ fn users_compilers(target: &str) -> (std::path::PathBuf, std::path::PathBuf) {
         .into()
     };
     (find("CC", "cc"), find("CXX", "c++"))
+}
+
+/// Why cross-language ThinLTO's links need lld.
+const XLTO_NEEDS_LLD: &str =
+    "cross-language ThinLTO leaves LLVM bitcode for the linker to optimize";
+
+fn xlto(cx: &Context) -> bool {
+    cx.settings
+        .c
+        .as_ref()
+        .is_some_and(|c| c.mode == crate::config::CBuild::PgoXlto)
+}
+
+/// Why this configuration needs the optimized link to be lld's, if it does: `startup_order`
+/// (its function order), else cross-language ThinLTO (its bitcode).
+fn lld_needed(cx: &Context) -> Option<String> {
+    if cx.config.pgo.startup_order != StartupOrder::Off {
+        Some(format!(
+            "[pgo] startup_order = \"{}\" passes the function order to the linker",
+            cx.config.pgo.startup_order.name()
+        ))
+    } else {
+        xlto(cx).then(|| XLTO_NEEDS_LLD.to_owned())
+    }
 }

@@ -109,3 +109,22 @@ pub fn file_name(path: &Path) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Tests of generated files: the repository's file at `relative` (from its root) holds
+/// `generated`; with `PGO_BUILD_BLESS` set it is written first (`scripts/generate-docs` does
+/// the same).
+#[cfg(test)]
+pub fn assert_current(relative: &str, generated: &str) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative);
+    if std::env::var_os("PGO_BUILD_BLESS").is_some() {
+        std::fs::write(&file, generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{relative} is not current: run `scripts/generate-docs` (or the tests with \
+         PGO_BUILD_BLESS=1) and commit it"
+    );
+}
