@@ -167,7 +167,7 @@ impl Report {
             }
             table.add_row(row);
         }
-        format!("{table}\n{SIZES_LEGEND}")
+        format!("{table}\n{}", crate::util::printer::fit_lines(SIZES_LEGEND))
     }
 }
 

@@ -186,7 +186,7 @@ fn at_a_terminal_sentences_fit_its_width() {
             .env_remove("RUSTFLAGS")
             .output()
             .unwrap();
-        let shown = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+        let shown = on_screen(&output.stdout);
         // Paths are words that may not fit; every line of prose does.
         for line in shown.lines().filter(|l| !l.contains('/')) {
             assert!(line.chars().count() <= width, "{width}: {line:?}\n{shown}");
@@ -205,4 +205,39 @@ fn at_a_terminal_sentences_fit_its_width() {
             "{width}:\n{shown}"
         );
     }
+    // A whole run, its tables, legends and verdict notes included, fits 80 columns.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 2000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.edit("pgo-build.toml", |text| {
+        format!(
+            "{text}\n[[workload]]\nname = \"holdout\"\nrole = \"holdout\"\n\
+             command = \"$PGO_BUILD_BIN_APP work 3000\"\n"
+        )
+    });
+    let command = format!(
+        "{:?} --manifest-path {:?} run --compare-rounds 3",
+        env!("CARGO_BIN_EXE_pgo-build"),
+        fixture.root().join("Cargo.toml")
+    );
+    let output = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(fixture.root())
+        .env("COLUMNS", "80")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    let shown = on_screen(&output.stdout);
+    assert!(shown.contains("pgo-build stage compare ok"), "{shown}");
+    for line in shown.lines().filter(|l| !l.contains('/')) {
+        assert!(line.chars().count() <= 80, "{line:?}\n{shown}");
+    }
+}
+
+/// What a terminal shows of `output`, line by line: its line ends are `\r\n`, and a spinner
+/// redraws its line with `\r` and an erase (each redraw counted as a line of its own).
+fn on_screen(output: &[u8]) -> String {
+    String::from_utf8_lossy(output)
+        .replace("\r\n", "\n")
+        .replace("\u{1b}[2K", "")
+        .replace('\r', "\n")
 }
