@@ -39,8 +39,15 @@ fn looks_like_an_error(line: &str) -> bool {
         |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || "-_".contains(c));
     ["error", "errors", "panicked", "fatal"].iter().any(|word| {
         lower.match_indices(word).any(|(at, _)| {
-            !part_of_a_name(lower[..at].chars().next_back())
-                && !part_of_a_name(lower[at + word.len()..].chars().next())
+            let after = &lower[at + word.len()..];
+            // A file or path (`src/error.rs`, `fatal.c`) names the word; it does not say it.
+            let a_file_name = lower[..at].ends_with('/')
+                || after
+                    .strip_prefix('.')
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphanumeric()));
+            !a_file_name
+                && !part_of_a_name(lower[..at].chars().next_back())
+                && !part_of_a_name(after.chars().next())
         })
     })
 }
@@ -192,5 +199,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(error_lines(&log), Some((1, "ran 3 ERRORS".to_owned())));
+        // File names with the word (a compressor listing what it packs) are not errors.
+        std::fs::write(
+            &log,
+            "[INFO] Compressing \"syn-2.0.87/src/error.rs\"\nadding src/fatal/mod.c\n",
+        )
+        .unwrap();
+        assert_eq!(error_lines(&log), None);
     }
 }
