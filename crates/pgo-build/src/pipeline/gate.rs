@@ -422,12 +422,20 @@ fn training_records(cx: &Context, run: &Run) -> Result<Vec<TrainingRecord>> {
         .map(|workload| TrainingRecord {
             name: workload.run_name(),
             fingerprint: crate::util::files::sha256_hex(workload.fingerprint().as_bytes()),
+            // The report's record, else the run's own durable one (a report removed or
+            // rewritten since, a CI job that restored only the stages).
             status: run
                 .report
                 .training
                 .iter()
                 .find(|w| w.name == workload.run_name() && w.stage == Stage::Instrumented.name())
-                .map_or_else(|| "unknown".to_owned(), |w| w.status.clone()),
+                .map(|w| w.status.clone())
+                .or_else(|| {
+                    crate::profiles::training_record::TrainingRecord::status_in(
+                        &cx.layout.raw_profiles_dir().join(workload.run_name()),
+                    )
+                })
+                .unwrap_or_else(|| "unknown".to_owned()),
         })
         .collect())
 }

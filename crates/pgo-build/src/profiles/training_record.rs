@@ -72,6 +72,12 @@ impl TrainingRecord {
         record.save(dir)
     }
 
+    /// How the run in `dir` ended, by its own record (which outlives `report.json`): `None`
+    /// when it has none or it cannot be read.
+    pub fn status_in(dir: &Path) -> Option<String> {
+        TrainingRecord::load(dir).ok().flatten()?.status
+    }
+
     /// The record in `dir`; `None` when there is none, an error when it cannot be read.
     fn load(dir: &Path) -> Result<Option<TrainingRecord>, String> {
         let path = dir.join(FILE_NAME);

@@ -86,6 +86,14 @@ fn the_gate_refuses_a_slower_build_and_a_stale_training() {
         last.starts_with("failed: the gate refused: `holdout`"),
         "{last}"
     );
+    // With report.json gone, provenance still says how training ran, from its own records.
+    std::fs::remove_file(fixture.layout().path("report.json")).unwrap();
+    fixture.run(&["gate", "--rounds", "7"]).failure();
+    let record = provenance(&fixture);
+    assert_eq!(
+        record["training"][0]["status"], "exit status: 0",
+        "{record:#}"
+    );
     // The training's definition changed since it ran: stale, and nothing is measured.
     fixture.write(
         "pgo-build.toml",
