@@ -11,6 +11,7 @@
 
 pub mod cargo_config;
 pub mod cargo_workload;
+mod described;
 mod file;
 pub mod schema;
 pub use schema::schema_json;

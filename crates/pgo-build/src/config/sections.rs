@@ -47,7 +47,7 @@ pub struct PgoSection {
     /// How much larger than the baseline an optimized (or BOLTed) binary may be, e.g. "5%":
     /// a larger one fails the stage, and `explore` never recommends it.
     #[serde(default, deserialize_with = "deserialize_growth")]
-    #[schemars(with = "Option<super::schema::Percentage>")]
+    #[schemars(with = "Option<super::described::Percentage>")]
     pub max_size_growth: Option<Growth>,
     /// Function order of the optimized link for start-up, from temporal profiles (the link
     /// must run lld).
@@ -62,7 +62,7 @@ pub struct PgoSection {
     /// the Rust: `true`, or `"thin-lto"` for cross-language ThinLTO too. Same as
     /// `--cross-language`.
     #[serde(default, deserialize_with = "deserialize_cross_language")]
-    #[schemars(with = "super::schema::CrossLanguageValue", extend("default" = false))]
+    #[schemars(with = "super::described::CrossLanguageValue", extend("default" = false))]
     pub cross_language: CBuild,
     /// Packages whose C/C++ keeps the user's own compiler, without profile, under
     /// cross-language PGO: for a build script's C or C++ that clang cannot compile (each
@@ -156,12 +156,12 @@ pub enum OnCorrupt {
 pub struct CompareSection {
     /// Counted paired rounds per workload, or `"auto"` (rounds until the verdicts settle).
     #[serde(default, deserialize_with = "deserialize_rounds")]
-    #[schemars(with = "Option<super::schema::RoundsValue>", extend("default" = 10))]
+    #[schemars(with = "Option<super::described::RoundsValue>", extend("default" = 10))]
     pub rounds: Option<Rounds>,
     /// The equivalence margin: "no difference" is claimed only when the interval lies within
     /// it.
     #[serde(default, deserialize_with = "deserialize_margin")]
-    #[schemars(with = "Option<super::schema::Percentage>", extend("default" = "2%"))]
+    #[schemars(with = "Option<super::described::Percentage>", extend("default" = "2%"))]
     pub margin: Option<f64>,
     /// What verdicts rest on: `"wall"`, `"cpu"`, `"instructions"`, `"faults"`, or a metric
     /// the workloads report (`"p99_ms"`, `"latency.p99"`).
@@ -200,7 +200,7 @@ pub struct BuildSection {
     /// The memory the links and rustc of one build may use together: "auto" (the memory
     /// available when the build starts, less a margin) or a size such as "8G".
     #[serde(default, deserialize_with = "deserialize_memory_budget")]
-    #[schemars(with = "super::schema::MemorySize", extend("default" = "auto"))]
+    #[schemars(with = "super::described::MemorySize", extend("default" = "auto"))]
     pub memory_budget: MemoryBudget,
     /// How many links may run at once: "auto" (from the budget and measured link sizes) or a
     /// number.
@@ -217,7 +217,7 @@ pub struct BuildSection {
     /// (`{ lto = "fat", codegen-units = 1 }`, passed as `cargo --config profile.<name>.<key>`);
     /// written by `explore --apply`.
     #[serde(default)]
-    #[schemars(with = "super::schema::ProfileOverrides")]
+    #[schemars(with = "super::described::ProfileOverrides")]
     pub profile_overrides: toml::Table,
     /// Rustflags added to every stage's build, after the user's own (written by `explore
     /// --apply`).
@@ -330,7 +330,7 @@ pub struct ExploreVariant {
     pub name: Spanned<String>,
     /// Cargo profile settings of the variant (`{ opt-level = 2 }`).
     #[serde(default)]
-    #[schemars(with = "super::schema::ProfileOverrides")]
+    #[schemars(with = "super::described::ProfileOverrides")]
     pub profile_overrides: toml::Table,
     /// Rustflags of the variant, after the user's own.
     #[serde(default)]

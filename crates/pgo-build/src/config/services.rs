@@ -74,7 +74,7 @@ pub struct Readiness {
         default = "default_ready_timeout",
         deserialize_with = "deserialize_duration"
     )]
-    #[schemars(with = "super::schema::DurationValue", extend("default" = "30s"))]
+    #[schemars(with = "super::described::DurationValue", extend("default" = "30s"))]
     pub timeout: Duration,
 }
 
@@ -138,7 +138,7 @@ pub struct StopSpec {
         default = "default_grace_period",
         deserialize_with = "deserialize_duration"
     )]
-    #[schemars(with = "super::schema::DurationValue", extend("default" = "10s"))]
+    #[schemars(with = "super::described::DurationValue", extend("default" = "10s"))]
     pub grace_period: Duration,
 }
 

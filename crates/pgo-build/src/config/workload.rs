@@ -51,7 +51,7 @@ pub struct Workload {
     pub cwd: Option<PathBuf>,
     /// How long a run may take before it is stopped (and fails).
     #[serde(default = "default_timeout", deserialize_with = "deserialize_timeout")]
-    #[schemars(with = "super::schema::DurationValue", extend("default" = "30m"))]
+    #[schemars(with = "super::described::DurationValue", extend("default" = "30m"))]
     pub timeout: Duration,
     /// A run that exits with an error does not fail the stage (its profile still counts).
     #[serde(default)]
@@ -61,7 +61,7 @@ pub struct Workload {
         default = "default_grace_period",
         deserialize_with = "deserialize_duration"
     )]
-    #[schemars(with = "super::schema::DurationValue", extend("default" = "10s"))]
+    #[schemars(with = "super::described::DurationValue", extend("default" = "10s"))]
     pub grace_period: Duration,
     /// A train workload that splits itself: run this many times, each with
     /// `PGO_BUILD_SHARD_INDEX` (0-based) and `PGO_BUILD_SHARD_COUNT`, and each run a unit that
