@@ -230,8 +230,11 @@ impl Drop for CpuHogs {
 #[test]
 fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     let fixture = Fixture::new("twobins");
-    // A holdout of a few milliseconds whose wall time a busy machine blurs (and a random pause
-    // blurs further), run by `app` only: `helper` is unmeasured, not failed.
+    // A holdout of a few milliseconds, run by `app` only (`helper` is unmeasured, not failed),
+    // whose wall time cannot settle: every other run of the optimized binaries pauses 50 ms,
+    // as a busy machine's hiccups would (deterministically, so wall time never decides).
+    // Every run starts the same processes (`sleep 0` or `sleep 0.05`), so instructions see
+    // none of it.
     let config = |holdout: &str| {
         format!(
             "[[workload]]\nname = \"train\"\nrole = \"train\"\n\
@@ -241,7 +244,12 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     };
     fixture.write(
         "pgo-build.toml",
-        &config("$PGO_BUILD_BIN_APP work 300; sleep 0.00$((RANDOM % 9))"),
+        &config(
+            "n=$(cat .runs-$PGO_BUILD_STAGE 2>/dev/null || echo 0); \
+             echo $((n + 1)) > .runs-$PGO_BUILD_STAGE; $PGO_BUILD_BIN_APP work 300; pause=0; \
+             if [ \"$PGO_BUILD_STAGE\" = optimized ] && [ $((n % 2)) = 1 ]; then pause=0.05; fi; \
+             sleep $pause",
+        ),
     );
     fixture.run(&["run", "--no-compare"]).success();
     let _hogs = CpuHogs::start(2);
