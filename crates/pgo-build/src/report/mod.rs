@@ -7,9 +7,10 @@
 //! (`schema_version`) because CI scripts read it.
 //!
 //! `file`: the [`Report`] itself; `records`: every record it keeps (the schema,
-//! `docs/report.schema.json`); `tables`: their terminal tables; `history`: the comparisons as
+//! `docs/report.schema.json`); `explore_records`: explore's (re-exported by `records`); `tables`: their terminal tables; `history`: the comparisons as
 //! they ran; `render`: `pgo-build report`'s Markdown and HTML.
 
+mod explore_records;
 mod file;
 mod history;
 mod records;
