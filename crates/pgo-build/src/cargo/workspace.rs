@@ -152,11 +152,7 @@ impl Workspace {
         printer: &Printer,
     ) -> Result<crate::cargo::sources::SourceRecord> {
         let metadata = self.full_metadata(target, printer)?;
-        let in_graph: std::collections::BTreeSet<_> = metadata
-            .resolve
-            .iter()
-            .flat_map(|r| r.nodes.iter().map(|n| n.id.clone()))
-            .collect();
+        let in_graph = packages_in_graph(&metadata);
         let packages: Vec<_> = metadata
             .packages
             .iter()
@@ -218,11 +214,7 @@ impl Workspace {
         printer: &Printer,
     ) -> Result<BTreeMap<String, String>> {
         let metadata = self.full_metadata(target, printer)?;
-        let in_graph: std::collections::BTreeSet<_> = metadata
-            .resolve
-            .iter()
-            .flat_map(|r| r.nodes.iter().map(|n| n.id.clone()))
-            .collect();
+        let in_graph = packages_in_graph(&metadata);
         Ok(metadata
             .packages
             .iter()
@@ -431,6 +423,16 @@ impl Workspace {
         names.dedup();
         names.join(", ")
     }
+}
+
+/// The packages of the resolved dependency graph (for the target `full_metadata` was asked
+/// for): what a build compiles, as opposed to every package the lock file names.
+fn packages_in_graph(metadata: &Metadata) -> std::collections::BTreeSet<cargo_metadata::PackageId> {
+    metadata
+        .resolve
+        .iter()
+        .flat_map(|r| r.nodes.iter().map(|n| n.id.clone()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -102,20 +102,7 @@ fn cargo_runs_the_installed_cargo_pgo_build_beside_pgo_build() {
         let built = std::path::Path::new(env!("CARGO_BIN_EXE_pgo-build")).with_file_name(name);
         std::fs::copy(&built, bin.path().join(name)).unwrap();
     }
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let output = Command::new("cargo")
-        .args(["pgo-build", "doctor"])
-        .current_dir(fixture.root())
-        .env("PATH", &path)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_TARGET_DIR")
-        .output()
-        .unwrap();
-    Run { output }
+    cargo_pgo_build_doctor(&fixture, bin.path())
         .success()
         .stderr_contains("pgo-build stage doctor ok");
     // Alone, it says what is missing.
@@ -138,9 +125,17 @@ fn cargo_runs_pgo_build_as_its_pgo_build_subcommand() {
         bin.path().join("cargo-pgo-build"),
     )
     .unwrap();
+    cargo_pgo_build_doctor(&fixture, bin.path())
+        .success()
+        .stderr_contains("pgo-build stage doctor ok");
+}
+
+/// `cargo pgo-build doctor` in the fixture, with `bin` first on PATH (where cargo finds
+/// `cargo-pgo-build`).
+fn cargo_pgo_build_doctor(fixture: &Fixture, bin: &std::path::Path) -> Run {
     let path = format!(
         "{}:{}",
-        bin.path().display(),
+        bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let output = Command::new("cargo")
@@ -151,8 +146,7 @@ fn cargo_runs_pgo_build_as_its_pgo_build_subcommand() {
         .env_remove("CARGO_TARGET_DIR")
         .output()
         .unwrap();
-    let run = Run { output };
-    run.success().stderr_contains("pgo-build stage doctor ok");
+    Run { output }
 }
 
 /// At a terminal, sentences fit its width like tables do (a pseudo-terminal from `script`,

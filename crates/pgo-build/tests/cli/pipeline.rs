@@ -56,12 +56,7 @@ fn full_pipeline_produces_optimized_binaries_that_run() {
             .unwrap()
             > 0
     );
-    let stages: Vec<&str> = report["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let stages: Vec<&str> = stage_names(&report);
     assert_eq!(
         stages,
         ["doctor", "build", "instrument", "train", "optimize"]

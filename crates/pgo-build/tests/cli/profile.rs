@@ -158,12 +158,7 @@ fn a_committed_profile_is_used_and_its_staleness_reported() {
         "{}",
         report["staleness"]
     );
-    let stages: Vec<&str> = report["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let stages: Vec<&str> = stage_names(&report);
     assert_eq!(stages, ["doctor", "build", "optimize"]);
     assert!(fixture.stage_bin("optimized", "app").exists());
 

@@ -4,7 +4,7 @@
 
 use std::process::{Child, Command};
 
-use crate::support::{Fixture, copy_dir};
+use crate::support::{Fixture, copy_dir, stage_names};
 
 /// The `releases` fixture trained and its profile committed (`pgo/profile.profdata`, set as
 /// `[pgo] profile`), with `settings` in its `[pgo]` table.
@@ -232,12 +232,7 @@ fn a_release_is_one_optimized_build_a_parallel_baseline_and_a_gate_against_the_l
         ])
         .success();
     let report = gate_job.report();
-    let stages: Vec<&str> = report["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let stages: Vec<&str> = stage_names(&report);
     assert!(
         !stages
             .iter()

@@ -457,3 +457,13 @@ pub fn normalized(fixture: &Fixture, text: &str) -> String {
     }
     text
 }
+
+/// The names of a report's stage records, in order.
+pub fn stage_names(report: &serde_json::Value) -> Vec<&str> {
+    report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect()
+}
