@@ -166,7 +166,12 @@ pub(super) fn c_compiler_setup(
         launcher: sccache::wrapper(&cx.cargo_config).map(std::path::PathBuf::from),
         target_units: layout.cargo_target_dir(stage).join(&settings.target),
         exclude: c.exclude.clone(),
-        users: (!c.exclude.is_empty()).then(|| users_compilers(&settings.target)),
+        users: (!c.exclude.is_empty()).then(|| {
+            let own = |base| {
+                cross_language::users_own_compiler(base, &settings.target, &cx.rustc.host).into()
+            };
+            (own("CC"), own("CXX"))
+        }),
     };
     let (cc, cxx) = spec.install(&layout.root().join("cc-wrapper"))?;
     cc::forget_other_wrappers(&spec.log, &spec.id())?;
@@ -640,24 +645,6 @@ pub(super) fn check_lld_before_building(cx: &Context) -> Result<()> {
         Some(problem) => bail!("{problem} (found before any build, by linking a probe program)"),
         None => Ok(()),
     }
-}
-
-/// The C and C++ compilers the user's own build runs for `target` (the `cc` crate's
-/// variables, most specific first, else `cc` and `c++`): what excluded packages keep.
-fn users_compilers(target: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let find = |base: &str, default: &str| {
-        [
-            format!("{base}_{target}"),
-            format!("{base}_{}", target.replace('-', "_")),
-            format!("TARGET_{base}"),
-            base.to_owned(),
-        ]
-        .iter()
-        .find_map(|name| std::env::var(name).ok())
-        .unwrap_or_else(|| default.to_owned())
-        .into()
-    };
-    (find("CC", "cc"), find("CXX", "c++"))
 }
 
 /// Why cross-language ThinLTO's links need lld.

@@ -85,6 +85,14 @@ pub fn user_env(target: &str, env: &dyn Fn(&str) -> Option<String>) -> BTreeMap<
         .collect()
 }
 
+/// The C (`base` "CC") or C++ ("CXX") compiler the user's own build runs for `target`: the
+/// one they named for the `cc` crate, else its default (`cc`, `c++`).
+pub fn users_own_compiler(base: &str, target: &str, host: &str) -> String {
+    user_compiler(base, target, host, &|key| std::env::var(key).ok())
+        .map(|(_, compiler)| compiler)
+        .unwrap_or_else(|| if base == "CXX" { "c++" } else { "cc" }.to_owned())
+}
+
 /// The C compiler the `cc` crate would use for `target`, when the user named one.
 fn user_compiler(
     base: &str,

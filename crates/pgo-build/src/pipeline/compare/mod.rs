@@ -65,14 +65,11 @@ fn c_compilers_differ(cx: &Context, run: &Run, result: &CompareResult) -> Option
         .find_map(|c| Some((c, compiled_by(c)?)))
         .filter(|(_, clang)| reference.as_ref() != Some(clang))?;
     let users = reference.unwrap_or_else(|| {
-        [
+        crate::toolchain::cross_language::users_own_compiler(
             "CC",
-            &format!("CC_{}", cx.platform.triple.replace('-', "_")),
-            "TARGET_CC",
-        ]
-        .iter()
-        .find_map(|var| std::env::var(var).ok())
-        .unwrap_or_else(|| "cc".to_owned())
+            &cx.platform.triple,
+            &cx.rustc.host,
+        )
     });
     Some(format!(
         "the C/C++ of build scripts is compiled by {users} in {} and by {clang} in {candidate}: \
