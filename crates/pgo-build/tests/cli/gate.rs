@@ -230,11 +230,10 @@ impl Drop for CpuHogs {
 #[test]
 fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     let fixture = Fixture::new("twobins");
-    // A holdout of a few milliseconds, run by `app` only (`helper` is unmeasured, not failed),
-    // whose wall time cannot settle: every other run of the optimized binaries pauses 50 ms,
-    // as a busy machine's hiccups would (deterministically, so wall time never decides).
-    // Every run starts the same processes (`sleep 0` or `sleep 0.05`), so instructions see
-    // none of it.
+    // A holdout of a few milliseconds whose wall time a busy machine blurs, and a random pause
+    // of 0-80 ms on either side blurs far more (the same processes every run, so instructions
+    // see none of it): over 11 rounds wall time leaves the verdict open but for about 3% of
+    // runs. Run by `app` only: `helper` is unmeasured, not failed.
     let config = |holdout: &str| {
         format!(
             "[[workload]]\nname = \"train\"\nrole = \"train\"\n\
@@ -244,16 +243,11 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     };
     fixture.write(
         "pgo-build.toml",
-        &config(
-            "n=$(cat .runs-$PGO_BUILD_STAGE 2>/dev/null || echo 0); \
-             echo $((n + 1)) > .runs-$PGO_BUILD_STAGE; $PGO_BUILD_BIN_APP work 300; pause=0; \
-             if [ \"$PGO_BUILD_STAGE\" = optimized ] && [ $((n % 2)) = 1 ]; then pause=0.05; fi; \
-             sleep $pause",
-        ),
+        &config("$PGO_BUILD_BIN_APP work 300; sleep 0.0$((RANDOM % 9))"),
     );
     fixture.run(&["run", "--no-compare"]).success();
     let _hogs = CpuHogs::start(2);
-    let gate = fixture.run(&["gate", "--rounds", "7"]);
+    let gate = fixture.run(&["gate", "--rounds", "3"]);
     gate.success()
         .stderr_contains("instruction counts decide")
         .stderr_contains(
