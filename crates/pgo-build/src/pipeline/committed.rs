@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::context::Context;
 use crate::cargo::build::Diagnostic;
 use crate::profiles;
+use crate::profiles::carry::{TextProfile, crate_of_module};
 use crate::profiles::diagnostics::{self, Kind};
 use crate::profiles::insight::{self, FunctionCounts};
 use crate::wrappers::rustc::carry::{CarryRecord, CarrySetup};
@@ -125,8 +126,9 @@ pub(crate) fn staleness(
     diagnostics: &[Diagnostic],
     carried: &[CarryRecord],
 ) -> Staleness {
-    // Names (`[module;]symbol`) rustc looked up and found with another function hash.
-    let mut mismatched: BTreeSet<String> = BTreeSet::new();
+    // Symbols rustc looked up and found with another function hash, by the crate whose
+    // codegen unit looked (a record offered under another unit's name is looked up there).
+    let mut mismatched: BTreeSet<(String, String)> = BTreeSet::new();
     let mut missing_per_crate: BTreeMap<String, usize> = BTreeMap::new();
     for diagnostic in diagnostics {
         if diagnostics::expected_to_differ(&diagnostic.target) {
@@ -141,8 +143,7 @@ pub(crate) fn staleness(
                     .split_whitespace()
                     .find(|w| w.starts_with("_ZN") || w.starts_with("_R"))
                 {
-                    mismatched.insert(format!("{module};{symbol}"));
-                    mismatched.insert(symbol.to_owned());
+                    mismatched.insert((crate_of_module(module).to_owned(), symbol.to_owned()));
                 }
             }
             Some(Kind::MissingFunction) => {
@@ -198,7 +199,14 @@ pub(crate) fn staleness(
             }),
             None => renamed.contains_key(&function.krate),
         };
-        if in_renamed || mismatched.contains(&function.key) || changed_symbols.contains(symbol) {
+        let mismatch = match function.key.rsplit_once(';') {
+            Some((module, _)) => {
+                mismatched.contains(&(crate_of_module(module).to_owned(), symbol.to_owned()))
+            }
+            // A function with external linkage is looked up by every crate that calls it.
+            None => mismatched.iter().any(|(_, s)| s == symbol),
+        };
+        if in_renamed || mismatch || changed_symbols.contains(symbol) {
             entry.changed_functions += 1;
             entry.changed_counts += function.total;
             result.stale_functions += 1;
@@ -291,6 +299,28 @@ pub(crate) fn committed_text(
         .with_context(|| format!("llvm-profdata could not read {}", profile.display()))?;
     let functions = insight::parse_text_profile(&std::fs::read_to_string(&text)?);
     Ok((text, functions))
+}
+
+/// The profile an optimized build from the committed one uses: its local records with counts
+/// offered under every codegen unit name their crate may have now
+/// (`profiles::carry::TextProfile::with_offered`), so functions that moved between units find
+/// their data in the crate's first compile instead of a second one. Content-addressed like
+/// the committed copy it replaces (the offer depends on nothing but the profile).
+pub(crate) fn offered_profile(cx: &Context, text: &Path) -> Result<PathBuf> {
+    let profile = TextProfile::parse(&crate::util::files::read_to_string(text)?);
+    let offered = text.with_file_name("offered.proftext");
+    crate::util::files::write(&offered, profile.with_offered().as_bytes())?;
+    let dir = cx.layout.profiles_dir();
+    let partial = dir.join("committed.profdata.partial");
+    crate::util::command::Cmd::new(&cx.profdata()?.path)
+        .args(["merge", "-o"])
+        .arg(&partial)
+        .arg(&offered)
+        .stdout_checked(&cx.printer)
+        .with_context(|| format!("llvm-profdata could not read {}", offered.display()))?;
+    let _ = std::fs::remove_file(&offered);
+    let data = crate::util::files::read(&partial)?;
+    profiles::install_content_addressed(&partial, &data, &dir)
 }
 
 /// Checks a committed profile against this toolchain and target and returns its

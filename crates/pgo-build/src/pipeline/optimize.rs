@@ -457,8 +457,9 @@ fn check_instrumented_selection(cx: &Context, instrumented: &StageManifest) -> R
 /// A committed profile (`[pgo] profile`), checked; binaries whose crate has no counts in
 /// it are the ones without data.
 fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInputs> {
-    let path = committed_profile(cx, relative)?;
-    let (text, functions) = committed::committed_text(cx, &path)?;
+    let committed = committed_profile(cx, relative)?;
+    let (text, functions) = committed::committed_text(cx, &committed)?;
+    let path = committed::offered_profile(cx, &text)?;
     if functions.is_empty() {
         bail!(
             "the committed profile {} contains no functions",

@@ -6,13 +6,17 @@
 //! of its functions without data). Stable symbol names (`wrappers::rustc::stable_names`) keep
 //! the symbol; what moves is the prefix, and the linkage, which follows the callers.
 //!
-//! rustc says which functions found no data, with their codegen unit, symbol and function
-//! hash (`-pgo-warn-missing-function`). A record of the same symbol and the same function hash
-//! (the CFG checksum, which also covers the counter count) is the same function: its counts
-//! are carried to the new name. Nothing else is matched: a symbol whose hash changed is
-//! another function as far as a profile can tell (two instances of one generic differ only
-//! there), and a wrong match is worse than none. See `wrappers::rustc::carry` for the
-//! recompile this feeds.
+//! A record of the same symbol and the same function hash (the CFG checksum, which also covers
+//! the counter count) is the same function. So before the build, every local record with
+//! counts is offered under each codegen unit name its crate may have now
+//! ([`TextProfile::with_offered`]): rustc looks records up by name and hash and ignores names
+//! no function has, so a moved function finds its data in the crate's one compile. Nothing
+//! else is matched: a symbol whose hash changed is another function as far as a profile can
+//! tell (two instances of one generic differ only there), and a wrong match is worse than none.
+//!
+//! What the offer misses (a unit numbered beyond it), rustc names with its codegen unit, symbol
+//! and function hash (`-pgo-warn-missing-function`); those records are carried to the new
+//! name by a second compile of the crate ([`plan`], `wrappers::rustc::carry`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,7 +61,7 @@ fn symbol_of(name: &str) -> &str {
 }
 
 /// `engine.86c8327d2d4866f9-cgu.01` → `engine`.
-fn crate_of_module(module: &str) -> &str {
+pub fn crate_of_module(module: &str) -> &str {
     module.split('.').next().unwrap_or(module)
 }
 
@@ -134,10 +138,20 @@ impl TextProfile {
             .fold(0u64, |sum, r| sum.saturating_add(r.total))
     }
 
-    /// The profile with `plan`'s records added under their new names (the old records stay:
-    /// other codegen units may still look them up), and indirect-call targets renamed to
-    /// match, in the text format `llvm-profdata merge` reads back. Copies given one name are
-    /// summed by the merge.
+    /// The profile with every local record that has counts offered under the other codegen
+    /// unit names its crate may have now (see [`unit_suffixes`]), so that a function that moved
+    /// finds its data in the first compile: rustc looks a record up by name and function hash,
+    /// and ignores the names no function has. Copies of one function from several units (an
+    /// `#[inline]` function is copied into each unit that calls it) are summed under a name
+    /// none of them had; a name that already has a record of that hash keeps only its own.
+    pub fn with_offered(&self) -> String {
+        self.with_carried(&CarryPlan::default())
+    }
+
+    /// [`TextProfile::with_offered`], and `plan`'s records added under their new names (the
+    /// old records stay: other codegen units may still look them up), with indirect-call
+    /// targets renamed to match, in the text format `llvm-profdata merge` reads back. Copies
+    /// given one name are summed by the merge.
     pub fn with_carried(&self, plan: &CarryPlan) -> String {
         let by_name: BTreeMap<&str, Vec<&Record>> =
             self.records.iter().fold(BTreeMap::new(), |mut map, r| {
@@ -173,11 +187,21 @@ impl TextProfile {
             }
             out.push('\n');
         };
+        let mut present: BTreeSet<(String, u64)> = BTreeSet::new();
         for record in &self.records {
             write(&record.name, record);
+            present.insert((record.name.clone(), record.hash));
         }
+        let offered = self.offered(&present);
+        for (name, record) in &offered {
+            write(name, record);
+        }
+        present.extend(offered.into_iter().map(|(name, r)| (name, r.hash)));
         for carried in &plan.carried {
             for new in carried.new_names(&by_name) {
+                if present.contains(&(new.clone(), carried.hash)) {
+                    continue;
+                }
                 for old in &carried.from {
                     for record in by_name.get(old.as_str()).into_iter().flatten() {
                         if record.hash == carried.hash {
@@ -189,6 +213,61 @@ impl TextProfile {
         }
         out
     }
+
+    /// The names under which [`TextProfile::with_offered`] offers local records with counts,
+    /// other than the `(name, function hash)` pairs `present` has already.
+    fn offered(&self, present: &BTreeSet<(String, u64)>) -> Vec<(String, &Record)> {
+        let mut highest: BTreeMap<&str, usize> = BTreeMap::new();
+        for record in &self.records {
+            if let Some((module, _)) = record.name.rsplit_once(';')
+                && let Some((unit_prefix, index)) = split_unit(module)
+            {
+                let slot = highest.entry(unit_prefix).or_default();
+                *slot = (*slot).max(index);
+            }
+        }
+        let suffixes: BTreeMap<&str, Vec<String>> = highest
+            .into_iter()
+            .map(|(unit_prefix, highest)| (unit_prefix, unit_suffixes(highest)))
+            .collect();
+        let mut offered = Vec::new();
+        for record in self.records.iter().filter(|r| r.total > 0) {
+            let Some((module, symbol)) = record.name.rsplit_once(';') else {
+                continue;
+            };
+            let Some((unit_prefix, _)) = split_unit(module) else {
+                continue;
+            };
+            for suffix in &suffixes[unit_prefix] {
+                let name = format!("{unit_prefix}-cgu.{suffix};{symbol}");
+                if !present.contains(&(name.clone(), record.hash)) {
+                    offered.push((name, record));
+                }
+            }
+        }
+        offered
+    }
+}
+
+/// `engine.86c8327d2d4866f9-cgu.03` → (`engine.86c8327d2d4866f9`, 3).
+fn split_unit(module: &str) -> Option<(&str, usize)> {
+    let (unit_prefix, index) = module.rsplit_once("-cgu.")?;
+    Some((unit_prefix, index.parse().ok()?))
+}
+
+/// The suffixes a crate's codegen units may have in another build: rustc numbers a crate's `n`
+/// units `0..n` by size, zero-padded to the digits of `n - 1` (`cgu.03` of 16), so code that
+/// grows, shrinks or moves renames them. As many as the profile shows (`highest`), and at
+/// least 16, cargo's release default; every padding up to the widest.
+fn unit_suffixes(highest: usize) -> Vec<String> {
+    let count = (highest + 1).max(16);
+    let widest = (count - 1).to_string().len();
+    (0..count)
+        .flat_map(|index| {
+            let digits = index.to_string().len();
+            (digits..=widest).map(move |width| format!("{index:0width$}"))
+        })
+        .collect()
 }
 
 /// A function rustc found no profile data for: `<module>: no profile data available for
@@ -445,6 +524,63 @@ mod tests {
             .find(|r| r.name.contains("caller"))
             .unwrap();
         assert!(caller.body.contains(&format!("app.aa-cgu.5;{U32}:8")));
+    }
+
+    #[test]
+    fn local_records_with_counts_are_offered_under_every_unit_name_of_their_crate() {
+        assert_eq!(unit_suffixes(2).len(), 26);
+        assert_eq!(&unit_suffixes(2)[..3], ["0", "00", "1"]);
+        assert_eq!(unit_suffixes(2).last().unwrap(), "15");
+        assert_eq!(unit_suffixes(99).len(), 100 + 10);
+
+        let mut text = "# IR level Instrumentation Flag\n:ir\n".to_owned();
+        text += &record(&format!("app.aa-cgu.1;{U32}"), 7, &[10, 5]);
+        text += &record(&format!("app.aa-cgu.2;{U64}"), 7, &[900, 1]);
+        // An inline copy in another unit, and one whose pre-inlined body differs there.
+        text += &record(&format!("app.aa-cgu.3;{U64}"), 7, &[100, 0]);
+        text += &record(&format!("app.aa-cgu.4;{U64}"), 8, &[3, 0]);
+        text += &record("app.aa-cgu.1;_ZN3app4cold17h5555555555555555E", 7, &[0]);
+        text += &record("_ZN3app4main17h3333333333333333E", 9, &[1]);
+        let profile = TextProfile::parse(&text);
+        let offered = TextProfile::parse(&profile.with_offered());
+        let named = |name: &str| -> Vec<(u64, u64)> {
+            let mut found: Vec<(u64, u64)> = offered
+                .records()
+                .iter()
+                .filter(|r| r.name == name)
+                .map(|r| (r.hash, r.total))
+                .collect();
+            found.sort();
+            found
+        };
+        // Two instances of one generic, each under its own symbol with its own counts.
+        assert_eq!(named(&format!("app.aa-cgu.05;{U32}")), [(7, 15)]);
+        assert_eq!(named(&format!("app.aa-cgu.5;{U32}")), [(7, 15)]);
+        // Copies of one function with one hash are written apart (the merge sums them).
+        assert_eq!(
+            named(&format!("app.aa-cgu.12;{U64}")),
+            [(7, 100), (7, 901), (8, 3)]
+        );
+        // A name that has a record of that hash keeps only its own.
+        assert_eq!(named(&format!("app.aa-cgu.2;{U64}")), [(7, 901), (8, 3)]);
+        assert_eq!(named(&format!("app.aa-cgu.1;{U32}")), [(7, 15)]);
+        // Records without counts, and external ones, stay as they are.
+        assert_eq!(
+            offered
+                .records()
+                .iter()
+                .filter(|r| r.name.contains("cold"))
+                .count(),
+            1
+        );
+        assert_eq!(named("_ZN3app4main17h3333333333333333E"), [(9, 1)]);
+        // Nothing under another crate's units.
+        assert!(
+            offered
+                .records()
+                .iter()
+                .all(|r| r.name.starts_with("app.aa-cgu.") || !r.name.contains(';'))
+        );
     }
 
     #[test]

@@ -63,49 +63,71 @@ fn a_committed_profile_survives_version_bumps_and_follows_code_into_other_codege
         let names: Vec<String> = (0..60).map(|i| format!("n{i}")).collect();
         format!("{text}\nfiller!({});\n", names.join(" "))
     });
-    fixture
-        .run(&["optimize"])
-        .success()
-        .stderr_contains("found in other codegen units and carried over")
-        .stderr_contains("1 crate recompiled");
+    fixture.run(&["optimize"]).success();
     let staleness = &fixture.report()["staleness"];
     assert_eq!(staleness["share"], 0.0, "{staleness:#}");
+    // Found in the first compile: no crate compiled twice.
     assert_eq!(
         staleness["recompiled"],
-        serde_json::json!(["kernel/kernel"])
-    );
-    // The added functions are the only ones without data.
-    assert_eq!(
-        staleness["per_crate"]["kernel"]["new_functions"], 60,
+        serde_json::json!([]),
         "{staleness:#}"
     );
-    // Two instances of one generic, the same body and function hash, each carried with its
-    // own counts: the u32 one ran ten times as much.
-    let folds: Vec<&serde_json::Value> = staleness["carried"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["name"] == "kernel::generic::fold")
-        .collect();
-    assert_eq!(folds.len(), 2, "{staleness:#}");
-    for fold in &folds {
-        let (now, from) = (fold["now"].as_str().unwrap(), &fold["from"]);
-        let symbol = now.rsplit(';').next().unwrap();
-        assert_eq!(from.as_array().unwrap().len(), 1, "{fold}");
-        assert!(from[0].as_str().unwrap().ends_with(&format!(";{symbol}")));
-        assert_ne!(from[0].as_str().unwrap(), now);
-    }
-    let (wide, narrow) = (
-        folds[1]["counts"].as_u64().unwrap(),
-        folds[0]["counts"].as_u64().unwrap(),
-    );
-    assert!(
-        narrow > 8 * wide && wide > 0,
-        "the instances' counts: {narrow} and {wide}"
-    );
-    // The crate's second compile found them: rustc reports no moved function without data.
+    // The added functions are the only ones without data (but for a moved function that
+    // never ran: records without counts are not offered under other units).
     let diagnostics = &fixture.report()["optimize_diagnostics"]["per_crate"]["kernel"];
-    assert_eq!(diagnostics["missing_functions"], 60, "{diagnostics:#}");
+    let missing = diagnostics["missing_functions"].as_u64().unwrap();
+    assert!((60..=63).contains(&missing), "{diagnostics:#}");
+
+    // Where the functions are now, from a profile of this code trained afresh: the two
+    // instances of one generic (the same body and function hash) moved, and the profile the
+    // build used has each one's own counts under its new name (the u32 one ran ten times as
+    // much).
+    let fresh = checkout_of(&fixture, "fresh");
+    fresh.edit("pgo-build.toml", |config| {
+        config.replace("profile = \"pgo/profile.profdata\"\n", "")
+    });
+    fresh.run(&["run", "--no-compare"]).success();
+    let records = |profile: &std::path::Path| -> Vec<(String, u64)> {
+        let output = Command::new("llvm-profdata-22")
+            .args(["merge", "--text", "-o", "-"])
+            .arg(profile)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut found = Vec::new();
+        for (at, line) in lines.iter().enumerate() {
+            if line.contains("7generic4fold") && lines.get(at + 1) == Some(&"# Func Hash:") {
+                let counters: usize = lines[at + 4].parse().unwrap();
+                let total = lines[at + 6..at + 6 + counters]
+                    .iter()
+                    .map(|v| v.parse::<u64>().unwrap())
+                    .sum();
+                found.push((line.to_string(), total));
+            }
+        }
+        found
+    };
+    let trained = records(&fixture.root().join("pgo/profile.profdata"));
+    let now = records(&crate::support::merged_profile(&fresh));
+    let used = records(&crate::support::merged_profile(&fixture));
+    assert_eq!((trained.len(), now.len()), (2, 2), "{trained:?} {now:?}");
+    let mut totals = Vec::new();
+    for (name, _) in &now {
+        let symbol = name.rsplit(';').next().unwrap();
+        let (was, counts) = trained.iter().find(|(n, _)| n.ends_with(symbol)).unwrap();
+        assert_ne!(was, name, "{symbol} did not move");
+        let offered: Vec<u64> = used
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, c)| *c)
+            .collect();
+        assert_eq!(offered, [*counts], "{name}");
+        totals.push(*counts);
+    }
+    totals.sort();
+    assert!(totals[1] > 8 * totals[0] && totals[0] > 0, "{totals:?}");
 }
 
 #[test]

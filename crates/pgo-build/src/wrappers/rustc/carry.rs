@@ -1,7 +1,8 @@
 //! The wrapper's part in carrying a committed profile over (see `profiles::carry`): each crate
-//! compiles with a profile of its own, first the committed one; when rustc's warnings show
-//! functions that moved to another codegen unit, their records are added under the new names
-//! and the crate compiles once more, with the same command line.
+//! compiles with a profile of its own, first the committed one (its records already offered
+//! under every codegen unit name of their crate); when rustc's warnings still show functions
+//! with data under another name, their records are added under the new names and the crate
+//! compiles once more, with the same command line. With the offer this is rare.
 //!
 //! The same command line, because rustc hashes its options (the `-Cprofile-use` path among
 //! them) into the crate's metadata, which crates that depend on it may already have read
