@@ -230,10 +230,11 @@ impl Drop for CpuHogs {
 #[test]
 fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     let fixture = Fixture::new("twobins");
-    // A holdout of a few milliseconds whose wall time a busy machine blurs, and a random pause
-    // of 0-80 ms on either side blurs far more (the same processes every run, so instructions
-    // see none of it): over 11 rounds wall time leaves the verdict open but for about 3% of
-    // runs. Run by `app` only: `helper` is unmeasured, not failed.
+    // A holdout of a few milliseconds, and a pause of 100 ms for the optimized build in even
+    // rounds and for the baseline in odd ones ($PGO_BUILD_ROUND): wall time goes either way
+    // by far more than the work, so it cannot decide; instructions see none of it (each run
+    // starts `sleep` once, for 0.1 s or none). Run by `app` only: `helper` is unmeasured, not
+    // failed.
     let config = |holdout: &str| {
         format!(
             "[[workload]]\nname = \"train\"\nrole = \"train\"\n\
@@ -243,7 +244,10 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     };
     fixture.write(
         "pgo-build.toml",
-        &config("$PGO_BUILD_BIN_APP work 300; sleep 0.0$((RANDOM % 9))"),
+        &config(
+            "$PGO_BUILD_BIN_APP work 300; case $PGO_BUILD_STAGE-$((PGO_BUILD_ROUND % 2)) in \
+             optimized-0|baseline-1) pause=1;; *) pause=0;; esac; sleep 0.$pause",
+        ),
     );
     fixture.run(&["run", "--no-compare"]).success();
     let _hogs = CpuHogs::start(2);
@@ -280,7 +284,7 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
         "pgo-build.toml",
         &config(
             "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 3000; \
-             else $PGO_BUILD_BIN_APP work 300; fi; sleep 0.00$((RANDOM % 9))",
+             else $PGO_BUILD_BIN_APP work 300; fi",
         ),
     );
     let gate = fixture.run(&["gate", "--rounds", "7"]);

@@ -218,6 +218,11 @@ fn staged_binaries_among(
         .collect()
 }
 
+/// Every run of a comparison gets its round's number (0 the warm-up, then 1, 2, ...): the
+/// same for every variant within a round, so a workload can vary its input by round and keep
+/// the pairs alike.
+pub const ROUND_ENV: &str = "PGO_BUILD_ROUND";
+
 /// One round: every variant once, in the plan's order or all at once; the staged binaries
 /// the observed (warm-up) runs ran go into `seen`. Returns the most cores a variant's run
 /// kept busy (CPU time / wall time).
@@ -281,7 +286,11 @@ pub(super) fn compare_round(
                 bin_dir,
                 bin_names: variant.bin_names(),
                 workspace_root: &cx.workspace.root,
-                extra_env: env.clone(),
+                extra_env: env
+                    .iter()
+                    .cloned()
+                    .chain([(ROUND_ENV.to_owned(), round.to_string())])
+                    .collect(),
                 wrapper: counter.map(|c| c.wrapper(count_dir)).unwrap_or_default(),
                 log_path: variant.log(workload),
                 running_dir: Some(&running),
