@@ -8,12 +8,58 @@
 /// A hash of every `fn name` item in `source` (its signature and body), in order; `None` when
 /// there is none.
 pub fn fingerprint(source: &str, name: &str) -> Option<String> {
+    let texts: Vec<&str> = items(source, name)
+        .into_iter()
+        .map(|(at, end)| &source[at..end])
+        .collect();
+    if texts.is_empty() {
+        return None;
+    }
+    Some(crate::util::files::sha256_hex(texts.join("\n").as_bytes())[..16].to_owned())
+}
+
+/// Whether some `fn name` item in `source` is generic over a type: a type or const parameter
+/// (`fn f<T>`, not only lifetimes), or `impl Trait` among its arguments. Its instances are
+/// compiled in the crates that use it, with their types. The enclosing `impl`'s parameters
+/// are not seen here.
+pub fn is_generic(source: &str, name: &str) -> bool {
+    let code = blank_literals_and_comments(source);
+    items(source, name).into_iter().any(|(at, end)| {
+        let item = &code[at..end];
+        let signature = &item[..item.find(['{', ';']).unwrap_or(item.len())];
+        let after_name = signature[3..].trim_start()[name.len()..].trim_start();
+        let type_parameter = after_name.strip_prefix('<').is_some_and(|rest| {
+            let mut depth = 0usize;
+            let list = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    match c {
+                        '<' => depth += 1,
+                        '>' if depth == 0 => return true,
+                        '>' => depth -= 1,
+                        _ => {}
+                    }
+                    false
+                })
+                .map_or(rest, |(i, _)| &rest[..i]);
+            list.split(',')
+                .map(str::trim)
+                .any(|p| !p.is_empty() && !p.starts_with('\''))
+        });
+        // `impl Trait` among the arguments, not in the return type.
+        let arguments = signature.split("->").next().unwrap_or(signature);
+        type_parameter || arguments.contains("impl ")
+    })
+}
+
+/// Where each `fn name` item of `source` starts and ends (string literals, character literals
+/// and comments aside).
+fn items(source: &str, name: &str) -> Vec<(usize, usize)> {
     let code = blank_literals_and_comments(source);
     let bytes = code.as_bytes();
-    let mut texts = Vec::new();
+    let mut found = Vec::new();
     let mut from = 0;
-    while let Some(found) = code[from..].find("fn ") {
-        let at = from + found;
+    while let Some(at) = code[from..].find("fn ").map(|n| from + n) {
         from = at + 3;
         let before_ok = at == 0 || !is_ident(bytes[at - 1]);
         let rest = code[at + 3..].trim_start();
@@ -25,13 +71,10 @@ pub fn fingerprint(source: &str, name: &str) -> Option<String> {
         let Some(end) = item_end(bytes, after) else {
             continue;
         };
-        texts.push(&source[at..end]);
+        found.push((at, end));
         from = end;
     }
-    if texts.is_empty() {
-        return None;
-    }
-    Some(crate::util::files::sha256_hex(texts.join("\n").as_bytes())[..16].to_owned())
+    found
 }
 
 fn is_ident(b: u8) -> bool {
@@ -180,5 +223,24 @@ impl Table {
         assert_ne!(fingerprint(&method, "words").unwrap(), base);
         assert!(fingerprint(SOURCE, "missing").is_none());
         assert!(fingerprint("fn f();", "f").is_some());
+    }
+
+    #[test]
+    fn a_function_generic_over_a_type_is_told_from_one_over_lifetimes_only() {
+        assert!(!is_generic(SOURCE, "words"));
+        assert!(is_generic("fn run<'a, D: DataT>(x: &'a D) {}", "run"));
+        assert!(is_generic("fn f<const N: usize>() {}", "f"));
+        assert!(is_generic(
+            "fn f(it: impl Iterator<Item = u8>) -> u8 { 0 }",
+            "f"
+        ));
+        assert!(!is_generic("fn f<'a>(x: &'a str) -> &'a str { x }", "f"));
+        // A body that names generics does not make the function generic.
+        assert!(!is_generic("fn f() { let v: Vec<u8> = g::<u8>(); }", "f"));
+        assert!(!is_generic("fn f() -> u8 { /* fn f<T>() */ 0 }", "f"));
+        assert!(!is_generic(
+            "fn f(x: u8) -> impl Iterator<Item = u8> { 0..x }",
+            "f"
+        ));
     }
 }

@@ -41,6 +41,12 @@ impl PackageSources {
         let text = std::fs::read_to_string(self.dir.join(file)).ok()?;
         super::fn_source::fingerprint(&text, name)
     }
+
+    /// Whether a `fn name` item of `file` is generic over a type in the current sources.
+    pub fn generic_now(&self, file: &str, name: &str) -> bool {
+        std::fs::read_to_string(self.dir.join(file))
+            .is_ok_and(|text| super::fn_source::is_generic(&text, name))
+    }
 }
 
 /// Directories of a package whose sources never go into its library or binaries.

@@ -429,13 +429,18 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
     let now = cx
         .workspace
         .package_sources(&cx.settings.target, &cx.printer)?;
-    let predicted = prediction::predict(&functions, &then, &now);
+    let graph = cx
+        .workspace
+        .package_graph(&cx.settings.target, &cx.printer)?;
+    let used_by_changed = prediction::used_by_changed(&graph, &then, &now);
+    let predicted = prediction::predict(&functions, &then, &now, &used_by_changed);
     let max = cx.config.pgo.max_stale();
     let stale = 1.0 - predicted.applies();
     if args.json {
         let value = serde_json::json!({
             "profile": relative,
             "applies": predicted.applies(),
+            "applies_at_least": predicted.applies_at_least(),
             "unchanged": predicted.share(&[Standing::Unchanged]),
             "max_stale": max,
             "retrain": stale > max,
@@ -450,6 +455,7 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
             "Unchanged (package, file or function)",
             "Changed function",
             "Changed file, function not told",
+            "Of it generic, used by a changed package",
             "Renamed or gone",
         ]);
         let total = predicted.total_counts.max(1) as f64;
@@ -475,9 +481,11 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
                     Standing::Unchanged,
                     Standing::UnchangedFile,
                     Standing::UnchangedFunction,
+                    Standing::UnchangedGeneric,
                 ]),
                 share(&[Standing::ChangedFunction]),
                 share(&[Standing::ChangedFile]),
+                share(&[Standing::UnchangedGeneric]),
                 share(&[Standing::Renamed, Standing::Gone]),
             ]);
         }
@@ -495,18 +503,31 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
                     (Standing::ChangedFile, Some(file)) => format!("{file} changed"),
                     (Standing::ChangedFile, None) => "its package changed".to_owned(),
                     (Standing::Renamed, _) => "its crate is renamed".to_owned(),
+                    (Standing::UnchangedGeneric, _) => "generic, and a package that \
+                        instantiates it changed"
+                        .to_owned(),
                     _ => "no longer built".to_owned(),
                 }
             ));
         }
     }
+    let generic = predicted.share(&[Standing::UnchangedGeneric]);
     let summary = format!(
         "the committed profile {}: {} of its counts are in code unchanged since it was trained \
-         ({} in packages that did not change at all); {} are in functions that changed or \
+         ({} in packages that did not change at all{}); {} are in functions that changed or \
          may have",
         relative.display(),
         percent(predicted.applies()),
         percent(predicted.share(&[Standing::Unchanged])),
+        match generic > 0.0 {
+            true => format!(
+                "; {} in generic code that changed packages instantiate, which keeps its data \
+                 unless the types it is instantiated with changed, so at least {} applies",
+                percent(generic),
+                percent(predicted.applies_at_least())
+            ),
+            false => String::new(),
+        },
         percent(stale)
     );
     if stale > max {

@@ -9,11 +9,12 @@
 //! file is found from the function's path (`kernel::table::count` in `src/table.rs`), which
 //! is what rustc's module system makes likely but not certain.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::cargo::sources::{PackageSources, SourceRecord};
+use crate::cargo::workspace::PackageDeps;
 use crate::profiles::insight::{FunctionCounts, crate_of};
 
 /// Where a function's counts stand in the current sources.
@@ -26,6 +27,11 @@ pub enum Standing {
     UnchangedFile,
     /// Its file changed, its own source did not (`cargo::fn_source`).
     UnchangedFunction,
+    /// Its own source is unchanged, but it is generic over a type and a package that uses it
+    /// changed: its instances are compiled there, with that package's types, whose inlined
+    /// code changes them when those types' code changed (a function's data is dropped when
+    /// its compiled body changed). Counted as applying, and as the range's low end.
+    UnchangedGeneric,
     /// Its file changed, and its own source could not be told apart (not fingerprinted, or a
     /// package without per-file hashes).
     ChangedFile,
@@ -65,27 +71,47 @@ impl Prediction {
         counts as f64 / self.total_counts.max(1) as f64
     }
 
-    /// The share expected to apply: unchanged packages, files and functions.
+    /// The share expected to apply: unchanged packages, files and functions, generic ones
+    /// included.
     pub fn applies(&self) -> f64 {
         self.share(&[
             Standing::Unchanged,
             Standing::UnchangedFile,
             Standing::UnchangedFunction,
+            Standing::UnchangedGeneric,
         ])
+    }
+
+    /// The share that applies unless rustc's MIR inlining carries changed code into an
+    /// unchanged function: [`Prediction::applies`] without the generic code instantiated by
+    /// changed packages (which keeps its data unless the types it is instantiated with
+    /// changed, which the profile's symbol names cannot tell).
+    pub fn applies_at_least(&self) -> f64 {
+        self.applies() - self.share(&[Standing::UnchangedGeneric])
     }
 }
 
 /// The crates of the Rust toolchain itself: unchanged as long as rustc is.
 const TOOLCHAIN_CRATES: [&str; 5] = ["std", "core", "alloc", "proc_macro", "panic_unwind"];
 
+/// `used_by_changed`: the packages (by name) that a changed package depends on, directly or
+/// not: where their generic code may be instantiated with changed types.
 pub fn predict(
     functions: &[FunctionCounts],
     then: &SourceRecord,
     now: &SourceRecord,
+    used_by_changed: &BTreeSet<String>,
 ) -> Prediction {
     let mut prediction = Prediction::default();
     for function in functions {
-        let (standing, file) = standing_of(function, then, now);
+        let (mut standing, file) = standing_of(function, then, now);
+        if standing <= Standing::UnchangedFunction
+            && let Some((key, package)) = now.package_of(&function.krate)
+            && used_by_changed.contains(key.split(' ').next().unwrap_or(key))
+            && is_generic(function, package)
+        {
+            standing = Standing::UnchangedGeneric;
+        }
         prediction.total_counts += function.total;
         *prediction.counts.entry(standing).or_default() += function.total;
         *prediction
@@ -95,6 +121,7 @@ pub fn predict(
             .entry(standing)
             .or_default() += function.total;
         if standing > Standing::UnchangedFunction && function.total > 0 {
+            // Named with the functions at risk, though counted as applying.
             prediction.at_risk.push(AtRisk {
                 name: function.name.clone(),
                 counts: function.total,
@@ -107,6 +134,95 @@ pub fn predict(
         .at_risk
         .sort_by(|a, b| b.counts.cmp(&a.counts).then_with(|| a.name.cmp(&b.name)));
     prediction
+}
+
+/// The packages that a package whose sources changed (or that is new) depends on, directly
+/// or not, by name.
+pub fn used_by_changed(
+    graph: &[PackageDeps],
+    then: &SourceRecord,
+    now: &SourceRecord,
+) -> BTreeSet<String> {
+    let changed = |name: &str| {
+        now.packages
+            .iter()
+            .filter(|(key, _)| key.split(' ').next() == Some(name))
+            .any(|(key, package)| {
+                then.packages
+                    .get(key)
+                    .is_none_or(|p| p.hash != package.hash)
+            })
+    };
+    let dependencies: BTreeMap<&str, Vec<&str>> = graph
+        .iter()
+        .map(|p| {
+            (
+                p.name.as_str(),
+                p.normal.iter().map(|(n, _)| n.as_str()).collect(),
+            )
+        })
+        .collect();
+    let mut used = BTreeSet::new();
+    let mut pending: Vec<&str> = graph
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|name| changed(name))
+        .collect();
+    while let Some(name) = pending.pop() {
+        for dependency in dependencies.get(name).into_iter().flatten() {
+            if used.insert((*dependency).to_owned()) {
+                pending.push(dependency);
+            }
+        }
+    }
+    used
+}
+
+/// Whether a function is generic over a type: its name shows its impl's type parameters
+/// (`Ctx<D>::lut`: legacy symbol names keep them as written), or its source says so.
+fn is_generic(function: &FunctionCounts, package: &PackageSources) -> bool {
+    if names_type_parameters(&function.name) {
+        return true;
+    }
+    let (Some(file), Some(item)) = (
+        file_of(&function.name, &function.krate, package),
+        item_name(&function.name),
+    ) else {
+        return false;
+    };
+    package.generic_now(&file, item)
+}
+
+/// Whether a demangled name has a type's generic arguments that are parameters, by
+/// convention one or two letters starting with a capital (`List<T>`, `Ctx<D>`), rather than
+/// concrete types (`Vec<u8>`, `Foo<String>`).
+fn names_type_parameters(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    name.char_indices().any(|(at, c)| {
+        if c != '<' || at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_')
+        {
+            return false;
+        }
+        let mut depth = 0usize;
+        let rest = &name[at + 1..];
+        let list = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                match c {
+                    '<' => depth += 1,
+                    '>' if depth == 0 => return true,
+                    '>' => depth -= 1,
+                    _ => {}
+                }
+                false
+            })
+            .map_or(rest, |(i, _)| &rest[..i]);
+        list.split(',').map(str::trim).any(|argument| {
+            (1..=2).contains(&argument.len())
+                && argument.starts_with(|c: char| c.is_ascii_uppercase())
+                && argument.bytes().all(|b| b.is_ascii_alphanumeric())
+        })
+    })
 }
 
 fn standing_of(
@@ -315,7 +431,7 @@ mod tests {
             function("core::ptr::drop_in_place<alloc::string::String>", "core", 5),
         ];
         // Unchanged: everything applies.
-        let same = predict(&functions, &then, &then);
+        let same = predict(&functions, &then, &then, &BTreeSet::new());
         assert_eq!(same.applies(), 1.0);
         assert!(same.at_risk.is_empty());
         // One file changed: its functions are at risk, the others most likely apply.
@@ -325,7 +441,7 @@ mod tests {
             ("src/scan.rs", "3"),
         ];
         let now = record(&[("kernel", package("1.1.0", "b", &changed))]);
-        let prediction = predict(&functions, &then, &now);
+        let prediction = predict(&functions, &then, &now, &BTreeSet::new());
         assert!((prediction.applies() - 0.5).abs() < 1e-9, "{prediction:?}");
         assert_eq!(prediction.at_risk[0].name, "kernel::table::count");
         assert_eq!(
@@ -337,10 +453,15 @@ mod tests {
         // In several versions now: renamed; no longer in the build: gone.
         let renamed = record(&[("kernel 1.1.0", package("1.1.0", "a", &files))]);
         assert_eq!(
-            predict(&functions, &then, &renamed).counts[&Standing::Renamed],
+            predict(&functions, &then, &renamed, &BTreeSet::new()).counts[&Standing::Renamed],
             95
         );
-        let gone = predict(&functions, &then, &SourceRecord::default());
+        let gone = predict(
+            &functions,
+            &then,
+            &SourceRecord::default(),
+            &BTreeSet::new(),
+        );
         assert_eq!(gone.counts[&Standing::Gone], 95);
         assert_eq!(gone.counts[&Standing::Unchanged], 5);
     }
@@ -372,7 +493,7 @@ mod tests {
                 .files
                 .insert("src/table.rs".into(), "3".into());
             now.packages.get_mut("kernel").unwrap().hash = "b".into();
-            predict(&functions, &then, &now)
+            predict(&functions, &then, &now, &BTreeSet::new())
         };
         // Another function of the file changed: the fingerprinted one still applies.
         let prediction = edited(&table.replace("{ 1 }", "{ 2 }"));
@@ -381,6 +502,72 @@ mod tests {
         // It changed itself.
         let prediction = edited(&table.replace("x + 1", "x + 2"));
         assert_eq!(prediction.counts[&Standing::ChangedFunction], 60);
+    }
+
+    #[test]
+    fn generic_code_used_by_a_changed_package_is_at_risk_though_its_source_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        let lib = "pub fn run<'a, D: Data>(d: &'a D) -> u32 { d.get() }\npub fn plain(x: u32) -> u32 { x }\n";
+        std::fs::write(dir.path().join("src/lib.rs"), lib).unwrap();
+        let mut then = record(&[
+            ("core_lib", package("1.0.0", "a", &[("src/lib.rs", "1")])),
+            ("values", package("2.0.0", "v", &[])),
+        ]);
+        for (name, package) in &mut then.packages {
+            package.crates = vec![name.clone()];
+        }
+        then.packages.get_mut("core_lib").unwrap().dir = dir.path().to_owned();
+        let functions = [
+            function("core_lib::run", "core_lib", 30),
+            function("core_lib::plain", "core_lib", 50),
+            function("core_lib::Ctx<D>::lut", "core_lib", 20),
+        ];
+        let mut now = then.clone();
+        now.packages.get_mut("values").unwrap().hash = "w".into();
+        let graph = [
+            PackageDeps {
+                name: "app".into(),
+                version: "1.0.0".into(),
+                normal: vec![("values".into(), "2.0.1".into())],
+                build: vec![],
+            },
+            PackageDeps {
+                name: "values".into(),
+                version: "2.0.1".into(),
+                normal: vec![("core_lib".into(), "1.0.0".into())],
+                build: vec![],
+            },
+        ];
+        let used = used_by_changed(&graph, &then, &now);
+        assert_eq!(used, BTreeSet::from(["core_lib".to_owned()]));
+        let prediction = predict(&functions, &then, &now, &used);
+        // `run` by its source, `Ctx<D>::lut` by its name; `plain` is not generic.
+        assert_eq!(prediction.counts[&Standing::UnchangedGeneric], 50);
+        assert_eq!(prediction.counts[&Standing::Unchanged], 50);
+        assert_eq!(prediction.applies(), 1.0);
+        assert!((prediction.applies_at_least() - 0.5).abs() < 1e-9);
+        assert_eq!(prediction.at_risk.len(), 2);
+        // Nothing that uses it changed: all of it applies.
+        let prediction = predict(
+            &functions,
+            &then,
+            &then,
+            &used_by_changed(&graph, &then, &then),
+        );
+        assert_eq!(prediction.applies(), 1.0);
+    }
+
+    #[test]
+    fn type_parameters_are_told_from_concrete_arguments_in_names() {
+        assert!(names_type_parameters("core_lib::Ctx<D>::lut"));
+        assert!(names_type_parameters(
+            "<a::List<T> as core::ops::drop::Drop>::drop"
+        ));
+        assert!(!names_type_parameters("a::Table<u8>::get"));
+        assert!(!names_type_parameters("a::Table<String>::get"));
+        assert!(!names_type_parameters("<impl a::TermId>::run"));
+        assert!(!names_type_parameters("<T as a::Tr>::f"));
     }
 
     #[test]
