@@ -156,6 +156,7 @@ pub(crate) fn staleness(
     }
     let mut changed_symbols = BTreeSet::new();
     let mut carried_names = BTreeSet::new();
+    let mut left_behind = BTreeSet::new();
     let mut renamed: BTreeMap<String, String> = BTreeMap::new();
     let mut result = Staleness::default();
     for record in carried {
@@ -164,6 +165,11 @@ pub(crate) fn staleness(
         }
         changed_symbols.extend(record.plan.changed.iter().cloned());
         for function in &record.plan.carried {
+            if !record.recompiled {
+                // Found, but not worth a second compile: its data is not used.
+                left_behind.extend(function.from.iter().cloned());
+                continue;
+            }
             carried_names.extend(function.from.iter().cloned());
             result.carried.push(CarriedName {
                 name: insight::demangle(&function.symbol).0,
@@ -211,6 +217,19 @@ pub(crate) fn staleness(
             entry.changed_counts += function.total;
             result.stale_functions += 1;
             changed.push((function.total, function.name.clone()));
+        } else if left_behind.contains(&function.key) && function.total > 0 {
+            entry.changed_functions += 1;
+            entry.changed_counts += function.total;
+            result.stale_functions += 1;
+            changed.push((
+                function.total,
+                format!(
+                    "{} (moved, not carried: a second compile of its crate is only worth {} of \
+                     the counts)",
+                    function.name,
+                    crate::util::units::percent(crate::profiles::carry::MIN_RECOMPILE_SHARE)
+                ),
+            ));
         } else if carried_names.contains(&function.key) {
             entry.carried_functions += 1;
             entry.carried_counts += function.total;
@@ -458,7 +477,7 @@ mod tests {
             recompiled: true,
             ..CarryRecord::default()
         };
-        let result = staleness(&functions, &diagnostics, &[carried]);
+        let result = staleness(&functions, &diagnostics, std::slice::from_ref(&carried));
         assert_eq!(result.profile_functions, 3);
         assert_eq!(result.profile_counts, 100);
         assert_eq!(result.stale_functions, 1);
@@ -474,5 +493,19 @@ mod tests {
         assert_eq!(result.per_crate["lib"].counts, 70);
         assert_eq!(result.changed.len(), 1);
         assert_eq!(result.changed[0].name, "app::f");
+
+        // Found but not worth a second compile: its data is not used, and says why.
+        let left = CarryRecord {
+            recompiled: false,
+            ..carried
+        };
+        let result = staleness(&functions, &diagnostics, &[left]);
+        assert!((result.share - 0.30).abs() < 1e-9);
+        assert_eq!(result.carried_functions, 0);
+        assert!(
+            result.changed[0]
+                .name
+                .starts_with("app::g (moved, not carried")
+        );
     }
 }

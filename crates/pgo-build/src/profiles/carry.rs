@@ -131,7 +131,6 @@ impl TextProfile {
     }
 
     /// Sum of every record's counters.
-    #[cfg(test)]
     pub fn total(&self) -> u64 {
         self.records
             .iter()
@@ -305,6 +304,9 @@ pub struct CarryPlan {
     /// name now, so none of their records applies.
     #[serde(default)]
     pub renamed_crates: Vec<RenamedCrate>,
+    /// The whole profile's counts, which the carried ones are weighed against.
+    #[serde(default)]
+    pub profile_counts: u64,
 }
 
 /// A crate whose codegen units carry another hash than in the profile.
@@ -343,10 +345,20 @@ impl CarriedFunction {
     }
 }
 
+/// The share of the profile's counts that one crate's carried records must hold for a second
+/// compile: the offer leaves few behind (functions whose linkage changed between external and
+/// internal), and a large crate's second compile can cost as much as the rest of the build.
+pub const MIN_RECOMPILE_SHARE: f64 = 0.005;
+
 impl CarryPlan {
-    /// Whether a recompile gets anything: some carried record has counts.
+    /// Whether a recompile gets enough: the carried records hold at least
+    /// [`MIN_RECOMPILE_SHARE`] of the profile's counts.
     pub fn worth_recompiling(&self) -> bool {
-        self.carried.iter().any(|c| c.total > 0)
+        let carried = self
+            .carried
+            .iter()
+            .fold(0u64, |sum, c| sum.saturating_add(c.total));
+        carried > 0 && carried as f64 >= MIN_RECOMPILE_SHARE * self.profile_counts as f64
     }
 }
 
@@ -369,7 +381,10 @@ pub fn plan(profile: &TextProfile, missing: &[Missing]) -> CarryPlan {
                 .insert(hash);
         }
     }
-    let mut plan = CarryPlan::default();
+    let mut plan = CarryPlan {
+        profile_counts: profile.total(),
+        ..CarryPlan::default()
+    };
     let mut seen = BTreeSet::new();
     for function in missing {
         if !seen.insert((&function.module, &function.symbol)) {
@@ -614,6 +629,11 @@ mod tests {
         );
         assert!(plan.carried.is_empty());
         assert_eq!(plan.changed, [U32]);
+        // Carried counts below MIN_RECOMPILE_SHARE of the profile's are left behind.
+        let mut small = super::plan(&profile(), &[missing("app.aa-cgu.5", U32, 7)]);
+        assert!(small.worth_recompiling());
+        small.profile_counts = 15 * 1000;
+        assert!(!small.worth_recompiling());
         assert_eq!(plan.new_code, 1);
         assert!(!plan.worth_recompiling());
     }
