@@ -224,8 +224,8 @@ pub(crate) fn staleness(
             changed.push((
                 function.total,
                 format!(
-                    "{} (moved, not carried: a second compile of its crate is only worth {} of \
-                     the counts)",
+                    "{} (moved, not carried: its crate's moved records hold under {} of the \
+                     counts, not worth a second compile)",
                     function.name,
                     crate::util::units::percent(crate::profiles::carry::MIN_RECOMPILE_SHARE)
                 ),
