@@ -5,6 +5,8 @@
 //! whose did. Every item named `name` in the file counts together: impls of several types with
 //! a method of one name are one fingerprint.
 
+use crate::util::names::closing_angle;
+
 /// A hash of every `fn name` item in `source` (its signature and body), in order; `None` when
 /// there is none.
 pub fn fingerprint(source: &str, name: &str) -> Option<String> {
@@ -29,19 +31,7 @@ pub fn is_generic(source: &str, name: &str) -> bool {
         let signature = &item[..item.find(['{', ';']).unwrap_or(item.len())];
         let after_name = signature[3..].trim_start()[name.len()..].trim_start();
         let type_parameter = after_name.strip_prefix('<').is_some_and(|rest| {
-            let mut depth = 0usize;
-            let list = rest
-                .char_indices()
-                .find(|&(_, c)| {
-                    match c {
-                        '<' => depth += 1,
-                        '>' if depth == 0 => return true,
-                        '>' => depth -= 1,
-                        _ => {}
-                    }
-                    false
-                })
-                .map_or(rest, |(i, _)| &rest[..i]);
+            let list = &rest[..closing_angle(rest).unwrap_or(rest.len())];
             list.split(',')
                 .map(str::trim)
                 .any(|p| !p.is_empty() && !p.starts_with('\''))

@@ -103,7 +103,7 @@ const STD_CRATES: [&str; 5] = ["std", "core", "alloc", "proc_macro", "test"];
 pub fn crate_of(name: &str) -> Option<String> {
     let name = name.trim();
     if let Some(rest) = name.strip_prefix('<') {
-        let inner = &rest[..closing_angle(rest)?];
+        let inner = &rest[..crate::util::names::closing_angle(rest)?];
         let (self_type, trait_path) = match split_top_level(inner, " as ") {
             Some((self_type, trait_path)) => (self_type, Some(trait_path)),
             None => (inner, None),
@@ -118,7 +118,7 @@ pub fn crate_of(name: &str) -> Option<String> {
     }
     if let Some(dropped) = name
         .strip_prefix("core::ptr::drop_in_place<")
-        .and_then(|rest| Some(&rest[..closing_angle(rest)?]))
+        .and_then(|rest| Some(&rest[..crate::util::names::closing_angle(rest)?]))
     {
         return crate_of_type(dropped).or_else(|| Some("core".to_owned()));
     }
@@ -147,26 +147,6 @@ fn crate_of_type(ty: &str) -> Option<String> {
 
 fn is_std(krate: &str) -> bool {
     STD_CRATES.contains(&krate)
-}
-
-/// The index in `text` of the `>` that closes an `<` just before it (`->` is not one).
-fn closing_angle(text: &str) -> Option<usize> {
-    let mut depth = 1usize;
-    let mut previous = ' ';
-    for (index, c) in text.char_indices() {
-        match c {
-            '<' => depth += 1,
-            '>' if previous != '-' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(index);
-                }
-            }
-            _ => {}
-        }
-        previous = c;
-    }
-    None
 }
 
 /// `text` split at the first `separator` outside any brackets.

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::cargo::sources::{PackageSources, SourceRecord};
 use crate::cargo::workspace::PackageDeps;
 use crate::profiles::insight::{FunctionCounts, crate_of};
+use crate::util::names::closing_angle;
 
 /// Where a function's counts stand in the current sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -203,20 +204,8 @@ fn names_type_parameters(name: &str) -> bool {
         {
             return false;
         }
-        let mut depth = 0usize;
         let rest = &name[at + 1..];
-        let list = rest
-            .char_indices()
-            .find(|&(_, c)| {
-                match c {
-                    '<' => depth += 1,
-                    '>' if depth == 0 => return true,
-                    '>' => depth -= 1,
-                    _ => {}
-                }
-                false
-            })
-            .map_or(rest, |(i, _)| &rest[..i]);
+        let list = &rest[..closing_angle(rest).unwrap_or(rest.len())];
         list.split(',').map(str::trim).any(|argument| {
             (1..=2).contains(&argument.len())
                 && argument.starts_with(|c: char| c.is_ascii_uppercase())
@@ -341,20 +330,7 @@ fn item_path(name: &str) -> String {
     let name = name.trim();
     let path = match name.strip_prefix('<') {
         Some(rest) => {
-            let mut depth = 0usize;
-            let end = rest
-                .char_indices()
-                .find(|&(_, c)| {
-                    match c {
-                        '<' => depth += 1,
-                        '>' if depth == 0 => return true,
-                        '>' => depth -= 1,
-                        _ => {}
-                    }
-                    false
-                })
-                .map_or(rest.len(), |(i, _)| i);
-            let inner = &rest[..end];
+            let inner = &rest[..closing_angle(rest).unwrap_or(rest.len())];
             match inner.split_once(" as ") {
                 Some((ty, tr)) if crate_of(ty) != crate_of(name) => tr.to_owned(),
                 Some((ty, _)) => ty.to_owned(),

@@ -1,6 +1,7 @@
 //! Names users give that pgo-build derives paths and other names from (workloads, explore
 //! variants): what they may be, in one place, so a derived name never leaves its directory
-//! and never collides with pgo-build's own entries.
+//! and never collides with pgo-build's own entries. And the one reading of the angle brackets
+//! in Rust names (`closing_angle`), which demangled names and source signatures share.
 
 /// A workload's name: `profiles/raw/<name>/`, `logs/<command>-<name>.log`. (A workload
 /// named like one run of a workload with `shards`, `<name>.part<I>of<K>`, is refused where
@@ -78,4 +79,24 @@ mod tests {
             assert!(check_variant(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// The index in `text` of the `>` that closes an `<` just before it (`->` is not one).
+pub fn closing_angle(text: &str) -> Option<usize> {
+    let mut depth = 1usize;
+    let mut previous = ' ';
+    for (index, c) in text.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if previous != '-' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(index);
+                }
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    None
 }
