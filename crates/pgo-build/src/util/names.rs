@@ -62,25 +62,6 @@ fn check_chars(name: &str, others: &str, what: &str, allowed: &str) -> Result<()
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn derived_names_stay_in_their_directory_and_off_pgo_builds_own() {
-        for good in ["t0", "api-load", "bench_1.2", "w.parts"] {
-            assert_eq!(check_workload(good), Ok(()), "{good}");
-        }
-        for bad in ["", ".hidden", "../up", "a/b", "a b"] {
-            assert!(check_workload(bad).is_err(), "{bad}");
-        }
-        assert_eq!(check_variant("pgo+o2"), Ok(()));
-        for bad in ["builds", "measurements.json", "a/b", ".x"] {
-            assert!(check_variant(bad).is_err(), "{bad}");
-        }
-    }
-}
-
 /// The index in `text` of the `>` that closes an `<` just before it (`->` is not one).
 pub fn closing_angle(text: &str) -> Option<usize> {
     let mut depth = 1usize;
@@ -99,4 +80,23 @@ pub fn closing_angle(text: &str) -> Option<usize> {
         previous = c;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_names_stay_in_their_directory_and_off_pgo_builds_own() {
+        for good in ["t0", "api-load", "bench_1.2", "w.parts"] {
+            assert_eq!(check_workload(good), Ok(()), "{good}");
+        }
+        for bad in ["", ".hidden", "../up", "a/b", "a b"] {
+            assert!(check_workload(bad).is_err(), "{bad}");
+        }
+        assert_eq!(check_variant("pgo+o2"), Ok(()));
+        for bad in ["builds", "measurements.json", "a/b", ".x"] {
+            assert!(check_variant(bad).is_err(), "{bad}");
+        }
+    }
 }
