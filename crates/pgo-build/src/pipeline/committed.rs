@@ -323,9 +323,12 @@ pub(crate) fn committed_text(
 /// The profile an optimized build from the committed one uses: its local records with counts
 /// offered under every codegen unit name their crate may have now
 /// (`profiles::carry::TextProfile::with_offered`), so functions that moved between units find
-/// their data in the crate's first compile instead of a second one. Content-addressed like
-/// the committed copy it replaces (the offer depends on nothing but the profile).
-pub(crate) fn offered_profile(cx: &Context, text: &Path) -> Result<PathBuf> {
+/// their data in the crate's first compile instead of a second one, with the committed
+/// profile's summary (the copies would raise its hot threshold). Content-addressed like the
+/// committed copy it replaces (the offer depends on nothing but the profile). When the summary
+/// cannot be kept, the committed profile as it is, said: moved functions then cost a second
+/// compile of their crate.
+pub(crate) fn offered_profile(cx: &Context, committed: &Path, text: &Path) -> Result<PathBuf> {
     let profile = TextProfile::parse(&crate::util::files::read_to_string(text)?);
     let offered = text.with_file_name("offered.proftext");
     crate::util::files::write(&offered, profile.with_offered().as_bytes())?;
@@ -338,7 +341,17 @@ pub(crate) fn offered_profile(cx: &Context, text: &Path) -> Result<PathBuf> {
         .stdout_checked(&cx.printer)
         .with_context(|| format!("llvm-profdata could not read {}", offered.display()))?;
     let _ = std::fs::remove_file(&offered);
-    let data = crate::util::files::read(&partial)?;
+    let mut data = crate::util::files::read(&partial)?;
+    if let Err(err) = profiles::keep_summary_of(&mut data, &crate::util::files::read(committed)?) {
+        cx.printer.warn(format!(
+            "{}: {err:#}; the build uses it as it is, and a crate whose functions moved to \
+             other codegen units is compiled twice where they hold 0.5% of the counts",
+            committed.display()
+        ));
+        crate::util::files::remove_file(&partial)?;
+        return Ok(committed.to_owned());
+    }
+    crate::util::files::write(&partial, &data)?;
     profiles::install_content_addressed(&partial, &data, &dir)
 }
 

@@ -459,7 +459,7 @@ fn check_instrumented_selection(cx: &Context, instrumented: &StageManifest) -> R
 fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInputs> {
     let committed = committed_profile(cx, relative)?;
     let (text, functions) = committed::committed_text(cx, &committed)?;
-    let path = committed::offered_profile(cx, &text)?;
+    let path = committed::offered_profile(cx, &committed, &text)?;
     if functions.is_empty() {
         bail!(
             "the committed profile {} contains no functions",

@@ -60,6 +60,49 @@ pub fn written_indexed_version(
         .context("llvm-profdata wrote a profile pgo-build cannot read the version of")
 }
 
+/// The byte range of an indexed profile's summary, in the layout LLVM writes from format
+/// version 12 on: a header of nine words, then the summary's field count (6) and cutoff
+/// count, its fields, and three words per cutoff. `None` for anything else, and for a
+/// context-sensitive profile (which has a second summary).
+fn indexed_summary(data: &[u8]) -> Option<std::ops::Range<usize>> {
+    const HEADER_WORDS: usize = 9;
+    const CONTEXT_SENSITIVE: u64 = 1 << 57;
+    let word = |index: usize| -> Option<u64> {
+        let bytes = data.get(index * 8..index * 8 + 8)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    };
+    let version = word(1)?;
+    if word(0)? != INDEXED_MAGIC || version & VERSION_MASK < 12 || version & CONTEXT_SENSITIVE != 0
+    {
+        return None;
+    }
+    let fields = word(HEADER_WORDS)?;
+    let cutoffs = word(HEADER_WORDS + 1)?;
+    if fields != 6 || cutoffs > 64 {
+        return None;
+    }
+    let words = 2 + fields as usize + 3 * cutoffs as usize;
+    let range = HEADER_WORDS * 8..(HEADER_WORDS + words) * 8;
+    (range.end <= data.len()).then_some(range)
+}
+
+/// Gives `profile` (an indexed profile that adds records to `original` under other names)
+/// `original`'s summary: the counts' percentiles LLVM takes its hot and cold thresholds from,
+/// and whether the working set is large, which copies of records would otherwise shift.
+pub fn keep_summary_of(profile: &mut [u8], original: &[u8]) -> Result<()> {
+    let (Some(to), Some(from)) = (indexed_summary(profile), indexed_summary(original)) else {
+        anyhow::bail!(
+            "not an indexed profile whose summary pgo-build can read (format 12 or later, not context-sensitive)"
+        );
+    };
+    anyhow::ensure!(
+        to == from && profile[..16] == original[..16],
+        "the two profiles' summaries are laid out differently"
+    );
+    profile[to].copy_from_slice(&original[from]);
+    Ok(())
+}
+
 /// The start of a raw profile of format `version`, as rustc's runtime writes it (tests).
 #[cfg(test)]
 pub(super) fn raw_header(version: u64) -> Vec<u8> {
@@ -73,6 +116,39 @@ pub(super) fn raw_header(version: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn indexed(version: u64, summary: &[u64], rest: &[u8]) -> Vec<u8> {
+        let mut bytes = INDEXED_MAGIC.to_le_bytes().to_vec();
+        bytes.extend(version.to_le_bytes());
+        bytes.extend([0u8; 7 * 8]);
+        for word in summary {
+            bytes.extend(word.to_le_bytes());
+        }
+        bytes.extend(rest);
+        bytes
+    }
+
+    #[test]
+    fn a_profile_keeps_the_summary_of_the_one_it_adds_names_to() {
+        let summary = |total: u64, hot: u64| {
+            let mut words = vec![6, 2, 10, 90, 7, 7, 7, total];
+            words.extend([990000, hot, 3, 999999, 1, 5]);
+            words
+        };
+        let ir = 13 | 1 << 56;
+        let original = indexed(ir, &summary(100, 5), b"records");
+        let mut offered = indexed(ir, &summary(2600, 9), b"more records");
+        keep_summary_of(&mut offered, &original).unwrap();
+        assert_eq!(offered, indexed(ir, &summary(100, 5), b"more records"));
+        // A layout it does not know is refused, not guessed at.
+        let mut old = indexed(11 | 1 << 56, &summary(2600, 9), b"");
+        assert!(keep_summary_of(&mut old, &original).is_err());
+        let mut context_sensitive = indexed(ir | 1 << 57, &summary(2600, 9), b"");
+        assert!(keep_summary_of(&mut context_sensitive, &original).is_err());
+        let mut fewer = indexed(ir, &[6, 1, 10, 90, 7, 7, 7, 1, 990000, 1, 1], b"");
+        assert!(keep_summary_of(&mut fewer, &original).is_err());
+        assert!(keep_summary_of(&mut b"short".to_vec(), &original).is_err());
+    }
 
     #[test]
     fn raw_version_is_read_only_from_raw_profiles() {

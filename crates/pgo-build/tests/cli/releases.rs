@@ -128,6 +128,29 @@ fn a_committed_profile_survives_version_bumps_and_follows_code_into_other_codege
     }
     totals.sort();
     assert!(totals[1] > 8 * totals[0] && totals[0] > 0, "{totals:?}");
+    // With the committed profile's summary, which LLVM takes its hot and cold thresholds from
+    // (stored after the header: field and cutoff counts, 6 fields, 3 words per cutoff): the
+    // copies, which move the summary computed from the records, do not move the one rustc reads.
+    let computed = |profile: &std::path::Path| -> String {
+        let output = Command::new("llvm-profdata-22")
+            .args(["show", "--detailed-summary"])
+            .arg(profile)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        text[text.find("Detailed summary").unwrap()..].to_owned()
+    };
+    let stored = |profile: &std::path::Path| -> Vec<u8> {
+        let data = std::fs::read(profile).unwrap();
+        let word = |i: usize| u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!(word(9), 6);
+        data[72..(11 + 6 + 3 * word(10) as usize) * 8].to_vec()
+    };
+    let committed_profile = fixture.root().join("pgo/profile.profdata");
+    let used_profile = crate::support::merged_profile(&fixture);
+    assert_ne!(computed(&used_profile), computed(&committed_profile));
+    assert_eq!(stored(&used_profile), stored(&committed_profile));
 }
 
 #[test]
