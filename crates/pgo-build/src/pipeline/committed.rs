@@ -345,8 +345,9 @@ pub(crate) fn offered_profile(cx: &Context, committed: &Path, text: &Path) -> Re
     if let Err(err) = profiles::keep_summary_of(&mut data, &crate::util::files::read(committed)?) {
         cx.printer.warn(format!(
             "{}: {err:#}; the build uses it as it is, and a crate whose functions moved to \
-             other codegen units is compiled twice where they hold 0.5% of the counts",
-            committed.display()
+             other codegen units is compiled twice where they hold {} of the counts",
+            committed.display(),
+            crate::util::units::percent(crate::profiles::carry::MIN_RECOMPILE_SHARE)
         ));
         crate::util::files::remove_file(&partial)?;
         return Ok(committed.to_owned());

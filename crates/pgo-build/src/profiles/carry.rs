@@ -14,9 +14,11 @@
 //! else is matched: a symbol whose hash changed is another function as far as a profile can
 //! tell (two instances of one generic differ only there), and a wrong match is worse than none.
 //!
-//! What the offer misses (a unit numbered beyond it), rustc names with its codegen unit, symbol
-//! and function hash (`-pgo-warn-missing-function`); those records are carried to the new
-//! name by a second compile of the crate ([`plan`], `wrappers::rustc::carry`).
+//! What the offer misses (a function whose linkage changed between external and internal, a
+//! unit numbered beyond it), rustc names with its codegen unit, symbol and function hash
+//! (`-pgo-warn-missing-function`); those records are carried to the new name by a second
+//! compile of the crate ([`plan`], `wrappers::rustc::carry`) when they hold enough of the
+//! counts ([`MIN_RECOMPILE_SHARE`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
