@@ -227,14 +227,17 @@ impl Drop for CpuHogs {
     }
 }
 
+/// A pause of 100 ms for the optimized build in even rounds and for the baseline in odd ones
+/// ($PGO_BUILD_ROUND), one `sleep` in every run (0.1 s or none): wall time goes either way by
+/// far more than a few milliseconds of work, and instruction counts see none of it.
+const ROUND_PAUSE: &str = "case $PGO_BUILD_STAGE-$((PGO_BUILD_ROUND % 2)) in \
+                           optimized-0|baseline-1) pause=1;; *) pause=0;; esac; sleep 0.$pause";
+
 #[test]
 fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     let fixture = Fixture::new("twobins");
-    // A holdout of a few milliseconds, and a pause of 100 ms for the optimized build in even
-    // rounds and for the baseline in odd ones ($PGO_BUILD_ROUND): wall time goes either way
-    // by far more than the work, so it cannot decide; instructions see none of it (each run
-    // starts `sleep` once, for 0.1 s or none). Run by `app` only: `helper` is unmeasured, not
-    // failed.
+    // A holdout of a few milliseconds and the round pause: wall time cannot decide. Run by
+    // `app` only: `helper` is unmeasured, not failed.
     let config = |holdout: &str| {
         format!(
             "[[workload]]\nname = \"train\"\nrole = \"train\"\n\
@@ -244,10 +247,7 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     };
     fixture.write(
         "pgo-build.toml",
-        &config(
-            "$PGO_BUILD_BIN_APP work 300; case $PGO_BUILD_STAGE-$((PGO_BUILD_ROUND % 2)) in \
-             optimized-0|baseline-1) pause=1;; *) pause=0;; esac; sleep 0.$pause",
-        ),
+        &config(&format!("$PGO_BUILD_BIN_APP work 300; {ROUND_PAUSE}")),
     );
     fixture.run(&["run", "--no-compare"]).success();
     let _hogs = CpuHogs::start(2);
@@ -279,16 +279,18 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
         .unwrap();
     assert_eq!(helper["measured_by"], serde_json::json!([]), "{helper}");
 
-    // A variant that really does more work still fails, by instructions too.
+    // A variant that really does more work (a hundred times, still a few milliseconds,
+    // which the pauses hide from wall time) fails by instructions.
     fixture.write(
         "pgo-build.toml",
-        &config(
-            "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 3000; \
-             else $PGO_BUILD_BIN_APP work 300; fi",
-        ),
+        &config(&format!(
+            "if [ \"$PGO_BUILD_STAGE\" = optimized ]; then $PGO_BUILD_BIN_APP work 30000; \
+             else $PGO_BUILD_BIN_APP work 300; fi; {ROUND_PAUSE}"
+        )),
     );
-    let gate = fixture.run(&["gate", "--rounds", "7"]);
-    gate.failure().stderr_contains("gate: FAIL app (optimized)");
+    let gate = fixture.run(&["gate", "--rounds", "3"]);
+    gate.failure()
+        .stderr_contains("gate: FAIL app (optimized): `holdout` vs baseline by instructions");
     let record = provenance(&fixture);
     assert_eq!(record["passed"], false, "{record:#}");
     assert_eq!(record["verdicts"][0]["verdict"], "slower", "{record:#}");
