@@ -10,7 +10,8 @@ use crate::util::names::closing_angle;
 /// A hash of every `fn name` item in `source` (its signature and body), in order; `None` when
 /// there is none.
 pub fn fingerprint(source: &str, name: &str) -> Option<String> {
-    let texts: Vec<&str> = items(source, name)
+    let code = blank_literals_and_comments(source);
+    let texts: Vec<&str> = items(&code, name)
         .into_iter()
         .map(|(at, end)| &source[at..end])
         .collect();
@@ -26,7 +27,7 @@ pub fn fingerprint(source: &str, name: &str) -> Option<String> {
 /// are not seen here.
 pub fn is_generic(source: &str, name: &str) -> bool {
     let code = blank_literals_and_comments(source);
-    items(source, name).into_iter().any(|(at, end)| {
+    items(&code, name).into_iter().any(|(at, end)| {
         let item = &code[at..end];
         let signature = &item[..item.find(['{', ';']).unwrap_or(item.len())];
         let after_name = signature[3..].trim_start()[name.len()..].trim_start();
@@ -42,10 +43,9 @@ pub fn is_generic(source: &str, name: &str) -> bool {
     })
 }
 
-/// Where each `fn name` item of `source` starts and ends (string literals, character literals
-/// and comments aside).
-fn items(source: &str, name: &str) -> Vec<(usize, usize)> {
-    let code = blank_literals_and_comments(source);
+/// Where each `fn name` item of `code` (a source with its literals and comments blanked out, byte
+/// for byte) starts and ends.
+fn items(code: &str, name: &str) -> Vec<(usize, usize)> {
     let bytes = code.as_bytes();
     let mut found = Vec::new();
     let mut from = 0;
