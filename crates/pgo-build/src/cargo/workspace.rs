@@ -111,38 +111,18 @@ impl Workspace {
     /// Every package of the dependency graph (for `target`) with its normal and build
     /// dependencies, by name and version (what cargo's timing report names units by).
     pub fn package_graph(&self, target: &str, printer: &Printer) -> Result<Vec<PackageDeps>> {
-        use cargo_metadata::DependencyKind;
+        Ok(graph_of(&self.full_metadata(target, printer)?))
+    }
+
+    /// [`Workspace::package_sources`] and [`Workspace::package_graph`] from one `cargo
+    /// metadata`.
+    pub fn package_sources_and_graph(
+        &self,
+        target: &str,
+        printer: &Printer,
+    ) -> Result<(crate::cargo::sources::SourceRecord, Vec<PackageDeps>)> {
         let metadata = self.full_metadata(target, printer)?;
-        let named: BTreeMap<_, _> = metadata
-            .packages
-            .iter()
-            .map(|p| (&p.id, (p.name.to_string(), p.version.to_string())))
-            .collect();
-        let nodes = metadata.resolve.iter().flat_map(|r| r.nodes.iter());
-        Ok(nodes
-            .filter_map(|node| {
-                let (name, version) = named.get(&node.id)?.clone();
-                let mut package = PackageDeps {
-                    name,
-                    version,
-                    ..PackageDeps::default()
-                };
-                for dep in &node.deps {
-                    let Some(named) = named.get(&dep.pkg) else {
-                        continue;
-                    };
-                    let kinds = dep.dep_kinds.iter().map(|k| k.kind);
-                    for kind in kinds {
-                        match kind {
-                            DependencyKind::Normal => package.normal.push(named.clone()),
-                            DependencyKind::Build => package.build.push(named.clone()),
-                            _ => {}
-                        }
-                    }
-                }
-                Some(package)
-            })
-            .collect())
+        Ok((sources_of(&metadata), graph_of(&metadata)))
     }
 
     /// The sources of every package of the dependency graph (for `target`), fingerprinted.
@@ -151,58 +131,7 @@ impl Workspace {
         target: &str,
         printer: &Printer,
     ) -> Result<crate::cargo::sources::SourceRecord> {
-        let metadata = self.full_metadata(target, printer)?;
-        let in_graph = packages_in_graph(&metadata);
-        let packages: Vec<_> = metadata
-            .packages
-            .iter()
-            .filter(|p| in_graph.contains(&p.id))
-            .collect();
-        let mut versions: BTreeMap<&str, std::collections::BTreeSet<String>> = BTreeMap::new();
-        for package in &packages {
-            versions
-                .entry(package.name.as_str())
-                .or_default()
-                .insert(package.version.to_string());
-        }
-        let duplicated: Vec<String> = versions
-            .into_iter()
-            .filter(|(_, v)| v.len() > 1)
-            .map(|(name, _)| name.to_owned())
-            .collect();
-        let compiled = |target: &&cargo_metadata::Target| {
-            !target.kind.iter().any(|k| {
-                matches!(
-                    k,
-                    TargetKind::Test
-                        | TargetKind::Bench
-                        | TargetKind::Example
-                        | TargetKind::CustomBuild
-                )
-            })
-        };
-        let described: Vec<(String, String, &Path, Vec<String>)> = packages
-            .iter()
-            .filter_map(|package| {
-                let dir = package.manifest_path.parent()?.as_std_path();
-                let crates = package
-                    .targets
-                    .iter()
-                    .filter(compiled)
-                    .map(|t| t.name.replace('-', "_"))
-                    .collect();
-                Some((
-                    package.name.to_string(),
-                    package.version.to_string(),
-                    dir,
-                    crates,
-                ))
-            })
-            .collect();
-        Ok(crate::cargo::sources::SourceRecord::of(
-            &described,
-            &duplicated,
-        ))
+        Ok(sources_of(&self.full_metadata(target, printer)?))
     }
 
     /// Packages of the dependency graph (for `target`) whose build scripts compile C or C++
@@ -433,6 +362,93 @@ fn packages_in_graph(metadata: &Metadata) -> std::collections::BTreeSet<cargo_me
         .iter()
         .flat_map(|r| r.nodes.iter().map(|n| n.id.clone()))
         .collect()
+}
+
+/// The packages of `metadata`'s resolved graph with their normal and build dependencies.
+fn graph_of(metadata: &Metadata) -> Vec<PackageDeps> {
+    use cargo_metadata::DependencyKind;
+    let named: BTreeMap<_, _> = metadata
+        .packages
+        .iter()
+        .map(|p| (&p.id, (p.name.to_string(), p.version.to_string())))
+        .collect();
+    let nodes = metadata.resolve.iter().flat_map(|r| r.nodes.iter());
+    nodes
+        .filter_map(|node| {
+            let (name, version) = named.get(&node.id)?.clone();
+            let mut package = PackageDeps {
+                name,
+                version,
+                ..PackageDeps::default()
+            };
+            for dep in &node.deps {
+                let Some(named) = named.get(&dep.pkg) else {
+                    continue;
+                };
+                let kinds = dep.dep_kinds.iter().map(|k| k.kind);
+                for kind in kinds {
+                    match kind {
+                        DependencyKind::Normal => package.normal.push(named.clone()),
+                        DependencyKind::Build => package.build.push(named.clone()),
+                        _ => {}
+                    }
+                }
+            }
+            Some(package)
+        })
+        .collect()
+}
+
+/// The sources of every package of `metadata`'s resolved graph, fingerprinted.
+fn sources_of(metadata: &Metadata) -> crate::cargo::sources::SourceRecord {
+    let in_graph = packages_in_graph(metadata);
+    let packages: Vec<_> = metadata
+        .packages
+        .iter()
+        .filter(|p| in_graph.contains(&p.id))
+        .collect();
+    let mut versions: BTreeMap<&str, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for package in &packages {
+        versions
+            .entry(package.name.as_str())
+            .or_default()
+            .insert(package.version.to_string());
+    }
+    let duplicated: Vec<String> = versions
+        .into_iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let compiled = |target: &&cargo_metadata::Target| {
+        !target.kind.iter().any(|k| {
+            matches!(
+                k,
+                TargetKind::Test
+                    | TargetKind::Bench
+                    | TargetKind::Example
+                    | TargetKind::CustomBuild
+            )
+        })
+    };
+    let described: Vec<(String, String, &Path, Vec<String>)> = packages
+        .iter()
+        .filter_map(|package| {
+            let dir = package.manifest_path.parent()?.as_std_path();
+            let crates = package
+                .targets
+                .iter()
+                .filter(compiled)
+                .map(|t| t.name.replace('-', "_"))
+                .collect();
+            Some((
+                package.name.to_string(),
+                package.version.to_string(),
+                dir,
+                crates,
+            ))
+        })
+        .collect();
+    crate::cargo::sources::SourceRecord::of(&described, &duplicated)
 }
 
 #[cfg(test)]

@@ -426,12 +426,9 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
         );
     };
     let (_, functions) = committed::committed_text(cx, &installed)?;
-    let now = cx
+    let (now, graph) = cx
         .workspace
-        .package_sources(&cx.settings.target, &cx.printer)?;
-    let graph = cx
-        .workspace
-        .package_graph(&cx.settings.target, &cx.printer)?;
+        .package_sources_and_graph(&cx.settings.target, &cx.printer)?;
     let used_by_changed = prediction::used_by_changed(&graph, &then, &now);
     let predicted = prediction::predict(&functions, &then, &now, &used_by_changed);
     let max = cx.config.pgo.max_stale();
