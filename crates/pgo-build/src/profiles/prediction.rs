@@ -106,7 +106,9 @@ pub fn predict(
     let mut prediction = Prediction::default();
     for function in functions {
         let (mut standing, file) = standing_of(function, then, now);
+        // Functions without counts weigh nothing: their sources are not read.
         if standing <= Standing::UnchangedFunction
+            && function.total > 0
             && let Some((key, package)) = now.package_of(&function.krate)
             && used_by_changed.contains(key.split(' ').next().unwrap_or(key))
             && is_generic(function, package)
