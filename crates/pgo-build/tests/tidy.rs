@@ -1,7 +1,8 @@
 //! The layering ARCHITECTURE.md describes, checked on the sources: no import circles (between
 //! files, a folder's `mod.rs` and its children included, and between top-level modules), no
 //! step of the pipeline reaching another step, or a step's internals from outside it, no
-//! source file over 800 lines, and every module opening with a `//!` comment.
+//! source file over 800 lines, every module opening with a `//!` comment, and no
+//! `println!`-style macro outside `util::printer` (they panic on a closed pipe).
 //!
 //! An edge is every `crate::`, `super::` or `self::` path in a file's code (its test module,
 //! comments and string literals left out), resolved to the deepest module it names, and a
@@ -433,6 +434,20 @@ fn problems(src: &Path) -> Vec<String> {
                 source.path.display()
             ));
         }
+        // `code` has its string literals emptied: a probe program's `println!` is text.
+        for print in ["println!", "eprintln!", "print!", "eprint!"] {
+            let used = source
+                .code
+                .match_indices(print)
+                .any(|(at, _)| !source.code[..at].ends_with(|c: char| is_ident(c)));
+            if used && module != &["util".to_owned(), "printer".to_owned()] {
+                problems.push(format!(
+                    "{} uses `{print}`, which panics on a closed pipe (`| head -1`): write \
+                     through util::printer (`Printer`, `stderr_line`, `stdout_data`)",
+                    source.path.display()
+                ));
+            }
+        }
         if !source.text.starts_with("//!") {
             problems.push(format!(
                 "{} ({}) does not open with a `//!` comment saying what it owns",
@@ -586,6 +601,30 @@ mod checks {
             found.contains("does not open with a `//!` comment"),
             "{found}"
         );
+    }
+
+    #[test]
+    fn printing_macros_outside_the_printer_are_found() {
+        let dir = tree(&[
+            (
+                "main.rs",
+                "//! m\nmod util;\nmod a;\nfn main() { eprintln!(\"x\"); }\n",
+            ),
+            ("util/mod.rs", "//! u\npub mod printer;\n"),
+            (
+                "util/printer.rs",
+                "//! p\npub fn line() { eprintln!(\"ok here\"); }\n",
+            ),
+            (
+                "a.rs",
+                "//! a\nfn probe() -> &'static str { \"println!()\" }\n\
+                 #[cfg(test)]\nmod tests { fn t() { println!(); } }\n",
+            ),
+        ]);
+        let found = problems(dir.path()).join("\n");
+        assert!(found.contains("main.rs uses `eprintln!`"), "{found}");
+        assert!(!found.contains("printer.rs uses"), "{found}");
+        assert!(!found.contains("a.rs uses"), "{found}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! beside it with the same arguments, less the `pgo-build` cargo puts first, so `cargo install`
 //! gives both commands without a link made by hand.
 
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 
 fn main() {
@@ -14,7 +15,9 @@ fn main() {
         .and_then(|exe| Some(exe.parent()?.join("pgo-build")))
         .filter(|path| path.is_file());
     let Some(pgo_build) = beside else {
-        eprintln!(
+        // A closed stderr is no reason to panic: the exit status still says it.
+        let _ = writeln!(
+            std::io::stderr(),
             "error: cargo-pgo-build runs the pgo-build installed beside it, and there is none: \
              install both with `cargo install --locked --path crates/pgo-build`"
         );
@@ -22,6 +25,10 @@ fn main() {
     };
     // exec replaces this process: signals, exit status and the terminal are pgo-build's own.
     let err = std::process::Command::new(&pgo_build).args(args).exec();
-    eprintln!("error: could not run {}: {err}", pgo_build.display());
+    let _ = writeln!(
+        std::io::stderr(),
+        "error: could not run {}: {err}",
+        pgo_build.display()
+    );
     std::process::exit(2);
 }

@@ -242,7 +242,7 @@ fn build_batch(
                     rendered: message.message.rendered.clone().unwrap_or_default(),
                 };
                 if diagnostic.level.starts_with("error") {
-                    bar.suspend(|| eprint!("{}", diagnostic.rendered));
+                    bar.suspend(|| printer.passthrough_always(&diagnostic.rendered));
                 } else if show_diagnostic(&diagnostic) {
                     bar.suspend(|| printer.passthrough(&diagnostic.rendered));
                 }

@@ -226,14 +226,44 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(number * scale))
 }
 
-/// The command of a workload or a service: a shell string, or an argv list.
+/// The command of a workload or a service: a shell string, or an argv list (never empty).
+// Read from a file, it never is: `command = []`, `""` and `[""]` are refused there, for
+// workloads, services, their readiness checks and stop commands alike. A workload without
+// `command` has an empty one internally, and runs `cargo` instead.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(try_from = "WrittenCommand")]
 pub enum WorkloadCommand {
     /// Run with `sh -c`.
     Shell(String),
     /// Run directly; `${PGO_BUILD_…}` in the words is expanded.
     Argv(Vec<String>),
+}
+
+/// A command as written in `pgo-build.toml`, before it is known to name a program.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum WrittenCommand {
+    /// Run with `sh -c`.
+    Shell(#[schemars(length(min = 1))] String),
+    /// Run directly; `${PGO_BUILD_…}` in the words is expanded.
+    Argv(#[schemars(length(min = 1))] Vec<String>),
+}
+
+impl TryFrom<WrittenCommand> for WorkloadCommand {
+    type Error = String;
+
+    fn try_from(written: WrittenCommand) -> Result<WorkloadCommand, String> {
+        match written {
+            WrittenCommand::Shell(line) if line.trim().is_empty() => {
+                Err("an empty `command`: give a shell line to run".to_owned())
+            }
+            WrittenCommand::Argv(words) if words.first().is_none_or(|w| w.trim().is_empty()) => {
+                Err("an empty `command`: an argv list starts with the program to run".to_owned())
+            }
+            WrittenCommand::Shell(line) => Ok(WorkloadCommand::Shell(line)),
+            WrittenCommand::Argv(words) => Ok(WorkloadCommand::Argv(words)),
+        }
+    }
 }
 
 /// The 1-based line of a byte offset into the file's text: errors name it.

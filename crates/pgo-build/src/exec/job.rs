@@ -154,7 +154,12 @@ impl Target<'_> {
             WorkloadCommand::Argv(words) => words.iter().map(|w| expand(w, vars).into()).collect(),
         };
         let mut words = wrapper.iter().chain(&words);
-        let mut cmd = Cmd::new(words.next().expect("commands are never empty")).args(words);
+        // Commands read from a file are never empty (config::WorkloadCommand); a workload
+        // without one runs `cargo`, which never gets here. Refused all the same, not a panic.
+        let Some(program) = words.next() else {
+            bail!("{what}: its command is empty: give the program to run");
+        };
+        let mut cmd = Cmd::new(program).args(words);
         let cwd = match cwd {
             Some(dir) => self.workspace_root.join(dir),
             None => self.workspace_root.to_owned(),

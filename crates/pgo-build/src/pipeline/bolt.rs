@@ -32,7 +32,7 @@ use crate::report::tables::bolt_table;
 use crate::toolchain::{self, LlvmTool};
 use crate::util::command::Cmd;
 
-/// The optimization flags for LLVM 22's llvm-bolt (each checked against `llvm-bolt-22 --help`;
+/// The optimization flags for LLVM 22's llvm-bolt (each checked against its `--help`;
 /// `-icf=1` is deprecated there). `-use-gnu-stack` keeps the output acceptable to GNU strip.
 pub const DEFAULT_ARGS: [&str; 8] = [
     "-reorder-blocks=ext-tsp",

@@ -12,33 +12,23 @@ use clap::CommandFactory;
 use crate::cli::{Cli, GenerateArgs, Generated};
 
 pub fn generate(args: &GenerateArgs) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    let mut command = Cli::command();
+    // Generated whole, then written: clap_complete panics on a write error, and a reader
+    // that closed the pipe (`| head -1`) must end the output quietly.
+    let mut out = Vec::new();
+    let command = Cli::command();
+    let complete = |shell, out: &mut Vec<u8>| {
+        clap_complete::generate(shell, &mut command.clone(), "pgo-build", out)
+    };
     match args.what {
-        Generated::Bash => clap_complete::generate(
-            clap_complete::Shell::Bash,
-            &mut command,
-            "pgo-build",
-            &mut out,
-        ),
-        Generated::Zsh => clap_complete::generate(
-            clap_complete::Shell::Zsh,
-            &mut command,
-            "pgo-build",
-            &mut out,
-        ),
-        Generated::Fish => clap_complete::generate(
-            clap_complete::Shell::Fish,
-            &mut command,
-            "pgo-build",
-            &mut out,
-        ),
+        Generated::Bash => complete(clap_complete::Shell::Bash, &mut out),
+        Generated::Zsh => complete(clap_complete::Shell::Zsh, &mut out),
+        Generated::Fish => complete(clap_complete::Shell::Fish, &mut out),
         Generated::Man => clap_mangen::Man::new(command).render(&mut out)?,
         Generated::Schema => write!(out, "{}", crate::config::schema::schema_json())?,
         Generated::CliReference => write!(out, "{}", cli_reference())?,
         Generated::ConfigReference => write!(out, "{}", crate::config::schema::config_reference())?,
     }
-    Ok(())
+    crate::util::printer::stdout_data(&out)
 }
 
 /// The book's command-line reference: every command and its flags, from the clap definition.

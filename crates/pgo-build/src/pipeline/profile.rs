@@ -443,7 +443,9 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
             "retrain": stale > max,
             "prediction": predicted,
         });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        let mut json = serde_json::to_string_pretty(&value)?;
+        json.push('\n');
+        crate::util::printer::stdout_data(json.as_bytes())?;
     } else {
         let mut table = Table::new();
         table.fitted().set_header([

@@ -127,7 +127,7 @@ pub fn clang_major(version_text: &str) -> Option<(u32, String)> {
     Some((major, line.to_owned()))
 }
 
-/// `clang++` beside a clang (`clang-22` → `clang++-22`, `clang` → `clang++`).
+/// `clang++` beside a clang (`clang-19` → `clang++-19`, `clang` → `clang++`).
 fn cxx_of(clang: &Path) -> PathBuf {
     let name = clang
         .file_name()
@@ -259,7 +259,7 @@ pub fn locate(
 }
 
 /// `llvm-ar` of the LLVM a clang belongs to: in its real directory
-/// (`/usr/bin/clang-22` → `/usr/lib/llvm-22/bin/llvm-ar`), or `llvm-ar-<suffix>` beside it.
+/// (`/usr/bin/clang-19` → `/usr/lib/llvm-19/bin/llvm-ar`), or `llvm-ar-<suffix>` beside it.
 fn llvm_ar_beside(clang: &Path) -> Option<PathBuf> {
     let real = std::fs::canonicalize(clang).ok()?;
     let suffix = clang
@@ -407,12 +407,12 @@ mod tests {
     #[test]
     fn the_most_specific_user_compiler_wins() {
         let target = "x86_64-unknown-linux-gnu";
-        let env = env_of(&[("CC", "gcc"), ("CC_x86_64_unknown_linux_gnu", "clang-22")]);
+        let env = env_of(&[("CC", "gcc"), ("CC_x86_64_unknown_linux_gnu", "clang-19")]);
         assert_eq!(
             user_compiler("CC", target, target, &env),
             Some((
                 "CC_x86_64_unknown_linux_gnu".to_owned(),
-                "clang-22".to_owned()
+                "clang-19".to_owned()
             ))
         );
         let env = env_of(&[("CC", "gcc"), ("TARGET_CC", "clang-14")]);
@@ -464,8 +464,8 @@ mod tests {
             "the baseline keeps the user's"
         );
         assert_eq!(
-            cxx_of(Path::new("/usr/bin/clang-22")),
-            Path::new("/usr/bin/clang++-22")
+            cxx_of(Path::new("/usr/bin/clang-19")),
+            Path::new("/usr/bin/clang++-19")
         );
         assert_eq!(
             cxx_of(Path::new("/usr/lib/llvm-22/bin/clang")),

@@ -1,6 +1,11 @@
 //! All user-facing output goes through [`Printer`], so that `-q` and `-v` mean the same thing
 //! in every stage. Progress and logs go to stderr; tables meant to be read or piped go to
 //! stdout.
+//!
+//! Nothing here panics on a closed pipe (`pgo-build … | head -1`, a log reader that quit):
+//! `println!` and `eprintln!` would, so the rest of `src/` never uses them (`tests/tidy.rs`).
+//! Progress lost to a closed stderr is dropped and the command goes on; data written to a
+//! closed stdout ends quietly, as the reader asked no more.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -63,30 +68,30 @@ impl Printer {
     /// Greppable stage boundary: `pgo-build stage <name> start`.
     pub fn stage_start(&self, stage: &str) {
         if self.verbosity > Verbosity::Quiet {
-            eprintln!("pgo-build stage {stage} start");
+            stderr_line(&format!("pgo-build stage {stage} start"));
         }
     }
 
     /// Greppable start of one target's commands: `pgo-build target <triple>`.
     pub fn target_start(&self, triple: &str) {
         if self.verbosity > Verbosity::Quiet {
-            eprintln!("pgo-build target {triple}");
+            stderr_line(&format!("pgo-build target {triple}"));
         }
     }
 
     /// Greppable stage boundary: `pgo-build stage <name> ok|failed|skipped <seconds>s`.
     pub fn stage_end(&self, stage: &str, result: &str, duration: Duration) {
         if self.verbosity > Verbosity::Quiet || result != "ok" {
-            eprintln!(
+            stderr_line(&format!(
                 "pgo-build stage {stage} {result} {:.2}s",
                 duration.as_secs_f64()
-            );
+            ));
         }
     }
 
     pub fn info(&self, message: impl std::fmt::Display) {
         if self.verbosity > Verbosity::Quiet {
-            eprintln!("{}", prose(&format!("  {message}")));
+            stderr_line(&prose(&format!("  {message}")));
         }
     }
 
@@ -94,19 +99,24 @@ impl Printer {
     /// a command line is copied as it is.
     pub fn detail(&self, message: impl std::fmt::Display) {
         if self.is_verbose() {
-            eprintln!("  {message}");
+            stderr_line(&format!("  {message}"));
         }
     }
 
     pub fn warn(&self, message: impl std::fmt::Display) {
-        eprintln!("{}", prose(&format!("warning: {message}")));
+        stderr_line(&prose(&format!("warning: {message}")));
     }
 
     /// Text from a tool (rendered rustc diagnostics), passed through unchanged.
     pub fn passthrough(&self, text: &str) {
         if self.verbosity > Verbosity::Quiet {
-            eprint!("{text}");
+            self.passthrough_always(text);
         }
+    }
+
+    /// Text from a tool shown even with `-q` (rustc's errors).
+    pub fn passthrough_always(&self, text: &str) {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 
     /// Tables and summaries: shown even with `-q`.
@@ -132,7 +142,26 @@ impl Printer {
     }
 
     pub fn error(&self, error: &anyhow::Error) {
-        eprintln!("{}", prose(&format!("error: {error:#}")));
+        stderr_line(&prose(&format!("error: {error:#}")));
+    }
+}
+
+/// One line on stderr, for progress and for the wrappers' messages under cargo. A closed
+/// stderr drops it: the work goes on, and what it does is in `report.json` and the logs.
+pub fn stderr_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
+
+/// A command's data on stdout (JSON, completions, a man page). A reader that closed the pipe
+/// (`| head -1`) wanted no more: that ends the output quietly; other write errors are errors.
+pub fn stdout_data(data: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(data).and_then(|()| out.flush()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(err).context("could not write to standard output"))
+        }
+        _ => Ok(()),
     }
 }
 

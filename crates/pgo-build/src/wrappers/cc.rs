@@ -154,7 +154,7 @@ pub fn run_if_wrapper() -> Option<u8> {
     Some(match compile(&spec_path, name == "clang++") {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("pgo-build (C compiler wrapper): {err:#}");
+            crate::util::printer::stderr_line(&format!("pgo-build (C compiler wrapper): {err:#}"));
             1
         }
     })
@@ -260,10 +260,10 @@ fn compile(spec_path: &Path, cxx: bool) -> Result<u8> {
         };
         // The compile's outcome is clang's: a log that cannot be written is only reported.
         if let Err(err) = crate::wrappers::linker::append_record(&spec.log, &record) {
-            eprintln!(
+            crate::util::printer::stderr_line(&format!(
                 "pgo-build (C compiler wrapper): could not record the compile in {}: {err:#}",
                 spec.log.display()
-            );
+            ));
         }
     }
     Ok(code)

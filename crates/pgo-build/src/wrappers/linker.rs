@@ -48,7 +48,7 @@ pub fn run_if_linker() -> Option<u8> {
     Some(match link() {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("pgo-build (linker mode): {err:#}");
+            crate::util::printer::stderr_line(&format!("pgo-build (linker mode): {err:#}"));
             1
         }
     })
@@ -93,10 +93,10 @@ fn link() -> Result<u8> {
     if let Some(log) = std::env::var_os(LOG_ENV)
         && let Err(err) = append_record(Path::new(&log), &record)
     {
-        eprintln!(
+        crate::util::printer::stderr_line(&format!(
             "pgo-build (linker mode): could not record the link in {}: {err:#}",
             Path::new(&log).display()
-        );
+        ));
     }
     Ok(code)
 }

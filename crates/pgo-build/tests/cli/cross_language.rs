@@ -189,7 +189,7 @@ fn a_clang_of_another_llvm_major_is_refused_with_the_fix() {
             .failure()
             .stderr_contains(&format!("{variable}={}", fake.display()))
             .stderr_contains("clang 14 writes another raw profile format")
-            .stderr_contains("apt-get install clang-22");
+            .stderr_contains(&format!("apt-get install {}", llvm_tool("clang")));
     }
     assert!(!fixture.layout().path("instrumented").exists());
     // Off, the user's compiler is the user's business.
@@ -515,15 +515,18 @@ fn a_package_whose_cxx_clang_cannot_compile_is_named_and_can_be_excluded() {
 fn doctor_finds_a_clang_that_cannot_compile_cxx_before_any_build() {
     let fixture = Fixture::new("cppdep");
     let tools = tempfile::tempdir().unwrap();
-    let clang = tools.path().join("clang-22");
-    std::fs::write(&clang, "#!/bin/sh\nexec clang-22 \"$@\"\n").unwrap();
+    let (clang_name, cxx_name) = (llvm_tool("clang"), llvm_tool("clang++"));
+    let clang = tools.path().join(&clang_name);
+    std::fs::write(&clang, format!("#!/bin/sh\nexec {clang_name} \"$@\"\n")).unwrap();
     std::fs::write(
-        tools.path().join("clang++-22"),
-        "#!/bin/sh\ncase \"$*\" in *--version*) exec clang++-22 \"$@\";; esac\n\
-         echo \"probe.cpp:1:10: fatal error: 'string' file not found\" >&2; exit 1\n",
+        tools.path().join(&cxx_name),
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *--version*) exec {cxx_name} \"$@\";; esac\n\
+             echo \"probe.cpp:1:10: fatal error: 'string' file not found\" >&2; exit 1\n"
+        ),
     )
     .unwrap();
-    for name in ["clang-22", "clang++-22"] {
+    for name in [&clang_name, &cxx_name] {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(
             tools.path().join(name),

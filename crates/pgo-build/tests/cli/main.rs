@@ -17,6 +17,7 @@ mod pipeline;
 mod profile;
 mod releases;
 mod report;
+mod robustness;
 mod run;
 mod services;
 mod shard;

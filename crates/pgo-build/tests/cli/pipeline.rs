@@ -319,7 +319,7 @@ fn empty_merging_profdata(dir: &Path) -> PathBuf {
     std::fs::write(
         &script,
         r#"#!/bin/sh
-real=llvm-profdata-22
+real=REAL_PROFDATA
 case "$1 $2 $3" in
 "merge -o "*merged.profdata.partial)
     empty=$(mktemp); "$real" merge -o "$3" "$empty"; status=$?; rm -f "$empty"; exit $status ;;
@@ -327,7 +327,8 @@ case "$1 $2 $3" in
     if [ -n "$LIE_ABOUT_FUNCTIONS" ]; then echo "Total functions: 5"; exit 0; fi ;;
 esac
 exec "$real" "$@"
-"#,
+"#
+        .replace("REAL_PROFDATA", &llvm_tool("llvm-profdata")),
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();

@@ -4,7 +4,7 @@
 
 use std::process::{Child, Command};
 
-use crate::support::{Fixture, copy_dir, stage_names};
+use crate::support::{Fixture, copy_dir, llvm_tool, stage_names};
 
 /// The `releases` fixture trained and its profile committed (`pgo/profile.profdata`, set as
 /// `[pgo] profile`), with `settings` in its `[pgo]` table.
@@ -88,7 +88,7 @@ fn a_committed_profile_survives_version_bumps_and_follows_code_into_other_codege
     });
     fresh.run(&["run", "--no-compare"]).success();
     let records = |profile: &std::path::Path| -> Vec<(String, u64)> {
-        let output = Command::new("llvm-profdata-22")
+        let output = Command::new(llvm_tool("llvm-profdata"))
             .args(["merge", "--text", "-o", "-"])
             .arg(profile)
             .output()
@@ -132,7 +132,7 @@ fn a_committed_profile_survives_version_bumps_and_follows_code_into_other_codege
     // (stored after the header: field and cutoff counts, 6 fields, 3 words per cutoff): the
     // copies, which move the summary computed from the records, do not move the one rustc reads.
     let computed = |profile: &std::path::Path| -> String {
-        let output = Command::new("llvm-profdata-22")
+        let output = Command::new(llvm_tool("llvm-profdata"))
             .args(["show", "--detailed-summary"])
             .arg(profile)
             .output()

@@ -24,7 +24,7 @@ command = '"$PGO_BUILD_BIN_COORDINATOR" --queries workloads/train.queries --rows
 "#;
 
 fn profile_text(path: &Path) -> String {
-    let output = Command::new("llvm-profdata-22")
+    let output = Command::new(llvm_tool("llvm-profdata"))
         .args(["show", "--all-functions", "--counts"])
         .arg(path)
         .output()
@@ -339,7 +339,7 @@ fn unpack_refuses_a_pack_for_other_settings_and_train_refuses_a_bad_shard() {
 }
 
 fn total_count(profile: &Path) -> u64 {
-    let output = Command::new("llvm-profdata-22")
+    let output = Command::new(llvm_tool("llvm-profdata"))
         .args(["show", "--detailed-summary"])
         .arg(profile)
         .output()

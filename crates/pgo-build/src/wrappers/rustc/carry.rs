@@ -254,10 +254,10 @@ pub fn read_output(
 /// Appends `record` to the carry log (a failure is only said: the build's outcome is rustc's).
 pub fn log(path: &Path, record: &CarryRecord) {
     if let Err(err) = crate::wrappers::linker::append_record(path, record) {
-        eprintln!(
+        crate::util::printer::stderr_line(&format!(
             "pgo-build (rustc wrapper): could not record the carried profile in {}: {err:#}",
             path.display()
-        );
+        ));
     }
 }
 

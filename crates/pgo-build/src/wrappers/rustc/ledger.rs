@@ -276,13 +276,13 @@ pub fn admit(
         // Waiting for one of the CPU slots is what cargo's own jobs do, and says nothing.
         if memory_wait >= next_note {
             let behind = with_ledger(path, |ledger| ledger.describe_running())?;
-            eprintln!(
+            crate::util::printer::stderr_line(&format!(
                 "{WRAPPER_NOTE_PREFIX}crate `{krate}` (estimated {}) has waited {}s for memory \
                  (rustc budget {}, {cpus} at once): {behind}",
                 human_bytes(bytes),
                 memory_wait.as_secs(),
                 human_bytes(budget)
-            );
+            ));
             next_note += WAIT_NOTE_EVERY;
         }
         std::thread::sleep(Duration::from_millis(50));

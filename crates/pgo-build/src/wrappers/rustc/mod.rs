@@ -92,7 +92,7 @@ pub fn run_if_wrapper() -> Option<u8> {
     Some(match wrap() {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("pgo-build (rustc wrapper): {err:#}");
+            crate::util::printer::stderr_line(&format!("pgo-build (rustc wrapper): {err:#}"));
             1
         }
     })
@@ -332,10 +332,10 @@ fn wrap() -> Result<u8> {
         && let Err(err) = crate::wrappers::linker::append_record(Path::new(&log), &record)
     {
         // rustc's outcome is the build's: a log that cannot be written is only reported.
-        eprintln!(
+        crate::util::printer::stderr_line(&format!(
             "pgo-build (rustc wrapper): could not record rustc in {}: {err:#}",
             Path::new(&log).display()
-        );
+        ));
     }
     Ok(code)
 }

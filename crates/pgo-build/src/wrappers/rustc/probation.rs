@@ -95,7 +95,7 @@ pub fn supervise(
                 signal(pid, libc::SIGKILL)?;
                 let _ = crate::wrappers::linker::wait_with_peak_rss(pid as libc::pid_t);
                 stop_child_with_me(0);
-                eprintln!(
+                crate::util::printer::stderr_line(&format!(
                     "{WRAPPER_NOTE_PREFIX}crate `{krate}` ran on probation in the {} the running \
                      crates left and reached {} (all rustc: {}): stopped before anything \
                      depended on it, to run again when its guess ({}) fits",
@@ -103,19 +103,19 @@ pub fn supervise(
                     human_bytes(held),
                     human_bytes(all),
                     human_bytes(guess)
-                );
+                ));
                 return Ok(Supervised::Stopped);
             }
             signal(pid, libc::SIGSTOP)?;
             with_ledger(ledger, |ledger| set(ledger, me, |e| e.paused = true))?;
-            eprintln!(
+            crate::util::printer::stderr_line(&format!(
                 "{WRAPPER_NOTE_PREFIX}crate `{krate}` ran on probation in the {} the running \
                  crates left and reached {} (all rustc: {}): paused until its guess ({}) fits",
                 human_bytes(allowance),
                 human_bytes(held),
                 human_bytes(all),
                 human_bytes(guess)
-            );
+            ));
             break Some((Instant::now(), held));
         }
         std::thread::sleep(SAMPLE_EVERY);

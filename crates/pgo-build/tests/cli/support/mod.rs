@@ -330,6 +330,27 @@ pub fn host_triple() -> String {
         .to_owned()
 }
 
+/// The LLVM major of the rustc under test (`rustc -vV`), so that no test names one LLVM
+/// release: the versioned Debian tools it uses are `<tool>-<major>`.
+pub fn llvm_major() -> u32 {
+    static MAJOR: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MAJOR.get_or_init(|| {
+        let output = Command::new("rustc").arg("-vV").output().unwrap();
+        let text = String::from_utf8(output.stdout).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("LLVM version: "))
+            .and_then(|version| version.split('.').next())
+            .and_then(|major| major.parse().ok())
+            .expect("rustc -vV names its LLVM version")
+    })
+}
+
+/// A versioned LLVM tool of rustc's LLVM major: `llvm_tool("llvm-profdata")` is
+/// `llvm-profdata-N` under a rustc of LLVM N.
+pub fn llvm_tool(name: &str) -> String {
+    format!("{name}-{}", llvm_major())
+}
+
 /// The links the wrapper logged for a stage.
 pub fn links(fixture: &Fixture, stage: &str) -> Vec<serde_json::Value> {
     std::fs::read_to_string(fixture.layout().dir().join(stage).join("links.jsonl"))
@@ -433,6 +454,11 @@ pub fn wait_for_file(path: &Path) -> String {
 pub fn normalized(fixture: &Fixture, text: &str) -> String {
     let root = fixture.root().display().to_string();
     let text = text.replace(root.trim_end_matches('/'), "[ROOT]");
+    // Install hints name rustc's LLVM major (`apt-get install llvm-22`).
+    let text = regex::Regex::new(&format!(r"\b(llvm|clang|lld|bolt)-{}\b", llvm_major()))
+        .unwrap()
+        .replace_all(&text, "$1-[LLVM]")
+        .into_owned();
     let rules: [(&str, &str); 10] = [
         (
             r"rustc \d+\.\d+\.\d+ \([0-9a-f]+ \d{4}-\d{2}-\d{2}\)",
