@@ -202,7 +202,11 @@ pub(super) fn with_ledger<T>(path: &Path, change: impl FnOnce(&mut Ledger) -> T)
     }
     let mut text = String::new();
     file.read_to_string(&mut text)?;
-    let mut ledger: Ledger = serde_json::from_str(&text).unwrap_or_default();
+    let mut ledger = match serde_json::from_str::<Ledger>(&text) {
+        Ok(ledger) => ledger,
+        Err(_) if text.trim().is_empty() => Ledger::default(),
+        Err(err) => rebuilt(path, &text, &err),
+    };
     ledger.prune();
     let result = change(&mut ledger);
     let text = serde_json::to_string(&ledger)?;
@@ -210,6 +214,24 @@ pub(super) fn with_ledger<T>(path: &Path, change: impl FnOnce(&mut Ledger) -> T)
     file.rewind()?;
     file.write_all(text.as_bytes())?;
     Ok(result)
+}
+
+/// The ledger that replaces an unreadable one (a write cut short, a hand edit): empty, with the
+/// unreadable text kept beside it and both named. Every waiting rustc puts itself back at its
+/// next look (see [`admit`]); crates running now are not charged until they end.
+fn rebuilt(path: &Path, text: &str, err: &serde_json::Error) -> Ledger {
+    let kept = path.with_extension("json.unreadable");
+    let kept_note = match std::fs::write(&kept, text) {
+        Ok(()) => format!("kept as {}", kept.display()),
+        Err(write_err) => format!("could not keep it as {}: {write_err}", kept.display()),
+    };
+    crate::util::printer::stderr_line(&format!(
+        "{WRAPPER_NOTE_PREFIX}the memory ledger {} could not be read ({err}; {kept_note}): \
+         rebuilt empty. Waiting crates enter it again; crates running now are not counted \
+         against the budget until they end",
+        path.display()
+    ));
+    Ledger::default()
 }
 
 /// What a rustc asks the ledger for.
@@ -232,30 +254,33 @@ pub fn admit(
     cpus: usize,
 ) -> Result<(f64, Admission)> {
     let (krate, bytes) = (request.krate, request.bytes);
-    with_ledger(path, |ledger| {
-        ledger.waiting.push(Entry {
-            pid,
-            started: process_start(pid),
-            krate: krate.to_owned(),
-            bytes,
-            since: crate::wrappers::linker::unix_now(),
-            guessed: request.guessed,
-            source_bytes: request.source_bytes,
-            probation: false,
-            paused: false,
-        })
-    })?;
+    let me = Entry {
+        pid,
+        started: process_start(pid),
+        krate: krate.to_owned(),
+        bytes,
+        since: crate::wrappers::linker::unix_now(),
+        guessed: request.guessed,
+        source_bytes: request.source_bytes,
+        probation: false,
+        paused: false,
+    };
     let mut next_note = WAIT_NOTE_AFTER;
     let mut memory_wait = Duration::ZERO;
     let mut last_look = Instant::now();
     loop {
         let (admission, for_memory) = with_ledger(path, |ledger| {
+            // Entered at the first look, and again whenever the entry is gone (a rebuilt
+            // ledger): a waiter absent from the ledger would never be admitted.
+            if !ledger.waiting.iter().any(|e| e.pid == pid) {
+                ledger.waiting.push(me.clone());
+            }
             let admission =
                 ledger.admission(pid, budget, cpus, crate::wrappers::linker::unix_now());
-            if admission == Admission::Wait {
-                return (admission, ledger.waits_for_memory(cpus));
-            }
-            let position = ledger.waiting.iter().position(|e| e.pid == pid).unwrap();
+            let position = ledger.waiting.iter().position(|e| e.pid == pid);
+            let (Some(position), false) = (position, admission == Admission::Wait) else {
+                return (Admission::Wait, ledger.waits_for_memory(cpus));
+            };
             let mut entry = ledger.waiting.remove(position);
             if let Admission::Probation(allowance) = admission {
                 entry.probation = true;
@@ -437,6 +462,49 @@ mod tests {
         assert_eq!(ledger.running[0].krate, "first");
         release(&path, me).unwrap();
         assert!(with_ledger(&path, |l| l.running.is_empty()).unwrap());
+    }
+
+    #[test]
+    fn an_unreadable_ledger_is_named_kept_and_rebuilt_and_its_waiters_are_admitted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory-ledger.json");
+        // A live process charged with more than the budget: this process waits behind it.
+        let mut holder = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        with_ledger(&path, |l| {
+            l.running = vec![entry(holder.id(), 64 * GIB, 0.0)]
+        })
+        .unwrap();
+        let (sender, admitted) = std::sync::mpsc::channel();
+        let waiter_path = path.clone();
+        std::thread::spawn(move || {
+            let request = Request {
+                krate: "waiter",
+                bytes: GIB,
+                guessed: false,
+                source_bytes: 0,
+            };
+            let _ = sender.send(admit(&waiter_path, std::process::id(), &request, GIB, 2));
+        });
+        // Wait until the waiter is in the ledger, then cut a write short (a killed wrapper).
+        while !with_ledger(&path, |l| !l.waiting.is_empty()).unwrap() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let garbage = "{\"running\":[{\"pid\":1,\"kra";
+        std::fs::write(&path, garbage).unwrap();
+        let result = admitted.recv_timeout(Duration::from_secs(30));
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        let (_, admission) = result.expect("the waiter is admitted").unwrap();
+        assert_eq!(admission, Admission::Run);
+        let kept = dir.path().join("memory-ledger.json.unreadable");
+        assert_eq!(std::fs::read_to_string(kept).unwrap(), garbage);
+        let ledger: Ledger =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(ledger.running.len(), 1);
+        assert_eq!(ledger.running[0].krate, "waiter");
     }
 
     #[test]
