@@ -109,28 +109,54 @@ pub(super) fn running(pid: i32) -> bool {
 }
 
 /// Stops every live member: SIGTERM, then SIGKILL for those still alive after `grace`. A
-/// process that has exited but not been reaped (a zombie) counts as stopped. Returns what was
-/// stopped and how.
+/// process that has exited but not been reaped (a zombie) counts as stopped. Members are
+/// looked for again after each signal: one forked between a look and the signal (a shell's
+/// next command, a coordinator's next worker) is stopped too. Returns what was stopped and how.
 pub(super) fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
-    let found = members.live();
-    if found.is_empty() {
-        return Vec::new();
-    }
-    let pids: Vec<i32> = found.iter().map(|(pid, _)| *pid).collect();
-    members.signal(&pids, libc::SIGTERM);
+    let mut found: Vec<(i32, String)> = Vec::new();
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && pids.iter().any(|pid| running(*pid)) {
-        std::thread::sleep(Duration::from_millis(10));
+    loop {
+        let new: Vec<(i32, String)> = members
+            .live()
+            .into_iter()
+            .filter(|(pid, _)| !found.iter().any(|(known, _)| known == pid))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        let pids: Vec<i32> = new.iter().map(|(pid, _)| *pid).collect();
+        members.signal(&pids, libc::SIGTERM);
+        found.extend(new);
+        while Instant::now() < deadline && found.iter().any(|(pid, _)| running(*pid)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
     }
-    let still_alive: Vec<i32> = pids.iter().copied().filter(|pid| running(*pid)).collect();
-    if !still_alive.is_empty() {
-        members.signal(&still_alive, libc::SIGKILL);
+    let mut killed: Vec<i32> = Vec::new();
+    // Twice: a process forked just before its parent's SIGKILL is found by the second look.
+    for _ in 0..2 {
+        for (pid, name) in members.live() {
+            if !found.iter().any(|(known, _)| *known == pid) {
+                found.push((pid, name));
+            }
+            if !killed.contains(&pid) {
+                killed.push(pid);
+            }
+        }
+        let alive: Vec<i32> = killed.iter().copied().filter(|pid| running(*pid)).collect();
+        if alive.is_empty() {
+            break;
+        }
+        members.signal(&alive, libc::SIGKILL);
+        std::thread::sleep(Duration::from_millis(10));
     }
     found
         .into_iter()
         .map(|(pid, name)| StoppedProcess {
             pid,
-            signal: if still_alive.contains(&pid) {
+            signal: if killed.contains(&pid) {
                 "SIGKILL"
             } else {
                 "SIGTERM"

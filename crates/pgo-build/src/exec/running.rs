@@ -39,6 +39,30 @@ impl RunningWorkload {
     }
 }
 
+/// A new token for what pgo-build starts against `stage`: `<pgo-build pid>-<layout key>-<time>-
+/// <stage>`. The layout key (of `running_dir`) lets the next command of the same target
+/// directory find what a killed pgo-build left running even where no record says so.
+pub(super) fn new_token(running_dir: Option<&Path>, stage: &str) -> String {
+    format!(
+        "{}-{}-{}-{stage}",
+        std::process::id(),
+        layout_key(running_dir),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    )
+}
+
+/// The key of a target directory's `running/` in tokens: a short hash of its path.
+fn layout_key(running_dir: Option<&Path>) -> String {
+    match running_dir {
+        Some(dir) => {
+            crate::util::files::sha256_hex(dir.as_os_str().as_encoded_bytes())[..12].to_owned()
+        }
+        None => "unrecorded".to_owned(),
+    }
+}
+
 /// Removes the record of a workload that has ended.
 pub(super) fn forget_running(record: Option<&Path>) {
     if let Some(record) = record {
@@ -68,14 +92,7 @@ impl TrackedTree {
     /// Records the tree about to start (`stage`'s cargo build) and starts watching for
     /// signals; [`TrackedTree::tag`] the command that starts it.
     pub fn start(running_dir: Option<&Path>, stage: Stage) -> Result<TrackedTree> {
-        let token = format!(
-            "{}-{}-build-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-            stage.name()
-        );
+        let token = new_token(running_dir, &format!("build-{}", stage.name()));
         let record = running_dir.map(|dir| dir.join(format!("{token}.json")));
         if let Some(record) = &record {
             let running = RunningWorkload {
@@ -158,7 +175,9 @@ impl Drop for TrackedTree {
 
 /// Stops the processes of workloads that an earlier pgo-build left running when it was
 /// killed (recorded in `running_dir`), and says which, one message each. Called before
-/// anything else runs.
+/// anything else runs, under the target directory's lock: no process of this target
+/// directory's may run now, so every one still carrying its layout key is a leftover, with a
+/// record or without one.
 pub fn stop_leftovers(running_dir: &Path) -> Result<Vec<String>> {
     let mut messages = Vec::new();
     for entry in std::fs::read_dir(running_dir)
@@ -172,7 +191,50 @@ pub fn stop_leftovers(running_dir: &Path) -> Result<Vec<String>> {
             messages.push(message);
         }
     }
+    messages.extend(stop_unrecorded(running_dir)?);
     Ok(messages)
+}
+
+/// Processes of this target directory's tokens that no record named (a record that could not
+/// be read, or a window its writer left open): stopped and named all the same.
+fn stop_unrecorded(running_dir: &Path) -> Result<Option<String>> {
+    let key = format!("-{}-", layout_key(Some(running_dir)));
+    let mut tokens = std::collections::BTreeSet::new();
+    for process in crate::measure::memory::processes() {
+        if process.state != 'Z'
+            && let Some(token) = crate::measure::memory::env_value(process.pid, TOKEN_ENV)
+            && token
+                .split_once('-')
+                .is_some_and(|(_, rest)| rest.starts_with(&key[1..]))
+        {
+            tokens.insert(token);
+        }
+    }
+    let mut stopped = Vec::new();
+    for token in &tokens {
+        let members = Members { group: 0, token };
+        stopped.extend(stop(&members, BUILD_GRACE_PERIOD));
+        if !members.live().is_empty() {
+            bail!(
+                "processes left running by an earlier pgo-build (token {token}) could not be \
+                 stopped: {}. Stop them and try again.",
+                members
+                    .live()
+                    .iter()
+                    .map(|(pid, name)| format!("{name} (pid {pid})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    Ok((!stopped.is_empty()).then(|| {
+        format!(
+            "an earlier pgo-build of this target directory ended without stopping what it ran, \
+             and left no record of it; stopped: {}. That run did not complete and none of its \
+             outputs are used.",
+            describe_stopped(&stopped)
+        )
+    }))
 }
 
 /// [`stop_leftovers`] for one record.
@@ -181,6 +243,8 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
         return Ok(None);
     };
     let Ok(running) = serde_json::from_str::<RunningWorkload>(&text) else {
+        // Its processes, if any, carry this target directory's key: `stop_unrecorded`
+        // stops and names them.
         crate::util::files::remove_file(record)?;
         return Ok(None);
     };

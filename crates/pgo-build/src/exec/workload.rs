@@ -74,14 +74,7 @@ impl Target<'_> {
             )
             .as_bytes(),
         )?;
-        let token = format!(
-            "{}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-            self.stage.name()
-        );
+        let token = super::running::new_token(self.running_dir, self.stage.name());
         let cmd = cmd.env(TOKEN_ENV, &token);
         let record = self
             .running_dir

@@ -86,6 +86,16 @@ pub fn process(pid: i32) -> Option<Process> {
 }
 
 /// Whether the environment of `pid` holds the `KEY=value` entry `entry`.
+/// The value of `name` in a process's environment, as it was started.
+pub fn env_value(pid: i32, name: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{name}=");
+    environ.split(|b| *b == 0).find_map(|entry| {
+        let value = entry.strip_prefix(prefix.as_bytes())?;
+        Some(String::from_utf8_lossy(value).into_owned())
+    })
+}
+
 pub fn has_env_entry(pid: i32, entry: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .is_ok_and(|environ| environ.split(|b| *b == 0).any(|e| e == entry.as_bytes()))

@@ -20,6 +20,9 @@ use crate::layout::Layout;
 use crate::report::StageRecord;
 use crate::util::files::write_atomically;
 
+/// The version of `state.json`'s layout; a file of another is named and not used.
+const STATE_SCHEMA_VERSION: u32 = 1;
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
     pub schema_version: u32,
@@ -32,11 +35,11 @@ pub struct State {
 }
 
 impl State {
-    /// The stage records, or none; with what was wrong with an unreadable file (the stages
-    /// then run again rather than being trusted).
+    /// The stage records, or none; with what was wrong with an unreadable file or one of
+    /// another schema version (the stages then run again rather than being trusted).
     pub fn load(layout: &Layout) -> (State, Option<String>) {
         let fresh = State {
-            schema_version: 1,
+            schema_version: STATE_SCHEMA_VERSION,
             stages: BTreeMap::new(),
             runs: BTreeMap::new(),
         };
@@ -44,16 +47,32 @@ impl State {
         let Ok(text) = std::fs::read_to_string(&path) else {
             return (fresh, None);
         };
+        let redone = "every stage of `pgo-build run` runs again (its outputs are checked, not \
+                      trusted) and the file is written anew";
+        // The version first: a file of another version may not read as this one at all.
+        #[derive(Deserialize)]
+        struct Versioned {
+            schema_version: Option<u32>,
+        }
+        match serde_json::from_str::<Versioned>(&text).map(|v| v.schema_version) {
+            Ok(Some(STATE_SCHEMA_VERSION)) => {}
+            Ok(Some(other)) => {
+                return (
+                    fresh,
+                    Some(format!(
+                        "{} has stage records of schema version {other} (another pgo-build's; \
+                         this one reads {STATE_SCHEMA_VERSION}): they are not used, so {redone}",
+                        path.display()
+                    )),
+                );
+            }
+            Ok(None) | Err(_) => {}
+        }
         match serde_json::from_str::<State>(&text) {
-            Ok(state) if state.schema_version == 1 => (state, None),
-            Ok(_) => (fresh, None),
+            Ok(state) => (state, None),
             Err(err) => (
                 fresh,
-                Some(format!(
-                    "{} is corrupt ({err}): every stage of `pgo-build run` runs again and \
-                     writes it anew",
-                    path.display()
-                )),
+                Some(format!("{} is corrupt ({err}): {redone}", path.display())),
             ),
         }
     }

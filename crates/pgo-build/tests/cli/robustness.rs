@@ -95,3 +95,72 @@ fn empty_commands_are_refused_where_they_are_written() {
         assert!(!fixture.layout().path("baseline").exists(), "{config}");
     }
 }
+
+/// Waits until `path` has at least `lines` lines.
+fn wait_for_lines(path: &std::path::Path, lines: usize) -> Vec<String> {
+    for _ in 0..1200 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let found: Vec<String> = text.lines().map(str::to_owned).collect();
+        if found.len() >= lines {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{} never had {lines} lines", path.display());
+}
+
+/// `compare` killed (SIGKILL, nothing to catch) at several points of its rounds: the next
+/// command names and stops every process the killed one left, before it measures anything;
+/// also when no record of them is left (the records removed by hand), from the token the
+/// processes carry.
+#[test]
+fn a_compare_killed_at_any_point_leaves_nothing_running_for_the_next_command() {
+    let fixture = Fixture::new("twobins");
+    let pids = fixture.root().join("pids");
+    let holdout = format!(
+        "echo $$ >> {pids}; for i in $(seq 20); do \"$PGO_BUILD_BIN_APP\" work 100 & echo $! >> \
+         {pids}; sleep 0.3 & echo $! >> {pids}; wait; done",
+        pids = pids.display()
+    );
+    write_train_holdout(
+        &fixture,
+        "$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER",
+        &holdout,
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    let running = fixture.layout().path("running");
+    for (lines, forget_records) in [(1, false), (6, false), (17, true), (30, false)] {
+        let _ = std::fs::remove_file(&pids);
+        let mut child = fixture
+            .command(&["compare", "--rounds", "7"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_lines(&pids, lines);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if forget_records {
+            for entry in std::fs::read_dir(&running).unwrap() {
+                std::fs::remove_file(entry.unwrap().path()).unwrap();
+            }
+        }
+        let started = wait_for_lines(&pids, lines);
+        let left: Vec<&String> = started.iter().filter(|pid| alive(pid)).collect();
+        assert!(!left.is_empty(), "SIGKILL leaves the workload running");
+        let run = fixture.run(&["doctor"]);
+        run.success().stderr_contains(if forget_records {
+            "left no record of it; stopped:"
+        } else {
+            "ended while workload `holdout` ran against the"
+        });
+        let after = std::fs::read_to_string(&pids).unwrap();
+        for pid in after.lines() {
+            assert!(
+                ended(pid),
+                "pid {pid} outlived the next command\n{}",
+                run.stderr()
+            );
+        }
+    }
+}

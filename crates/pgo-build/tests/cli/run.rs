@@ -393,6 +393,23 @@ fn a_garbled_stage_cache_is_called_corrupt_and_nothing_is_reused_from_it() {
         .stderr_contains("runs again");
     let results = stage_results(&fixture);
     assert_eq!(result_of(&results, "build"), "ok", "{results:?}");
+    // Records of another schema version (a pgo-build older or newer than this one) are named,
+    // with what is redone, never dropped in silence.
+    let state = fixture.layout().path("state.json");
+    let text = std::fs::read_to_string(&state).unwrap();
+    std::fs::write(
+        &state,
+        text.replace("\"schema_version\": 1", "\"schema_version\": 7"),
+    )
+    .unwrap();
+    fixture
+        .run(&["run", "--no-compare"])
+        .success()
+        .stderr_contains("state.json has stage records of schema version 7")
+        .stderr_contains("this one reads 1")
+        .stderr_contains("every stage of `pgo-build run` runs again");
+    let results = stage_results(&fixture);
+    assert_eq!(result_of(&results, "build"), "ok", "{results:?}");
 }
 
 /// A raw profile, or the profile raw ones were merged into as training ran.
