@@ -242,6 +242,13 @@ mod signal_thread {
     static INSTALLED: AtomicBool = AtomicBool::new(false);
     static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
+    /// One line on stderr. Not `eprintln!`, which panics on a closed stderr: this runs inside
+    /// the user's program.
+    fn say(line: &str) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+
     /// Starts the signal thread and installs the handlers; `true` the first time.
     pub fn install(action: fn(c_int)) -> bool {
         if INSTALLED.swap(true, Ordering::SeqCst) {
@@ -250,8 +257,8 @@ mod signal_thread {
         let mut fds = [0 as c_int; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            eprintln!(
-                "pgo-build-rt: could not create a pipe; profiles of signalled processes will be lost"
+            say(
+                "pgo-build-rt: could not create a pipe; profiles of signalled processes will be lost",
             );
             return false;
         }
@@ -266,8 +273,8 @@ mod signal_thread {
                 }
             });
         if spawned.is_err() {
-            eprintln!(
-                "pgo-build-rt: could not start its thread; profiles of signalled processes will be lost"
+            say(
+                "pgo-build-rt: could not start its thread; profiles of signalled processes will be lost",
             );
             return false;
         }

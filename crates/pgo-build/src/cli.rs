@@ -255,7 +255,7 @@ pub struct ExploreArgs {
     /// Counted rounds per holdout workload, after one warm-up round (default: [compare]
     /// rounds, else 10; a verdict needs at least 7; with --metric instructions, 2: one count
     /// and a repeat)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::measure::metric::MAX_ROUNDS as u64))]
     pub rounds: Option<usize>,
     /// What speed is (default: [compare] metric, else wall): wall-clock time, CPU time of the
     /// process tree, instructions, or a metric the holdout workloads report

@@ -466,6 +466,25 @@ fn the_layering_holds() {
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
 }
 
+/// pgo-build-rt runs inside the user's programs: a closed stderr must not panic them either.
+#[test]
+fn the_runtime_crate_prints_nothing_with_macros_that_panic() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pgo-build-rt/src");
+    let mut found = Vec::new();
+    for (module, source) in sources(&src) {
+        for print in ["println!", "eprintln!", "print!", "eprint!"] {
+            if source
+                .code
+                .match_indices(print)
+                .any(|(at, _)| !source.code[..at].ends_with(is_ident))
+            {
+                found.push(format!("{} uses `{print}`", name(&module)));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 #[test]
 fn test_files_stay_under_the_line_limit() {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");

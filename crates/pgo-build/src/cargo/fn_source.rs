@@ -98,7 +98,8 @@ fn blank_literals_and_comments(source: &str) -> String {
     let mut out = bytes.to_vec();
     let mut i = 0;
     let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for b in &mut out[from..to.min(bytes.len())] {
+        // `to` may fall before `from` in a file cut off inside a literal's opening: nothing.
+        for b in out.get_mut(from..to.min(bytes.len())).into_iter().flatten() {
             if *b != b'\n' {
                 *b = b' ';
             }

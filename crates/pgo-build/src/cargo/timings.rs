@@ -161,7 +161,7 @@ pub fn lower_bound(
             // Without the metadata's time, dependents could have started with it: 0.
             let metadata = unit
                 .metadata_after()
-                .map_or(0.0, |after| (after - waited).clamp(0.0, duration));
+                .map_or(0.0, |after| (after - waited).min(duration).max(0.0));
             (unit.i, (duration, metadata))
         })
         .collect();

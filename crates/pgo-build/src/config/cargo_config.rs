@@ -98,9 +98,10 @@ pub fn profile_settings(
             parts.push(format!("{}: {profile}", file.display()));
         }
     }
-    let mut vars: Vec<String> = std::env::vars()
-        .filter(|(key, _)| key.starts_with("CARGO_PROFILE_"))
-        .map(|(key, value)| format!("{key}={value}"))
+    // `vars_os`: `vars` panics on a variable that is not UTF-8 (anyone's, not only cargo's).
+    let mut vars: Vec<String> = std::env::vars_os()
+        .filter(|(key, _)| key.as_encoded_bytes().starts_with(b"CARGO_PROFILE_"))
+        .map(|(key, value)| format!("{}={}", key.display(), value.display()))
         .collect();
     vars.sort();
     parts.extend(vars);

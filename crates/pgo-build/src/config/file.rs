@@ -12,6 +12,10 @@ use super::sections::{
     BoltSection, BuildSection, BuildVariant, CompareSection, ExploreSection, PgoSection,
 };
 use super::services::Service;
+
+/// The most runs a workload may split into (`shards = K`): more is a typo, and every shard is
+/// a run with its own records.
+const MAX_SHARDS: usize = 1000;
 use super::values::{CBuild, WorkloadCommand, line_of};
 use super::workload::{Role, Workload};
 use crate::measure::metric::Decider;
@@ -199,6 +203,13 @@ impl Config {
                      empty `command` (give `command`, or `cargo` for a cargo bench/test/run)"
                 ),
                 None => {}
+            }
+            if workload.shards > MAX_SHARDS {
+                bail!(
+                    "invalid configuration in {path}, line {line}: workload {name:?} has shards \
+                     = {}; at most {MAX_SHARDS} (each shard is one run of the workload)",
+                    workload.shards
+                );
             }
             if workload.shards == 0 {
                 bail!(

@@ -190,6 +190,12 @@ pub(super) fn deserialize_rounds<'de, D: Deserializer<'de>>(
                      verdict), or \"auto\""
                 )));
             }
+            if rounds > crate::measure::metric::MAX_ROUNDS as i64 {
+                return Err(E::custom(format!(
+                    "rounds = {rounds}: at most {} (or \"auto\")",
+                    crate::measure::metric::MAX_ROUNDS
+                )));
+            }
             Ok(Rounds::Fixed(rounds as usize))
         }
 
@@ -223,8 +229,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             ));
         }
     };
-    Ok(Duration::from_secs(number * scale))
+    // Longer than a year is a typo (`9000000000s`), and would overflow the deadlines it sets.
+    match number.checked_mul(scale) {
+        Some(seconds) if seconds <= MAX_DURATION_SECS => Ok(Duration::from_secs(seconds)),
+        _ => Err(format!(
+            "duration {text:?} is out of range: at most a year ({MAX_DURATION_SECS} seconds)"
+        )),
+    }
 }
+
+/// The longest duration a configuration or flag may give.
+pub const MAX_DURATION_SECS: u64 = 366 * 24 * 3600;
 
 /// The command of a workload or a service: a shell string, or an argv list (never empty).
 // Read from a file, it never is: `command = []`, `""` and `[""]` are refused there, for

@@ -114,7 +114,7 @@ pub(super) fn running(pid: i32) -> bool {
 /// next command, a coordinator's next worker) is stopped too. Returns what was stopped and how.
 pub(super) fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
     let mut found: Vec<(i32, String)> = Vec::new();
-    let deadline = Instant::now() + grace;
+    let deadline = deadline_after(grace);
     loop {
         let new: Vec<(i32, String)> = members
             .live()
@@ -165,6 +165,14 @@ pub(super) fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
             name,
         })
         .collect()
+}
+
+/// Now plus `grace`, however long: configured durations are at most a year, but a record
+/// left by an older pgo-build may say anything, and `Instant + Duration` panics on overflow.
+pub(super) fn deadline_after(grace: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(grace)
+        .unwrap_or_else(|| now + Duration::from_secs(crate::config::MAX_DURATION_SECS))
 }
 
 pub fn describe_stopped(stopped: &[StoppedProcess]) -> String {

@@ -460,7 +460,7 @@ fn stop_service(
         service.exited = Some(done);
     }
     let ended_early = service.exited.is_some();
-    let deadline = Instant::now() + grace;
+    let deadline = super::process::deadline_after(grace);
     let mut stop_failure = None;
     let processes = members.live();
     // Asked even when its first process has ended: a launcher leaves the server running.

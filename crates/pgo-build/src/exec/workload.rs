@@ -62,7 +62,7 @@ impl Target<'_> {
         let mut log = std::fs::File::create(&self.log_path)
             .with_context(|| format!("could not create {}", self.log_path.display()))?;
         // Which command wrote this log, and when: logs of earlier runs sit beside fresh ones.
-        let command_line: Vec<String> = std::env::args().skip(1).collect();
+        let command_line: Vec<String> = crate::util::command::own_arguments();
         std::io::Write::write_all(
             &mut log,
             format!(

@@ -144,6 +144,11 @@ pub enum Rounds {
     Auto,
 }
 
+/// The most counted rounds a comparison takes: the exact signed-rank distribution grows with
+/// the fourth power of the rounds (1000 would take 8 GB), and past this an interval is as
+/// narrow as the machine's noise allows.
+pub const MAX_ROUNDS: usize = 200;
+
 impl std::str::FromStr for Rounds {
     type Err = String;
 
@@ -152,9 +157,9 @@ impl std::str::FromStr for Rounds {
             return Ok(Rounds::Auto);
         }
         match text.parse::<usize>() {
-            Ok(rounds) if rounds >= 1 => Ok(Rounds::Fixed(rounds)),
+            Ok(rounds) if (1..=MAX_ROUNDS).contains(&rounds) => Ok(Rounds::Fixed(rounds)),
             _ => Err(format!(
-                "`{text}`: expected a number of rounds (at least 1) or `auto`"
+                "`{text}`: expected a number of rounds (1 to {MAX_ROUNDS}) or `auto`"
             )),
         }
     }

@@ -117,7 +117,10 @@ impl RunLock {
                 }
             );
         }
-        let args: Vec<String> = std::env::args().collect();
+        // Lossy: `std::env::args` panics on an argument that is not UTF-8.
+        let args: Vec<String> = std::env::args_os()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());

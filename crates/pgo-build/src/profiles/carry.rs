@@ -94,7 +94,8 @@ impl TextProfile {
                 i += 1;
                 continue;
             }
-            let end = (i..lines.len())
+            // From the line after the name: an empty name must not end its own record.
+            let end = (i + 1..lines.len())
                 .find(|&j| lines[j].is_empty())
                 .unwrap_or(lines.len());
             let body: Vec<String> = lines[i + 1..end].iter().map(|l| l.to_string()).collect();

@@ -51,7 +51,7 @@ impl StageRecord {
 /// This pgo-build's command line, as the report records how something ran.
 pub fn invocation() -> String {
     std::iter::once("pgo-build".to_owned())
-        .chain(std::env::args().skip(1))
+        .chain(crate::util::command::own_arguments())
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -19,6 +19,15 @@ pub struct Cmd {
     cwd: Option<PathBuf>,
 }
 
+/// pgo-build's own arguments after the program name, for logs and records. Not
+/// `std::env::args`, which panics on an argument that is not UTF-8 (a path flag may hold one).
+pub fn own_arguments() -> Vec<String> {
+    std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect()
+}
+
 impl Cmd {
     pub fn new(program: impl AsRef<OsStr>) -> Cmd {
         Cmd {
