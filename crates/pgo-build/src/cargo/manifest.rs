@@ -273,3 +273,28 @@ pub fn build_id(data: &[u8]) -> Result<Option<String>> {
         .build_id()?
         .map(|id| id.iter().map(|byte| format!("{byte:02x}")).collect()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// Any stage.json: the stage's record, or an error that names the file; never a
+        /// panic or a hang.
+        #[test]
+        fn any_stage_manifest_loads_or_is_named(
+            bytes in crate::util::fuzz::mutants(crate::util::fuzz::seed("stage.json").as_bytes())
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let layout = Layout::at(dir.path().to_path_buf());
+                let path = layout.stage_manifest(Stage::Optimized);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &bytes).unwrap();
+                StageManifest::load(&layout, Stage::Optimized, "run again").is_ok()
+            });
+        }
+    }
+}

@@ -742,4 +742,66 @@ allow_failure = true
             assert!(text.contains("memory_budget"), "{bad}: {text}");
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// Any pgo-build.toml, near the real ones or not, loads or is refused: never a panic
+        /// or a hang (the example's three configurations, and one with every section).
+        #[test]
+        fn any_configuration_loads_or_is_refused(
+            text in proptest::prop_oneof![
+                crate::util::fuzz::text_mutants(include_str!("../../../../examples/pgo-build.toml")),
+                crate::util::fuzz::text_mutants(
+                    include_str!("../../../../examples/pgo-build.holdout-bench.toml")
+                ),
+                crate::util::fuzz::text_mutants(EVERY_SECTION),
+            ]
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || parse(&text).map(|_| ()));
+        }
+    }
+
+    /// A configuration with every section and the values that take parsing.
+    const EVERY_SECTION: &str = r#"
+[build]
+bins = ["app"]
+rustflags = ["-Ctarget-cpu=native"]
+memory_budget = "8GiB"
+link_jobs = 2
+
+[pgo]
+max_size_growth = "25%"
+max_stale = 0.2
+cross_language = "thin-lto"
+
+[bolt]
+enabled = true
+args = ["-split-functions"]
+
+[compare]
+rounds = 10
+margin = "2%"
+metric = "wall"
+
+[[service]]
+name = "db"
+command = ["$PGO_BUILD_BIN_APP", "serve", "--port", "7000"]
+ready = { tcp = "127.0.0.1:7000", timeout = "30s" }
+stop = { signal = "SIGINT", grace_period = "5s" }
+
+[[workload]]
+name = "load"
+role = "train"
+services = ["db"]
+command = "app load --port 7000"
+timeout = "2m"
+shards = 2
+metrics = [{ name = "rps", pattern = "rps: ([0-9.]+)", direction = "higher" }]
+
+[[workload]]
+name = "bench"
+role = "holdout"
+cargo = ["bench", "--bench", "parse"]
+"#;
 }

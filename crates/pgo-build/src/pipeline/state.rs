@@ -151,4 +151,21 @@ mod tests {
             "{err}"
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// Any state.json: its stage records, or none and what was wrong; never a panic.
+        #[test]
+        fn any_state_file_loads_or_is_named(
+            bytes in crate::util::fuzz::mutants(crate::util::fuzz::seed("state.json").as_bytes())
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let layout = Layout::at(dir.path().to_path_buf());
+                std::fs::write(layout.state(), &bytes).unwrap();
+                State::load(&layout).0.stages.len()
+            });
+        }
+    }
 }

@@ -517,4 +517,61 @@ mod tests {
             assert!(bad.parse::<Shard>().is_err(), "{bad}");
         }
     }
+
+    /// An archive of `format` whose manifest member holds `manifest` as it is (any bytes).
+    fn archive_with_manifest(path: &Path, manifest: &[u8]) {
+        let file = File::create(path).unwrap();
+        let encoder = zstd::Encoder::new(file, 1).unwrap().auto_finish();
+        let mut builder = tar::Builder::new(encoder);
+        let mut header = tar::Header::new_gnu();
+        header.set_size(manifest.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, MANIFEST, manifest)
+            .unwrap();
+        let mut header = tar::Header::new_gnu();
+        header.set_size(4);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, "profiles/app.profdata", &b"data"[..])
+            .unwrap();
+        builder.finish().unwrap();
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// Bundles and packs whose manifest is garbled, and archives garbled as bytes: read
+        /// and extracted, or refused; never a panic or a hang.
+        #[test]
+        fn any_bundle_or_pack_is_read_or_refused(
+            bundle in crate::util::fuzz::mutants(
+                crate::util::fuzz::seed("bundle-manifest.json").as_bytes()
+            ),
+            pack in crate::util::fuzz::mutants(
+                crate::util::fuzz::seed("pack-manifest.json").as_bytes()
+            ),
+            archive_edit in crate::util::fuzz::mutants(b""),
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let (bundle_path, pack_path) = (dir.path().join("b"), dir.path().join("p"));
+                archive_with_manifest(&bundle_path, &bundle);
+                archive_with_manifest(&pack_path, &pack);
+                let bundle_read = read_manifest::<BundleManifest>(&bundle_path, BUNDLE_FORMAT);
+                let pack_read = read_manifest::<PackManifest>(&pack_path, PACK_FORMAT);
+                // The compressed archive itself, garbled: the edits applied at its end.
+                let mut bytes = std::fs::read(&pack_path).unwrap();
+                let keep = bytes.len().saturating_sub(archive_edit.len().min(bytes.len() / 2));
+                bytes.truncate(keep);
+                bytes.extend(&archive_edit);
+                std::fs::write(&pack_path, &bytes).unwrap();
+                let garbled = read_manifest::<PackManifest>(&pack_path, PACK_FORMAT).is_ok();
+                let extracted = extract(&pack_path, &dir.path().join("out")).is_ok();
+                (bundle_read.is_ok(), pack_read.is_ok(), garbled, extracted)
+            });
+        }
+    }
 }

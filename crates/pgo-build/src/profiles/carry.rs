@@ -640,4 +640,31 @@ mod tests {
         assert_eq!(plan.new_code, 1);
         assert!(!plan.worth_recompiling());
     }
+
+    /// A text profile with a value profile (indirect-call targets) and a local function's
+    /// record under its codegen unit: the shapes the text readers meet.
+    const TEXT_PROFILE: &str = "# IR level Instrumentation Flag\n:ir\n\
+        _ZN3app4work17h1c1297dff430a494E\n# Func Hash:\n146835646621254984\n\
+        # Num Counters:\n3\n# Counter Values:\n998\n1\n0\n# Num Value Kinds:\n1\n\
+        # ValueKind = IPVK_IndirectCallTarget:\n0\n# NumValueSites:\n1\n1\n\
+        _ZN3app6helper17habcdef0123456789E:998\n\n\
+        app.c1c6f0e2d9a3b8f5-cgu.07:_ZN3app5local17h0000000000000001E\n# Func Hash:\n\
+        831214097464178561\n# Num Counters:\n2\n# Counter Values:\n1\n0\n\n";
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// llvm-profdata's text format, cut or garbled: read (and offered under other units'
+        /// names) without a panic or a hang, by both of its readers.
+        #[test]
+        fn any_text_profile_is_read_without_panic(
+            text in crate::util::fuzz::text_mutants(TEXT_PROFILE)
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let profile = TextProfile::parse(&text);
+                let _ = (profile.total(), profile.with_offered());
+                crate::profiles::insight::parse_text_profile(&text).len()
+            });
+        }
+    }
 }

@@ -294,4 +294,29 @@ mod tests {
     fn a_running_process_is_never_taken_for_ended() {
         assert!(process_may_run(std::process::id()));
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// The records training leaves beside its raw profiles (`merged.json`, the ledger of
+        /// profiles merged while it ran, and `training.json`), garbled: read or named
+        /// corrupt; never a panic or a hang.
+        #[test]
+        fn any_training_records_are_read_or_named(
+            merged in crate::util::fuzz::mutants(crate::util::fuzz::seed("merged.json").as_bytes()),
+            training in crate::util::fuzz::mutants(
+                crate::util::fuzz::seed("training.json").as_bytes()
+            ),
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let dir = tempfile::tempdir().unwrap();
+                std::fs::write(dir.path().join(LEDGER), &merged).unwrap();
+                std::fs::write(dir.path().join("training.json"), &training).unwrap();
+                (
+                    Ledger::load(dir.path()).map(|l| l.by_build_id.len()).ok(),
+                    crate::profiles::training_record::TrainingRecord::status_in(dir.path()),
+                )
+            });
+        }
+    }
 }

@@ -161,4 +161,29 @@ mod tests {
         std::fs::write(&file, b"").unwrap();
         assert_eq!(read_raw_version(&file), None);
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// Raw and indexed profile headers, and an indexed profile's summary, of any bytes:
+        /// a version or none, the summary kept or an error; never a panic or a hang.
+        #[test]
+        fn any_profile_header_is_read_without_panic(
+            bytes in proptest::prop_oneof![
+                crate::util::fuzz::mutants(&indexed(12, &[3, 1, 2, 3, 4, 5, 6, 7], &[0; 32])),
+                crate::util::fuzz::mutants(&raw_header(10)),
+            ],
+            original in crate::util::fuzz::mutants(&indexed(12, &[2, 9, 9], &[1; 16])),
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("profile");
+                std::fs::write(&path, &bytes).unwrap();
+                let versions = (read_raw_version(&path), indexed_version(&path));
+                let mut profile = bytes.clone();
+                let kept = keep_summary_of(&mut profile, &original).is_ok();
+                (versions, indexed_summary(&bytes), kept)
+            });
+        }
+    }
 }

@@ -384,4 +384,23 @@ mod tests {
             Ok(None)
         ));
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// Any report.json (the one a real run wrote, garbled): read, or a new report and
+        /// what was wrong; never a panic or a hang. A report read is also drawn.
+        #[test]
+        fn any_report_loads_or_is_named(
+            bytes in crate::util::fuzz::mutants(crate::util::fuzz::seed("report.json").as_bytes())
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("report.json");
+                std::fs::write(&path, &bytes).unwrap();
+                let (report, _) = Report::load_or_new(&path, Path::new("/ws"));
+                serde_json::to_string(&report).map(|text| text.len()).unwrap_or(0)
+            });
+        }
+    }
 }

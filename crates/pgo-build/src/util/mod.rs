@@ -6,6 +6,8 @@
 pub mod command;
 pub mod files;
 pub mod fingerprint;
+#[cfg(test)]
+pub mod fuzz;
 pub mod names;
 pub mod printer;
 pub mod units;

@@ -436,4 +436,46 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&other).unwrap(), "[package]\n");
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::util::fuzz::config())]
+
+        /// A stage's estimates and carried estimates, garbled: read or refused; never a
+        /// panic or a hang.
+        #[test]
+        fn any_estimates_are_read_or_refused(
+            stage in crate::util::fuzz::mutants(
+                crate::util::fuzz::seed("rustc-estimates.json").as_bytes()
+            ),
+            carried in crate::util::fuzz::mutants(
+                serde_json::to_string(&CarriedEstimates {
+                    format: CARRIED_FORMAT,
+                    pgo_build_version: "0.1.0".into(),
+                    rustc: "rustc 1.95.0".into(),
+                    targets: [(
+                        "x86_64-unknown-linux-gnu".to_owned(),
+                        [(
+                            "baseline".to_owned(),
+                            [("release:app/app@0.1.0|bin".to_owned(), 134139904)].into(),
+                        )]
+                        .into(),
+                    )]
+                    .into(),
+                })
+                .unwrap()
+                .as_bytes()
+            ),
+        ) {
+            crate::util::fuzz::no_panic_or_hang(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let (stage_path, carried_path) = (dir.path().join("s"), dir.path().join("c"));
+                std::fs::write(&stage_path, &stage).unwrap();
+                std::fs::write(&carried_path, &carried).unwrap();
+                (
+                    read_estimates(&stage_path).map(|e| e.len()).ok(),
+                    CarriedEstimates::read(&carried_path).map(|c| c.is_some()).ok(),
+                )
+            });
+        }
+    }
 }
