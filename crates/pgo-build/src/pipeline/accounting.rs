@@ -347,16 +347,43 @@ pub(super) fn refuse_idle_workloads(
     }
     bail!(
         "train workload{} `{}` ran no instrumented binary: {} contributed nothing to the \
-         profile, which would then describe the other workloads' work only. Make {} run the \
-         binaries through $PGO_BUILD_BIN_<NAME> or $PGO_BUILD_BIN_DIR (the log is in {}), or \
-         make {} role = \"holdout\" or remove {} from {}",
+         profile, which would then describe the other workloads' work only ({}). Make {} run \
+         the binaries through $PGO_BUILD_BIN_<NAME> or $PGO_BUILD_BIN_DIR (the log is in {}), \
+         or make {} role = \"holdout\" or remove {} from {}",
         if idle.len() == 1 { "" } else { "s" },
         idle.join("`, `"),
         if idle.len() == 1 { "it" } else { "they" },
+        what_lacks_data(cx, accounting),
         if idle.len() == 1 { "it" } else { "them" },
         cx.layout.logs_dir().display(),
         if idle.len() == 1 { "it" } else { "them" },
         if idle.len() == 1 { "it" } else { "them" },
         cx.config.display_path()
     )
+}
+
+/// Which binaries an idle workload leaves without any profile data, for its refusal.
+fn what_lacks_data(cx: &Context, accounting: &Accounting) -> String {
+    let without: Vec<&str> = cx
+        .bins
+        .iter()
+        .map(|bin| bin.name.as_str())
+        .filter(|name| {
+            accounting
+                .per_binary
+                .get(*name)
+                .is_none_or(|figures| figures.valid_files == 0)
+        })
+        .collect();
+    match without.as_slice() {
+        [] => "every binary has data from the other workloads".to_owned(),
+        [one] => format!("`{one}` has no profile data from any workload"),
+        many => format!(
+            "{} have no profile data from any workload",
+            many.iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }

@@ -171,6 +171,9 @@ fn doctor_c(cx: &Context) -> Result<()> {
                     "cross-language PGO could not run here: {problem:#}"
                 ));
             }
+            if on {
+                warn_of_another_baseline_compiler(cx, &c);
+            }
         }
         Ok(None) => {}
         // Only a failure when the configuration asks for it (the session would not exist).
@@ -182,6 +185,33 @@ fn doctor_c(cx: &Context) -> Result<()> {
 /// A C and a C++ file compiled by the clang cross-language PGO would use, with the
 /// instrumented stage's profile flag, before any build: a clang that cannot find the C++
 /// standard library's headers (or the target's) fails here, named, not in a build script.
+/// Said before any build: with cross-language PGO the baseline's C keeps the user's compiler,
+/// so when that is not the clang the PGO builds use, the comparison measures the switch of
+/// compilers as well as PGO.
+fn warn_of_another_baseline_compiler(
+    cx: &Context,
+    c: &crate::toolchain::cross_language::CSettings,
+) {
+    let (compiler, version) = crate::toolchain::cross_language::users_compiler_identity(
+        &cx.settings.target,
+        &cx.rustc.host,
+        &cx.printer,
+    );
+    if version == c.version {
+        return;
+    }
+    cx.printer.warn(format!(
+        "the baseline's C/C++ keeps your compiler, {compiler} ({version}), and the PGO \
+         builds' is {} ({}): the comparison will measure the compiler switch as well as PGO. \
+         To measure PGO alone, set CC={} and CXX={} for every command; `pgo-build explore \
+         --variants clang,pgo,pgo+c` separates the two",
+        c.clang.display(),
+        c.version,
+        c.clang.display(),
+        c.clangxx.display()
+    ));
+}
+
 fn probe_clang(cx: &Context, c: &crate::toolchain::cross_language::CSettings) -> Result<()> {
     let dir = cx.layout.root().join("clang-probe");
     crate::util::files::create_dir_all(&dir)?;

@@ -124,6 +124,22 @@ pub(super) fn cargo_build(
     if let Some(c) = &c_compiler {
         let diagnostics = record_c_compiles(cx, run, stage, &c.spec, &output.dynamic_libs);
         output.diagnostics.extend(diagnostics);
+    } else if cx.settings.c.is_some() {
+        // Cross-language PGO is on and this stage keeps the user's compiler (the baseline):
+        // recorded too, so the report says what the comparison set against clang.
+        let (compiler, version) = cross_language::users_compiler_identity(
+            &cx.settings.target,
+            &cx.rustc.host,
+            &cx.printer,
+        );
+        run.report.c_compilers.insert(
+            stage.name().to_owned(),
+            CCompilerRecord {
+                compiler,
+                version,
+                ..CCompilerRecord::default()
+            },
+        );
     }
     if repeated.get() > 0 {
         cx.printer.info(format!(
@@ -606,7 +622,7 @@ pub(super) fn executables_of(
 
 /// Settings that only lld can carry out (`startup_order`'s function order, cross-language
 /// ThinLTO's bitcode) against the link the builds will run: a probe program linked with the
-/// user's rustflags and linker, its link line printed by rustc and judged as the linker
+/// builds' rustflags (wherever they were set) and linker, its link line printed by rustc and judged as the linker
 /// wrapper judges the real one. Run by `doctor` (so `run` refuses before the first build) and
 /// before `instrument`'s and `optimize`'s builds, not after hours of them.
 pub(super) fn check_lld_before_building(cx: &Context) -> Result<()> {
@@ -622,7 +638,11 @@ pub(super) fn check_lld_before_building(cx: &Context) -> Result<()> {
     let mut cmd = crate::util::command::Cmd::new(&cx.rustc.program)
         .args(["--print", "link-args", "-C"])
         .arg(linker)
-        .args(&cx.user_flags.flags)
+        // The builds' own rustflags (the user's, `[build] rustflags`, pgo-build's), less
+        // cross-language ThinLTO's bitcode, which a probe has no use for.
+        .args(cx.settings.common_rustflags.iter().filter(|flag| {
+            !crate::toolchain::cross_language::XLTO_RUSTFLAGS.contains(&flag.as_str())
+        }))
         .arg("-o")
         .arg(probe.join("probe"))
         .arg(&source)

@@ -332,6 +332,27 @@ mod tests {
             "{table}"
         );
         assert_eq!(table.matches("earlier build").count(), 1, "{table}");
+        // BOLT binaries built from an optimized build before it: an earlier build's too.
+        report.binaries.get_mut("app").unwrap().insert(
+            "bolt".into(),
+            BinaryRecord {
+                size_bytes: 4 << 20,
+                loaded_bytes: Some(3 << 20),
+                compressed_bytes: None,
+                path: "/ws/app".into(),
+                pgo: true,
+                bolted: true,
+            },
+        );
+        report.record_stage("bolt", "ok", Duration::from_secs(3), None);
+        report.stages.last_mut().unwrap().ran_at_unix = Some(1);
+        let table = report.size_table();
+        assert!(table.contains("optimize failed)"), "{table}");
+        assert_eq!(table.matches("earlier").count(), 2, "{table}");
+        // Built again after that, they are this build's.
+        report.record_stage("bolt", "ok", Duration::from_secs(3), None);
+        report.stages.last_mut().unwrap().ran_at_unix = Some(u64::MAX);
+        assert!(!report.size_table().contains("optimize failed"));
     }
 
     #[test]

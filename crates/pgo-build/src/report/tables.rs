@@ -135,39 +135,70 @@ impl Report {
         table.set_header(std::iter::once("Binary").chain(stages));
         // "zst": the loaded sections compressed with zstd -9, as a release archive of the
         // stripped binary would take.
-        // A stage whose last build failed keeps the binaries of an earlier one: said so,
-        // never shown as if they were this build's.
-        let failed: Vec<&str> = stages
+        // A stage whose last build failed, or whose upstream's did since it was built (a
+        // refused optimize beside an earlier build's BOLT binaries), keeps the binaries of an
+        // earlier one: said so, never shown as if they were this build's.
+        let earlier: Vec<(&str, String)> = stages
             .into_iter()
-            .filter(|stage| {
-                Step::ALL
-                    .into_iter()
-                    .find(|step| step.rewrites().iter().any(|s| s.name() == *stage))
-                    .and_then(|step| self.stages.iter().rev().find(|r| r.name == step.name()))
-                    .is_some_and(|record| record.result == "failed")
-            })
+            .filter_map(|stage| Some((stage, self.earlier_build(stage)?)))
             .collect();
         for (binary, per_stage) in &self.binaries {
             let mut row = vec![Cell::new(binary)];
             for stage in stages {
-                let text = match per_stage.get(stage) {
-                    Some(record) if failed.contains(&stage) => {
-                        format!("{} (an earlier build: this one failed)", record.size_text())
+                let why = earlier
+                    .iter()
+                    .find(|(s, _)| *s == stage)
+                    .map(|(_, why)| why);
+                let text = match (per_stage.get(stage), why) {
+                    (Some(record), Some(why)) => {
+                        format!("{} (an earlier build: {why})", record.size_text())
                     }
-                    Some(record) if stage == "optimized" && !record.pgo => {
-                        format!("{} (no PGO)", record.size_text())
-                    }
-                    Some(record) if stage == "bolt" && !record.bolted => {
-                        format!("{} (not BOLTed)", record.size_text())
-                    }
-                    Some(record) => record.size_text(),
-                    None => "-".to_owned(),
+                    (record, _) => match record {
+                        Some(record) if stage == "optimized" && !record.pgo => {
+                            format!("{} (no PGO)", record.size_text())
+                        }
+                        Some(record) if stage == "bolt" && !record.bolted => {
+                            format!("{} (not BOLTed)", record.size_text())
+                        }
+                        Some(record) => record.size_text(),
+                        None => "-".to_owned(),
+                    },
                 };
                 row.push(Cell::new(text).set_alignment(CellAlignment::Right));
             }
             table.add_row(row);
         }
         format!("{table}\n{}", crate::util::printer::fit_lines(SIZES_LEGEND))
+    }
+}
+
+impl Report {
+    /// Why `stage`'s binaries are an earlier build's, if they are: the last attempt of the
+    /// step that builds it failed ("this one failed"), or that of a step it is built from
+    /// failed after it was built ("optimize failed").
+    fn earlier_build(&self, stage: &str) -> Option<String> {
+        let built_from: &[Step] = match stage {
+            "instrumented" => &[Step::Instrument],
+            "optimized" => &[Step::Instrument, Step::Optimize],
+            "bolt" => &[Step::Instrument, Step::Optimize, Step::Bolt],
+            _ => &[Step::Build],
+        };
+        let own = built_from.last()?;
+        let last = |step: &Step| self.stages.iter().rev().find(|r| r.name == step.name());
+        if last(own).is_some_and(|record| record.result == "failed") {
+            return Some("this one failed".to_owned());
+        }
+        let built_at = self
+            .stages
+            .iter()
+            .rev()
+            .find(|r| r.name == own.name() && r.result != "failed")
+            .and_then(|r| r.ran_at_unix);
+        built_from.iter().rev().skip(1).find_map(|step| {
+            let record = last(step)?;
+            (record.result == "failed" && record.ran_at_unix >= built_at)
+                .then(|| format!("{} failed", step.name()))
+        })
     }
 }
 

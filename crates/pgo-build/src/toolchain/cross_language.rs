@@ -93,6 +93,30 @@ pub fn users_own_compiler(base: &str, target: &str, host: &str) -> String {
         .unwrap_or_else(|| if base == "CXX" { "c++" } else { "cc" }.to_owned())
 }
 
+/// The user's own C compiler for `target` and the first line of its `--version` ("version
+/// unknown" when it says none): what a stage that keeps the user's C compiles it with.
+pub fn users_compiler_identity(target: &str, host: &str, printer: &Printer) -> (String, String) {
+    let compiler = users_own_compiler("CC", target, host);
+    // `CC` may hold a launcher and flags (`ccache gcc -m64`): the words, as the cc crate runs.
+    let mut words = compiler.split_whitespace();
+    let version = words
+        .next()
+        .and_then(|program| {
+            Cmd::new(program)
+                .args(words)
+                .arg("--version")
+                .output(printer)
+                .ok()
+        })
+        .filter(|output| output.status.success())
+        .and_then(|output| {
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            text.lines().next().map(|line| line.trim().to_owned())
+        })
+        .unwrap_or_else(|| "version unknown".to_owned());
+    (compiler, version)
+}
+
 /// The C compiler the `cc` crate would use for `target`, when the user named one.
 fn user_compiler(
     base: &str,

@@ -41,12 +41,24 @@ fn mix_compile(fixture: &Fixture, stage: &str) -> serde_json::Value {
 #[test]
 fn the_c_is_trained_into_the_same_profile_and_the_optimized_c_uses_it() {
     let fixture = Fixture::new("cdep");
-    fixture
-        .run(&["run", "--compare-rounds", "2"])
-        .success()
+    let run = fixture.run(&["run", "--compare-rounds", "2"]);
+    run.success()
         .stderr_contains("clang for cross-language PGO")
-        // The baseline's C is the user's compiler's: the comparison says what it measures.
+        // The baseline's C is the user's compiler's: the comparison says what it measures,
+        // and so does the run before its first build.
         .stderr_contains("the comparison measures the compiler switch as well as PGO");
+    let stderr = run.stderr();
+    let up_front = stderr
+        .find("the comparison will measure the compiler switch as well as PGO")
+        .expect("said before any build");
+    assert!(
+        up_front < stderr.find("cargo build of").unwrap(),
+        "{stderr}"
+    );
+    assert!(
+        stderr[up_front..].contains("To measure PGO alone, set CC="),
+        "{stderr}"
+    );
     let report = fixture.report();
     check_schema(&report, &report_schema(), "report");
     let differ = report["compare"]["c_compilers_differ"].as_str().unwrap();
@@ -55,10 +67,14 @@ fn the_c_is_trained_into_the_same_profile_and_the_optimized_c_uses_it() {
         "{differ}"
     );
     let compilers = &report["c_compilers"];
+    // The baseline keeps the user's compiler (the machine's `cc`), and the report says which.
+    assert_eq!(compilers["baseline"]["compiler"], "cc", "{compilers}");
+    let baseline_version = compilers["baseline"]["version"].as_str().unwrap();
     assert!(
-        compilers.get("baseline").is_none(),
-        "the baseline keeps the user's compiler: {compilers}"
+        !baseline_version.is_empty() && baseline_version != "version unknown",
+        "{compilers}"
     );
+    assert_eq!(compilers["baseline"]["flags"], serde_json::json!([]));
     let instrumented = compilers["instrumented"]["flags"].to_string();
     assert!(
         instrumented.contains("-fprofile-generate"),

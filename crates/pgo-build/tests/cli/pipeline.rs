@@ -567,13 +567,21 @@ fn a_train_workload_that_runs_no_instrumented_binary_is_refused() {
             .run(args)
             .failure()
             .stderr_contains("train workload `t1` ran no instrumented binary")
-            .stderr_contains("contributed nothing to the profile");
+            .stderr_contains("contributed nothing to the profile")
+            .stderr_contains("every binary has data from the other workloads");
     }
     // Nor does optimize merge what the runs left.
     fixture
         .run(&["optimize"])
         .failure()
         .stderr_contains("train workload `t1` ran no instrumented binary");
+    // The binaries it leaves without data are named: here the one it was meant to run.
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000", "$PGO_BUILD_BIN_HLEPER"]);
+    fixture
+        .run(&["train"])
+        .failure()
+        .stderr_contains("train workload `t1` ran no instrumented binary")
+        .stderr_contains("`helper` has no profile data from any workload");
     // Fixed, training goes through.
     fixture.config(&[
         "$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER",

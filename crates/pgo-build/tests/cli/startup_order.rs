@@ -144,6 +144,22 @@ fn startup_order_without_traces_or_without_lld_is_refused() {
             refused.describe()
         );
     }
+    // The same from `[build] rustflags` in pgo-build.toml, which reach the builds as cargo
+    // configuration rather than RUSTFLAGS.
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture.write(
+        "pgo-build.toml",
+        &config.replace(
+            "[pgo]\n",
+            "[build]\nrustflags = [\"-Clink-arg=-fuse-ld=bfd\"]\n\n[pgo]\n",
+        ),
+    );
+    fixture
+        .run(&["doctor"])
+        .failure()
+        .stderr_contains("this link runs `cc` without lld")
+        .stderr_contains("found before any build");
+    fixture.write("pgo-build.toml", &config);
     // optimize refuses too, before building (here already for the rustflags that differ
     // from the instrumented build's).
     let refused = with_bfd("optimize");
