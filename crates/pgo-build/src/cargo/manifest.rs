@@ -258,7 +258,10 @@ pub fn compressed_size(data: &[u8]) -> Result<u64> {
         let allocated = matches!(section.flags(), SectionFlags::Elf { sh_flags }
             if sh_flags & u64::from(object::elf::SHF_ALLOC) != 0);
         if allocated && let Some((offset, size)) = section.file_range() {
-            let range = offset as usize..(offset + size) as usize;
+            let end = offset
+                .checked_add(size)
+                .context("a section lies outside the file")?;
+            let range = offset as usize..end as usize;
             loaded.extend_from_slice(data.get(range).context("a section lies outside the file")?);
         }
     }

@@ -54,16 +54,21 @@ fn parse(text: &str) -> Option<Counters> {
     let json: serde_json::Value = serde_json::from_str(text).ok()?;
     let stats = &json["stats"];
     let sum = |key: &str| -> u64 {
-        stats[key]["counts"]
-            .as_object()
-            .map_or(0, |counts| counts.values().filter_map(|v| v.as_u64()).sum())
+        stats[key]["counts"].as_object().map_or(0, |counts| {
+            counts
+                .values()
+                .filter_map(|v| v.as_u64())
+                .fold(0, u64::saturating_add)
+        })
     };
     Some(Counters {
         requests: stats["compile_requests"].as_u64()?,
         hits: sum("cache_hits"),
         misses: sum("cache_misses"),
-        not_cacheable: stats["requests_not_cacheable"].as_u64().unwrap_or(0)
-            + stats["non_cacheable_compilations"].as_u64().unwrap_or(0),
+        not_cacheable: stats["requests_not_cacheable"]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_add(stats["non_cacheable_compilations"].as_u64().unwrap_or(0)),
     })
 }
 

@@ -49,7 +49,9 @@ pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
         None,
     ));
     origins.attribute(&mut functions);
-    let total: u64 = functions.iter().map(|f| f.total).sum();
+    let total: u64 = functions
+        .iter()
+        .fold(0, |sum, f| sum.saturating_add(f.total));
     let c_total: u64 = functions
         .iter()
         .filter(|f| f.krate.ends_with(cc::C_SUFFIX))

@@ -400,12 +400,13 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
     for (binary, figures) in per_binary.iter_mut() {
         for (_, manifest) in &bundles {
             if let Some(shard) = manifest.accounting.get(binary) {
-                figures.processes += shard.processes;
-                figures.died += shard.died;
-                figures.files += shard.files;
-                figures.valid_files += shard.valid_files;
-                figures.bytes += shard.bytes;
-                figures.empty_files += shard.empty_files;
+                // Saturating: the figures come from the bundles' manifests.
+                figures.processes = figures.processes.saturating_add(shard.processes);
+                figures.died = figures.died.saturating_add(shard.died);
+                figures.files = figures.files.saturating_add(shard.files);
+                figures.valid_files = figures.valid_files.saturating_add(shard.valid_files);
+                figures.bytes = figures.bytes.saturating_add(shard.bytes);
+                figures.empty_files = figures.empty_files.saturating_add(shard.empty_files);
             }
         }
         let files: Vec<&Path> = inputs
@@ -432,7 +433,10 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
                 file: path.clone(),
                 shard: manifest.shard,
                 weight: *weight,
-                total_count: manifest.profiles.iter().map(|p| p.total_count).sum(),
+                total_count: manifest
+                    .profiles
+                    .iter()
+                    .fold(0, |sum, p| sum.saturating_add(p.total_count)),
                 git_revision: manifest.provenance.git_revision.clone(),
                 created: manifest.provenance.created.clone(),
                 workloads: manifest.workloads.clone(),
@@ -686,7 +690,11 @@ fn build_ids(manifest: &StageManifest) -> BTreeMap<&str, Option<&str>> {
 fn bundle_weights(bundles: &[(PathBuf, BundleManifest)], args: &MergeArgs) -> Result<Vec<u64>> {
     let totals: Vec<u64> = bundles
         .iter()
-        .map(|(_, b)| b.profiles.iter().map(|p| p.total_count).sum())
+        .map(|(_, b)| {
+            b.profiles
+                .iter()
+                .fold(0u64, |sum, p| sum.saturating_add(p.total_count))
+        })
         .collect();
     let largest = totals.iter().copied().max().unwrap_or(0);
     let mut weights: Vec<u64> = totals

@@ -388,7 +388,10 @@ fn link_slots(cx: &Context, budget: u64) -> (usize, String) {
         .map(|link: linker::LinkRecord| link.max_rss_bytes)
         .max();
     let (per_link, basis) = match measured {
-        Some(bytes) if bytes > 0 => (bytes + bytes / 4, "largest link measured so far + 25%"),
+        Some(bytes) if bytes > 0 => (
+            bytes.saturating_add(bytes / 4),
+            "largest link measured so far + 25%",
+        ),
         _ => (
             DEFAULT_LINK_ESTIMATE,
             "no link measured yet: conservative guess",

@@ -197,9 +197,10 @@ pub(super) fn per_binary<'a>(
     }
     for (binary, figures) in table.iter_mut() {
         figures.processes = figures.files.max(starts.get(binary).copied().unwrap_or(0));
-        figures.died = figures.processes - (figures.files - figures.empty_files);
-        figures.unusable_files =
-            (figures.files - figures.empty_files).saturating_sub(figures.valid_files);
+        // Saturating: the counts come from files on disk (a merge ledger may say anything).
+        let wrote = figures.files.saturating_sub(figures.empty_files);
+        figures.died = figures.processes.saturating_sub(wrote);
+        figures.unusable_files = wrote.saturating_sub(figures.valid_files);
     }
     table
 }

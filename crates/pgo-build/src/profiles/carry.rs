@@ -257,12 +257,16 @@ fn split_unit(module: &str) -> Option<(&str, usize)> {
     Some((unit_prefix, index.parse().ok()?))
 }
 
+/// More codegen units than any crate is built with (cargo's largest default is 256).
+const MAX_UNITS: usize = 4096;
+
 /// The suffixes a crate's codegen units may have in another build: rustc numbers a crate's `n`
 /// units `0..n` by size, zero-padded to the digits of `n - 1` (`cgu.03` of 16), so code that
 /// grows, shrinks or moves renames them. As many as the profile shows (`highest`), and at
 /// least 16, cargo's release default; every padding up to the widest.
 fn unit_suffixes(highest: usize) -> Vec<String> {
-    let count = (highest + 1).max(16);
+    // Bounded: the index comes from a profile's names, and no crate has more units than this.
+    let count = highest.min(MAX_UNITS).saturating_add(1).max(16);
     let widest = (count - 1).to_string().len();
     (0..count)
         .flat_map(|index| {

@@ -178,10 +178,14 @@ pub fn hottest(functions: &[FunctionCounts], n: usize) -> Vec<&FunctionCounts> {
 
 /// Each crate's share of the total count, largest first.
 pub fn crate_shares(functions: &[FunctionCounts]) -> Vec<(String, f64)> {
-    let total: u64 = functions.iter().map(|f| f.total).sum();
+    // Saturating: counts of a profile given to `--weight`ed merges may reach u64::MAX.
+    let total: u64 = functions
+        .iter()
+        .fold(0, |sum, f| sum.saturating_add(f.total));
     let mut per_crate: BTreeMap<&str, u64> = BTreeMap::new();
     for function in functions {
-        *per_crate.entry(&function.krate).or_default() += function.total;
+        let share = per_crate.entry(&function.krate).or_default();
+        *share = share.saturating_add(function.total);
     }
     let mut shares: Vec<(String, f64)> = per_crate
         .into_iter()
@@ -206,8 +210,13 @@ pub struct Missed {
 /// Functions hot in `test` but cold (less than a tenth of their test share) or absent in
 /// `base`, largest test share first.
 pub fn missed_by(base: &[FunctionCounts], test: &[FunctionCounts], n: usize) -> Vec<Missed> {
-    let base_total = base.iter().map(|f| f.total).sum::<u64>().max(1) as f64;
-    let test_total = test.iter().map(|f| f.total).sum::<u64>().max(1) as f64;
+    let sum = |functions: &[FunctionCounts]| {
+        functions
+            .iter()
+            .fold(0u64, |sum, f| sum.saturating_add(f.total))
+            .max(1) as f64
+    };
+    let (base_total, test_total) = (sum(base), sum(test));
     let base_by_key: BTreeMap<&str, u64> = base.iter().map(|f| (f.key.as_str(), f.total)).collect();
     let mut missed: Vec<Missed> = test
         .iter()

@@ -25,7 +25,14 @@ fn repeat_spread(runs: &[RunSample]) -> Option<f64> {
         .values()
         .filter(|counts| counts.len() > 1)
         .map(|counts| {
-            let (low, high) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            let low = counts
+                .iter()
+                .min()
+                .expect("filtered to more than one count");
+            let high = counts
+                .iter()
+                .max()
+                .expect("filtered to more than one count");
             (high - low) as f64 / (*low).max(1) as f64
         })
         .reduce(f64::max)

@@ -306,7 +306,7 @@ pub(super) fn export_trained(
     if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
         return Ok(output);
     }
-    crate::util::files::create_dir_all(output.parent().unwrap())?;
+    crate::util::files::create_dir_all(output.parent().expect("<root>/exported/<file>"))?;
     let args = crate::cli::ExportArgs {
         output: Some(output.clone()),
         rustc_estimates: None,

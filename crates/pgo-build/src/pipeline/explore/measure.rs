@@ -116,7 +116,10 @@ pub(super) fn measure_variants(
         );
         let refused = check_correctness(cx, &measured, &workloads)?;
         for (name, reason) in &refused {
-            let record = records.iter_mut().find(|r| &r.name == name).unwrap();
+            let record = records
+                .iter_mut()
+                .find(|r| &r.name == name)
+                .expect("every measured variant has a record");
             record.status = "failed".to_owned();
             record.detail = Some(reason.clone());
         }

@@ -90,7 +90,10 @@ impl Ledger {
         let Some(me) = self.waiting.iter().find(|e| e.pid == pid) else {
             return Admission::Wait;
         };
-        let used: u64 = self.running.iter().map(|e| e.bytes).sum();
+        let used: u64 = self
+            .running
+            .iter()
+            .fold(0, |sum, e| sum.saturating_add(e.bytes));
         // A paused crate holds memory but no CPU.
         let active = self.running.iter().filter(|e| !e.paused).count();
         let fits = |entry: &Entry| {
@@ -164,7 +167,10 @@ impl Ledger {
         if self.running.is_empty() {
             return "nothing is running; older waiters go first".to_owned();
         }
-        let used: u64 = self.running.iter().map(|e| e.bytes).sum();
+        let used: u64 = self
+            .running
+            .iter()
+            .fold(0, |sum, e| sum.saturating_add(e.bytes));
         let crates: Vec<String> = self
             .running
             .iter()
