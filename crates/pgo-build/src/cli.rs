@@ -26,7 +26,18 @@ pub fn parse() -> Cli {
     if as_cargo_subcommand && args.get(1).is_some_and(|arg| arg == "pgo-build") {
         args.remove(1);
     }
-    Cli::parse_from(args)
+    let matches = command().get_matches_from(args);
+    match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    }
+}
+
+/// The command line as clap parses it and as help, completions and the man page show it:
+/// each command's own options first, the global ones under their own heading, wrapped to the
+/// terminal (`COLUMNS` when set).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 #[derive(Debug, Parser)]
@@ -39,7 +50,7 @@ pub fn parse() -> Cli {
                   and refuses to produce a binary that PGO would make worse."
 )]
 pub struct Cli {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Global options")]
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,

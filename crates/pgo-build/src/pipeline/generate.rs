@@ -7,15 +7,14 @@
 use std::io::Write;
 
 use anyhow::Result;
-use clap::CommandFactory;
 
-use crate::cli::{Cli, GenerateArgs, Generated};
+use crate::cli::{GenerateArgs, Generated};
 
 pub fn generate(args: &GenerateArgs) -> Result<()> {
     // Generated whole, then written: clap_complete panics on a write error, and a reader
     // that closed the pipe (`| head -1`) must end the output quietly.
     let mut out = Vec::new();
-    let command = Cli::command();
+    let command = crate::cli::command();
     let complete = |shell, out: &mut Vec<u8>| {
         clap_complete::generate(shell, &mut command.clone(), "pgo-build", out)
     };
@@ -33,7 +32,7 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
 
 /// The book's command-line reference: every command and its flags, from the clap definition.
 pub fn cli_reference() -> String {
-    let mut command = Cli::command();
+    let mut command = crate::cli::command();
     command.build();
     let mut out = String::from(
         "# Command line\n\n\
@@ -175,7 +174,7 @@ mod tests {
         let generated = cli_reference();
         crate::util::files::assert_current("docs/src/reference/cli.md", &generated);
         // Every command is in it.
-        for command in Cli::command()
+        for command in crate::cli::command()
             .get_subcommands()
             .filter(|c| c.get_name() != "help")
         {

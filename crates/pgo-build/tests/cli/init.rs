@@ -235,3 +235,41 @@ fn on_screen(output: &[u8]) -> String {
         .replace("\u{1b}[2K", "")
         .replace('\r', "\n")
 }
+
+/// Help fits an 80-column terminal, and a command's own options come before the global ones.
+#[test]
+fn help_is_wrapped_to_the_terminal_with_the_commands_own_options_first() {
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["run", "--help"],
+        &["init", "--help"],
+        &["compare", "-h"],
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_pgo-build"))
+            .args(args)
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        let wide: Vec<&str> = text.lines().filter(|l| l.chars().count() > 80).collect();
+        assert!(
+            wide.is_empty(),
+            "{args:?}: lines over 80 columns:\n{}",
+            wide.join("\n")
+        );
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pgo-build"))
+        .args(["run", "--help"])
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    let own = text.find("--no-compare").unwrap();
+    let global = text.find("Global options:").unwrap();
+    assert!(
+        own < global && global < text.find("--manifest-path").unwrap(),
+        "{text}"
+    );
+}
