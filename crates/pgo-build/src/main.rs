@@ -4,6 +4,13 @@
 //! typed), parses the flags and turns the outcome of [`pipeline::execute`] into an exit code;
 //! everything else lives in the modules listed in ARCHITECTURE.md.
 
+// pgo-build is for Linux (see toolchain::platform_problem): elsewhere it does not build, and
+// says why before the errors of the Unix-only code that follow.
+#[cfg(not(unix))]
+compile_error!(
+    "pgo-build runs on Linux (x86_64 and aarch64): build and run it in a Linux container or VM"
+);
+
 mod cargo;
 mod cli;
 mod config;
@@ -33,6 +40,14 @@ fn main() -> std::process::ExitCode {
     }
     let cli = cli::parse();
     let printer = util::printer::Printer::new(cli.global.verbosity());
+    let (os, arch) = (std::env::consts::OS, std::env::consts::ARCH);
+    if let Some(problem) = toolchain::platform_problem(os, arch) {
+        printer.error(&anyhow::anyhow!(problem));
+        return std::process::ExitCode::from(2);
+    }
+    if let Some(note) = toolchain::untested_arch(arch) {
+        printer.warn_once(note);
+    }
     exec::interrupt::install();
     match pipeline::execute(&cli, &printer) {
         Ok(()) => std::process::ExitCode::SUCCESS,

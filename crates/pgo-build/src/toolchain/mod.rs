@@ -13,6 +13,31 @@ use anyhow::{Context, Result, bail};
 use crate::util::command::Cmd;
 use crate::util::printer::Printer;
 
+/// Why pgo-build cannot run on this operating system and architecture, if it cannot. It
+/// reads processes from `/proc`, attributes profiles by ELF build ids and wraps GNU-style
+/// linkers: Linux only, tested on x86_64 and aarch64.
+pub fn platform_problem(os: &str, arch: &str) -> Option<String> {
+    if os != "linux" {
+        return Some(format!(
+            "pgo-build runs on Linux (x86_64 and aarch64), and this is {os} on {arch}: it reads \
+             processes from /proc, attributes profiles by ELF build ids and wraps the GNU-style \
+             linkers of Linux. On another system, run it in a Linux container or VM, or use \
+             rustc's -Cprofile-generate/-Cprofile-use by hand (the book's cargo-pgo page)"
+        ));
+    }
+    None
+}
+
+/// Said of an architecture pgo-build is not tested on, which it still tries.
+pub fn untested_arch(arch: &str) -> Option<String> {
+    (!matches!(arch, "x86_64" | "aarch64")).then(|| {
+        format!(
+            "pgo-build is tested on Linux x86_64 and aarch64, not {arch}: it goes on, and a \
+             problem it meets here is worth an issue"
+        )
+    })
+}
+
 /// An LLVM tool pgo-build uses, and how to find and install it.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolSpec {
@@ -298,6 +323,19 @@ pub(crate) fn which(name: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_systems_are_refused_and_other_architectures_named() {
+        for (os, arch) in [("macos", "aarch64"), ("windows", "x86_64"), ("freebsd", "x86_64")] {
+            let problem = platform_problem(os, arch).expect(os);
+            assert!(problem.contains(&format!("this is {os} on {arch}")), "{problem}");
+            assert!(problem.contains("Linux (x86_64 and aarch64)"), "{problem}");
+        }
+        assert_eq!(platform_problem("linux", "x86_64"), None);
+        assert_eq!(platform_problem("linux", "riscv64"), None);
+        assert!(untested_arch("riscv64").is_some_and(|note| note.contains("not riscv64")));
+        assert_eq!(untested_arch("aarch64"), None);
+    }
 
     const RUSTC_VV: &str = "rustc 1.95.0 (59807616e 2026-04-14)\nbinary: rustc\ncommit-hash: 59807616e1fa2540724bfbac14d7976d7e4a3860\ncommit-date: 2026-04-14\nhost: x86_64-unknown-linux-gnu\nrelease: 1.95.0\nLLVM version: 22.1.2\n";
 
