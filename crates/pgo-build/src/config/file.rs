@@ -148,96 +148,135 @@ impl Config {
         Ok(config)
     }
 
+    /// Every problem of the file, not only the first: one error naming each (its line).
     fn validate(&self, text: &str) -> Result<()> {
         let path = self.display_path();
+        let mut problems: Vec<anyhow::Error> = Vec::new();
         if let Err(reason) = self.variant().check() {
-            bail!("invalid configuration in {path}, [build]: {reason}");
+            problems.push(anyhow::anyhow!(
+                "invalid configuration in {path}, [build]: {reason}"
+            ));
         }
         for variant in &self.explore.variant {
-            let line = line_of(text, variant.name.span().start);
-            let name = variant.name.get_ref();
-            if let Err(reason) = crate::util::names::check_variant(name) {
-                bail!("invalid configuration in {path}, line {line}: {reason}");
-            }
-            let settings = BuildVariant {
-                profile_overrides: variant.profile_overrides.clone(),
-                rustflags: variant.rustflags.clone(),
-                c: CBuild::User,
-            };
-            if let Err(reason) = settings.check() {
-                bail!(
-                    "invalid configuration in {path}, line {line}: explore variant {name:?}: {reason}"
-                );
-            }
+            problems.extend(self.check_explore_variant(text, &path, variant).err());
         }
         let mut seen = BTreeMap::new();
         for workload in &self.workloads {
-            let line = line_of(text, workload.name.span().start);
-            let name = workload.name();
-            if let Err(reason) = crate::util::names::check_workload(name) {
-                bail!("invalid configuration in {path}, line {line}: {reason}");
-            }
-            if let Some(first) = seen.insert(name.to_owned(), line) {
-                bail!(
-                    "invalid configuration in {path}, line {line}: workload {name:?} is already \
-                     defined at line {first}"
-                );
-            }
-            let empty = match &workload.command {
-                WorkloadCommand::Shell(line) => line.trim().is_empty(),
-                WorkloadCommand::Argv(words) => words.is_empty(),
-            };
-            match &workload.cargo {
-                Some(_) if !empty => bail!(
-                    "invalid configuration in {path}, line {line}: workload {name:?} has both \
-                     `command` and `cargo`; give one"
-                ),
-                Some(cargo) => crate::config::cargo_workload::check(cargo).map_err(|reason| {
-                    anyhow::anyhow!(
-                        "invalid configuration in {path}, line {line}: workload \
-                                 {name:?}: {reason}"
-                    )
-                })?,
-                None if empty => bail!(
-                    "invalid configuration in {path}, line {line}: workload {name:?} has an \
-                     empty `command` (give `command`, or `cargo` for a cargo bench/test/run)"
-                ),
-                None => {}
-            }
-            if workload.shards > MAX_SHARDS {
-                bail!(
-                    "invalid configuration in {path}, line {line}: workload {name:?} has shards \
-                     = {}; at most {MAX_SHARDS} (each shard is one run of the workload)",
-                    workload.shards
-                );
-            }
-            if workload.shards == 0 {
-                bail!(
-                    "invalid configuration in {path}, line {line}: workload {name:?} has shards \
-                     = 0; it must run at least once (shards = 1, the default, runs it whole)"
-                );
-            }
-            if workload.shards > 1 && workload.role != Role::Train {
-                bail!(
-                    "invalid configuration in {path}, line {line}: workload {name:?} has shards \
-                     = {}, but only train workloads are split into shards (a holdout workload \
-                     is measured whole)",
-                    workload.shards
-                );
-            }
+            problems.extend(self.check_workload(text, &path, workload, &mut seen).err());
         }
-        self.validate_services(text)?;
+        problems.extend(self.validate_services(text).err());
         let mut runs = BTreeMap::new();
         for run in self.workloads.iter().flat_map(Workload::parts) {
-            if let Some(other) = runs.insert(run.run_name(), run.name().to_owned()) {
-                bail!(
+            if let Some(other) = runs.insert(run.run_name(), run.name().to_owned())
+                // Two workloads of one name: said above, as that.
+                && !(other == run.name() && run.run_name() == run.name())
+            {
+                problems.push(anyhow::anyhow!(
                     "invalid configuration in {path}: a run of workload {:?} and workload \
                      {other:?} are both named {:?} (parts of a workload with shards = K are \
                      named <name>.part<I>of<K>); rename one",
                     run.name(),
                     run.run_name()
-                );
+                ));
             }
+        }
+        match problems.len() {
+            0 => Ok(()),
+            1 => Err(problems.remove(0)),
+            count => bail!(
+                "{count} problems in {path}:\n{}",
+                problems
+                    .iter()
+                    .map(|problem| format!("- {problem:#}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        }
+    }
+
+    fn check_explore_variant(
+        &self,
+        text: &str,
+        path: &str,
+        variant: &super::sections::ExploreVariant,
+    ) -> Result<()> {
+        let line = line_of(text, variant.name.span().start);
+        let name = variant.name.get_ref();
+        if let Err(reason) = crate::util::names::check_variant(name) {
+            bail!("invalid configuration in {path}, line {line}: {reason}");
+        }
+        let settings = BuildVariant {
+            profile_overrides: variant.profile_overrides.clone(),
+            rustflags: variant.rustflags.clone(),
+            c: CBuild::User,
+        };
+        if let Err(reason) = settings.check() {
+            bail!(
+                "invalid configuration in {path}, line {line}: explore variant {name:?}: {reason}"
+            );
+        }
+        Ok(())
+    }
+
+    fn check_workload(
+        &self,
+        text: &str,
+        path: &str,
+        workload: &Workload,
+        seen: &mut BTreeMap<String, usize>,
+    ) -> Result<()> {
+        let line = line_of(text, workload.name.span().start);
+        let name = workload.name();
+        if let Err(reason) = crate::util::names::check_workload(name) {
+            bail!("invalid configuration in {path}, line {line}: {reason}");
+        }
+        if let Some(first) = seen.insert(name.to_owned(), line) {
+            bail!(
+                "invalid configuration in {path}, line {line}: workload {name:?} is already \
+                 defined at line {first}"
+            );
+        }
+        let empty = match &workload.command {
+            WorkloadCommand::Shell(line) => line.trim().is_empty(),
+            WorkloadCommand::Argv(words) => words.is_empty(),
+        };
+        match &workload.cargo {
+            Some(_) if !empty => bail!(
+                "invalid configuration in {path}, line {line}: workload {name:?} has both \
+                 `command` and `cargo`; give one"
+            ),
+            Some(cargo) => crate::config::cargo_workload::check(cargo).map_err(|reason| {
+                anyhow::anyhow!(
+                    "invalid configuration in {path}, line {line}: workload \
+                             {name:?}: {reason}"
+                )
+            })?,
+            None if empty => bail!(
+                "invalid configuration in {path}, line {line}: workload {name:?} has an \
+                 empty `command` (give `command`, or `cargo` for a cargo bench/test/run)"
+            ),
+            None => {}
+        }
+        if workload.shards > MAX_SHARDS {
+            bail!(
+                "invalid configuration in {path}, line {line}: workload {name:?} has shards \
+                 = {}; at most {MAX_SHARDS} (each shard is one run of the workload)",
+                workload.shards
+            );
+        }
+        if workload.shards == 0 {
+            bail!(
+                "invalid configuration in {path}, line {line}: workload {name:?} has shards \
+                 = 0; it must run at least once (shards = 1, the default, runs it whole)"
+            );
+        }
+        if workload.shards > 1 && workload.role != Role::Train {
+            bail!(
+                "invalid configuration in {path}, line {line}: workload {name:?} has shards \
+                 = {}, but only train workloads are split into shards (a holdout workload \
+                 is measured whole)",
+                workload.shards
+            );
         }
         Ok(())
     }
@@ -740,6 +779,26 @@ allow_failure = true
             let text = format!("{err:#}");
             assert!(text.contains("line 3"), "{bad}: {text}");
             assert!(text.contains("memory_budget"), "{bad}: {text}");
+        }
+    }
+
+    #[test]
+    fn every_problem_of_a_file_is_named_not_only_the_first() {
+        let text = "[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\nshards = 0\n\n\
+                    [[workload]]\nname = \"a\"\nrole = \"holdout\"\ncommand = \"y\"\n\n\
+                    [[workload]]\nname = \"b\"\nrole = \"holdout\"\ncommand = \"z\"\n\
+                    services = [\"db\"]\n";
+        let err = format!("{:#}", parse(text).unwrap_err());
+        assert!(
+            err.starts_with("3 problems in /ws/pgo-build.toml:"),
+            "{err}"
+        );
+        for problem in [
+            "line 2: workload \"a\" has shards = 0",
+            "line 8: workload \"a\" is already defined at line 2",
+            "line 13: workload \"b\" needs service \"db\"",
+        ] {
+            assert!(err.contains(problem), "{problem}: {err}");
         }
     }
 

@@ -12,14 +12,18 @@ use crate::layout::{Layout, Stage};
 use crate::toolchain;
 use crate::toolchain::targets::{self, Execution};
 use crate::util::command::Cmd;
+use crate::util::printer::Printer;
 
 /// The build-script crates whose compiler cross-language PGO replaces (cmake through the
 /// compiler the `cc` crate finds).
 const COVERED_BUILDERS: [&str; 2] = ["cc", "cmake"];
 
+/// What pgo-build found, and every problem that would stop a run, each with its fix (not only
+/// the first): an error naming them all when there are any.
 pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
     let printer = &cx.printer;
-    check_cargo_targets(cx, &cx.config.workloads)?;
+    let mut problems: Vec<anyhow::Error> = Vec::new();
+    problems.extend(check_cargo_targets(cx, &cx.config.workloads).err());
     printer.info(format!(
         "rustc: {} (host {}, LLVM {})",
         cx.rustc.version_line, cx.rustc.host, cx.rustc.llvm_version
@@ -69,11 +73,12 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
                 tool.path.display(),
                 tool.version
             )),
-            (None, true) => {
+            (None, true) => problems.extend(
                 found
                     .require(&cx.rustc)
-                    .context("[bolt] enabled = true needs it")?;
-            }
+                    .context("[bolt] enabled = true needs it")
+                    .err(),
+            ),
             (None, false) => printer.info(format!(
                 "{}: not found (only needed for BOLT: `apt-get install {}-{}`)",
                 spec.name, spec.apt_package, cx.rustc.llvm_major
@@ -83,22 +88,125 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
     if let Some(problem) = no_training(cx) {
         printer.warn(problem);
     }
-    placeholder_left(cx)?;
-    super::stage_build::check_lld_before_building(cx)?;
-    doctor_c(cx)?;
-    if cx.platform.explicit {
-        doctor_target(cx)?;
+    if let Some(note) = no_holdout(cx) {
+        printer.warn(note);
     }
-    let tool = search.require(&cx.rustc)?;
+    problems.extend(placeholder_left(cx).err());
+    problems.extend(super::stage_build::check_lld_before_building(cx).err());
+    problems.extend(doctor_c(cx).err());
+    if cx.platform.explicit {
+        problems.extend(doctor_target(cx).err());
+    }
+    match search.require(&cx.rustc) {
+        Ok(tool) => {
+            printer.info(format!(
+                "llvm-profdata: {} (LLVM {})",
+                tool.path.display(),
+                tool.version
+            ));
+            run.report.rustc = Some(cx.rustc.version_line.clone());
+            run.report.llvm_profdata =
+                Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
+            cx.found_profdata(tool);
+        }
+        Err(problem) => problems.push(problem),
+    }
+    all_problems(problems)
+}
+
+/// No problem, one (as it is), or several in one error, each on its own line.
+fn all_problems(mut problems: Vec<anyhow::Error>) -> Result<()> {
+    match problems.len() {
+        0 => Ok(()),
+        1 => Err(problems.remove(0)),
+        count => bail!(
+            "doctor found {count} problems:\n{}",
+            problems
+                .iter()
+                .map(|problem| format!("- {problem:#}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    }
+}
+
+/// A configuration without a holdout workload runs, but measures nothing: said, since the
+/// proof pgo-build exists for is then missing.
+fn no_holdout(cx: &Context) -> Option<String> {
+    if cx
+        .config
+        .workloads_with_role(Role::Holdout)
+        .next()
+        .is_some()
+    {
+        return None;
+    }
+    Some(format!(
+        "{} has no holdout workload: `run` builds and trains, but `compare` and `gate` then \
+         measure nothing, so nothing shows the optimized build is faster. Add a [[workload]] \
+         with role = \"holdout\" that runs work training never saw",
+        cx.config.display_path()
+    ))
+}
+
+/// `pgo-build doctor` outside a cargo workspace (or in one it cannot load): rustc and the LLVM
+/// tools pgo-build would use, each found or not with how to get it. An error when
+/// llvm-profdata, which every run needs, is missing.
+pub fn doctor_toolchain(printer: &Printer) -> Result<()> {
+    let here = std::env::current_dir().context("could not read the current directory")?;
+    let rustc = toolchain::Rustc::detect(&here, printer)?;
     printer.info(format!(
-        "llvm-profdata: {} (LLVM {})",
-        tool.path.display(),
-        tool.version
+        "rustc: {} (host {}, LLVM {})",
+        rustc.version_line, rustc.host, rustc.llvm_version
     ));
-    run.report.rustc = Some(cx.rustc.version_line.clone());
-    run.report.llvm_profdata = Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
-    cx.found_profdata(tool);
-    Ok(())
+    let mut problems = Vec::new();
+    match toolchain::find_llvm_tool(toolchain::LLVM_PROFDATA, &rustc, printer).require(&rustc) {
+        Ok(tool) => printer.info(format!(
+            "llvm-profdata: {} (LLVM {})",
+            tool.path.display(),
+            tool.version
+        )),
+        Err(problem) => problems.push(problem),
+    }
+    for spec in [toolchain::LLVM_BOLT, toolchain::MERGE_FDATA] {
+        match toolchain::find_llvm_tool(spec, &rustc, printer).tool {
+            Some(tool) => printer.info(format!(
+                "{}: {} (LLVM {})",
+                spec.name,
+                tool.path.display(),
+                tool.version
+            )),
+            None => printer.info(format!(
+                "{}: not found (only needed for BOLT: `apt-get install {}-{}`)",
+                spec.name, spec.apt_package, rustc.llvm_major
+            )),
+        }
+    }
+    let clang = crate::toolchain::cross_language::locate(
+        crate::toolchain::cross_language::CBuild::Pgo,
+        &rustc.host,
+        &rustc.host,
+        rustc.llvm_major,
+        &|key| std::env::var(key).ok(),
+        printer,
+    );
+    match clang {
+        Ok(Some(c)) => printer.info(format!("clang: {} ({})", c.clang.display(), c.version)),
+        _ => printer.info(format!(
+            "clang: none of LLVM {} (only needed for cross-language PGO: `apt-get install \
+             clang-{}`)",
+            rustc.llvm_major, rustc.llvm_major
+        )),
+    }
+    all_problems(problems)
+}
+
+/// Whether a cargo workspace is where `doctor` runs: `--manifest-path`, or a Cargo.toml here
+/// or in a directory above (where cargo would look).
+pub fn in_a_workspace(manifest_path: Option<&std::path::Path>) -> bool {
+    manifest_path.is_some()
+        || std::env::current_dir()
+            .is_ok_and(|here| here.ancestors().any(|dir| dir.join("Cargo.toml").is_file()))
 }
 
 /// The C and C++ that build scripts compile: which packages, whether cross-language PGO

@@ -65,7 +65,26 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
         Command::Generate(args) => return generate::generate(args),
         _ => {}
     }
-    let loaded = Loaded::load(&cli.global, printer)?;
+    let doctor = matches!(cli.command, Command::Doctor);
+    // `doctor` works anywhere: outside a workspace it reports the toolchain alone.
+    if doctor && !doctor::in_a_workspace(cli.global.manifest_path.as_deref()) {
+        doctor::doctor_toolchain(printer)?;
+        printer.info(
+            "no cargo workspace here: run `pgo-build doctor` in one (or with --manifest-path) \
+             to check its binaries and configuration too",
+        );
+        return Ok(());
+    }
+    let loaded = match Loaded::load(&cli.global, printer) {
+        // The toolchain is reported all the same, before what stops the workspace's checks.
+        Err(err) if doctor => {
+            if let Err(problem) = doctor::doctor_toolchain(printer) {
+                printer.error(&problem);
+            }
+            return Err(err);
+        }
+        loaded => loaded?,
+    };
     let targets = loaded.targets(&cli.global);
     // `doctor` checks every target before it fails; other commands stop at the first failure.
     let mut failed = Vec::new();

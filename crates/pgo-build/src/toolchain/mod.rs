@@ -326,9 +326,16 @@ mod tests {
 
     #[test]
     fn other_systems_are_refused_and_other_architectures_named() {
-        for (os, arch) in [("macos", "aarch64"), ("windows", "x86_64"), ("freebsd", "x86_64")] {
+        for (os, arch) in [
+            ("macos", "aarch64"),
+            ("windows", "x86_64"),
+            ("freebsd", "x86_64"),
+        ] {
             let problem = platform_problem(os, arch).expect(os);
-            assert!(problem.contains(&format!("this is {os} on {arch}")), "{problem}");
+            assert!(
+                problem.contains(&format!("this is {os} on {arch}")),
+                "{problem}"
+            );
             assert!(problem.contains("Linux (x86_64 and aarch64)"), "{problem}");
         }
         assert_eq!(platform_problem("linux", "x86_64"), None);

@@ -273,3 +273,54 @@ fn help_is_wrapped_to_the_terminal_with_the_commands_own_options_first() {
         "{text}"
     );
 }
+
+/// Right after installing, before any workspace: `doctor` reports the toolchain and passes.
+#[test]
+fn doctor_outside_a_workspace_reports_the_toolchain() {
+    let empty = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pgo-build"))
+        .arg("doctor")
+        .current_dir(empty.path())
+        .env_remove("PGO_BUILD_LLVM_PROFDATA")
+        .output()
+        .unwrap();
+    let run = Run { output };
+    run.success()
+        .stderr_contains("rustc: rustc ")
+        .stderr_contains("llvm-profdata: ")
+        .stderr_contains(&format!("(LLVM {}.", llvm_major()))
+        .stderr_contains("no cargo workspace here");
+    assert!(
+        !run.stderr().contains("cargo metadata"),
+        "{}",
+        run.describe()
+    );
+}
+
+/// A workspace with three problems: `doctor` names all three, each with its fix, not the
+/// first alone; and a configuration without a holdout workload is told it measures nothing.
+#[test]
+fn doctor_names_every_problem_it_finds() {
+    let fixture = Fixture::new("twobins");
+    fixture.run(&["init"]).success();
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    fixture.write(
+        "pgo-build.toml",
+        &format!(
+            "[pgo]\nstartup_order = \"balanced\"\n\n[bolt]\nenabled = true\n\n{}",
+            config.replace(
+                "[build]\n",
+                "[build]\nrustflags = [\"-Clink-arg=-fuse-ld=bfd\"]\n"
+            )
+        ),
+    );
+    let mut doctor = fixture.command(&["doctor"]);
+    doctor.env("PGO_BUILD_LLVM_BOLT", "/nonexistent/llvm-bolt");
+    let run = fixture.run_with(doctor);
+    run.failure()
+        .stderr_contains("doctor found 3 problems")
+        .stderr_contains("still runs the placeholder `pgo-build init` wrote")
+        .stderr_contains("this link runs `cc` without lld")
+        .stderr_contains("[bolt] enabled = true needs it")
+        .stderr_contains("has no holdout workload");
+}
