@@ -324,3 +324,64 @@ fn doctor_names_every_problem_it_finds() {
         .stderr_contains("[bolt] enabled = true needs it")
         .stderr_contains("has no holdout workload");
 }
+
+/// The example copied out of the repository, as a template for a user's own workspace, builds
+/// against pgo-build-rt as `cargo package` packs it (the unpacked `.crate` stands in for
+/// crates.io: no network), instrumented build included (the runtime's own code only builds
+/// there).
+#[test]
+fn the_example_builds_outside_the_repository_against_the_packaged_runtime() {
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let packaged = tempfile::tempdir().unwrap();
+    let output = Command::new("cargo")
+        .args([
+            "package",
+            "--offline",
+            "--no-verify",
+            "--allow-dirty",
+            "-p",
+            "pgo-build-rt",
+        ])
+        .arg("--target-dir")
+        .arg(packaged.path())
+        .current_dir(&repository)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let crate_file = packaged.path().join(format!(
+        "package/pgo-build-rt-{}.crate",
+        env!("CARGO_PKG_VERSION")
+    ));
+    let status = Command::new("tar")
+        .arg("xzf")
+        .arg(&crate_file)
+        .arg("-C")
+        .arg(packaged.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let runtime = packaged
+        .path()
+        .join(format!("pgo-build-rt-{}", env!("CARGO_PKG_VERSION")));
+    // The package holds what a user's build needs and nothing of the repository's.
+    assert!(runtime.join("src/lib.rs").is_file() && runtime.join("LICENSE-MIT").is_file());
+    let fixture = Fixture::example("");
+    for member in ["coordinator", "worker"] {
+        fixture.edit(&format!("{member}/Cargo.toml"), |text| {
+            // The copy's path to the repository's crate, whatever form it has.
+            let repository_crate = regex::Regex::new(r#"path = "[^"]*pgo-build-rt""#).unwrap();
+            assert!(repository_crate.is_match(text), "{text}");
+            repository_crate
+                .replace(text, format!("path = {:?}", runtime.display().to_string()))
+                .into_owned()
+        });
+    }
+    let mut instrument = fixture.command(&["instrument"]);
+    instrument.env("CARGO_NET_OFFLINE", "true");
+    fixture.run_with(instrument).success();
+    assert!(fixture.stage_bin("instrumented", "worker").is_file());
+}
