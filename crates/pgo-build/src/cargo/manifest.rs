@@ -187,6 +187,39 @@ impl StageManifest {
         Ok(())
     }
 
+    /// Refuses a stage whose binaries were built from other sources than the workspace holds
+    /// now (a source edited, a branch switched since): what is made from it (a pack, an
+    /// exported profile) would record today's sources as the ones it was built from. `what`
+    /// is what is refused, `fix` how to rebuild. Unknown sources (no dep-info left, another
+    /// machine's paths) are not refused.
+    pub fn check_sources_current(
+        &self,
+        workspace_root: &Path,
+        generated: &[&Path],
+        what: &str,
+        fix: &str,
+    ) -> Result<()> {
+        let Some(recorded) = &self.sources else {
+            return Ok(());
+        };
+        let executables: Vec<&Path> = self.binaries.iter().map(|b| b.source.as_path()).collect();
+        let now = super::dep_info::sources_fingerprint(
+            &executables,
+            &workspace_root.join("Cargo.lock"),
+            generated,
+            workspace_root,
+        );
+        match now {
+            Some(now) if &now != recorded => bail!(
+                "{what}: the workspace's sources changed since the {} stage was built from them \
+                 (a file edited, a branch switched), so it would record today's sources as the \
+                 ones its binaries were built from. {fix}",
+                self.stage
+            ),
+            _ => Ok(()),
+        }
+    }
+
     pub fn binary(&self, name: &str) -> Option<&StagedBinary> {
         self.binaries.iter().find(|b| b.name == name)
     }

@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::values::{
     CBuild, Growth, deserialize_cross_language, deserialize_growth, deserialize_margin,
-    deserialize_memory_budget, deserialize_rounds,
+    deserialize_memory_budget, deserialize_rounds, deserialize_share,
 };
 use crate::measure::memory::MemoryBudget;
 use crate::measure::metric::{Decider, Rounds};
@@ -39,10 +39,12 @@ pub struct PgoSection {
     pub profile: Option<PathBuf>,
     /// With a committed profile: the share of its counts in functions that changed (or whose
     /// crate was renamed) above which the optimized build is refused as stale.
-    #[schemars(extend("default" = 0.2))]
+    #[serde(default, deserialize_with = "deserialize_share")]
+    #[schemars(extend("default" = 0.2), range(min = 0.0, max = 1.0))]
     pub max_stale: Option<f64>,
     /// The edge-profile overlap of training and holdout below which `profile overlap` warns.
-    #[schemars(extend("default" = 0.5))]
+    #[serde(default, deserialize_with = "deserialize_share")]
+    #[schemars(extend("default" = 0.5), range(min = 0.0, max = 1.0))]
     pub min_overlap: Option<f64>,
     /// How much larger than the baseline an optimized (or BOLTed) binary may be, e.g. "5%":
     /// a larger one fails the stage, and `explore` never recommends it.

@@ -171,6 +171,30 @@ pub(super) fn deserialize_timeout<'de, D: Deserializer<'de>>(
     Ok(timeout)
 }
 
+/// A share, 0 to 1 (`[pgo] max_stale`, `min_overlap`): NaN, negatives and values above 1 are
+/// refused, and a value above 1 up to 100 is taken for a percentage written without `%`,
+/// which the error says.
+pub(super) fn deserialize_share<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<f64>, D::Error> {
+    let share = f64::deserialize(deserializer)?;
+    if (0.0..=1.0).contains(&share) {
+        return Ok(Some(share));
+    }
+    let hint = if share > 1.0 && share <= 100.0 {
+        format!(
+            " ({share} reads as {}%: write {} for {share}%)",
+            share * 100.0,
+            share / 100.0
+        )
+    } else {
+        String::new()
+    };
+    Err(serde::de::Error::custom(format!(
+        "{share} is not a share: give a number from 0 to 1{hint}"
+    )))
+}
+
 /// `[compare] rounds`: at least one.
 pub(super) fn deserialize_rounds<'de, D: Deserializer<'de>>(
     deserializer: D,

@@ -14,6 +14,7 @@ use crate::profiles;
 use crate::profiles::carry::{TextProfile, crate_of_module};
 use crate::profiles::diagnostics::{self, Kind};
 use crate::profiles::insight::{self, FunctionCounts};
+use crate::util::command::Cmd;
 use crate::wrappers::rustc::carry::{CarryRecord, CarrySetup};
 
 /// The metadata `export` writes beside a profile (`<name>.json`).
@@ -47,9 +48,26 @@ pub(crate) fn read_metadata(profile: &Path) -> Result<Option<ProfileMetadata>> {
     let Ok(text) = std::fs::read_to_string(&file) else {
         return Ok(None);
     };
-    serde_json::from_str(&text)
-        .map(Some)
-        .with_context(|| format!("{} is not valid profile metadata", file.display()))
+    if text.lines().any(|line| {
+        ["<<<<<<<", "=======", ">>>>>>>"]
+            .iter()
+            .any(|marker| line.starts_with(marker))
+    }) {
+        bail!(
+            "{} has merge-conflict markers: two exports were merged by hand, and neither side \
+             describes the profile beside it for sure. Export the profile again (`pgo-build \
+             export --output {}`) and commit both files together",
+            file.display(),
+            profile.display()
+        );
+    }
+    serde_json::from_str(&text).map(Some).with_context(|| {
+        format!(
+            "{} is not the profile metadata `pgo-build export` writes (damaged or edited): \
+             export the profile again and commit both files together",
+            file.display()
+        )
+    })
 }
 
 pub fn metadata_path(profile: &Path) -> PathBuf {
@@ -361,16 +379,42 @@ pub(crate) fn offered_profile(cx: &Context, committed: &Path, text: &Path) -> Re
 pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf> {
     let path = cx.workspace.root.join(relative);
     let fix = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile removed) and `pgo-build export`";
-    if !path.is_file() {
+    let setting = format!(
+        "[pgo] profile = {:?} in {}",
+        relative,
+        cx.config.display_path()
+    );
+    if relative.as_os_str().is_empty() {
         bail!(
-            "[pgo] profile = {:?} in {}: {} does not exist",
-            relative,
-            cx.config.display_path(),
+            "{setting}: an empty path; name the exported .profdata file (e.g. \
+             \"pgo/profile.profdata\"), or remove the setting to train in this build"
+        );
+    }
+    if path.is_dir() {
+        bail!(
+            "{setting}: {} is a directory; name the .profdata file `pgo-build export` wrote \
+             in it",
             path.display()
         );
     }
+    if !path.is_file() {
+        bail!("{setting}: {} does not exist", path.display());
+    }
+    let data = crate::util::files::read(&path)?;
     let metadata_file = metadata_path(&path);
     if let Some(metadata) = read_metadata(&path)? {
+        let content_hash = profiles::content_hash(&data);
+        if metadata.content_hash != content_hash {
+            bail!(
+                "{} describes another profile than {} (content hash {}, the profile's is \
+                 {content_hash}): the two were not exported together (the profile replaced or \
+                 merged by hand), so nothing it says can be trusted. Export the profile again \
+                 and commit both files together",
+                metadata_file.display(),
+                path.display(),
+                metadata.content_hash
+            );
+        }
         if metadata.llvm_major != cx.rustc.llvm_major {
             bail!(
                 "the committed profile {} was made with LLVM {} ({}), but rustc uses LLVM {}: its \
@@ -440,7 +484,20 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
             path.display()
         ),
     }
-    let data = crate::util::files::read(&path)?;
+    // Read whole by llvm-profdata as it is, so a truncated or damaged file is named as the
+    // user's (not as pgo-build's copy of it, later).
+    let shown = Cmd::new(&profdata.path)
+        .args(["show", "--counts"])
+        .arg(&path)
+        .output(&cx.printer)?;
+    if !shown.status.success() {
+        bail!(
+            "{} cannot be read by llvm-profdata ({}): it is damaged or cut short (a partial \
+             download or checkout?). Fix: {fix}",
+            path.display(),
+            profiles::quoted_tool_output(&String::from_utf8_lossy(&shown.stderr))
+        );
+    }
     let dir = cx.layout.profiles_dir();
     crate::util::files::create_dir_all(&dir)?;
     let partial = dir.join("committed.profdata.partial");

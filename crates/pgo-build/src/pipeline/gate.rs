@@ -35,6 +35,59 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
     } else {
         Stage::Optimized
     };
+    // An earlier gate's verdict never stands for this one's: gone before anything is judged.
+    let path = cx.layout.provenance();
+    if path.exists() {
+        crate::util::files::remove_file(&path)?;
+    }
+    let judged = judge(cx, run, args, shipped);
+    if let Err(err) = &judged
+        && !path.exists()
+    {
+        // Refused before the evidence was gathered: the provenance says so, as it says
+        // every other outcome.
+        let refused = refused_provenance(cx, shipped, format!("{err:#}"));
+        crate::util::files::write_atomically(
+            &path,
+            serde_json::to_string_pretty(&refused)?.as_bytes(),
+        )?;
+        cx.printer
+            .info(format!("provenance (refused): {}", path.display()));
+    }
+    judged
+}
+
+/// The provenance of a gate that refused before judging anything: who, what and why.
+fn refused_provenance(cx: &Context, shipped: Stage, reason: String) -> Provenance {
+    Provenance {
+        schema_version: PROVENANCE_SCHEMA_VERSION,
+        pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
+        created: crate::util::printer::utc_text(std::time::SystemTime::now()),
+        passed: false,
+        failures: vec![reason],
+        workspace: cx.workspace.root.clone(),
+        git_revision: crate::profiles::bundle::git_revision(&cx.workspace.root, &cx.printer),
+        target: cx.platform.triple.clone(),
+        variant: shipped.name().to_owned(),
+        rustc: cx.rustc.version_line.clone(),
+        llvm_version: cx.rustc.llvm_version.clone(),
+        c_compiler: None,
+        profile: None,
+        training: Vec::new(),
+        binaries: Vec::new(),
+        metric: "-".to_owned(),
+        margin: cx.config.compare.margin(),
+        max_size_growth: cx
+            .config
+            .pgo
+            .max_size_growth
+            .as_ref()
+            .map(|g| g.text.clone()),
+        verdicts: Vec::new(),
+    }
+}
+
+fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result<()> {
     let budget = match args.budget.as_deref() {
         Some(text) => {
             crate::config::parse_duration(text).map_err(|err| anyhow::anyhow!("--budget: {err}"))?

@@ -574,6 +574,17 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
         }
         None => {
             let (instrumented, accounting) = last_training(cx)?;
+            instrumented.check_sources_current(
+                &cx.workspace.root,
+                &[
+                    cx.layout.root(),
+                    &crate::profiles::checkout_independent_dir(),
+                ],
+                "refusing to export the training profile",
+                "The profile describes the code training ran; train the code of now \
+                 (`pgo-build instrument` and `pgo-build train`, or `pgo-build run`), then \
+                 export.",
+            )?;
             for (binary, figures) in &accounting.per_binary {
                 if figures.valid_files == 0 {
                     cx.caution(format!(
@@ -611,11 +622,23 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
     } else {
         std::env::current_dir()?.join(output)
     };
+    check_export_output(&output)?;
     let partial = output.with_extension("profdata.partial");
-    merge_into(cx, &inputs, &partial)?;
-    let data = crate::util::files::read(&partial)?;
-    std::fs::rename(&partial, &output)
-        .with_context(|| format!("could not write {}", output.display()))?;
+    // A failed merge or rename leaves no `.partial` behind, and the file it would replace as
+    // it was.
+    let written = merge_into(cx, &inputs, &partial).and_then(|()| {
+        let data = crate::util::files::read(&partial)?;
+        std::fs::rename(&partial, &output)
+            .with_context(|| format!("could not write {}", output.display()))?;
+        Ok(data)
+    });
+    let data = match written {
+        Ok(data) => data,
+        Err(err) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(err);
+        }
+    };
     let counted = insight::functions(&output, cx.profdata()?, &cx.printer)?;
     let functions = counted.len();
     // Per-file hashes only for crates with a share worth predicting (0.1% of the counts).
@@ -672,6 +695,28 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
             .display(),
         cx.config.display_path()
     ));
+    Ok(())
+}
+
+/// Refuses an `export --output` that would overwrite its own metadata (`profile.json`: the
+/// metadata is the profile's name with `.json`) or that names a directory.
+fn check_export_output(output: &Path) -> Result<()> {
+    if output.is_dir() {
+        bail!(
+            "export --output {}: a directory; name the profile file in it (e.g. {})",
+            output.display(),
+            output.join("profile.profdata").display()
+        );
+    }
+    if metadata_path(output) == output {
+        bail!(
+            "export --output {}: the profile's metadata is written beside it under the same \
+             name with .json, which is this file: the two would overwrite each other. Name the \
+             profile with .profdata (e.g. {})",
+            output.display(),
+            output.with_extension("profdata").display()
+        );
+    }
     Ok(())
 }
 

@@ -23,9 +23,17 @@ pub fn workload_check(summary: &PairedSummary, margin: f64) -> (bool, String) {
         (summary.ci_high - 1.0) * 100.0
     );
     if summary.verdict == Verdict::TooFewRounds {
+        // The rounds this verdict needs at its level in the comparison's family, as the
+        // comparison says (never fewer than a verdict needs alone).
+        let needed = (summary.pairs + summary.more_rounds.unwrap_or_default())
+            .max(crate::measure::stats::MIN_PAIRS);
         return (
             false,
-            format!("{interval}: too few rounds for a verdict (at least 7)"),
+            format!(
+                "{interval}: too few rounds for a verdict ({} ran; at least {needed}, \
+                 --rounds {needed})",
+                summary.pairs
+            ),
         );
     }
     if summary.ci_high <= 1.0 + margin {
@@ -200,6 +208,21 @@ mod tests {
             "{detail}"
         );
         let few = summary(&[0.8, 0.8, 0.8]);
-        assert!(!workload_check(&few, 0.02).0);
+        let (passed, detail) = workload_check(&few, 0.02);
+        assert!(!passed && detail.contains("3 ran; at least 7"), "{detail}");
+        // Seven rounds that a place among many verdicts needs more of: the number the
+        // comparison gives, not the seven a verdict needs alone.
+        let seven = summary(&[0.8; 7]).within_family(crate::measure::family::Judged {
+            level: 0.005,
+            rejected: true,
+        });
+        assert_eq!(seven.verdict, Verdict::TooFewRounds);
+        let needed = 7 + seven.more_rounds.unwrap();
+        assert!(needed > 7);
+        let (passed, detail) = workload_check(&seven, 0.02);
+        assert!(
+            !passed && detail.contains(&format!("7 ran; at least {needed}")),
+            "{detail}"
+        );
     }
 }

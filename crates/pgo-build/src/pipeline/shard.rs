@@ -46,6 +46,18 @@ pub fn pack(cx: &Context, args: &PackArgs) -> Result<()> {
         &format!("run `pgo-build {}` first", step.name()),
     )?;
     manifest.check_staged(stage.name(), step.name())?;
+    manifest.check_sources_current(
+        &cx.workspace.root,
+        &[
+            cx.layout.root(),
+            &crate::profiles::checkout_independent_dir(),
+        ],
+        &format!("refusing to pack the {} stage", stage.name()),
+        &format!(
+            "Build it again (`pgo-build {}`), then pack it.",
+            step.name()
+        ),
+    )?;
     let files: Vec<(String, PathBuf)> = manifest
         .binaries
         .iter()

@@ -26,4 +26,4 @@ pub use merge::{
     MergedProfile, checkout_independent, checkout_independent_dir, content_hash,
     install_content_addressed, merge, merge_to, merge_weighted, summary,
 };
-pub use raw::{raw_pattern, workload_dirs};
+pub use raw::{quoted_tool_output, raw_pattern, workload_dirs};

@@ -194,7 +194,7 @@ fn rounds_auto_stops_at_the_first_look_that_settles_the_question() {
     fixture
         .run(&["compare", "--rounds", "0"])
         .failure()
-        .stderr_contains("expected a number of rounds (at least 1) or `auto`");
+        .stderr_contains("expected a number of rounds (1 to 200) or `auto`");
 }
 
 #[test]

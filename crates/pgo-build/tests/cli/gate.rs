@@ -295,3 +295,29 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
     assert_eq!(record["passed"], false, "{record:#}");
     assert_eq!(record["verdicts"][0]["verdict"], "slower", "{record:#}");
 }
+
+/// A gate that refuses before judging anything still writes its provenance, saying so, and
+/// an earlier gate's `passed: true` never stays behind to be read as this one's.
+#[test]
+fn a_gate_refused_early_writes_a_failed_provenance_over_the_last_one() {
+    let fixture =
+        train_holdout_fixture("$PGO_BUILD_BIN_APP work 100", "$PGO_BUILD_BIN_APP work 50");
+    let provenance = fixture.layout().path("provenance.json");
+    std::fs::create_dir_all(provenance.parent().unwrap()).unwrap();
+    std::fs::write(&provenance, r#"{"passed": true, "failures": []}"#).unwrap();
+    fixture
+        .run(&["gate"])
+        .failure()
+        .stderr_contains("run `pgo-build run` first")
+        .stderr_contains("provenance (refused)");
+    let written = read_json(&provenance);
+    assert_eq!(written["passed"], false, "{written}");
+    assert!(
+        written["failures"][0]
+            .as_str()
+            .unwrap()
+            .contains("run `pgo-build run` first"),
+        "{written}"
+    );
+    check_schema(&written, &provenance_schema(), "provenance");
+}

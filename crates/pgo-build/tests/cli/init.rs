@@ -370,10 +370,10 @@ fn the_example_builds_outside_the_repository_against_the_packaged_runtime() {
     // The package holds what a user's build needs and nothing of the repository's.
     assert!(runtime.join("src/lib.rs").is_file() && runtime.join("LICENSE-MIT").is_file());
     let fixture = Fixture::example("");
+    // The copy's path to the repository's crate, whatever form it has.
+    let repository_crate = regex::Regex::new(r#"path = "[^"]*pgo-build-rt""#).unwrap();
     for member in ["coordinator", "worker"] {
         fixture.edit(&format!("{member}/Cargo.toml"), |text| {
-            // The copy's path to the repository's crate, whatever form it has.
-            let repository_crate = regex::Regex::new(r#"path = "[^"]*pgo-build-rt""#).unwrap();
             assert!(repository_crate.is_match(text), "{text}");
             repository_crate
                 .replace(text, format!("path = {:?}", runtime.display().to_string()))

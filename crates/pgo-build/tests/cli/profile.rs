@@ -142,7 +142,7 @@ fn a_committed_profile_is_used_and_its_staleness_reported() {
         &std::fs::read_to_string(fixture.root().join("pgo/profile.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(metadata["llvm_major"], 22);
+    assert_eq!(metadata["llvm_major"], llvm_major());
     assert_eq!(metadata["workloads"], serde_json::json!(["train"]));
     fixture.prepend_config("[pgo]\nprofile = \"pgo/profile.profdata\"\n\n");
     fixture.run(&["clean"]).success();
@@ -219,4 +219,123 @@ fn a_profile_made_by_another_llvm_is_refused_with_the_fix() {
         .failure()
         .stderr_contains("was made by another LLVM than rustc's (indexed format version 7")
         .stderr_contains("Fix: re-create it with this toolchain");
+}
+
+/// What `export`, `pack` and a committed profile's readers cannot vouch for is refused, each
+/// naming the file, what is wrong and the fix, and nothing good is lost: an output that
+/// would overwrite its own metadata, a stage built from other sources than the workspace's
+/// now, metadata that is not the profile's, a damaged profile, settings without range.
+#[test]
+fn the_release_path_refuses_what_it_cannot_vouch_for() {
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 20000 && $PGO_BUILD_BIN_HELPER",
+        "true",
+    );
+    fixture.run(&["run", "--no-compare"]).success();
+    // An output that is its own metadata's name, or a directory.
+    fixture.write("pgo/keep.txt", "kept");
+    for (output, says) in [
+        ("pgo/profile.json", "the two would overwrite each other"),
+        ("pgo", "a directory; name the profile file in it"),
+    ] {
+        fixture
+            .run(&["export", "--output", output])
+            .failure()
+            .stderr_contains(says);
+    }
+    assert_eq!(file_names(&fixture.root().join("pgo")), ["keep.txt"]);
+    fixture
+        .run(&["export", "--output", "pgo/profile.profdata"])
+        .success();
+    // Sources edited after training: export and pack would record today's sources as the
+    // trained ones; refused, with nothing half-written left.
+    let main = fixture.root().join("app/src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, format!("{source}\n// edited after training\n")).unwrap();
+    fixture
+        .run(&["export", "--output", "pgo/again.profdata"])
+        .failure()
+        .stderr_contains("refusing to export the training profile")
+        .stderr_contains("sources changed since the instrumented stage was built");
+    for stage in ["instrumented", "optimized"] {
+        fixture
+            .run(&["pack", stage, "--output", "pgo/stage.tar.zst"])
+            .failure()
+            .stderr_contains(&format!("refusing to pack the {stage} stage"));
+    }
+    let left = file_names(&fixture.root().join("pgo"));
+    assert_eq!(
+        left,
+        ["keep.txt", "profile.json", "profile.profdata"],
+        "{left:?}"
+    );
+    std::fs::write(&main, &source).unwrap();
+
+    // The committed profile and its metadata, checked before anything is built.
+    let config = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    let with_pgo =
+        |pgo: &str| fixture.write("pgo-build.toml", &format!("[pgo]\n{pgo}\n\n{config}"));
+    let profile = fixture.root().join("pgo/profile.profdata");
+    let metadata = fixture.root().join("pgo/profile.json");
+    let (good_profile, good_metadata) = (
+        std::fs::read(&profile).unwrap(),
+        std::fs::read_to_string(&metadata).unwrap(),
+    );
+    for (pgo, says) in [
+        ("profile = \"\"", "an empty path"),
+        ("profile = \"pgo\"", "is a directory"),
+        (
+            "profile = \"pgo/profile.profdata\"\nmax_stale = 20",
+            "write 0.2 for 20%",
+        ),
+        (
+            "profile = \"pgo/profile.profdata\"\nmax_stale = -1",
+            "not a share",
+        ),
+        (
+            "profile = \"pgo/profile.profdata\"\nmax_stale = nan",
+            "not a share",
+        ),
+    ] {
+        with_pgo(pgo);
+        fixture.run(&["optimize"]).failure().stderr_contains(says);
+    }
+    with_pgo("profile = \"pgo/profile.profdata\"");
+    fixture.run(&["profile", "check"]).success();
+    // Metadata with merge markers, or describing another profile.
+    std::fs::write(
+        &metadata,
+        format!("<<<<<<< HEAD\n{good_metadata}=======\n{good_metadata}>>>>>>> release\n"),
+    )
+    .unwrap();
+    fixture
+        .run(&["profile", "check"])
+        .failure()
+        .stderr_contains("profile.json has merge-conflict markers");
+    std::fs::write(&metadata, &good_metadata).unwrap();
+    let mut other = good_profile.clone();
+    let last = other.len() - 1;
+    other[last] ^= 1;
+    std::fs::write(&profile, &other).unwrap();
+    for command in [&["profile", "check"][..], &["optimize"]] {
+        fixture
+            .run(command)
+            .failure()
+            .stderr_contains("profile.json describes another profile than")
+            .stderr_contains("were not exported together");
+    }
+    // Cut short, without metadata: named as the user's file, not pgo-build's copy.
+    std::fs::remove_file(&metadata).unwrap();
+    std::fs::write(&profile, &good_profile[..good_profile.len() / 2]).unwrap();
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains(&format!(
+            "{} cannot be read by llvm-profdata",
+            profile.display()
+        ))
+        .stderr_contains("damaged or cut short");
+    std::fs::write(&profile, &good_profile).unwrap();
+    std::fs::write(&metadata, &good_metadata).unwrap();
+    fixture.run(&["profile", "check"]).success();
 }
