@@ -20,6 +20,30 @@ pub const BOOTSTRAP_RESAMPLES: usize = 4000;
 /// Below this many pairs no verdict other than "too few rounds" is given: each test runs at
 /// 2.5%, and with 6 pairs not even 6 of 6 could reach it (2/64 = 3.1%; 7 of 7: 1.6%).
 pub const MIN_PAIRS: usize = 7;
+
+/// Why a difference a verdict shows alone is not claimed within its family, in the terms
+/// that decided it: the tests' p-value above what its place allows; a p-value within it
+/// that the step-down order never reached (a verdict before it was not claimed); or tests
+/// that agree while the interval at that level still reaches 1.
+fn family_reason(p: f64, judged: crate::measure::family::Judged, interval: (f64, f64)) -> String {
+    let (low, high) = interval;
+    match (judged.rejected, p <= judged.level) {
+        (false, false) => format!(
+            "the tests' p = {p:.4} against the {:.4} its place in the family allows",
+            judged.level
+        ),
+        (false, true) => format!(
+            "its p = {p:.4} is within the {:.4} its place allows, but the family's verdicts are \
+             claimed strongest first and one before it was not",
+            judged.level
+        ),
+        (true, _) => format!(
+            "the tests agree (p = {p:.4}, within the {:.4} its place allows), but the interval \
+             at that level, {low:.3} … {high:.3}, still reaches 1.00",
+            judged.level
+        ),
+    }
+}
 /// The default level: 95% intervals, tests at 5% together.
 pub const ALPHA: f64 = 0.05;
 /// "No difference larger than X%" is said for X up to this; a wider bound says nothing and is
@@ -162,12 +186,10 @@ impl PairedSummary {
         self.verdict = Verdict::Inconclusive;
         self.resolution_note = Some(format!(
             "{lean} by itself ({:+.1}%), but not once every verdict of this comparison is \
-             counted: the tests' p = {:.4} against the {:.4} its place in the family allows \
-             (the chance of any false verdict is kept at 5% together); more rounds, or \
-             --metric instructions, would tell",
+             counted: {} (the chance of any false verdict is kept at 5% together); more \
+             rounds, or --metric instructions, would tell",
             (self.median_ratio - 1.0) * 100.0,
-            self.p_value(),
-            judged.level
+            family_reason(self.p_value(), judged, (low, high))
         ));
         self.more_rounds = Some(self.pairs.max(MIN_PAIRS));
         self.resolves = Some(TARGET_HALF_WIDTH.max((self.median_ratio - 1.0).abs() / 2.0));
@@ -598,6 +620,25 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_difference_not_claimed_in_its_family_is_explained_by_what_decided_it() {
+        use crate::measure::family::Judged;
+        let judged = |rejected, level| Judged { rejected, level };
+        let above = family_reason(0.02, judged(false, 0.0125), (0.7, 0.9));
+        assert!(above.contains("p = 0.0200 against the 0.0125"), "{above}");
+        let skipped = family_reason(0.0098, judged(false, 0.0125), (0.7, 0.9));
+        assert!(
+            skipped.contains("is within the 0.0125") && skipped.contains("one before it"),
+            "{skipped}"
+        );
+        let wide = family_reason(0.0098, judged(true, 0.0125), (0.681, 1.004));
+        assert!(
+            wide.contains("interval at that level, 0.681 … 1.004, still reaches 1.00"),
+            "{wide}"
+        );
+        assert!(!wide.contains("against"), "{wide}");
+    }
 
     #[test]
     fn no_difference_holds_only_within_the_margin() {
