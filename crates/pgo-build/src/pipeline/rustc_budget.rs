@@ -27,24 +27,28 @@ pub(super) struct RustcWrapper {
 }
 
 /// pgo-build as cargo's rustc wrapper for a stage's build (see rustc_wrapper.rs): its
-/// variables, the budget and how many rustc may run at once. Cargo gets twice the cores as
-/// job slots (unless `-j` says otherwise), so light crates overtake one waiting for memory.
+/// variables, the budget and how many rustc may run at once. Where memory may hold a crate
+/// back, cargo gets twice the cores as job slots (unless `-j` says otherwise), so light
+/// crates overtake one waiting for memory; where it never can, cargo's own `-j` of the
+/// cores schedules them (by its critical path, with no rustc waiting for a slot in the
+/// ledger: that cost a small program's release build half again its time).
 pub(super) fn wrapper_setup(
     cx: &Context,
     stage: Stage,
     (budget, budget_reason): (u64, String),
 ) -> Result<RustcWrapper> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
-    let (cpus, cargo_jobs) = match cx.jobs {
-        Some(jobs) => (jobs.max(1), jobs.max(1)),
-        None => (cores, cores * 2),
-    };
     // cargo, pgo-build and the wrappers waiting in front of rustc live in the budget too.
     let rustc_budget = budget.saturating_sub(rustc::OVERHEAD);
-    let program = linker::wrapper(&cx.layout.root().join("rustc-wrapper"), &"rustc".into())?;
-    let chained = sccache::user_wrapper(&cx.cargo_config).unwrap_or_default();
     crate::util::files::create_dir_all(cx.layout.stage_dir(stage))?;
     let estimates = admission_estimates(cx, stage);
+    let (cpus, cargo_jobs) = match cx.jobs {
+        Some(jobs) => (jobs.max(1), jobs.max(1)),
+        None if memory_never_waits(&estimates, cores, rustc_budget) => (cores, cores),
+        None => (cores, cores * 2),
+    };
+    let program = linker::wrapper(&cx.layout.root().join("rustc-wrapper"), &"rustc".into())?;
+    let chained = sccache::user_wrapper(&cx.cargo_config).unwrap_or_default();
     let admission = cx.layout.rustc_admission_estimates(stage);
     crate::util::files::write_atomically(
         &admission,
@@ -108,6 +112,19 @@ pub(super) fn wrapper_setup(
             ..RustcSummary::default()
         },
     })
+}
+
+/// Whether the budget holds `cpus` of the largest crates this build may see at once: the
+/// largest measured or carried peak, or the largest guess for a crate none measured
+/// (`rustc::guess`), whichever is more. Then no crate ever waits for memory.
+fn memory_never_waits(estimates: &Estimates, cpus: u32, rustc_budget: u64) -> bool {
+    let largest = estimates
+        .values()
+        .copied()
+        .chain([rustc::guess("bin")])
+        .max()
+        .unwrap_or_default();
+    largest.saturating_mul(u64::from(cpus)) <= rustc_budget
 }
 
 /// The packages of the dependency graph present in more than one version: their stable
@@ -388,4 +405,21 @@ fn rustc_time(records: &[RustcRecord], unit: &TimedUnit) -> Option<(f64, f64)> {
             }
     });
     Some(record.map_or((0.0, unit.duration), |r| (r.wall_secs, r.wait_secs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cargo_keeps_its_own_jobs_where_memory_never_holds_a_crate_back() {
+        const GIB: u64 = 1 << 30;
+        let estimates: Estimates = [("release:a/a@1|lib".to_owned(), 3 * GIB)].into();
+        // Two of the largest crate, 3 GiB, fit in 8 GiB: nothing ever waits.
+        assert!(memory_never_waits(&estimates, 2, 8 * GIB));
+        assert!(!memory_never_waits(&estimates, 4, 8 * GIB));
+        // Unmeasured crates are guessed at up to `guess("bin")` each.
+        assert!(!memory_never_waits(&Estimates::new(), 4, 3 * GIB));
+        assert!(memory_never_waits(&Estimates::new(), 2, 3 * GIB));
+    }
 }
