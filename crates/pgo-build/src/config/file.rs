@@ -166,7 +166,14 @@ impl Config {
         }
         problems.extend(self.validate_services(text).err());
         let mut runs = BTreeMap::new();
-        for run in self.workloads.iter().flat_map(Workload::parts) {
+        // The runs of workloads that passed their own checks: `shards` is bounded by then.
+        let checked = problems.is_empty();
+        for run in self
+            .workloads
+            .iter()
+            .filter(|_| checked)
+            .flat_map(Workload::parts)
+        {
             if let Some(other) = runs.insert(run.run_name(), run.name().to_owned())
                 // Two workloads of one name: said above, as that.
                 && !(other == run.name() && run.run_name() == run.name())
@@ -783,6 +790,25 @@ allow_failure = true
     }
 
     #[test]
+    fn shards_beyond_the_bound_are_refused_without_splitting_them() {
+        for shards in ["1001", "200000000", "9223372036854775807"] {
+            let text = format!(
+                "[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\nshards = {shards}\n"
+            );
+            let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(
+                err.contains(&format!("has shards = {shards}; at most 1000")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_configuration_with_every_section_is_one_that_loads() {
+        parse(EVERY_SECTION).unwrap();
+    }
+
+    #[test]
     fn every_problem_of_a_file_is_named_not_only_the_first() {
         let text = "[[workload]]\nname = \"a\"\nrole = \"train\"\ncommand = \"x\"\nshards = 0\n\n\
                     [[workload]]\nname = \"a\"\nrole = \"holdout\"\ncommand = \"y\"\n\n\
@@ -856,7 +882,7 @@ services = ["db"]
 command = "app load --port 7000"
 timeout = "2m"
 shards = 2
-metrics = [{ name = "rps", pattern = "rps: ([0-9.]+)", direction = "higher" }]
+metric = [{ name = "rps", pattern = "rps: ([0-9.]+)", direction = "higher" }]
 
 [[workload]]
 name = "bench"

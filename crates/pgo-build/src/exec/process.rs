@@ -125,7 +125,15 @@ pub(super) fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
             break;
         }
         let pids: Vec<i32> = new.iter().map(|(pid, _)| *pid).collect();
-        members.signal(&pids, libc::SIGTERM);
+        if found.is_empty() {
+            members.signal(&pids, libc::SIGTERM);
+        } else {
+            // The newcomers alone: the group had its SIGTERM, and a second one means "force
+            // quit" to some programs.
+            for pid in &pids {
+                send(*pid, libc::SIGTERM);
+            }
+        }
         found.extend(new);
         while Instant::now() < deadline && found.iter().any(|(pid, _)| running(*pid)) {
             std::thread::sleep(Duration::from_millis(10));
@@ -150,7 +158,11 @@ pub(super) fn stop(members: &Members, grace: Duration) -> Vec<StoppedProcess> {
             break;
         }
         members.signal(&alive, libc::SIGKILL);
-        std::thread::sleep(Duration::from_millis(10));
+        // Until they are gone (the kernel frees a large process's memory first), at most 2 s.
+        let killed_by = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < killed_by && alive.iter().any(|pid| running(*pid)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
     found
         .into_iter()

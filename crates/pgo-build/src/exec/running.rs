@@ -63,6 +63,19 @@ fn layout_key(running_dir: Option<&Path>) -> String {
     }
 }
 
+/// Whether `token` is a workload's or a service's of the target directory with `key`, started
+/// by a pgo-build other than the one with pid `own` (`<pid>-<key>-<time>-<stage>…`; a
+/// build's stage part is `build-<stage>`).
+fn unrecorded_workload(token: &str, key: &str, own: &str) -> bool {
+    let mut parts = token.splitn(4, '-');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(pid), Some(token_key), Some(_time), Some(stage)) => {
+            pid != own && token_key == key && !stage.starts_with("build-")
+        }
+        _ => false,
+    }
+}
+
 /// Removes the record of a workload that has ended.
 pub(super) fn forget_running(record: Option<&Path>) {
     if let Some(record) = record {
@@ -195,17 +208,20 @@ pub fn stop_leftovers(running_dir: &Path) -> Result<Vec<String>> {
     Ok(messages)
 }
 
-/// Processes of this target directory's tokens that no record named (a record that could not
-/// be read, or a window its writer left open): stopped and named all the same.
+/// Processes of this target directory's workloads and services that no record named (a
+/// record that could not be read, or a window its writer left open): stopped and named all
+/// the same. Every workload's processes are stopped when it ends, so any still carrying its
+/// token belong to a pgo-build that was killed. A build's are not looked for: a daemon a
+/// finished build started (an sccache server) is meant to outlive it. Nor are this
+/// process's own (explore's nested builds start here too).
 fn stop_unrecorded(running_dir: &Path) -> Result<Option<String>> {
-    let key = format!("-{}-", layout_key(Some(running_dir)));
+    let key = layout_key(Some(running_dir));
+    let own = std::process::id().to_string();
     let mut tokens = std::collections::BTreeSet::new();
     for process in crate::measure::memory::processes() {
         if process.state != 'Z'
             && let Some(token) = crate::measure::memory::env_value(process.pid, TOKEN_ENV)
-            && token
-                .split_once('-')
-                .is_some_and(|(_, rest)| rest.starts_with(&key[1..]))
+            && unrecorded_workload(&token, &key, &own)
         {
             tokens.insert(token);
         }
@@ -288,4 +304,40 @@ fn stop_left_by(record: &Path) -> Result<Option<String>> {
             )
         }
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_other_commands_workloads_of_this_target_directory_are_unrecorded_leftovers() {
+        let dir = Path::new("/ws/target/pgo-build/running");
+        let key = layout_key(Some(dir));
+        let ours = new_token(Some(dir), "optimized");
+        // Made by this process: never its own leftover.
+        assert!(!unrecorded_workload(
+            &ours,
+            &key,
+            &std::process::id().to_string()
+        ));
+        assert!(unrecorded_workload(&ours, &key, "1"));
+        // A service's token extends its workload's.
+        assert!(unrecorded_workload(
+            &format!("{ours}-service-db"),
+            &key,
+            "1"
+        ));
+        // A build's daemons may outlive it; another target directory's are not ours.
+        let build = new_token(Some(dir), "build-optimized");
+        assert!(!unrecorded_workload(&build, &key, "1"));
+        let elsewhere = new_token(Some(Path::new("/other/running")), "optimized");
+        assert!(!unrecorded_workload(&elsewhere, &key, "1"));
+        // Tokens of older pgo-builds (`<pid>-<time>-<stage>`) have no key.
+        assert!(!unrecorded_workload(
+            "12-1733000000000000000-optimized",
+            &key,
+            "1"
+        ));
+    }
 }

@@ -85,7 +85,6 @@ pub fn process(pid: i32) -> Option<Process> {
     })
 }
 
-/// Whether the environment of `pid` holds the `KEY=value` entry `entry`.
 /// The value of `name` in a process's environment, as it was started.
 pub fn env_value(pid: i32, name: &str) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
@@ -96,6 +95,7 @@ pub fn env_value(pid: i32, name: &str) -> Option<String> {
     })
 }
 
+/// Whether the environment of `pid` holds the `KEY=value` entry `entry`.
 pub fn has_env_entry(pid: i32, entry: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .is_ok_and(|environ| environ.split(|b| *b == 0).any(|e| e == entry.as_bytes()))

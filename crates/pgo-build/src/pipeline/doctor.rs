@@ -290,9 +290,6 @@ fn doctor_c(cx: &Context) -> Result<()> {
     Ok(())
 }
 
-/// A C and a C++ file compiled by the clang cross-language PGO would use, with the
-/// instrumented stage's profile flag, before any build: a clang that cannot find the C++
-/// standard library's headers (or the target's) fails here, named, not in a build script.
 /// Said before any build: with cross-language PGO the baseline's C keeps the user's compiler,
 /// so when that is not the clang the PGO builds use, the comparison measures the switch of
 /// compilers as well as PGO.
@@ -320,6 +317,9 @@ fn warn_of_another_baseline_compiler(
     ));
 }
 
+/// A C and a C++ file compiled by the clang cross-language PGO would use, with the
+/// instrumented stage's profile flag, before any build: a clang that cannot find the C++
+/// standard library's headers (or the target's) fails here, named, not in a build script.
 fn probe_clang(cx: &Context, c: &crate::toolchain::cross_language::CSettings) -> Result<()> {
     let dir = cx.layout.root().join("clang-probe");
     crate::util::files::create_dir_all(&dir)?;

@@ -47,12 +47,19 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
         // Refused before the evidence was gathered: the provenance says so, as it says
         // every other outcome.
         let refused = refused_provenance(cx, shipped, format!("{err:#}"));
-        crate::util::files::write_atomically(
-            &path,
-            serde_json::to_string_pretty(&refused)?.as_bytes(),
-        )?;
-        cx.printer
-            .info(format!("provenance (refused): {}", path.display()));
+        let written = serde_json::to_string_pretty(&refused)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| crate::util::files::write_atomically(&path, text.as_bytes()));
+        match written {
+            Ok(()) => cx
+                .printer
+                .info(format!("provenance (refused): {}", path.display())),
+            // The refusal is what the job must see; a provenance it could not write is said.
+            Err(write_err) => cx.printer.warn(format!(
+                "could not write the refused gate's provenance {}: {write_err:#}",
+                path.display()
+            )),
+        }
     }
     judged
 }

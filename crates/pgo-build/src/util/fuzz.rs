@@ -185,11 +185,15 @@ pub fn config() -> ProptestConfig {
 /// Runs `read` on one input in a thread of its own: a panic fails the property (with the
 /// input, shrunk), and so does taking longer than [`HANG`].
 pub fn no_panic_or_hang<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) {
+    within(HANG, read)
+}
+
+fn within<T: Send + 'static>(hang: Duration, read: impl FnOnce() -> T + Send + 'static) {
     let (sender, receiver) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let _ = sender.send(read());
     });
-    match receiver.recv_timeout(HANG) {
+    match receiver.recv_timeout(hang) {
         Ok(_) => {
             let _ = reader.join();
         }
@@ -206,7 +210,7 @@ pub fn no_panic_or_hang<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'st
             panic!("the reader panicked: {message}");
         }
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the reader took more than {HANG:?}: a hang")
+            panic!("the reader took more than {hang:?}: a hang")
         }
     }
 }
@@ -227,5 +231,17 @@ mod tests {
     fn a_panicking_or_hanging_reader_fails() {
         let panicked = std::panic::catch_unwind(|| no_panic_or_hang(|| panic!("boom")));
         assert!(panicked.is_err());
+        let hung = std::panic::catch_unwind(|| {
+            within(Duration::from_millis(50), || {
+                std::thread::sleep(Duration::from_secs(2));
+            })
+        });
+        let message = hung.unwrap_err();
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(text.contains("a hang"), "{text}");
+        no_panic_or_hang(|| 1 + 1);
     }
 }

@@ -352,10 +352,12 @@ fn the_example_builds_outside_the_repository_against_the_packaged_runtime() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let crate_file = packaged.path().join(format!(
-        "package/pgo-build-rt-{}.crate",
-        env!("CARGO_PKG_VERSION")
-    ));
+    // Whatever its version: the one `.crate` the package directory holds.
+    let crate_file = std::fs::read_dir(packaged.path().join("package"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "crate"))
+        .expect("cargo package wrote a .crate");
     let status = Command::new("tar")
         .arg("xzf")
         .arg(&crate_file)
@@ -364,9 +366,8 @@ fn the_example_builds_outside_the_repository_against_the_packaged_runtime() {
         .status()
         .unwrap();
     assert!(status.success());
-    let runtime = packaged
-        .path()
-        .join(format!("pgo-build-rt-{}", env!("CARGO_PKG_VERSION")));
+    let runtime = crate_file.with_extension("");
+    let runtime = packaged.path().join(runtime.file_name().unwrap());
     // The package holds what a user's build needs and nothing of the repository's.
     assert!(runtime.join("src/lib.rs").is_file() && runtime.join("LICENSE-MIT").is_file());
     let fixture = Fixture::example("");
