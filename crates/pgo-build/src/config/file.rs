@@ -187,18 +187,7 @@ impl Config {
                 ));
             }
         }
-        match problems.len() {
-            0 => Ok(()),
-            1 => Err(problems.remove(0)),
-            count => bail!(
-                "{count} problems in {path}:\n{}",
-                problems
-                    .iter()
-                    .map(|problem| format!("- {problem:#}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ),
-        }
+        crate::util::problems::all_of(problems, |count| format!("{count} problems in {path}"))
     }
 
     fn check_explore_variant(

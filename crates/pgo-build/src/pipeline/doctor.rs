@@ -115,19 +115,8 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
 }
 
 /// No problem, one (as it is), or several in one error, each on its own line.
-fn all_problems(mut problems: Vec<anyhow::Error>) -> Result<()> {
-    match problems.len() {
-        0 => Ok(()),
-        1 => Err(problems.remove(0)),
-        count => bail!(
-            "doctor found {count} problems:\n{}",
-            problems
-                .iter()
-                .map(|problem| format!("- {problem:#}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        ),
-    }
+fn all_problems(problems: Vec<anyhow::Error>) -> Result<()> {
+    crate::util::problems::all_of(problems, |count| format!("doctor found {count} problems"))
 }
 
 /// A configuration without a holdout workload runs, but measures nothing: said, since the

@@ -46,7 +46,10 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
     {
         // Refused before the evidence was gathered: the provenance says so, as it says
         // every other outcome.
-        let refused = refused_provenance(cx, shipped, format!("{err:#}"));
+        let refused = Provenance {
+            failures: vec![format!("{err:#}")],
+            ..provenance_without_evidence(cx, shipped)
+        };
         let written = serde_json::to_string_pretty(&refused)
             .map_err(anyhow::Error::from)
             .and_then(|text| crate::util::files::write_atomically(&path, text.as_bytes()));
@@ -64,14 +67,15 @@ pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
     judged
 }
 
-/// The provenance of a gate that refused before judging anything: who, what and why.
-fn refused_provenance(cx: &Context, shipped: Stage, reason: String) -> Provenance {
+/// A provenance's who and what, with no evidence and not passed: what a gate that refused
+/// before judging writes, and what a judged one fills in.
+fn provenance_without_evidence(cx: &Context, shipped: Stage) -> Provenance {
     Provenance {
         schema_version: PROVENANCE_SCHEMA_VERSION,
         pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
         created: crate::util::printer::utc_text(std::time::SystemTime::now()),
         passed: false,
-        failures: vec![reason],
+        failures: Vec::new(),
         workspace: cx.workspace.root.clone(),
         git_revision: crate::profiles::bundle::git_revision(&cx.workspace.root, &cx.printer),
         target: cx.platform.triple.clone(),
@@ -190,17 +194,8 @@ fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result
         binary.measured_by = measured_by(cx, comparison.as_ref(), &binary.name);
     }
     let provenance = Provenance {
-        schema_version: PROVENANCE_SCHEMA_VERSION,
-        pgo_build_version: env!("CARGO_PKG_VERSION").to_owned(),
-        created: crate::util::printer::utc_text(std::time::SystemTime::now()),
         passed: failures.is_empty(),
         failures: failures.clone(),
-        workspace: cx.workspace.root.clone(),
-        git_revision: crate::profiles::bundle::git_revision(&cx.workspace.root, &cx.printer),
-        target: cx.platform.triple.clone(),
-        variant: shipped.name().to_owned(),
-        rustc: cx.rustc.version_line.clone(),
-        llvm_version: cx.rustc.llvm_version.clone(),
         c_compiler: manifest.settings.c.as_ref().map(|c| c.version.clone()),
         profile: profile_record(cx, &manifest)?,
         training: training_records(cx, run)?,
@@ -209,13 +204,8 @@ fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result
             .as_ref()
             .map_or_else(|| "-".to_owned(), |c| decider_label(&c.decider())),
         margin,
-        max_size_growth: cx
-            .config
-            .pgo
-            .max_size_growth
-            .as_ref()
-            .map(|g| g.text.clone()),
         verdicts,
+        ..provenance_without_evidence(cx, shipped)
     };
     let path = cx.layout.provenance();
     crate::util::files::write_atomically(

@@ -10,4 +10,5 @@ pub mod fingerprint;
 pub mod fuzz;
 pub mod names;
 pub mod printer;
+pub mod problems;
 pub mod units;
