@@ -321,7 +321,7 @@ mod tests {
         /// panic or a hang.
         #[test]
         fn any_stage_manifest_loads_or_is_named(
-            bytes in crate::util::fuzz::mutants(crate::util::fuzz::seed("stage.json").as_bytes())
+            bytes in crate::util::fuzz::seed_mutants("stage.json")
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {
                 let dir = tempfile::tempdir().unwrap();

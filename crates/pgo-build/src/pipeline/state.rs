@@ -158,7 +158,7 @@ mod tests {
         /// Any state.json: its stage records, or none and what was wrong; never a panic.
         #[test]
         fn any_state_file_loads_or_is_named(
-            bytes in crate::util::fuzz::mutants(crate::util::fuzz::seed("state.json").as_bytes())
+            bytes in crate::util::fuzz::seed_mutants("state.json")
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {
                 let dir = tempfile::tempdir().unwrap();

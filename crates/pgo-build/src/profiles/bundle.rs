@@ -547,12 +547,8 @@ mod tests {
         /// and extracted, or refused; never a panic or a hang.
         #[test]
         fn any_bundle_or_pack_is_read_or_refused(
-            bundle in crate::util::fuzz::mutants(
-                crate::util::fuzz::seed("bundle-manifest.json").as_bytes()
-            ),
-            pack in crate::util::fuzz::mutants(
-                crate::util::fuzz::seed("pack-manifest.json").as_bytes()
-            ),
+            bundle in crate::util::fuzz::seed_mutants("bundle-manifest.json"),
+            pack in crate::util::fuzz::seed_mutants("pack-manifest.json"),
             archive_edit in crate::util::fuzz::mutants(b""),
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {

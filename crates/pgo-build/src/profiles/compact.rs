@@ -303,10 +303,8 @@ mod tests {
         /// corrupt; never a panic or a hang.
         #[test]
         fn any_training_records_are_read_or_named(
-            merged in crate::util::fuzz::mutants(crate::util::fuzz::seed("merged.json").as_bytes()),
-            training in crate::util::fuzz::mutants(
-                crate::util::fuzz::seed("training.json").as_bytes()
-            ),
+            merged in crate::util::fuzz::seed_mutants("merged.json"),
+            training in crate::util::fuzz::seed_mutants("training.json"),
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {
                 let dir = tempfile::tempdir().unwrap();

@@ -215,6 +215,11 @@ fn within<T: Send + 'static>(hang: Duration, read: impl FnOnce() -> T + Send + '
     }
 }
 
+/// Mutants of a seed file of `tests/fixtures/seeds/` (see [`mutants`]).
+pub fn seed_mutants(name: &str) -> impl Strategy<Value = Vec<u8>> + use<> {
+    mutants(seed(name).as_bytes())
+}
+
 /// A seed file of `tests/fixtures/seeds/`.
 pub fn seed(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

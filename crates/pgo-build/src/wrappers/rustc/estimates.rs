@@ -444,9 +444,7 @@ mod tests {
         /// panic or a hang.
         #[test]
         fn any_estimates_are_read_or_refused(
-            stage in crate::util::fuzz::mutants(
-                crate::util::fuzz::seed("rustc-estimates.json").as_bytes()
-            ),
+            stage in crate::util::fuzz::seed_mutants("rustc-estimates.json"),
             carried in crate::util::fuzz::mutants(
                 serde_json::to_string(&CarriedEstimates {
                     format: CARRIED_FORMAT,
