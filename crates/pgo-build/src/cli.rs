@@ -359,13 +359,29 @@ pub struct ExportArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct PackArgs {
-    /// The stage to pack: `instrumented` for training jobs; `baseline` or `optimized` for a
-    /// gate job that builds neither (each built in a job of its own, in parallel)
-    #[arg(value_name = "STAGE", value_parser = ["instrumented", "baseline", "optimized"])]
-    pub stage: String,
+    /// The stage to pack: `instrumented` for training jobs; `baseline` and `shipped` (or
+    /// `optimized`, `bolt`) for a gate job that builds neither (each built in a job of its
+    /// own, in parallel)
+    #[arg(value_name = "STAGE", value_enum)]
+    pub stage: PackedStage,
     /// The archive to write (tar, zstd-compressed)
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+}
+
+/// What `pgo-build pack` packs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PackedStage {
+    /// The instrumented binaries, for training on other machines
+    Instrumented,
+    /// The plain release build, the gate's reference
+    Baseline,
+    /// The PGO-optimized binaries
+    Optimized,
+    /// The BOLTed binaries, with the optimized ones they were made from
+    Bolt,
+    /// What `gate` ships: `bolt` when [bolt] is enabled, else `optimized`
+    Shipped,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -394,6 +410,10 @@ pub struct BoltArgs {
     /// BOLT the baseline binaries instead of the PGO-optimized ones
     #[arg(long)]
     pub without_pgo: bool,
+    /// Do nothing (and say so) unless [bolt] enabled = true: for a release job shared by
+    /// workspaces with and without BOLT
+    #[arg(long)]
+    pub if_enabled: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -518,7 +538,9 @@ mod tests {
             "pgo-build profile check",
             "pgo-build optimize",
             "pgo-build pack baseline --output baseline.tar.zst",
-            "pgo-build unpack optimized.tar.zst",
+            "pgo-build bolt --if-enabled",
+            "pgo-build pack shipped --output release.tar.zst",
+            "pgo-build unpack release.tar.zst",
             "pgo-build gate --against last-release",
         ] {
             assert!(

@@ -15,7 +15,7 @@ use super::compare::{Family, PREVIOUS, compare, measure, variants_of};
 use super::context::{Context, Run};
 use super::release::{
     GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
-    TrainingRecord,
+    TrainingRecord, shipped_stage,
 };
 use super::run::stale_steps;
 use crate::cargo::manifest::StageManifest;
@@ -30,11 +30,7 @@ use crate::report::{CompareResult, PreviousComparison, decider_label};
 use crate::util::units::human_bytes;
 
 pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
-    let shipped = if cx.config.bolt.enabled {
-        Stage::Bolt
-    } else {
-        Stage::Optimized
-    };
+    let shipped = shipped_stage(cx);
     // An earlier gate's verdict never stands for this one's: gone before anything is judged.
     let path = cx.layout.provenance();
     if path.exists() {
@@ -121,7 +117,8 @@ fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result
     let manifest = StageManifest::load(
         &cx.layout,
         shipped,
-        "run `pgo-build run` first (the gate judges what it staged)",
+        "run `pgo-build run` first (the gate judges what it staged), or, in a gate job that \
+         builds nothing, unpack what the release job packed (`pgo-build pack shipped`)",
     )?;
     let compare_args = CompareArgs {
         variants: vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],

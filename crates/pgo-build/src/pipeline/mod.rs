@@ -157,6 +157,17 @@ fn per_target_paths(command: &Command, triple: &str, several: bool) -> Result<Co
 }
 
 fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
+    if let Command::Bolt(args) = command
+        && args.if_enabled
+        && !cx.config.bolt.enabled
+    {
+        // Nothing ran, so nothing is recorded as completed either.
+        cx.printer.info(format!(
+            "BOLT is not enabled in {} ([bolt] enabled = true turns it on): nothing to do",
+            cx.config.display_path()
+        ));
+        return Ok(());
+    }
     match command {
         Command::Doctor => timed_step(cx, run, Step::Doctor, doctor),
         Command::Build => timed_step(cx, run, Step::Build, build_baseline),
@@ -170,17 +181,19 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
         }),
         Command::Pack(args) => timed_step(cx, run, Step::Pack, |cx, _| pack(cx, args)),
         Command::Unpack(args) => timed_step(cx, run, Step::Unpack, |cx, run| {
-            // A baseline or optimized stage built in another job counts as built here: the
-            // gate judges it (the sources and settings were checked to be the same).
-            let step = match unpack(cx, run, args)? {
-                crate::layout::Stage::Baseline => Some(Step::Build),
-                crate::layout::Stage::Optimized => Some(Step::Optimize),
-                _ => None,
-            };
-            match step {
-                Some(step) => record_completed(cx, run, step, &RunArgs::default()),
-                None => Ok(()),
+            // A baseline, optimized or bolt stage built in another job counts as built here:
+            // the gate judges it (the sources and settings were checked to be the same). In
+            // the order unpacked: a bolt stage's fingerprint reads its optimized one's record.
+            for stage in unpack(cx, run, args)? {
+                let step = match stage {
+                    crate::layout::Stage::Baseline => Step::Build,
+                    crate::layout::Stage::Optimized => Step::Optimize,
+                    crate::layout::Stage::Bolt => Step::Bolt,
+                    _ => continue,
+                };
+                record_completed(cx, run, step, &RunArgs::default())?;
             }
+            Ok(())
         }),
         Command::Merge(args) => timed_step(cx, run, Step::Merge, |cx, run| merge(cx, run, args)),
         Command::Optimize(args) => timed_step(cx, run, Step::Optimize, |cx, run| {

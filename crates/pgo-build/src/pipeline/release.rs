@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::context::Context;
+use crate::layout::Stage;
 use crate::measure::stats::{PairedSummary, Verdict};
 
 /// Bumped when a field changes meaning or goes; release tooling reads this file.
@@ -172,6 +174,15 @@ impl GateVerdict {
     /// too few rounds), so instruction counts may decide it.
     pub fn left_open(&self) -> bool {
         !self.passed && !matches!(self.verdict, Verdict::Slower)
+    }
+}
+
+/// The stage `gate` ships: bolt when `[bolt] enabled`, else optimized.
+pub fn shipped_stage(cx: &Context) -> Stage {
+    if cx.config.bolt.enabled {
+        Stage::Bolt
+    } else {
+        Stage::Optimized
     }
 }
 

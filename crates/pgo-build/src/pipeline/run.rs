@@ -131,6 +131,7 @@ pub(super) fn pipeline_step(
                 run,
                 &BoltArgs {
                     without_pgo: args.bolt_without_pgo,
+                    if_enabled: false,
                 },
             )
         })?,

@@ -46,7 +46,9 @@ pub struct Provenance {
     pub created: String,
 }
 
-/// `manifest.json` of a pack: `bin/<name>` holds each binary of `stage`.
+/// `manifest.json` of a pack: `bin/<name>` holds each binary of `stage`, and
+/// `upstream/bin/<name>` each binary of `upstream`, the stage it was made from (a bolt
+/// stage's optimized one: the gate needs both, and `unpack` restores both).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PackManifest {
     pub format: String,
@@ -60,6 +62,9 @@ pub struct PackManifest {
     /// cannot say whether a checkout has the same sources. Absent in older packs.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
+    /// The stage `stage` was made from, for a stage that is not a cargo build (bolt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<StageManifest>,
 }
 
 /// The workspace's own source files `executables` were built from (their dep-info), by path

@@ -217,12 +217,38 @@ fn checkout_of(fixture: &Fixture, subdir: &str) -> Fixture {
     }
 }
 
-/// The CI template's release workflow: the baseline and the optimized stage each built once,
-/// in jobs of their own, and a third job that builds nothing gates the release against the
-/// binaries of the last one.
+/// The CI template's release workflow (`docs/ci/release.yml`, its commands as written there):
+/// the baseline and the shipped stage each built once, in jobs of their own, and a third job
+/// that builds nothing gates the release against the binaries of the last one.
 #[test]
 fn a_release_is_one_optimized_build_a_parallel_baseline_and_a_gate_against_the_last_release() {
+    let gate_job = release_workflow(committed(""), false);
+    let report = gate_job.report();
+    // Judged against the last release too: the same code and profile, so no slower.
+    let previous = report["compare"]["previous"].as_array().unwrap();
+    assert!(!previous.is_empty(), "{:#}", report["compare"]);
+}
+
+/// The same template with `[bolt] enabled = true`: the release job BOLTs the optimized build,
+/// packs both, and the gate ships the bolt stage.
+#[test]
+fn with_bolt_on_the_same_release_workflow_ships_the_bolt_stage() {
     let trained = committed("");
+    trained.edit("pgo-build.toml", |config| {
+        format!("{config}\n[bolt]\nenabled = true\n")
+    });
+    let gate_job = release_workflow(trained, true);
+    let provenance: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(gate_job.root().join("target/pgo-build/provenance.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(provenance["variant"], "bolt", "{provenance:#}");
+    assert_eq!(provenance["passed"], true, "{provenance:#}");
+}
+
+/// Runs the template's three jobs on checkouts of `trained` after a version bump, and returns
+/// the gate's, which passed.
+fn release_workflow(trained: Fixture, bolt: bool) -> Fixture {
     let last_release = tempfile::tempdir().unwrap();
     std::fs::copy(
         trained.stage_bin("optimized", "app"),
@@ -248,22 +274,42 @@ fn a_release_is_one_optimized_build_a_parallel_baseline_and_a_gate_against_the_l
         .run(&["optimize"])
         .success()
         .stderr_contains("the functions that still match hold 100% of its counts");
+    let bolted = release_job.run(&["bolt", "--if-enabled"]);
+    bolted.success();
+    if !bolt {
+        bolted.stderr_contains("BOLT is not enabled in");
+        assert!(!release_job.root().join("target/pgo-build/bolt").exists());
+    }
     release_job
-        .run(&[
-            "pack",
-            "optimized",
-            "--output",
-            &artifact("optimized.tar.zst"),
-        ])
-        .success();
+        .run(&["pack", "shipped", "--output", &artifact("release.tar.zst")])
+        .success()
+        .stderr_contains(if bolt {
+            "packed the bolt stage (1 binaries, with the optimized stage it was made from)"
+        } else {
+            "packed the optimized stage (1 binaries)"
+        });
+    if bolt {
+        // BOLT's output of one optimized build is never packed beside another's.
+        release_job.run(&["optimize"]).success();
+        release_job
+            .run(&["pack", "bolt", "--output", &artifact("stale.tar.zst")])
+            .failure()
+            .stderr_contains("the optimized stage was built again since BOLT ran on it")
+            .stderr_contains("Run `pgo-build bolt` again, then pack it.");
+        assert!(!artifacts.path().join("stale.tar.zst").exists());
+    }
 
     let gate_job = checkout_of(&trained, "runner/gate");
     gate_job
         .run(&["unpack", &artifact("baseline.tar.zst")])
         .success();
-    gate_job
-        .run(&["unpack", &artifact("optimized.tar.zst")])
-        .success();
+    let unpacked = gate_job.run(&["unpack", &artifact("release.tar.zst")]);
+    unpacked.success();
+    if bolt {
+        unpacked
+            .stderr_contains("unpacked the optimized stage")
+            .stderr_contains("unpacked the bolt stage");
+    }
     let against = last_release.path().to_string_lossy().into_owned();
     gate_job
         .run(&[
@@ -281,12 +327,15 @@ fn a_release_is_one_optimized_build_a_parallel_baseline_and_a_gate_against_the_l
     assert!(
         !stages
             .iter()
-            .any(|s| ["build", "optimize", "instrument"].contains(s)),
+            .any(|s| ["build", "optimize", "instrument", "bolt"].contains(s)),
         "the gate job built: {stages:?}"
     );
-    // Judged against the last release too: the same code and profile, so no slower.
-    let previous = report["compare"]["previous"].as_array().unwrap();
-    assert!(!previous.is_empty(), "{:#}", report["compare"]);
+    let variants = report["compare"]["candidates"].to_string();
+    assert!(
+        variants.contains(if bolt { "\"bolt\"" } else { "\"optimized\"" }),
+        "{variants}"
+    );
+    gate_job
 }
 
 /// redis-server on a port of its own, stopped when dropped.

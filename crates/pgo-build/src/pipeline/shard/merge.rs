@@ -1,5 +1,5 @@
-//! Training across machines: `pack`/`unpack` of the instrumented stage, the bundle a sharded
-//! `train --bundle` writes, and `merge`, which turns bundles into the profile `optimize` uses.
+//! The bundle a sharded `train --bundle` writes, and `merge`, which turns bundles into the
+//! profile `optimize` uses.
 //!
 //! Invariants kept here:
 //! - bundles are merged only when they come from one instrumented build (toolchain, target,
@@ -16,189 +16,20 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use comfy_table::Table;
 
-use super::accounting::{Trained, cargo_only_message, record_binary_figures};
-use super::bundles::{MergedBundle, MergedBundles};
-use super::context::{Context, Run};
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::check_same_settings;
-use crate::cli::{MergeArgs, PackArgs, UnpackArgs};
+use crate::cli::MergeArgs;
 use crate::layout::Stage;
-use crate::layout::step::Step;
+use crate::pipeline::accounting::{Trained, cargo_only_message, record_binary_figures};
+use crate::pipeline::bundles::{MergedBundle, MergedBundles};
+use crate::pipeline::context::{Context, Run};
 use crate::profiles::bundle::{
-    self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION,
-    PACK_FORMAT, PackManifest, Weights,
+    self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION, Weights,
 };
 use crate::profiles::{self, BinaryProfiles};
 use crate::util::files::write_atomically;
 use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
-
-/// `pgo-build pack instrumented --output FILE`.
-pub fn pack(cx: &Context, args: &PackArgs) -> Result<()> {
-    let (stage, step) = match args.stage.as_str() {
-        "baseline" => (Stage::Baseline, Step::Build),
-        "optimized" => (Stage::Optimized, Step::Optimize),
-        _ => (Stage::Instrumented, Step::Instrument),
-    };
-    let manifest = StageManifest::load(
-        &cx.layout,
-        stage,
-        &format!("run `pgo-build {}` first", step.name()),
-    )?;
-    manifest.check_staged(stage.name(), step.name())?;
-    manifest.check_sources_current(
-        &cx.workspace.root,
-        &[
-            cx.layout.root(),
-            &crate::profiles::checkout_independent_dir(),
-        ],
-        &format!("refusing to pack the {} stage", stage.name()),
-        &format!(
-            "Build it again (`pgo-build {}`), then pack it.",
-            step.name()
-        ),
-    )?;
-    let files: Vec<(String, PathBuf)> = manifest
-        .binaries
-        .iter()
-        .map(|b| (format!("bin/{}", b.name), b.path.clone()))
-        .collect();
-    let pack = PackManifest {
-        format: PACK_FORMAT.to_owned(),
-        format_version: FORMAT_VERSION,
-        provenance: bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer),
-        sources: bundle::workspace_sources(
-            &manifest
-                .binaries
-                .iter()
-                .map(|b| b.source.as_path())
-                .collect::<Vec<_>>(),
-            &cx.workspace.root,
-            &[
-                cx.layout.root(),
-                &crate::profiles::checkout_independent_dir(),
-            ],
-        ),
-        stage: manifest,
-    };
-    bundle::write(&args.output, &pack, &files)?;
-    cx.printer.info(format!(
-        "packed the {} stage ({} binaries) into {} ({})",
-        stage.name(),
-        files.len(),
-        args.output.display(),
-        human_bytes(std::fs::metadata(&args.output)?.len())
-    ));
-    Ok(())
-}
-
-/// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
-/// bundles trained from any unpacked copy merge together. Returns the stage.
-pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Stage> {
-    let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
-    let what = format!("the pack {}", args.archive.display());
-    let here = bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer);
-    let mut problems = bundle::differences(&pack.provenance, &here, &what);
-    // Without git on both sides, the sources the pack recorded say whether this checkout
-    // has them.
-    let git_on_both = pack.provenance.git_revision.is_some() && here.git_revision.is_some();
-    let changed = bundle::changed_sources(&pack.sources, &cx.workspace.root);
-    if !git_on_both && !changed.is_empty() {
-        problems.push(format!(
-            "sources: {} of the {} source files the packed binaries were built from differ \
-             here or are missing ({}{})",
-            changed.len(),
-            pack.sources.len(),
-            changed
-                .iter()
-                .take(5)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-            if changed.len() > 5 { ", …" } else { "" }
-        ));
-    }
-    match bundle::compare_revisions(&pack.provenance, &here, &what) {
-        bundle::RevisionCheck::Same => {}
-        bundle::RevisionCheck::Changed(note) => cx.printer.warn(format!(
-            "{note}; the binaries may not match this checkout's sources"
-        )),
-        bundle::RevisionCheck::Other(problem) => problems.push(problem),
-    }
-    if !problems.is_empty() {
-        bail!(
-            "refusing to unpack: {}.\nTraining the binaries of another toolchain or commit \
-             gives a profile this checkout's optimized build cannot use. Unpack into a \
-             checkout of the same commit, with the same toolchain (rust-toolchain.toml).",
-            problems.join("; ")
-        );
-    }
-    check_same_settings(&pack.stage.settings, &cx.settings)
-        .with_context(|| format!("refusing to unpack {}", args.archive.display()))?;
-    let stage = Stage::from_name(&pack.stage.stage)
-        .with_context(|| format!("{what} holds an unknown stage `{}`", pack.stage.stage))?;
-    let bin_dir = cx.layout.bin_dir(stage);
-    let unpacking = cx.layout.stage_dir(stage).join("unpacking");
-    bundle::extract(&args.archive, &unpacking)?;
-    let mut manifest = pack.stage;
-    for binary in &mut manifest.binaries {
-        let file = unpacking.join("bin").join(&binary.name);
-        let build_id = std::fs::read(&file)
-            .ok()
-            .and_then(|data| crate::cargo::manifest::build_id(&data).ok().flatten());
-        if build_id != binary.build_id {
-            let _ = std::fs::remove_dir_all(&unpacking);
-            bail!(
-                "{what}: binary `{}` is missing or is not the one recorded (build id {:?}, \
-                 recorded {:?}); the archive is damaged",
-                binary.name,
-                build_id,
-                binary.build_id
-            );
-        }
-        binary.path = bin_dir.join(&binary.name);
-        // The cargo executable it was copied from is on the packing machine.
-        binary.source = binary.path.clone();
-    }
-    // Only now, with the archive read and checked, is the stage there replaced: a damaged
-    // or refused pack leaves the current one as it was.
-    StageManifest::begin(&cx.layout, stage, "unpack")?;
-    for per_stage in run.report.binaries.values_mut() {
-        per_stage.remove(stage.name());
-    }
-    if bin_dir.exists() {
-        crate::util::files::remove_dir_all(&bin_dir)?;
-    }
-    crate::util::files::rename(unpacking.join("bin"), &bin_dir)?;
-    crate::util::files::remove_dir_all(&unpacking)?;
-    manifest.save(&cx.layout, stage)?;
-    // What the binaries were built from, for the step's fingerprint: they have no dep-info
-    // here (see `run::fingerprint`).
-    crate::util::files::write_atomically(
-        &cx.layout.unpacked_sources(stage),
-        serde_json::to_string_pretty(&pack.sources)?.as_bytes(),
-    )?;
-    if stage == Stage::Instrumented {
-        // What was trained or merged against the previous instrumented build is now stale.
-        run.forget_stage(cx, Step::Instrument)?;
-        run.forget_stage(cx, Step::Train)?;
-        cx.forget_merged_bundles()?;
-    }
-    cx.printer.info(format!(
-        // The pack records when it was packed, not when its binaries were built.
-        "unpacked the {} stage ({} binaries, packed {} from {}) into {}",
-        stage.name(),
-        manifest.binaries.len(),
-        pack.provenance.created,
-        pack.provenance
-            .git_revision
-            .as_deref()
-            .unwrap_or("an unknown revision"),
-        bin_dir.display()
-    ));
-    Ok(stage)
-}
-
 /// Writes the bundle of a training shard: one merged profile per binary, and the manifest.
 pub fn write_bundle(cx: &Context, run: &mut Run, path: &Path, trained: &Trained) -> Result<()> {
     let Trained {
