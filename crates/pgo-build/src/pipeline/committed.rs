@@ -1,6 +1,7 @@
 //! Committed profiles (`[pgo] profile`, written by `export`): the metadata beside them, the
-//! checks before one is used (LLVM version, target), and staleness against the current
-//! sources, read from the optimized build's diagnostics.
+//! checks before one is used (LLVM version, symbol names, rustc, target), the standard
+//! library's crates renamed for a profile trained with another rustc, and staleness against
+//! the current sources, read from the optimized build's diagnostics.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -14,8 +15,10 @@ use crate::profiles;
 use crate::profiles::carry::{TextProfile, crate_of_module};
 use crate::profiles::diagnostics::{self, Kind};
 use crate::profiles::insight::{self, FunctionCounts};
+use crate::profiles::toolchain_names::{self, SysrootCrates};
 use crate::util::command::Cmd;
 use crate::wrappers::rustc::carry::{CarryRecord, CarrySetup};
+use crate::wrappers::rustc::stable_names;
 
 /// The metadata `export` writes beside a profile (`<name>.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,9 +40,87 @@ pub struct ProfileMetadata {
     /// metadata written before they existed.
     #[serde(default)]
     pub stable_names: bool,
+    /// How its functions are named (`wrappers::rustc::stable_names::NAME_SCHEME`): 1 (absent
+    /// in older metadata) rustc's legacy symbols, 2 v0 symbols that survive rustc upgrades.
+    #[serde(default = "legacy_names")]
+    pub name_scheme: u32,
+    /// The standard library's crates of the toolchain it was trained with, by their v0
+    /// disambiguators: what a build with another rustc renames (`profiles::toolchain_names`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysroot_crates: SysrootCrates,
     /// The sources it was trained on, fingerprinted (for `profile check`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sources: Option<crate::cargo::sources::SourceRecord>,
+}
+
+fn legacy_names() -> u32 {
+    1
+}
+
+/// The standard library's crates of this toolchain and target, by their v0 disambiguators: a
+/// probe crate compiled to LLVM IR by the rustc cargo uses (from the workspace root, so a
+/// `rust-toolchain.toml` there counts), its symbols read (see `profiles::toolchain_names`).
+pub(crate) fn sysroot_crates(cx: &Context) -> Result<SysrootCrates> {
+    let dir = cx
+        .layout
+        .profiles_dir()
+        .join("scratch")
+        .join("sysroot-probe");
+    crate::util::files::create_dir_all(&dir)?;
+    let source = dir.join("probe.rs");
+    crate::util::files::write(&source, toolchain_names::PROBE_SOURCE.as_bytes())?;
+    let output = dir.join("probe.ll");
+    Cmd::new(&cx.rustc.program)
+        .cwd(&cx.workspace.root)
+        .args([
+            "--crate-type=lib",
+            "--crate-name=probe",
+            "--edition=2021",
+            "--emit=llvm-ir",
+            "-Copt-level=0",
+            stable_names::V0_MANGLING,
+            "--target",
+            &cx.settings.target,
+            "-o",
+        ])
+        .arg(&output)
+        .arg(&source)
+        .stdout_checked(&cx.printer)
+        .context(
+            "rustc could not compile the probe that names the standard library's crates (for \
+             a profile that survives rustc upgrades)",
+        )?;
+    let text = crate::util::files::read_to_string(&output)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(toolchain_names::sysroot_crates_in(
+        toolchain_names::v0_symbols(&text),
+    ))
+}
+
+/// The standard library's crates to rename in a profile trained with another rustc (see
+/// `profiles::toolchain_names`): none for the same rustc, or for a profile that does not
+/// record them.
+pub(crate) fn toolchain_renames(
+    cx: &Context,
+    metadata: Option<&ProfileMetadata>,
+) -> Result<BTreeMap<(String, String), String>> {
+    let Some(metadata) = metadata.filter(|m| {
+        m.rustc != cx.rustc.version_line && m.name_scheme >= 2 && !m.sysroot_crates.is_empty()
+    }) else {
+        return Ok(BTreeMap::new());
+    };
+    let now = sysroot_crates(cx)?;
+    Ok(toolchain_names::renames(&metadata.sysroot_crates, &now))
+}
+
+fn scheme_name(scheme: u32) -> &'static str {
+    match scheme {
+        1 => {
+            "rustc's legacy symbols (exported by an earlier pgo-build, or with legacy \
+              mangling chosen in the rustflags)"
+        }
+        _ => "v0 symbols with the crate identities pinned",
+    }
 }
 
 /// The metadata beside a committed profile; `None` when there is none.
@@ -321,9 +402,12 @@ pub(crate) fn carry_setup(
 }
 
 /// The committed profile's text form (`profiles/carry/committed.proftext`) and its functions.
+/// With `renames` (a profile trained with another rustc: see [`toolchain_renames`]), its
+/// records of the standard library's generics are named as this toolchain names them.
 pub(crate) fn committed_text(
     cx: &Context,
     profile: &Path,
+    renames: &BTreeMap<(String, String), String>,
 ) -> Result<(PathBuf, Vec<FunctionCounts>)> {
     let dir = cx.layout.profiles_dir().join("carry");
     crate::util::files::create_dir_all(&dir)?;
@@ -334,7 +418,22 @@ pub(crate) fn committed_text(
         .arg(profile)
         .stdout_checked(&cx.printer)
         .with_context(|| format!("llvm-profdata could not read {}", profile.display()))?;
-    let functions = insight::parse_text_profile(&std::fs::read_to_string(&text)?);
+    let mut content = crate::util::files::read_to_string(&text)?;
+    if !renames.is_empty() {
+        let (renamed, count) = toolchain_names::rename_text_profile(&content, renames);
+        cx.printer.info(format!(
+            "{count} records of the standard library's generics renamed to this toolchain's \
+             ({})",
+            renames
+                .keys()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        crate::util::files::write(&text, renamed.as_bytes())?;
+        content = renamed;
+    }
+    let functions = insight::parse_text_profile(&content);
     Ok((text, functions))
 }
 
@@ -425,17 +524,6 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
                 cx.rustc.llvm_version
             );
         }
-        if metadata.rustc != cx.rustc.version_line {
-            bail!(
-                "the committed profile {} was made with {}, this build uses {}: rustc puts its \
-                 version into every symbol's hash, so none of the profile's functions would \
-                 match. Fix: {fix} (and pin the toolchain, e.g. in rust-toolchain.toml, so \
-                 that a committed profile lasts from one release to the next).",
-                path.display(),
-                metadata.rustc,
-                cx.rustc.version_line
-            );
-        }
         if metadata.stable_names != cx.settings.stable_names {
             let (then, now) = match metadata.stable_names {
                 true => ("stable symbol names", "cargo's"),
@@ -452,6 +540,59 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
                      bumps), or set [pgo] stable_names = false to use this one"
                 }
             );
+        }
+        let scheme_now =
+            stable_names::scheme_of(cx.settings.stable_names, &cx.settings.common_rustflags);
+        if metadata.stable_names && cx.settings.stable_names && metadata.name_scheme != scheme_now {
+            bail!(
+                "the committed profile {} names functions by {}, this build by {}: almost none \
+                 of its functions would match. Fix: {}.",
+                path.display(),
+                scheme_name(metadata.name_scheme),
+                scheme_name(scheme_now),
+                if metadata.name_scheme < scheme_now {
+                    format!(
+                        "export it again once, from a fresh training with this pgo-build \
+                         (`pgo-build --retrain run`, then `pgo-build export --output {}`): \
+                         its names then also survive rustc upgrades",
+                        relative.display()
+                    )
+                } else {
+                    "remove the -Csymbol-mangling-version flag from the rustflags, or \
+                     re-create the profile with it"
+                        .to_owned()
+                }
+            );
+        }
+        if metadata.rustc != cx.rustc.version_line {
+            if scheme_now < 2 || metadata.name_scheme < 2 {
+                bail!(
+                    "the committed profile {} was made with {}, this build uses {}: rustc puts \
+                     its version into every legacy symbol's hash, so none of the profile's \
+                     functions would match. Fix: {fix} (with [pgo] stable_names, on by \
+                     default, and no -Csymbol-mangling-version in the rustflags, its names then \
+                     survive rustc upgrades; or pin the toolchain in rust-toolchain.toml).",
+                    path.display(),
+                    metadata.rustc,
+                    cx.rustc.version_line
+                );
+            }
+            cx.printer.info(format!(
+                "the committed profile {} was trained with {}, this build uses {} (both LLVM \
+                 {}): its functions keep their names across rustc releases{}; functions this \
+                 rustc compiles differently are stale, and the build says how much of the \
+                 profile still applies",
+                path.display(),
+                metadata.rustc,
+                cx.rustc.version_line,
+                cx.rustc.llvm_major,
+                if metadata.sysroot_crates.is_empty() {
+                    " (but the standard library's generics: the profile does not record the \
+                     standard library it was trained with; export it again to keep them)"
+                } else {
+                    ", and the standard library's generics are renamed to this toolchain's"
+                }
+            ));
         }
         if metadata.target != cx.settings.target {
             bail!(

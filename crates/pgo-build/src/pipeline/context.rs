@@ -496,6 +496,15 @@ pub fn variant_settings(
         common_rustflags.extend(cross_language::XLTO_RUSTFLAGS.map(str::to_owned));
     }
     common_rustflags.push(BUILD_ID_FLAG.to_owned());
+    // Names that survive rustc upgrades (`wrappers::rustc::stable_names`), unless the user
+    // chose a mangling.
+    if base.stable_names
+        && !common_rustflags
+            .iter()
+            .any(|flag| flag.contains("symbol-mangling-version"))
+    {
+        common_rustflags.push(crate::wrappers::rustc::stable_names::V0_MANGLING.to_owned());
+    }
     let cargo_config = variant.cargo_config_args(&base.profile);
     let mut profile_settings = base.profile_settings;
     if !cargo_config.is_empty() {

@@ -420,6 +420,11 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
             path.display()
         );
     }
+    let renames = committed::toolchain_renames(cx, metadata.as_ref())?;
+    let trained_with = metadata
+        .as_ref()
+        .map(|m| m.rustc.clone())
+        .filter(|rustc| *rustc != cx.rustc.version_line);
     let Some(then) = metadata.and_then(|m| m.sources) else {
         bail!(
             "{} does not record the sources the profile was trained on (exported by an older \
@@ -427,7 +432,7 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
             path.display()
         );
     };
-    let (_, functions) = committed::committed_text(cx, &installed)?;
+    let (_, functions) = committed::committed_text(cx, &installed, &renames)?;
     let (now, graph) = cx
         .workspace
         .package_sources_and_graph(&cx.settings.target, &cx.printer)?;
@@ -531,6 +536,23 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
         },
         percent(stale)
     );
+    if let Some(trained_with) = trained_with {
+        // The sources say nothing of how another rustc compiles them.
+        let std_counts: u64 = functions
+            .iter()
+            .filter(|f| crate::profiles::prediction::TOOLCHAIN_CRATES.contains(&f.krate.as_str()))
+            .map(|f| f.total)
+            .sum();
+        cx.printer.warn(format!(
+            "it was trained with {trained_with}, this is {}: what the sources tell holds for \
+             names, but a new rustc also compiles some unchanged code differently, and those \
+             functions are stale too; {} of the counts are in the standard library's code, \
+             which changed with it. The optimized build tells the share that still matches \
+             (`pgo-build optimize`)",
+            cx.rustc.version_line,
+            percent(std_counts as f64 / predicted.total_counts.max(1) as f64)
+        ));
+    }
     if stale > max {
         bail!(
             "{summary}. That is above [pgo] max_stale = {max}: retrain (`pgo-build run` without \
@@ -670,6 +692,11 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
         content_hash: profiles::content_hash(&data),
         functions,
         stable_names: settings.stable_names,
+        name_scheme: crate::wrappers::rustc::stable_names::scheme_of(
+            settings.stable_names,
+            &settings.common_rustflags,
+        ),
+        sysroot_crates: committed::sysroot_crates(cx)?,
         sources: Some(sources),
     };
     let metadata_file = metadata_path(&output);

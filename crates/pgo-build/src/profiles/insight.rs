@@ -85,9 +85,36 @@ pub fn parse_text_profile(text: &str) -> Vec<FunctionCounts> {
 /// (readable name, crate) of a profile key `[module;]symbol`; see [`crate_of`].
 pub fn demangle(key: &str) -> (String, String) {
     let symbol = key.rsplit(';').next().unwrap_or(key);
-    let name = format!("{:#}", rustc_demangle::demangle(symbol));
+    let name = legacy_shape(&format!("{:#}", rustc_demangle::demangle(symbol)));
     let krate = crate_of(&name).unwrap_or_else(|| UNKNOWN_CRATE.to_owned());
     (name, krate)
+}
+
+/// A demangled v0 name as a legacy one reads: without a function's own generic arguments
+/// (`sort::<u64, F>` → `sort`), which v0 names spell out and every reader of names here
+/// (crate attribution, `profile check`'s items) takes as part of the path; drop glue keeps its
+/// type (`drop_in_place::<T>` → `drop_in_place<T>`), as legacy names have it. Legacy names
+/// have no `::<` and are returned as they are.
+fn legacy_shape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(at) = rest.find("::<") {
+        let (before, after) = rest.split_at(at);
+        out.push_str(before);
+        let inner = &after[3..];
+        let Some(close) = crate::util::names::closing_angle(inner) else {
+            out.push_str(after);
+            return out;
+        };
+        if before.ends_with("drop_in_place") {
+            out.push('<');
+            out.push_str(&legacy_shape(&inner[..close]));
+            out.push('>');
+        }
+        rest = &inner[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What functions without a crate in their name (`main`, C functions) are counted under.
@@ -326,6 +353,28 @@ mod tests {
         _ZN3app13collatz_steps17h0123456789abcdefE\n# Func Hash:\n1\n# Num Counters:\n2\n# Counter Values:\n900\n100\n\n\
         app.abc-cgu.0;_ZN4core3ptr13drop_in_place17h0123456789abcdefE\n# Func Hash:\n2\n# Num Counters:\n1\n# Counter Values:\n50\n# Num Value Kinds:\n0\n\n\
         _ZN70_$LT$alloc..vec..Vec$LT$T$C$A$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17h92821238d5cfac9dE\n# Func Hash:\n3\n# Num Counters:\n1\n# Counter Values:\n0\n";
+
+    #[test]
+    fn v0_names_read_as_legacy_ones() {
+        for (v0, legacy, krate) in [
+            (
+                "_RINvNtNtNtCsgEmfK2I1SDS_4core5slice4sort6stable14driftsort_mainyNvYyNtNtB8_3cmp10PartialOrd2ltINtNtCslNYArtu3iFV_5alloc3vec3VecyEECsintiYeUIQKy_1l",
+                "core::slice::sort::stable::driftsort_main",
+                "core",
+            ),
+            ("_RNvCsintiYeUIQKy_1l4work", "l::work", "l"),
+            (
+                "_RINvNtCsgEmfK2I1SDS_4core3ptr13drop_in_placeNtCsintiYeUIQKy_1l5ThingECsintiYeUIQKy_1l",
+                "core::ptr::drop_in_place<l::Thing>",
+                "l",
+            ),
+        ] {
+            assert_eq!(demangle(v0), (legacy.to_owned(), krate.to_owned()), "{v0}");
+        }
+        assert_eq!(legacy_shape("a::b<T>::c"), "a::b<T>::c");
+        assert_eq!(legacy_shape("a::f::<fn() -> u8>::g"), "a::f::g");
+        assert_eq!(legacy_shape("a::f::<broken"), "a::f::<broken");
+    }
 
     #[test]
     fn text_profiles_are_parsed_and_demangled() {

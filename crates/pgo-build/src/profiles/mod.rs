@@ -3,7 +3,7 @@
 //! process, `start_marker`, and the record beside each workload's profiles,
 //! `training_record`), merging (`merge`), reading profiles and rustc's profile warnings
 //! (`insight`, `diagnostics`), carrying a committed profile to the names functions have now
-//! (`carry`) and telling how much of one applies without building (`prediction`), start-up order (`startup_order`), and the bundles that carry
+//! (`carry`; across rustc releases, `toolchain_names`) and telling how much of one applies without building (`prediction`), start-up order (`startup_order`), and the bundles that carry
 //! training between machines (`bundle`).
 
 mod accounting;
@@ -18,6 +18,7 @@ pub mod prediction;
 mod raw;
 pub mod start_marker;
 pub mod startup_order;
+pub mod toolchain_names;
 pub mod training_record;
 
 pub use accounting::{Accounting, BinaryProfiles, RawDirs, account, coverage};

@@ -93,7 +93,7 @@ impl Prediction {
 }
 
 /// The crates of the Rust toolchain itself: unchanged as long as rustc is.
-const TOOLCHAIN_CRATES: [&str; 5] = ["std", "core", "alloc", "proc_macro", "panic_unwind"];
+pub const TOOLCHAIN_CRATES: [&str; 5] = ["std", "core", "alloc", "proc_macro", "panic_unwind"];
 
 /// `used_by_changed`: the packages (by name) that a changed package depends on, directly or
 /// not: where their generic code may be instantiated with changed types.

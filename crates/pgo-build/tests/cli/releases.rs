@@ -206,6 +206,141 @@ fn without_stable_names_a_version_bump_renames_every_function_and_the_profile_is
         .stderr_contains("was made with cargo's symbol names, this build has stable ones");
 }
 
+/// The committed profile's records as text (`llvm-profdata merge --text`).
+fn profile_text(profile: &std::path::Path) -> String {
+    let output = Command::new(llvm_tool("llvm-profdata"))
+        .args(["merge", "--text", "-o", "-"])
+        .arg(profile)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `fixture`'s committed profile made as if trained with another rustc: the metadata names
+/// it, and its standard library had other crate disambiguators, which the profile's records
+/// of its generics carry (each replaced by one of the same length, which keeps every v0
+/// back-reference of the faked names valid; other lengths are the unit tests'). Returns how many records name
+/// the standard library.
+fn as_trained_with_another_rustc(fixture: &Fixture, sysroot_crates: bool) -> usize {
+    let profile = fixture.root().join("pgo/profile.profdata");
+    let metadata_file = fixture.root().join("pgo/profile.json");
+    let mut metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&metadata_file).unwrap()).unwrap();
+    assert_eq!(metadata["name_scheme"], 2, "{metadata:#}");
+    let mut text = profile_text(&profile);
+    let mut roots = Vec::new();
+    for krate in ["core", "alloc", "std"] {
+        let Some(now) = metadata["sysroot_crates"][krate]
+            .as_str()
+            .map(str::to_owned)
+        else {
+            panic!("no {krate} in {metadata:#}");
+        };
+        // Another value of the same length (v0 disambiguators are u64s: the last digit
+        // changed keeps it one).
+        let last = if now.ends_with('0') { "1" } else { "0" };
+        let then = format!("{}{last}", &now[..now.len() - 1]);
+        assert_ne!(then, now);
+        let (now_root, then_root) = (
+            format!("Cs{now}_{}{krate}", krate.len()),
+            format!("Cs{then}_{}{krate}", krate.len()),
+        );
+        text = text.replace(&now_root, &then_root);
+        roots.push(then_root);
+        metadata["sysroot_crates"][krate] = serde_json::json!(then);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let renamed = lines
+        .windows(2)
+        .filter(|pair| pair[1] == "# Func Hash:" && roots.iter().any(|r| pair[0].contains(r)))
+        .count();
+    let text_file = fixture.root().join("pgo/profile.proftext");
+    std::fs::write(&text_file, text).unwrap();
+    let merged = Command::new(llvm_tool("llvm-profdata"))
+        .args(["merge", "-o"])
+        .arg(&profile)
+        .arg(&text_file)
+        .output()
+        .unwrap();
+    assert!(merged.status.success(), "{merged:?}");
+    std::fs::remove_file(&text_file).unwrap();
+    let hash = Command::new("sha256sum").arg(&profile).output().unwrap();
+    metadata["content_hash"] = serde_json::json!(&String::from_utf8_lossy(&hash.stdout)[..16]);
+    metadata["rustc"] = serde_json::json!("rustc 1.94.0 (4a4ef493e 2026-03-02)");
+    if !sysroot_crates {
+        metadata.as_object_mut().unwrap().remove("sysroot_crates");
+    }
+    std::fs::write(&metadata_file, metadata.to_string()).unwrap();
+    renamed
+}
+
+/// A rustc upgrade: the workspace's functions keep their names (v0 symbols, crate identities
+/// pinned), the standard library's generics are renamed to this toolchain's, and the profile
+/// applies as it did; without the standard library's record, its generics' counts are lost,
+/// and said.
+#[test]
+fn a_profile_trained_with_another_rustc_keeps_its_names_and_the_standard_librarys_are_renamed() {
+    let fixture = committed("");
+    let std_records = as_trained_with_another_rustc(&fixture, true);
+    assert!(
+        std_records > 0,
+        "no record of the standard library's generics"
+    );
+    fixture
+        .run(&["profile", "check"])
+        .success()
+        .stderr_contains("it was trained with rustc 1.94.0")
+        .stderr_contains("usable without training");
+    fixture
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("was trained with rustc 1.94.0")
+        .stderr_contains(&format!(
+            "{std_records} records of the standard library's generics renamed"
+        ))
+        .stderr_contains("the functions that still match hold 100% of its counts");
+    let staleness = &fixture.report()["staleness"];
+    assert_eq!(staleness["stale_functions"], 0, "{staleness:#}");
+    let without_data = |fixture: &Fixture| -> u64 {
+        let per_crate = &fixture.report()["optimize_diagnostics"]["per_crate"];
+        ["app", "kernel"]
+            .iter()
+            .map(|krate| per_crate[krate]["missing_functions"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let renamed_missing = without_data(&fixture);
+
+    // Power: the same profile without the record of the standard library it was trained with:
+    // the instances of its generics in the workspace's crates find no data.
+    let unrecorded = committed("");
+    as_trained_with_another_rustc(&unrecorded, false);
+    unrecorded
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("the profile does not record the standard library it was trained with");
+    let unrenamed_missing = without_data(&unrecorded);
+    assert!(
+        unrenamed_missing >= renamed_missing + 10,
+        "functions without data: {renamed_missing} renamed, {unrenamed_missing} not"
+    );
+}
+
+/// A profile exported by an earlier pgo-build (legacy symbol names) is refused with the way
+/// to export it once more, not built into a binary none of whose functions match.
+#[test]
+fn a_profile_with_legacy_names_is_refused_with_how_to_export_it_again() {
+    let fixture = committed("");
+    fixture.edit("pgo/profile.json", |text| {
+        text.replace("\"name_scheme\": 2", "\"name_scheme\": 1")
+    });
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains("names functions by rustc's legacy symbols")
+        .stderr_contains("export it again once");
+}
+
 /// Another checkout of `fixture`'s sources (its profile included, its build outputs not), in
 /// `subdir` of a fresh directory: another CI job, or another machine.
 fn checkout_of(fixture: &Fixture, subdir: &str) -> Fixture {

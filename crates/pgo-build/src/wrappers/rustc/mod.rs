@@ -140,6 +140,8 @@ fn wrap() -> Result<u8> {
         })
         .collect();
     let chained = std::env::var_os(CHAINED_ENV).filter(|w| !w.is_empty());
+    let pinned_version =
+        std::env::var_os(stable_names::ENV).is_some() && stable_names::pins_version(&final_args);
     let command_through = |wrapper: Option<&OsString>| {
         let mut command = match wrapper {
             Some(wrapper) => {
@@ -150,6 +152,12 @@ fn wrap() -> Result<u8> {
             None => Command::new(rustc),
         };
         command.args(&final_args).env_remove(MODE_ENV);
+        if pinned_version {
+            command.env(
+                stable_names::FORCED_VERSION_ENV,
+                stable_names::FORCED_VERSION,
+            );
+        }
         command
     };
     let mut command = command_through(chained.as_ref());

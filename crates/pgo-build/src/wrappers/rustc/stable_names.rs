@@ -14,12 +14,83 @@
 //!
 //! Two crates that still collided would make rustc refuse the build (E0523: crates "not
 //! distinguished by differing `-C metadata`"); `[pgo] stable_names = false` is the way out.
+//!
+//! Across rustc releases: rustc hashes its own version into every crate's identity too, and
+//! legacy symbol hashes cover types hashed by the compiler's own rules. So stage builds with
+//! stable names mangle with v0 (`-Csymbol-mangling-version=v0`, in the stage's rustflags:
+//! [`V0_MANGLING`]), and the wrapper pins the version rustc hashes ([`FORCED_VERSION_ENV`],
+//! only for compiles with v0 names: it would change legacy ones for nothing). rustc reads that
+//! variable for reproducible builds and its own tests; it changes each crate's
+//! `StableCrateId` (so its v0 disambiguator and codegen unit names) and, on a nightly, the
+//! version an incremental cache is stamped with, so an incremental compile keeps the real one.
+//! See `profiles::toolchain_names` for the standard library's crates, which it cannot pin.
 
 use std::ffi::OsString;
 
 /// Set for stage builds with stable names; its value lists the packages present in more than
 /// one version (comma-separated).
 pub const ENV: &str = "PGO_BUILD_STABLE_NAMES";
+
+/// The flag stage builds with stable names get (unless the user's flags choose a mangling).
+pub const V0_MANGLING: &str = "-Csymbol-mangling-version=v0";
+
+/// Names that profiles record, by scheme: 1 was legacy symbols (rustc's default, renamed by
+/// every rustc release), 2 is v0 symbols with the version pinned (kept across releases).
+pub const NAME_SCHEME: u32 = 2;
+
+/// The scheme a build with these settings names functions by: 2 when stable names are on
+/// and the last mangling the rustflags choose is v0 (pgo-build adds it unless they choose).
+pub fn scheme_of(stable_names: bool, rustflags: &[String]) -> u32 {
+    let chosen = rustflags
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(at, flag)| {
+            let value = match flag.as_str() {
+                "-C" => rustflags.get(at + 1).map(String::as_str)?,
+                other => other.strip_prefix("-C")?,
+            };
+            value.strip_prefix("symbol-mangling-version=")
+        });
+    if stable_names && chosen == Some("v0") {
+        NAME_SCHEME
+    } else {
+        1
+    }
+}
+
+/// The variable rustc hashes into every crate's identity instead of its version.
+pub const FORCED_VERSION_ENV: &str = "RUSTC_FORCE_RUSTC_VERSION";
+
+/// What it is set to: any fixed text does; this one says who set it.
+pub const FORCED_VERSION: &str = "pgo-build-stable-names";
+
+/// Whether a rustc command line compiles a crate with v0 names, not incrementally: the
+/// compiles whose crate identity the wrapper pins (see the module's comment).
+pub fn pins_version(args: &[OsString]) -> bool {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let joined_c = |option: &str| -> Vec<String> {
+        text.iter()
+            .enumerate()
+            .filter_map(|(at, arg)| match arg.strip_prefix("-C") {
+                Some("") => text.get(at + 1).cloned(),
+                Some(value) => Some(value.to_owned()),
+                None => None,
+            })
+            .filter(|value| value.starts_with(option))
+            .collect()
+    };
+    text.iter()
+        .any(|a| a == "--crate-name" || a.starts_with("--crate-name="))
+        && joined_c("symbol-mangling-version=")
+            .last()
+            .map(String::as_str)
+            == Some("symbol-mangling-version=v0")
+        && joined_c("incremental").is_empty()
+}
 
 /// Bumped when what the hash covers changes: profiles made before do not match after.
 const SCHEME: &str = "pgo-build stable names 1";
@@ -188,6 +259,27 @@ mod tests {
             "rand,engine",
         ));
         assert_ne!(other_versions, v2);
+    }
+
+    #[test]
+    fn the_version_is_pinned_for_v0_compiles_only() {
+        let compile = "--crate-name x x.rs -C metadata=abc";
+        assert!(pins_version(&args(&format!(
+            "{compile} -Csymbol-mangling-version=v0"
+        ))));
+        assert!(pins_version(&args(&format!(
+            "{compile} -C symbol-mangling-version=v0"
+        ))));
+        // The last one counts, as for rustc.
+        assert!(!pins_version(&args(&format!(
+            "{compile} -Csymbol-mangling-version=v0 -Csymbol-mangling-version=legacy"
+        ))));
+        assert!(!pins_version(&args(compile)));
+        assert!(!pins_version(&args(&format!(
+            "{compile} -Csymbol-mangling-version=v0 -C incremental=/tmp/i"
+        ))));
+        // Queries (`rustc -vV`): rustc would print the pinned version as its own.
+        assert!(!pins_version(&args("-vV -Csymbol-mangling-version=v0")));
     }
 
     #[test]
