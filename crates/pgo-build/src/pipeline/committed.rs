@@ -404,6 +404,8 @@ pub(crate) fn carry_setup(
 /// The committed profile's text form (`profiles/carry/committed.proftext`) and its functions.
 /// With `renames` (a profile trained with another rustc: see [`toolchain_renames`]), its
 /// records of the standard library's generics are named as this toolchain names them.
+/// `profile` is the user's file (checked by [`committed_profile`]): the first read of it
+/// whole, so a damaged one is named as theirs.
 pub(crate) fn committed_text(
     cx: &Context,
     profile: &Path,
@@ -412,12 +414,19 @@ pub(crate) fn committed_text(
     let dir = cx.layout.profiles_dir().join("carry");
     crate::util::files::create_dir_all(&dir)?;
     let text = dir.join("committed.proftext");
-    crate::util::command::Cmd::new(&cx.profdata()?.path)
+    let read = Cmd::new(&cx.profdata()?.path)
         .args(["merge", "--text", "-o"])
         .arg(&text)
         .arg(profile)
-        .stdout_checked(&cx.printer)
-        .with_context(|| format!("llvm-profdata could not read {}", profile.display()))?;
+        .output(&cx.printer)?;
+    if !read.status.success() {
+        bail!(
+            "{} cannot be read by llvm-profdata ({}): it is damaged or cut short (a partial \
+             download or checkout?). Fix: {RECREATE}",
+            profile.display(),
+            profiles::quoted_tool_output(&String::from_utf8_lossy(&read.stderr))
+        );
+    }
     let mut content = crate::util::files::read_to_string(&text)?;
     if !renames.is_empty() {
         let (renamed, count) = toolchain_names::rename_text_profile(&content, renames);
@@ -473,11 +482,14 @@ pub(crate) fn offered_profile(cx: &Context, committed: &Path, text: &Path) -> Re
     profiles::install_content_addressed(&partial, &data, &dir)
 }
 
+const RECREATE: &str = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile \
+                        removed) and `pgo-build export`";
+
 /// Checks a committed profile against this toolchain and target and returns its
 /// content-addressed copy under `profiles/` (so cargo rebuilds when its content changes).
 pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf> {
     let path = cx.workspace.root.join(relative);
-    let fix = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile removed) and `pgo-build export`";
+    let fix = RECREATE;
     let setting = format!(
         "[pgo] profile = {:?} in {}",
         relative,
@@ -501,7 +513,9 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
     }
     let data = crate::util::files::read(&path)?;
     let metadata_file = metadata_path(&path);
-    if let Some(metadata) = read_metadata(&path)? {
+    let metadata = read_metadata(&path)?;
+    let has_metadata = metadata.is_some();
+    if let Some(metadata) = metadata {
         let content_hash = profiles::content_hash(&data);
         if metadata.content_hash != content_hash {
             bail!(
@@ -609,36 +623,30 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
             metadata_file.display()
         ));
     }
-    let profdata = cx.profdata()?;
-    let scratch = cx.layout.profiles_dir().join("scratch");
-    let expected = profiles::written_indexed_version(profdata, &scratch, &cx.printer)?;
-    match profiles::indexed_version(&path) {
-        Some(version) if version == expected => {}
-        Some(version) => bail!(
-            "the committed profile {} was made by another LLVM than rustc's (indexed format \
-             version {version}; LLVM {}'s llvm-profdata writes version {expected}). Fix: {fix}.",
-            path.display(),
-            cx.rustc.llvm_major
-        ),
-        None => bail!(
+    let Some(version) = profiles::indexed_version(&path) else {
+        bail!(
             "{} is not an indexed profile (.profdata from `llvm-profdata merge` or `pgo-build export`)",
             path.display()
-        ),
-    }
-    // Read whole by llvm-profdata as it is, so a truncated or damaged file is named as the
-    // user's (not as pgo-build's copy of it, later).
-    let shown = Cmd::new(&profdata.path)
-        .args(["show", "--counts"])
-        .arg(&path)
-        .output(&cx.printer)?;
-    if !shown.status.success() {
-        bail!(
-            "{} cannot be read by llvm-profdata ({}): it is damaged or cut short (a partial \
-             download or checkout?). Fix: {fix}",
-            path.display(),
-            profiles::quoted_tool_output(&String::from_utf8_lossy(&shown.stderr))
         );
+    };
+    // With metadata, its LLVM major was checked; without, the format tells whose it is.
+    if !has_metadata {
+        let expected = profiles::written_indexed_version(
+            cx.profdata()?,
+            &cx.layout.profiles_dir().join("scratch"),
+            &cx.printer,
+        )?;
+        if version != expected {
+            bail!(
+                "the committed profile {} was made by another LLVM than rustc's (indexed format \
+                 version {version}; LLVM {}'s llvm-profdata writes version {expected}). Fix: \
+                 {fix}.",
+                path.display(),
+                cx.rustc.llvm_major
+            );
+        }
     }
+    // Read whole by `committed_text`, from the user's file: a damaged one is named as theirs.
     let dir = cx.layout.profiles_dir();
     crate::util::files::create_dir_all(&dir)?;
     let partial = dir.join("committed.profdata.partial");

@@ -160,8 +160,16 @@ impl Context {
         } = loaded;
         let mut config = config.clone();
         let triple = target.unwrap_or(&rustc.host).to_owned();
-        let target_cfg = Cmd::new(&rustc.program)
-            .args(["--print", "cfg", "--target", &triple])
+        // One rustc for both: the target's library directory (one line), then its cfg.
+        let printed = Cmd::new(&rustc.program)
+            .args([
+                "--print",
+                "target-libdir",
+                "--print",
+                "cfg",
+                "--target",
+                &triple,
+            ])
             .cwd(&workspace.root)
             .stdout_checked(&printer)
             .with_context(|| {
@@ -170,17 +178,14 @@ impl Context {
                      lists the ones it does"
                 )
             })?;
-        let target_cfg = rustflags::target_cfg(&target_cfg);
+        let (libdir, target_cfg) = printed.split_once('\n').unwrap_or((&printed, ""));
+        let target_cfg = rustflags::target_cfg(target_cfg);
         let user_flags = UserFlags::resolve(&Sources {
             env: &|key| std::env::var(key).ok(),
             config: cargo_config,
             target: &triple,
             target_cfg: &target_cfg,
         })?;
-        let libdir = Cmd::new(&rustc.program)
-            .args(["--print", "target-libdir", "--target", &triple])
-            .cwd(&workspace.root)
-            .stdout_checked(&printer)?;
         let platform = Platform::probe(&targets::Probe {
             triple: &triple,
             explicit: target.is_some(),

@@ -458,9 +458,10 @@ fn check_instrumented_selection(cx: &Context, instrumented: &StageManifest) -> R
 /// it are the ones without data.
 fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInputs> {
     let committed = committed_profile(cx, relative)?;
-    let metadata = committed::read_metadata(&cx.workspace.root.join(relative))?;
+    let user_file = cx.workspace.root.join(relative);
+    let metadata = committed::read_metadata(&user_file)?;
     let renames = committed::toolchain_renames(cx, metadata.as_ref())?;
-    let (text, functions) = committed::committed_text(cx, &committed, &renames)?;
+    let (text, functions) = committed::committed_text(cx, &user_file, &renames)?;
     let path = committed::offered_profile(cx, &committed, &text)?;
     if functions.is_empty() {
         bail!(

@@ -409,7 +409,7 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
         );
     };
     // The toolchain, target and symbol names first: the same refusals as `optimize`'s.
-    let installed = committed::committed_profile(cx, &relative)?;
+    committed::committed_profile(cx, &relative)?;
     let path = cx.workspace.root.join(&relative);
     let metadata = committed::read_metadata(&path)?;
     if metadata.as_ref().is_some_and(|m| !m.stable_names) {
@@ -432,7 +432,7 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
             path.display()
         );
     };
-    let (_, functions) = committed::committed_text(cx, &installed, &renames)?;
+    let (_, functions) = committed::committed_text(cx, &path, &renames)?;
     let (now, graph) = cx
         .workspace
         .package_sources_and_graph(&cx.settings.target, &cx.printer)?;

@@ -41,17 +41,13 @@ pub const NAME_SCHEME: u32 = 2;
 /// The scheme a build with these settings names functions by: 2 when stable names are on
 /// and the last mangling the rustflags choose is v0 (pgo-build adds it unless they choose).
 pub fn scheme_of(stable_names: bool, rustflags: &[String]) -> u32 {
-    let chosen = rustflags
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(at, flag)| {
-            let value = match flag.as_str() {
-                "-C" => rustflags.get(at + 1).map(String::as_str)?,
-                other => other.strip_prefix("-C")?,
-            };
-            value.strip_prefix("symbol-mangling-version=")
-        });
+    let chosen = rustflags.iter().enumerate().rev().find_map(|(at, flag)| {
+        let value = match flag.as_str() {
+            "-C" => rustflags.get(at + 1).map(String::as_str)?,
+            other => other.strip_prefix("-C")?,
+        };
+        value.strip_prefix("symbol-mangling-version=")
+    });
     if stable_names && chosen == Some("v0") {
         NAME_SCHEME
     } else {
