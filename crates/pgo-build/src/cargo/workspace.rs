@@ -51,7 +51,17 @@ pub struct Workspace {
     pub targets: Vec<(String, String)>,
     /// Every bench target of every member, with its package (what `init` trains on).
     pub benches: Vec<BinTarget>,
+    /// `cargo metadata` with dependencies, by target, once per command: a stage build asks
+    /// before (duplicated packages) and after (the graph's bound), `profile check` and
+    /// `export` for sources, and each call costs about a tenth of a second.
+    pub full_metadata: FullMetadata,
 }
+
+/// The cache behind [`Workspace::full_metadata`]; shared by clones of one workspace.
+#[derive(Debug, Clone, Default)]
+pub struct FullMetadata(
+    std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Metadata>>>,
+);
 
 /// Which binaries to build: `-p`, `--bin` and `[build] bins` in one place.
 #[derive(Debug, Default)]
@@ -91,6 +101,11 @@ impl Workspace {
 
     /// The dependency graph for `target` (`cargo metadata` with dependencies).
     fn full_metadata(&self, target: &str, printer: &Printer) -> Result<Metadata> {
+        if let Ok(cache) = self.full_metadata.0.lock()
+            && let Some(metadata) = cache.get(target)
+        {
+            return Ok(metadata.clone());
+        }
         let json = Cmd::new(cargo_program())
             .args([
                 "metadata",
@@ -104,8 +119,12 @@ impl Workspace {
             .cwd(&self.root)
             .stdout_checked(printer)
             .context("could not read the dependency graph with `cargo metadata`")?;
-        cargo_metadata::MetadataCommand::parse(json)
-            .context("could not parse `cargo metadata` output")
+        let metadata = cargo_metadata::MetadataCommand::parse(json)
+            .context("could not parse `cargo metadata` output")?;
+        if let Ok(mut cache) = self.full_metadata.0.lock() {
+            cache.insert(target.to_owned(), metadata.clone());
+        }
+        Ok(metadata)
     }
 
     /// Every package of the dependency graph (for `target`) with its normal and build
@@ -240,6 +259,7 @@ impl Workspace {
             direct_dependencies,
             targets,
             benches,
+            full_metadata: FullMetadata::default(),
         }
     }
 
@@ -474,6 +494,7 @@ mod tests {
             outside_path_dependencies: Default::default(),
             member_dependencies: Default::default(),
             direct_dependencies: Default::default(),
+            full_metadata: Default::default(),
         }
     }
 

@@ -221,6 +221,7 @@ mod tests {
             direct_dependencies: Default::default(),
             targets: Vec::new(),
             benches: benches.iter().map(|b| target(b)).collect(),
+            full_metadata: Default::default(),
         }
     }
 
