@@ -57,11 +57,15 @@ pub struct Workspace {
     pub full_metadata: FullMetadata,
 }
 
-/// The cache behind [`Workspace::full_metadata`]; shared by clones of one workspace.
+/// The cache behind [`Workspace::full_metadata`]; shared by clones of one workspace. Each
+/// entry keeps the modification times of Cargo.lock and the manifests it was read with: a
+/// branch switched during a long `run` is read again.
 #[derive(Debug, Clone, Default)]
-pub struct FullMetadata(
-    std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Metadata>>>,
-);
+pub struct FullMetadata(std::sync::Arc<std::sync::Mutex<MetadataByTarget>>);
+
+/// Target → (the modification times it was read with, the metadata).
+type MetadataByTarget =
+    std::collections::BTreeMap<String, (Vec<Option<std::time::SystemTime>>, Metadata)>;
 
 /// Which binaries to build: `-p`, `--bin` and `[build] bins` in one place.
 #[derive(Debug, Default)]
@@ -101,8 +105,14 @@ impl Workspace {
 
     /// The dependency graph for `target` (`cargo metadata` with dependencies).
     fn full_metadata(&self, target: &str, printer: &Printer) -> Result<Metadata> {
+        let stamp: Vec<Option<std::time::SystemTime>> =
+            std::iter::once(self.root.join("Cargo.lock"))
+                .chain(self.manifests.iter().cloned())
+                .map(|file| std::fs::metadata(file).and_then(|m| m.modified()).ok())
+                .collect();
         if let Ok(cache) = self.full_metadata.0.lock()
-            && let Some(metadata) = cache.get(target)
+            && let Some((read_with, metadata)) = cache.get(target)
+            && *read_with == stamp
         {
             return Ok(metadata.clone());
         }
@@ -122,7 +132,7 @@ impl Workspace {
         let metadata = cargo_metadata::MetadataCommand::parse(json)
             .context("could not parse `cargo metadata` output")?;
         if let Ok(mut cache) = self.full_metadata.0.lock() {
-            cache.insert(target.to_owned(), metadata.clone());
+            cache.insert(target.to_owned(), (stamp, metadata.clone()));
         }
         Ok(metadata)
     }

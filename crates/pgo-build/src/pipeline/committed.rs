@@ -86,10 +86,13 @@ pub(crate) fn sysroot_crates(cx: &Context) -> Result<SysrootCrates> {
         .arg(&output)
         .arg(&source)
         .stdout_checked(&cx.printer)
-        .context(
-            "rustc could not compile the probe that names the standard library's crates (for \
-             a profile that survives rustc upgrades)",
-        )?;
+        .with_context(|| {
+            format!(
+                "rustc could not compile the probe that names the standard library's crates for \
+                 {} (is its standard library installed? `rustup target add {}`)",
+                cx.settings.target, cx.settings.target
+            )
+        })?;
     let text = crate::util::files::read_to_string(&output)?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(toolchain_names::sysroot_crates_in(
@@ -109,8 +112,16 @@ pub(crate) fn toolchain_renames(
     }) else {
         return Ok(BTreeMap::new());
     };
-    let now = sysroot_crates(cx)?;
-    Ok(toolchain_names::renames(&metadata.sysroot_crates, &now))
+    match sysroot_crates(cx) {
+        Ok(now) => Ok(toolchain_names::renames(&metadata.sysroot_crates, &now)),
+        Err(err) => {
+            cx.printer.warn(format!(
+                "{err:#}; the profile's records of the standard library's generics keep the \
+                 names of the toolchain it was trained with, and find no function"
+            ));
+            Ok(BTreeMap::new())
+        }
+    }
 }
 
 fn scheme_name(scheme: u32) -> &'static str {
@@ -454,7 +465,14 @@ pub(crate) fn committed_text(
 /// committed copy it replaces (the offer depends on nothing but the profile). When the summary
 /// cannot be kept, the committed profile as it is, said: moved functions then cost a second
 /// compile of their crate.
-pub(crate) fn offered_profile(cx: &Context, committed: &Path, text: &Path) -> Result<PathBuf> {
+/// With `renamed` (the text's names are this toolchain's, not the committed file's), the
+/// fallback is the merged text without the summary, never the committed file.
+pub(crate) fn offered_profile(
+    cx: &Context,
+    committed: &Path,
+    text: &Path,
+    renamed: bool,
+) -> Result<PathBuf> {
     let profile = TextProfile::parse(&crate::util::files::read_to_string(text)?);
     let offered = text.with_file_name("offered.proftext");
     crate::util::files::write(&offered, profile.with_offered().as_bytes())?;
@@ -469,6 +487,16 @@ pub(crate) fn offered_profile(cx: &Context, committed: &Path, text: &Path) -> Re
     let _ = std::fs::remove_file(&offered);
     let mut data = crate::util::files::read(&partial)?;
     if let Err(err) = profiles::keep_summary_of(&mut data, &crate::util::files::read(committed)?) {
+        if renamed {
+            // The committed file has the other toolchain's names: the renamed records, with
+            // the summary llvm-profdata computed for them.
+            cx.printer.warn(format!(
+                "{}: {err:#}; the build uses the renamed profile with the summary llvm-profdata \
+                 computes for it (its hot threshold may differ a little from the trained one)",
+                committed.display()
+            ));
+            return profiles::install_content_addressed(&partial, &data, &dir);
+        }
         cx.printer.warn(format!(
             "{}: {err:#}; the build uses it as it is, and a crate whose functions moved to \
              other codegen units is compiled twice where they hold {} of the counts",

@@ -462,7 +462,7 @@ fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInpu
     let metadata = committed::read_metadata(&user_file)?;
     let renames = committed::toolchain_renames(cx, metadata.as_ref())?;
     let (text, functions) = committed::committed_text(cx, &user_file, &renames)?;
-    let path = committed::offered_profile(cx, &committed, &text)?;
+    let path = committed::offered_profile(cx, &committed, &text, !renames.is_empty())?;
     if functions.is_empty() {
         bail!(
             "the committed profile {} contains no functions",

@@ -645,6 +645,30 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
         std::env::current_dir()?.join(output)
     };
     check_export_output(&output)?;
+    if settings.rustc != cx.rustc.version_line {
+        bail!(
+            "refusing to export: the profile was trained with {}, and this is {}: its metadata \
+             would describe the wrong toolchain (and the standard library's names with it). \
+             Export with the toolchain that trained it, or train again with this one",
+            settings.rustc,
+            cx.rustc.version_line
+        );
+    }
+    let name_scheme = crate::wrappers::rustc::stable_names::scheme_of(
+        settings.stable_names,
+        &settings.common_rustflags,
+    );
+    // Before anything is written: a probe that fails leaves the export as it was, said.
+    let sysroot_crates = match name_scheme {
+        2 => committed::sysroot_crates(cx).unwrap_or_else(|err| {
+            cx.printer.warn(format!(
+                "{err:#}; the profile is exported without them, and a build with another rustc \
+                 will not find its records of the standard library's generics"
+            ));
+            Default::default()
+        }),
+        _ => Default::default(),
+    };
     let partial = output.with_extension("profdata.partial");
     // A failed merge or rename leaves no `.partial` behind, and the file it would replace as
     // it was.
@@ -692,11 +716,8 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
         content_hash: profiles::content_hash(&data),
         functions,
         stable_names: settings.stable_names,
-        name_scheme: crate::wrappers::rustc::stable_names::scheme_of(
-            settings.stable_names,
-            &settings.common_rustflags,
-        ),
-        sysroot_crates: committed::sysroot_crates(cx)?,
+        name_scheme,
+        sysroot_crates,
         sources: Some(sources),
     };
     let metadata_file = metadata_path(&output);

@@ -96,6 +96,14 @@ pub fn demangle(key: &str) -> (String, String) {
 /// type (`drop_in_place::<T>` → `drop_in_place<T>`), as legacy names have it. Legacy names
 /// have no `::<` and are returned as they are.
 fn legacy_shape(name: &str) -> String {
+    legacy_shape_within(name, 0)
+}
+
+/// Drop glue of drop glue nests; deeper than any real name is left as it is.
+fn legacy_shape_within(name: &str, depth: usize) -> String {
+    if depth > 16 {
+        return name.to_owned();
+    }
     let mut out = String::with_capacity(name.len());
     let mut rest = name;
     while let Some(at) = rest.find("::<") {
@@ -108,7 +116,7 @@ fn legacy_shape(name: &str) -> String {
         };
         if before.ends_with("drop_in_place") {
             out.push('<');
-            out.push_str(&legacy_shape(&inner[..close]));
+            out.push_str(&legacy_shape_within(&inner[..close], depth + 1));
             out.push('>');
         }
         rest = &inner[close + 1..];
@@ -374,6 +382,12 @@ mod tests {
         assert_eq!(legacy_shape("a::b<T>::c"), "a::b<T>::c");
         assert_eq!(legacy_shape("a::f::<fn() -> u8>::g"), "a::f::g");
         assert_eq!(legacy_shape("a::f::<broken"), "a::f::<broken");
+        let deep = format!(
+            "{}T{}",
+            "core::ptr::drop_in_place::<".repeat(5000),
+            ">".repeat(5000)
+        );
+        assert!(legacy_shape(&deep).len() <= deep.len());
     }
 
     #[test]

@@ -342,11 +342,15 @@ fn item_path(name: &str) -> String {
         None => name.to_owned(),
     };
     let mut depth = 0;
+    let mut previous = ' ';
     path.chars()
-        .filter(|c| {
+        .filter(|&c| {
+            let arrow = previous == '-';
+            previous = c;
             match c {
                 '<' => depth += 1,
-                '>' => depth -= 1,
+                // `fn(..) -> T` in a type: not a closing bracket.
+                '>' if !arrow => depth -= 1,
                 _ => return depth == 0,
             }
             false

@@ -6,9 +6,10 @@
 //! (`wrappers::rustc::stable_names`, scheme 2) stage builds mangle with v0
 //! (`-Csymbol-mangling-version=v0`, stable since rustc 1.59) and pin the version that goes
 //! into crate identities (`RUSTC_FORCE_RUSTC_VERSION`, which rustc reads for reproducible
-//! builds: it changes each crate's `StableCrateId`, so its v0 disambiguator `Cs…_` and its
-//! codegen units' names, and nothing else that a build's output depends on). A function of the
-//! workspace or a registry crate is then named the same under every rustc.
+//! builds: it changes each crate's `StableCrateId`, so its v0 disambiguator `Cs…_`, its
+//! codegen units' names and its `TypeId`s). A function of the workspace or a registry crate is
+//! then named the same under every rustc (but in incremental compiles, which keep the real
+//! version: see `stable_names`).
 //!
 //! What still changes is the standard library's crates, precompiled with the real version:
 //! an instance of a generic of `core`, `alloc` or `std` (and std's own `hashbrown`) names them

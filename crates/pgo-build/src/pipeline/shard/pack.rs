@@ -207,6 +207,18 @@ pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Vec<Stag
         ),
         None => None,
     };
+    if let Some(input) = &pack.upstream {
+        // The bolt stage names the optimized build it was made from: it must be this one.
+        if pack.stage.upstream.get(Stage::Optimized.name()) != Some(&input.id) {
+            bail!(
+                "{what}: its bolt stage was made from another optimized build than the one \
+                 packed beside it; the archive was not written by `pgo-build pack bolt` as it \
+                 is. Pack it again (`pgo-build pack bolt`)"
+            );
+        }
+        check_same_settings(&input.settings, &cx.settings)
+            .with_context(|| format!("refusing to unpack {}", args.archive.display()))?;
+    }
     let unpacking = cx.layout.stage_dir(stage).join("unpacking");
     bundle::extract(&args.archive, &unpacking)?;
     let checked = (|| -> Result<Vec<(Stage, StageManifest, PathBuf)>> {

@@ -21,8 +21,9 @@
 //! [`V0_MANGLING`]), and the wrapper pins the version rustc hashes ([`FORCED_VERSION_ENV`],
 //! only for compiles with v0 names: it would change legacy ones for nothing). rustc reads that
 //! variable for reproducible builds and its own tests; it changes each crate's
-//! `StableCrateId` (so its v0 disambiguator and codegen unit names) and, on a nightly, the
-//! version an incremental cache is stamped with, so an incremental compile keeps the real one.
+//! `StableCrateId` (so its v0 disambiguator, its codegen unit names and `TypeId` values) and,
+//! on a nightly, the version an incremental cache is stamped with, so an incremental compile
+//! keeps the real one (and its names do not survive a rustc upgrade).
 //! See `profiles::toolchain_names` for the standard library's crates, which it cannot pin.
 
 use std::ffi::OsString;
@@ -81,6 +82,7 @@ pub fn pins_version(args: &[OsString]) -> bool {
     };
     text.iter()
         .any(|a| a == "--crate-name" || a.starts_with("--crate-name="))
+        && !text.iter().any(|a| a.starts_with("--print"))
         && joined_c("symbol-mangling-version=")
             .last()
             .map(String::as_str)
@@ -274,8 +276,12 @@ mod tests {
         assert!(!pins_version(&args(&format!(
             "{compile} -Csymbol-mangling-version=v0 -C incremental=/tmp/i"
         ))));
-        // Queries (`rustc -vV`): rustc would print the pinned version as its own.
+        // Queries (`rustc -vV`, cargo's `--print=file-names`): rustc would print the pinned
+        // version as its own.
         assert!(!pins_version(&args("-vV -Csymbol-mangling-version=v0")));
+        assert!(!pins_version(&args(
+            "- --crate-name ___ --print=file-names -Csymbol-mangling-version=v0"
+        )));
     }
 
     #[test]
