@@ -438,6 +438,21 @@ fn release_workflow(trained: Fixture, bolt: bool) -> Fixture {
     gate_job
         .run(&["unpack", &artifact("baseline.tar.zst")])
         .success();
+    if bolt {
+        // A bolt stage beside an optimized stage it was not made from is refused before
+        // anything is unpacked.
+        let mispaired = artifacts.path().join("mispaired.tar.zst");
+        crate::shard::rewrite_bundle(
+            &artifacts.path().join("release.tar.zst"),
+            &mispaired,
+            |manifest| manifest["upstream"]["id"] = serde_json::json!("another-build"),
+        );
+        gate_job
+            .run(&["unpack", &mispaired.to_string_lossy()])
+            .failure()
+            .stderr_contains("made from another optimized build than the one packed beside it");
+        assert!(!gate_job.root().join("target/pgo-build/bolt").exists());
+    }
     let unpacked = gate_job.run(&["unpack", &artifact("release.tar.zst")]);
     unpacked.success();
     if bolt {

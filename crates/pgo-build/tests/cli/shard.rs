@@ -156,7 +156,7 @@ fn sharded_training_in_three_checkouts_gives_the_single_machine_build() {
 }
 
 /// A bundle with one manifest field replaced: another toolchain cannot be installed here.
-fn rewrite_bundle(from: &Path, to: &Path, edit: impl Fn(&mut serde_json::Value)) {
+pub(crate) fn rewrite_bundle(from: &Path, to: &Path, edit: impl Fn(&mut serde_json::Value)) {
     let mut archive =
         tar::Archive::new(zstd::Decoder::new(std::fs::File::open(from).unwrap()).unwrap());
     let mut builder =
