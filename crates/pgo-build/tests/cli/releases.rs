@@ -88,13 +88,7 @@ fn a_committed_profile_survives_version_bumps_and_follows_code_into_other_codege
     });
     fresh.run(&["run", "--no-compare"]).success();
     let records = |profile: &std::path::Path| -> Vec<(String, u64)> {
-        let output = Command::new(llvm_tool("llvm-profdata"))
-            .args(["merge", "--text", "-o", "-"])
-            .arg(profile)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{output:?}");
-        let text = String::from_utf8(output.stdout).unwrap();
+        let text = profile_text(profile);
         let lines: Vec<&str> = text.lines().collect();
         let mut found = Vec::new();
         for (at, line) in lines.iter().enumerate() {
