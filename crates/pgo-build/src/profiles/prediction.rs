@@ -181,10 +181,13 @@ pub fn used_by_changed(
     used
 }
 
-/// Whether a function is generic over a type: its name shows its impl's type parameters
-/// (`Ctx<D>::lut`: legacy symbol names keep them as written), or its source says so.
+/// Whether a function is generic over a type: its v0 symbol is a generic instance, its name
+/// shows its impl's type parameters (`Ctx<D>::lut`: legacy symbol names keep them as
+/// written), or its source says so.
 fn is_generic(function: &FunctionCounts, package: &PackageSources) -> bool {
-    if names_type_parameters(&function.name) {
+    let symbol = function.key.rsplit(';').next().unwrap_or(&function.key);
+    if super::toolchain_names::is_generic_instance(symbol) || names_type_parameters(&function.name)
+    {
         return true;
     }
     let (Some(file), Some(item)) = (
@@ -391,6 +394,26 @@ mod tests {
                 .map(|(k, p)| (k.to_string(), p.clone()))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_v0_instance_of_a_generic_impl_is_generic_though_its_name_shows_concrete_types() {
+        // v0 names spell the types an instance was made for (`Ctx<u8>`), not the impl's
+        // parameters (`Ctx<D>`): the symbol's instantiating crate says it is generic.
+        let instance = FunctionCounts {
+            key: "core.abc-cgu.0;_RNvMNtCs1_8core_lib3ctxINtB2_3CtxhE3lutCs2_3app".to_owned(),
+            name: "<core_lib::ctx::Ctx<u8>>::lut".to_owned(),
+            krate: "core_lib".to_owned(),
+            total: 1,
+        };
+        assert!(!names_type_parameters(&instance.name));
+        assert!(is_generic(&instance, &PackageSources::default()));
+        let plain = FunctionCounts {
+            key: "_RNvNtCs1_8core_lib3ctx4init".to_owned(),
+            name: "core_lib::ctx::init".to_owned(),
+            ..instance
+        };
+        assert!(!is_generic(&plain, &PackageSources::default()));
     }
 
     #[test]

@@ -75,6 +75,26 @@ pub fn v0_symbols(text: &str) -> impl Iterator<Item = &str> {
         .filter(|word| word.starts_with("_R") && word.len() > 2)
 }
 
+/// Whether a v0 symbol is an instance of generic code: rustc adds the instantiating crate
+/// after the path of exactly those (and of the few functions shared between crates). Legacy
+/// names cannot tell.
+pub fn is_generic_instance(symbol: &str) -> bool {
+    let Some(body) = symbol.strip_prefix("_R") else {
+        return false;
+    };
+    let mut parser = Parser {
+        s: body.as_bytes(),
+        at: 0,
+        depth: 0,
+        roots: Vec::new(),
+        backrefs: Vec::new(),
+    };
+    parser.path().is_some()
+        && parser
+            .peek()
+            .is_some_and(|c| c.is_ascii_uppercase() && c != b'E')
+}
+
 /// The renames from one toolchain's standard library to another's: (crate, old
 /// disambiguator) → new one, for every crate both know that changed.
 pub fn renames(then: &SysrootCrates, now: &SysrootCrates) -> BTreeMap<(String, String), String> {
@@ -615,6 +635,14 @@ mod tests {
             format!("{:#}", rustc_demangle::demangle(name)),
             format!("{:#}", rustc_demangle::demangle(&renamed))
         );
+    }
+
+    #[test]
+    fn generic_instances_carry_their_instantiating_crate() {
+        assert!(is_generic_instance(STABLE));
+        assert!(!is_generic_instance("_RNvCsintiYeUIQKy_1l4work"));
+        assert!(!is_generic_instance("_ZN1l4work17h0cb799c2fd354b74E"));
+        assert!(!is_generic_instance("_R"));
     }
 
     #[test]
