@@ -164,8 +164,8 @@ pub fn rename_crates(name: &str, renames: &BTreeMap<(String, String), String>) -
 }
 
 /// A profile in llvm-profdata's text format with [`rename_crates`] applied to every function
-/// name in it (records and indirect-call targets); returns it and how many records were
-/// renamed.
+/// name in it (records, indirect-call targets, temporal traces); returns it and how many
+/// records were renamed.
 pub fn rename_text_profile(
     text: &str,
     renames: &BTreeMap<(String, String), String>,
@@ -179,6 +179,14 @@ pub fn rename_text_profile(
             let renamed = rename_crates(line, renames);
             renamed_records += usize::from(renamed.is_some());
             renamed
+        } else if line.contains(',') {
+            // A temporal trace ([pgo] startup_order): names separated by commas.
+            let names: Vec<String> = line
+                .split(',')
+                .map(|name| rename_crates(name, renames).unwrap_or_else(|| name.to_owned()))
+                .collect();
+            let joined = names.join(",");
+            (joined != *line).then_some(joined)
         } else {
             // An indirect call's target: `name:count`.
             line.rsplit_once(':').and_then(|(target, count)| {
@@ -623,6 +631,14 @@ mod tests {
         let (renamed, count) = rename_text_profile(&text, &renames(&then, &now));
         assert_eq!(count, 1);
         assert_eq!(renamed, text.replace(STABLE, NIGHTLY));
+        // A temporal trace: `name,name,` (llvm-profdata writes a trailing comma).
+        let traces = format!(
+            ":ir\n:temporal_prof_traces\n# Num Temporal Profile Traces:\n1\n\
+             # Temporal Profile Trace Stream Size:\n1\n# Weight:\n1\n\
+             {STABLE},_RNvCsintiYeUIQKy_1l4work,\n"
+        );
+        let (renamed, _) = rename_text_profile(&traces, &renames(&then, &now));
+        assert_eq!(renamed, traces.replace(STABLE, NIGHTLY));
     }
 
     #[test]
