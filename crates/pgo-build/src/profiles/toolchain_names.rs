@@ -79,20 +79,7 @@ pub fn v0_symbols(text: &str) -> impl Iterator<Item = &str> {
 /// after the path of exactly those (and of the few functions shared between crates). Legacy
 /// names cannot tell.
 pub fn is_generic_instance(symbol: &str) -> bool {
-    let Some(body) = symbol.strip_prefix("_R") else {
-        return false;
-    };
-    let mut parser = Parser {
-        s: body.as_bytes(),
-        at: 0,
-        depth: 0,
-        roots: Vec::new(),
-        backrefs: Vec::new(),
-    };
-    parser.path().is_some()
-        && parser
-            .peek()
-            .is_some_and(|c| c.is_ascii_uppercase() && c != b'E')
+    Parsed::of(symbol).is_some_and(|parsed| parsed.instantiated)
 }
 
 /// The renames from one toolchain's standard library to another's: (crate, old
@@ -240,6 +227,8 @@ struct Root {
 struct Parsed {
     roots: Vec<Root>,
     backrefs: Vec<(usize, usize, usize)>,
+    /// An instantiating crate follows the path: a generic instance.
+    instantiated: bool,
 }
 
 impl Parsed {
@@ -258,15 +247,16 @@ impl Parsed {
         };
         parser.path()?;
         // The instantiating crate, then perhaps a vendor suffix (`.llvm.123`), left as it is.
-        if parser
+        let instantiated = parser
             .peek()
-            .is_some_and(|c| c.is_ascii_uppercase() && c != b'E')
-        {
+            .is_some_and(|c| c.is_ascii_uppercase() && c != b'E');
+        if instantiated {
             parser.path()?;
         }
         Some(Parsed {
             roots: parser.roots,
             backrefs: parser.backrefs,
+            instantiated,
         })
     }
 }
