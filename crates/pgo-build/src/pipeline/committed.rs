@@ -514,8 +514,12 @@ const RECREATE: &str = "re-create it with this toolchain: `pgo-build run` (with 
                         removed) and `pgo-build export`";
 
 /// Checks a committed profile against this toolchain and target and returns its
-/// content-addressed copy under `profiles/` (so cargo rebuilds when its content changes).
-pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf> {
+/// content-addressed copy under `profiles/` (so cargo rebuilds when its content changes),
+/// with the metadata beside it, checked.
+pub(crate) fn committed_profile(
+    cx: &Context,
+    relative: &Path,
+) -> Result<(PathBuf, Option<ProfileMetadata>)> {
     let path = cx.workspace.root.join(relative);
     let fix = RECREATE;
     let setting = format!(
@@ -543,7 +547,7 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
     let metadata_file = metadata_path(&path);
     let metadata = read_metadata(&path)?;
     let has_metadata = metadata.is_some();
-    if let Some(metadata) = metadata {
+    if let Some(metadata) = &metadata {
         let content_hash = profiles::content_hash(&data);
         if metadata.content_hash != content_hash {
             bail!(
@@ -679,7 +683,8 @@ pub(crate) fn committed_profile(cx: &Context, relative: &Path) -> Result<PathBuf
     crate::util::files::create_dir_all(&dir)?;
     let partial = dir.join("committed.profdata.partial");
     crate::util::files::write(&partial, &data)?;
-    profiles::install_content_addressed(&partial, &data, &dir)
+    let installed = profiles::install_content_addressed(&partial, &data, &dir)?;
+    Ok((installed, metadata))
 }
 
 #[cfg(test)]

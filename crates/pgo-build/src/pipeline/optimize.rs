@@ -457,9 +457,8 @@ fn check_instrumented_selection(cx: &Context, instrumented: &StageManifest) -> R
 /// A committed profile (`[pgo] profile`), checked; binaries whose crate has no counts in
 /// it are the ones without data.
 fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInputs> {
-    let committed = committed_profile(cx, relative)?;
+    let (committed, metadata) = committed_profile(cx, relative)?;
     let user_file = cx.workspace.root.join(relative);
-    let metadata = committed::read_metadata(&user_file)?;
     let renames = committed::toolchain_renames(cx, metadata.as_ref())?;
     let (text, functions) = committed::committed_text(cx, &user_file, &renames)?;
     let path = committed::offered_profile(cx, &committed, &text, !renames.is_empty())?;

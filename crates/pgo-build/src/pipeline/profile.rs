@@ -409,9 +409,8 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
         );
     };
     // The toolchain, target and symbol names first: the same refusals as `optimize`'s.
-    committed::committed_profile(cx, &relative)?;
+    let (_, metadata) = committed::committed_profile(cx, &relative)?;
     let path = cx.workspace.root.join(&relative);
-    let metadata = committed::read_metadata(&path)?;
     if metadata.as_ref().is_some_and(|m| !m.stable_names) {
         bail!(
             "{} was made without stable symbol names ([pgo] stable_names = false): a version \
