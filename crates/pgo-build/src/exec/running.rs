@@ -3,8 +3,6 @@
 //! interrupted pgo-build stops it and the next command stops what a killed one left behind.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -14,6 +12,7 @@ use super::process::{Members, TOKEN_ENV, describe_stopped, stop};
 use crate::layout::Stage;
 use crate::report::StoppedProcess;
 use crate::util::command::Cmd;
+use crate::util::stop::{Stopper, stop_signal};
 
 /// The workload running now, recorded while it runs (see [`stop_leftovers`]).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -91,7 +90,8 @@ pub struct TrackedTree {
     token: String,
     record: Option<PathBuf>,
     during: String,
-    done: Arc<AtomicBool>,
+    /// Dropped when the tree has ended: the watcher stops at once.
+    done: Option<Stopper>,
     watcher: Option<std::thread::JoinHandle<StoppedBy>>,
 }
 
@@ -120,13 +120,13 @@ impl TrackedTree {
                 serde_json::to_string_pretty(&running)?.as_bytes(),
             )?;
         }
-        let done = Arc::new(AtomicBool::new(false));
+        let (done, stopped) = stop_signal();
         // Open before the tree starts: from now on a signal is recorded, not fatal.
         let window = interrupt::WorkloadWindow::open();
         let watcher = {
-            let (done, token) = (done.clone(), token.clone());
+            let token = token.clone();
             std::thread::spawn(move || {
-                while !done.load(Ordering::SeqCst) {
+                loop {
                     if let Some(signal) = window.take_signal() {
                         let members = Members {
                             group: 0,
@@ -134,16 +134,17 @@ impl TrackedTree {
                         };
                         return Some((signal, stop(&members, BUILD_GRACE_PERIOD)));
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    if stopped.stopped_within(Duration::from_millis(50)) {
+                        return None;
+                    }
                 }
-                None
             })
         };
         Ok(TrackedTree {
             token,
             record,
             during: format!("the cargo build of the {} stage ran", stage.name()),
-            done,
+            done: Some(done),
             watcher: Some(watcher),
         })
     }
@@ -155,7 +156,7 @@ impl TrackedTree {
 
     /// Once the tree has ended: [`interrupt::Interrupted`] when a signal stopped it.
     pub fn finish(mut self) -> Result<()> {
-        self.done.store(true, Ordering::SeqCst);
+        self.done.take();
         let stopped = self.watcher.take().and_then(|w| w.join().ok()).flatten();
         forget_running(self.record.take().as_deref());
         match stopped {
@@ -173,7 +174,7 @@ impl TrackedTree {
 impl Drop for TrackedTree {
     /// An error while the tree ran (pgo-build returns early): the tree is stopped too.
     fn drop(&mut self) {
-        self.done.store(true, Ordering::SeqCst);
+        self.done.take();
         if let Some(watcher) = self.watcher.take() {
             let _ = watcher.join();
             let members = Members {

@@ -3,28 +3,29 @@
 //! lifetime (and everything else in it), not one stage.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use crate::util::stop::{Stopper, stop_signal};
 
 const INTERVAL: Duration = Duration::from_millis(100);
 
 pub struct PeakSampler {
-    stop: Arc<AtomicBool>,
+    stop: Stopper,
     handle: JoinHandle<u64>,
 }
 
 impl PeakSampler {
     pub fn start() -> PeakSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let (stop, stopped) = stop_signal();
         let handle = std::thread::spawn(move || {
             let root = std::process::id() as i32;
             let mut peak = 0;
-            while !flag.load(Ordering::Relaxed) {
+            loop {
                 peak = peak.max(tree_rss(root));
-                std::thread::sleep(INTERVAL);
+                if stopped.stopped_within(INTERVAL) {
+                    break;
+                }
             }
             peak.max(tree_rss(root))
         });
@@ -33,7 +34,7 @@ impl PeakSampler {
 
     /// The largest sum of resident memory seen, in bytes.
     pub fn stop(self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop);
         self.handle.join().unwrap_or(0)
     }
 }

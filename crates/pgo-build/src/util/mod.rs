@@ -1,7 +1,7 @@
 //! Plain helpers every other module may use, and that use nothing of pgo-build's: user output
 //! (`printer`), files written atomically (`files`), external commands (`command`), byte and
 //! time units (`units`), the names users give things (`names`), content fingerprints
-//! (`fingerprint`).
+//! (`fingerprint`), stopping a polling thread at once (`stop`).
 
 pub mod command;
 pub mod files;
@@ -11,4 +11,5 @@ pub mod fuzz;
 pub mod names;
 pub mod printer;
 pub mod problems;
+pub mod stop;
 pub mod units;
