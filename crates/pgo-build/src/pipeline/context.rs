@@ -30,7 +30,7 @@ use crate::measure::memory::PeakSampler;
 use crate::report::{CompareRun, Report, invocation, now_unix};
 use crate::toolchain::cross_language::{self, CSettings};
 use crate::toolchain::targets::{self, Platform};
-use crate::toolchain::{self, LlvmTool, Rustc};
+use crate::toolchain::{self, LlvmTool, Rustc, TargetPrint};
 use crate::util::command::Cmd;
 use crate::util::printer::Printer;
 
@@ -160,25 +160,31 @@ impl Context {
         } = loaded;
         let mut config = config.clone();
         let triple = target.unwrap_or(&rustc.host).to_owned();
-        // One rustc for both: the target's library directory (one line), then its cfg.
-        let printed = Cmd::new(&rustc.program)
-            .args([
-                "--print",
-                "target-libdir",
-                "--print",
-                "cfg",
-                "--target",
-                &triple,
-            ])
-            .cwd(&workspace.root)
-            .stdout_checked(&printer)
-            .with_context(|| {
-                format!(
-                    "rustc does not know the target {triple}; `rustc --print target-list` \
-                     lists the ones it does"
-                )
-            })?;
-        let (libdir, target_cfg) = printed.split_once('\n').unwrap_or((&printed, ""));
+        // The host's was asked with rustc's version; another target's needs one rustc more.
+        let printed = if triple == rustc.host {
+            rustc.host_target.clone()
+        } else {
+            TargetPrint(
+                Cmd::new(&rustc.program)
+                    .args([
+                        "--print",
+                        "target-libdir",
+                        "--print",
+                        "cfg",
+                        "--target",
+                        &triple,
+                    ])
+                    .cwd(&workspace.root)
+                    .stdout_checked(&printer)
+                    .with_context(|| {
+                        format!(
+                            "rustc does not know the target {triple}; `rustc --print \
+                             target-list` lists the ones it does"
+                        )
+                    })?,
+            )
+        };
+        let (libdir, target_cfg) = printed.split();
         let target_cfg = rustflags::target_cfg(target_cfg);
         let user_flags = UserFlags::resolve(&Sources {
             env: &|key| std::env::var(key).ok(),
@@ -315,6 +321,13 @@ impl Context {
             config,
             ..self.clone()
         }
+    }
+
+    /// Starts reading this target's dependency graph while the caller does other work (a
+    /// committed profile's checks): the build or the prediction that needs it then waits less.
+    pub fn prefetch_dependency_graph(&self) {
+        self.workspace
+            .prefetch_full_metadata(&self.settings.target, &self.printer);
     }
 
     /// The llvm-profdata matching rustc's LLVM, or the error saying how to get one.

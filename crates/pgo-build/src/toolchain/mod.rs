@@ -86,6 +86,20 @@ pub struct Rustc {
     pub llvm_version: String,
     pub llvm_major: u32,
     pub sysroot: PathBuf,
+    /// The host's `--print target-libdir --print cfg`, asked with the version.
+    pub host_target: TargetPrint,
+}
+
+/// What `rustc --print target-libdir --print cfg` printed for one target: the library
+/// directory's line, then the cfg lines.
+#[derive(Debug, Clone, Default)]
+pub struct TargetPrint(pub String);
+
+impl TargetPrint {
+    /// The library directory and the cfg lines.
+    pub fn split(&self) -> (&str, &str) {
+        self.0.split_once('\n').unwrap_or((&self.0, ""))
+    }
 }
 
 impl Rustc {
@@ -93,16 +107,40 @@ impl Rustc {
     /// so a `rust-toolchain.toml` there is honoured.
     pub fn detect(workspace_root: &Path, printer: &Printer) -> Result<Rustc> {
         let program = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let verbose_version = Cmd::new(&program)
-            .arg("-vV")
-            .cwd(workspace_root)
-            .stdout_checked(printer)
+        // Two queries at once, each a rustup proxy's start-up and rustc's: the version, and
+        // the sysroot with the host's library directory and cfg, which a host build's context
+        // would otherwise ask for in a third call after these.
+        let (verbose_version, printed) = std::thread::scope(|scope| {
+            let printed = scope.spawn(|| {
+                Cmd::new(&program)
+                    .args([
+                        "--print",
+                        "sysroot",
+                        "--print",
+                        "target-libdir",
+                        "--print",
+                        "cfg",
+                    ])
+                    .cwd(workspace_root)
+                    .stdout_checked(printer)
+            });
+            let verbose_version = Cmd::new(&program)
+                .arg("-vV")
+                .cwd(workspace_root)
+                .stdout_checked(printer);
+            let printed = printed
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the rustc query's thread panicked")));
+            (verbose_version, printed)
+        });
+        let verbose_version = verbose_version
             .context("could not ask rustc for its version; is a Rust toolchain installed?")?;
-        let sysroot = Cmd::new(&program)
-            .args(["--print", "sysroot"])
-            .cwd(workspace_root)
-            .stdout_checked(printer)?;
-        Rustc::from_verbose_version(program, &verbose_version, sysroot.trim().into())
+        let printed = printed?;
+        let (sysroot, host_target) = printed.split_once('\n').unwrap_or((&printed, ""));
+        let mut rustc =
+            Rustc::from_verbose_version(program, &verbose_version, sysroot.trim().into())?;
+        rustc.host_target = TargetPrint(host_target.to_owned());
+        Ok(rustc)
     }
 
     fn from_verbose_version(program: OsString, text: &str, sysroot: PathBuf) -> Result<Rustc> {
@@ -124,6 +162,7 @@ impl Rustc {
             llvm_version,
             llvm_major,
             sysroot,
+            host_target: TargetPrint::default(),
         })
     }
 }
