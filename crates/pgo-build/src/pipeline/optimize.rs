@@ -50,6 +50,7 @@ pub fn optimize(
             bail!("--allow-missing-profile {name}: no such selected binary");
         }
     }
+    cx.prefetch_dependency_graph();
     let inputs = match cx.config.pgo.profile.clone() {
         Some(relative) => committed_profile_inputs(cx, &relative)?,
         None => trained_profile_inputs(cx, run, trained)?,

@@ -408,6 +408,7 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
             cx.config.display_path()
         );
     };
+    cx.prefetch_dependency_graph();
     // The toolchain, target and symbol names first: the same refusals as `optimize`'s.
     let (_, metadata) = committed::committed_profile(cx, &relative)?;
     let path = cx.workspace.root.join(&relative);
