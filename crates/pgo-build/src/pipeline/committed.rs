@@ -425,7 +425,43 @@ pub(crate) fn committed_text(
     let dir = cx.layout.profiles_dir().join("carry");
     crate::util::files::create_dir_all(&dir)?;
     let text = dir.join("committed.proftext");
-    let read = Cmd::new(&cx.profdata()?.path)
+    // The release job runs `profile check`, then `optimize`: the second reads the text the
+    // first wrote when it comes from the same bytes, the same llvm-profdata and the same
+    // renames (the key file is written last, so a text cut short has none).
+    let profdata = cx.profdata()?;
+    let key = format!(
+        "{} {} {} {:?}",
+        profiles::content_hash(&crate::util::files::read(profile)?),
+        profdata.path.display(),
+        profdata.version,
+        renames
+    );
+    let key_file = dir.join("committed.proftext.key");
+    let say_renamed = |count: usize| {
+        cx.printer.info(format!(
+            "{count} records of the standard library's generics renamed to this toolchain's \
+             ({})",
+            renames
+                .keys()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    };
+    // The key's line, then how many records were renamed.
+    if let Ok(read_with) = std::fs::read_to_string(&key_file)
+        && let Some((read_key, renamed)) = read_with.split_once('\n')
+        && read_key == key
+        && let Ok(renamed) = renamed.parse::<usize>()
+        && let Ok(content) = std::fs::read_to_string(&text)
+    {
+        if !renames.is_empty() {
+            say_renamed(renamed);
+        }
+        return Ok((text, insight::parse_text_profile(&content)));
+    }
+    let _ = std::fs::remove_file(&key_file);
+    let read = Cmd::new(&profdata.path)
         .args(["merge", "--text", "-o"])
         .arg(&text)
         .arg(profile)
@@ -439,21 +475,19 @@ pub(crate) fn committed_text(
         );
     }
     let mut content = crate::util::files::read_to_string(&text)?;
+    let mut renamed_records = 0;
     if !renames.is_empty() {
         let (renamed, count) = toolchain_names::rename_text_profile(&content, renames);
-        cx.printer.info(format!(
-            "{count} records of the standard library's generics renamed to this toolchain's \
-             ({})",
-            renames
-                .keys()
-                .map(|(name, _)| name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        say_renamed(count);
         crate::util::files::write(&text, renamed.as_bytes())?;
         content = renamed;
+        renamed_records = count;
     }
     let functions = insight::parse_text_profile(&content);
+    crate::util::files::write_atomically(
+        &key_file,
+        format!("{key}\n{renamed_records}").as_bytes(),
+    )?;
     Ok((text, functions))
 }
 

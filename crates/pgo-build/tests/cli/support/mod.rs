@@ -239,6 +239,15 @@ impl Run {
         );
         self
     }
+
+    pub fn stderr_lacks(&self, text: &str) -> &Run {
+        assert!(
+            !self.stderr().contains(text),
+            "stderr has {text:?}\n{}",
+            self.describe()
+        );
+        self
+    }
 }
 
 /// Copies a fixture, pointing `@PGO_BUILD_RT@` in manifests at this repository's runtime crate.
