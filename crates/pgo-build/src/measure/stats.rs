@@ -104,6 +104,10 @@ pub struct PairedSummary {
     /// `measure::family`); absent where no family was judged (explore, instruction counts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family_level: Option<f64>,
+    /// The interval at `family_level` (candidate/reference, like `ci_low`/`ci_high`): the one
+    /// the verdict was judged by, wider than the 95% one when many verdicts share the level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_ci: Option<(f64, f64)>,
     /// The per-pair ratios it summarises, and the bootstrap's seed: to judge it again at a
     /// family's level. Not kept in reports.
     #[serde(skip)]
@@ -113,6 +117,12 @@ pub struct PairedSummary {
 }
 
 impl PairedSummary {
+    /// The interval the verdict was judged by: at the family's level when it was judged with
+    /// others, else the summary's own.
+    pub fn verdict_interval(&self) -> (f64, f64) {
+        self.family_ci.unwrap_or((self.ci_low, self.ci_high))
+    }
+
     /// The verdict as people read it: "faster", "no difference larger than 1.8%", …
     pub fn verdict_text(&self) -> String {
         match self.verdict {
@@ -148,6 +158,9 @@ impl PairedSummary {
     /// says why.
     pub fn within_family(mut self, judged: crate::measure::family::Judged) -> PairedSummary {
         self.family_level = Some(judged.level);
+        if self.ratios.len() >= 2 {
+            self.family_ci = Some(bootstrap_median_ci(&self.ratios, self.seed, judged.level));
+        }
         let open = matches!(
             self.verdict,
             Verdict::Faster | Verdict::Slower | Verdict::Inconclusive
@@ -173,7 +186,9 @@ impl PairedSummary {
         if !self.claims_a_difference() {
             return self;
         }
-        let (low, high) = bootstrap_median_ci(&self.ratios, self.seed, judged.level);
+        let (low, high) = self
+            .family_ci
+            .unwrap_or_else(|| bootstrap_median_ci(&self.ratios, self.seed, judged.level));
         let excluded = high < 1.0 || low > 1.0;
         if judged.rejected && excluded {
             return self;
@@ -337,6 +352,7 @@ pub fn summarize_at(ratios: &[f64], seed: u64, alpha: f64) -> PairedSummary {
         resolves: more_rounds.map(|_| resolves),
         resolution_note,
         family_level: None,
+        family_ci: None,
         ratios: ratios.to_vec(),
         seed,
     }
@@ -403,6 +419,7 @@ pub fn summarize_counts(ratios: &[f64], repeat_spread: Option<f64>) -> PairedSum
                 .to_owned(),
         }),
         family_level: None,
+        family_ci: None,
         ratios: ratios.to_vec(),
         seed: 0,
     }

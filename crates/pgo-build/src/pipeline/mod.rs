@@ -212,6 +212,11 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
             let result = timed_step(cx, run, Step::Compare, |cx, run| {
                 compare(cx, run, args).map(drop)
             });
+            if result.is_ok()
+                && let Some(answer) = crate::report::answer::answer(&run.report)
+            {
+                cx.printer.table(answer.text());
+            }
             // Measuring chosen variants is not part of building the release.
             run.report.mark_standalone(Step::Compare.name());
             if let Err(err) = run.report.save(&cx.layout.report()) {

@@ -77,6 +77,10 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
     } else if report_args.markdown {
         printer.table(render::markdown(&report));
     } else if report_args.html.is_none() {
+        // The answer first: the tables are its evidence.
+        if let Some(answer) = crate::report::answer::answer(&report) {
+            printer.table(answer.text());
+        }
         printer.table(report.stage_table());
         printer.table(report.size_table());
         // The latest good comparison of each set of variants, newest first, then all of them

@@ -52,6 +52,15 @@ pub fn run_all(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
     if !run.report.binaries.is_empty() {
         cx.printer.table(run.report.size_table());
     }
+    // The answer last, on the screen a user sees when the run ends: only this run's.
+    let compared = run
+        .report
+        .stages
+        .iter()
+        .any(|s| s.name == Step::Compare.name() && s.result == "ok");
+    if compared && let Some(answer) = crate::report::answer::answer(&run.report) {
+        cx.printer.table(answer.text());
+    }
     if result.is_ok() {
         cx.printer.info(format!(
             "optimized binaries: {}",

@@ -313,6 +313,7 @@ mod tests {
             resolves: None,
             resolution_note: None,
             family_level: None,
+            family_ci: None,
             ratios: Vec::new(),
             seed: 0,
         }

@@ -30,6 +30,9 @@ pub fn markdown(report: &Report) -> String {
         Some(triple) => format!("## pgo-build: {triple}\n\n"),
         None => String::from("## pgo-build\n\n"),
     };
+    if let Some(answer) = crate::report::answer::answer(report) {
+        out += &answer.markdown();
+    }
     let PipelineStages {
         counted,
         other,
@@ -141,6 +144,17 @@ pub fn html(report: &Report) -> String {
         escape(report.rustc.as_deref().unwrap_or("")),
         escape(report.llvm_profdata.as_deref().unwrap_or(""))
     );
+    if let Some(answer) = crate::report::answer::answer(report) {
+        let _ = write!(
+            body,
+            "<section class=\"answer\"><h2>Verdict</h2><p class=\"headline\">{}</p><ul>",
+            escape(&answer.headline)
+        );
+        for line in &answer.lines {
+            let _ = write!(body, "<li>{}</li>", escape(line));
+        }
+        body.push_str("</ul></section>");
+    }
     stages_section(report, &mut body);
     sizes_section(report, &mut body);
     profiles_section(report, &mut body);
@@ -197,12 +211,13 @@ pub fn html(report: &Report) -> String {
     }
     format!(
         "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/>\
-         <title>pgo-build report</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/><title>pgo-build report</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
     )
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}\
-    table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
+    .answer{border-left:4px solid #2a7d2a;padding:.2em 1em;background:#f4f9f4}.headline{font-size:1.2em;font-weight:bold}\
+    table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
     td:first-child,th:first-child{text-align:left}.meta{color:#666;font-size:.9em}svg text{font-size:12px;font-family:sans-serif}\
     .faster{color:#2a7d2a;font-weight:bold}.slower{color:#b22;font-weight:bold}";
 
