@@ -31,7 +31,7 @@ impl Answer {
             out.push_str("\n  ");
             out.push_str(line);
         }
-        crate::util::printer::fit_lines(&out)
+        crate::util::printer::fit_indented(&out)
     }
 
     /// For the Markdown summary: a heading, the headline in bold, the lines as a list.
@@ -103,13 +103,23 @@ pub fn answer(report: &Report) -> Option<Answer> {
                       flatters PGO; a [[workload]] with role = \"holdout\" judges the binaries \
                       on work training never saw"
             .to_owned(),
-        (Some(ship), false) => {
-            let mean = means
-                .and_then(|m| m.get(ship))
-                .map(|m| format!(" ({} on held-out work)", times(*m, &decider)))
-                .unwrap_or_default();
-            format!("Ship {ship}: faster than {}{mean}", compare.reference)
-        }
+        (Some(ship), false) => match means.and_then(|m| m.get(ship)) {
+            Some(mean) => format!(
+                "Ship {ship}: {} than {} on held-out work{}",
+                times(*mean, &decider),
+                compare.reference,
+                if judged.len() > 1 {
+                    " (geometric mean)"
+                } else {
+                    ""
+                }
+            ),
+            None => format!(
+                "Ship {ship}: {} than {} on held-out work",
+                words(&decider).0,
+                compare.reference
+            ),
+        },
         (None, false) => not_proven_headline(compare, &judged, &decider),
     };
     if let Some(ship) = ship {
@@ -247,8 +257,13 @@ fn choose<'a>(
     let grew = growth.as_ref().map_or(0.0, |(_, g)| *g);
     let worth = gain >= BOLT_WORTH_GAIN || (gain > 0.0 && grew < BOLT_SIZE_TOLERATED);
     lines.push(format!(
-        "BOLT against {optimized}: {:+.1}% speed (geometric means against {}), {size}: {}",
-        gain * 100.0,
+        "BOLT against {optimized}: {:.1}% {} (geometric means against {}), {size}: {}",
+        gain.abs() * 100.0,
+        if gain >= 0.0 {
+            words(&compare.decider()).0
+        } else {
+            words(&compare.decider()).1
+        },
         compare.reference,
         if worth {
             "worth shipping"
@@ -453,7 +468,7 @@ mod tests {
         let answer = super::answer(&report(&FASTER, &bolt, 1400)).unwrap();
         assert_eq!(
             answer.headline,
-            "Ship optimized: faster than baseline (1.25× faster on held-out work)"
+            "Ship optimized: 1.25× faster than baseline on held-out work (geometric mean)"
         );
         assert!(
             answer.lines[0].starts_with("holdout: optimized is 1.25× faster than baseline (1.2"),
@@ -461,7 +476,10 @@ mod tests {
         );
         assert!(answer.lines[0].ends_with("×), 10/10 rounds"), "{answer:#?}");
         let text = answer.lines.join("\n");
-        assert!(text.contains("+1.0% speed"), "{text}");
+        assert!(
+            text.contains("BOLT against optimized: 1.0% faster"),
+            "{text}"
+        );
         assert!(
             text.contains("its loaded code +40% (server): not worth shipping"),
             "{text}"

@@ -273,6 +273,13 @@ fn wrap(text: &str, width: usize) -> String {
     out
 }
 
+/// `text` wrapped at spaces to [`table_width`], each continuation indented two more than the
+/// line it continues: a block printed with the tables (the verdict), whether or not stderr is
+/// a terminal.
+pub fn fit_indented(text: &str) -> String {
+    wrap(text, usize::from(table_width()))
+}
+
 /// `text` with every line longer than [`table_width`] wrapped at spaces: the legends printed
 /// under tables fit like the tables do.
 pub fn fit_lines(text: &str) -> String {
