@@ -168,7 +168,7 @@ pub(super) fn print_cargo_coverage(cx: &Context, accounting: &Accounting) -> Res
             ]);
         }
     }
-    cx.printer.table(table);
+    cx.printer.table(crate::util::printer::rendered(table));
     Ok(true)
 }
 
@@ -296,7 +296,7 @@ fn accounting_table(table: &BTreeMap<String, profiles::BinaryProfiles>) -> Strin
         ]);
         out.add_row(row);
     }
-    out.to_string()
+    crate::util::printer::rendered(out)
 }
 
 /// Every train run is accounted for by what it ran: the instrumented processes it started,

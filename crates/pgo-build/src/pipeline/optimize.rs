@@ -568,7 +568,7 @@ fn check_staleness(
                 c.new_functions.to_string(),
             ]);
         }
-        cx.printer.table(table);
+        cx.printer.table(crate::util::printer::rendered(table));
     }
     if staleness.stale_functions == 0 {
         return Ok(());
@@ -658,7 +658,7 @@ fn print_diagnostic_summary(cx: &Context, summary: &Summary) {
             .chain(value_sites.then(|| counts.inconsistent_value_sites.to_string())),
         );
     }
-    cx.printer.table(table);
+    cx.printer.table(crate::util::printer::rendered(table));
 }
 
 /// A committed profile as text (for the wrapper's carrying) and its functions.

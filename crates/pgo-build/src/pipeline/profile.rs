@@ -110,13 +110,13 @@ pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
             ),
         ]);
     }
-    cx.printer.table(table);
+    cx.printer.table(crate::util::printer::rendered(table));
     let mut crates = Table::new();
     crates.fitted().set_header(["Crate", "Share of all counts"]);
     for (krate, share) in &shares {
         crates.add_row([krate.clone(), format!("{:.1}%", share * 100.0)]);
     }
-    cx.printer.table(crates);
+    cx.printer.table(crate::util::printer::rendered(crates));
     if !origins.is_empty() {
         let c_functions = functions.iter().filter(|f| f.krate.ends_with(cc::C_SUFFIX));
         let (c_run, c_all) = c_functions.fold((0, 0), |(run, all), f| {
@@ -139,7 +139,7 @@ pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
                 coverage.add_row([binary.clone(), figures.coverage_text()]);
             }
         }
-        cx.printer.table(coverage);
+        cx.printer.table(crate::util::printer::rendered(coverage));
     }
     match ordered {
         Some(functions) => cx.printer.info(format!(
@@ -352,7 +352,7 @@ pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Resul
             serde_json::json!({"edge_overlap": overlap, "missed_by_training": missed}),
         );
     }
-    cx.printer.table(table);
+    cx.printer.table(crate::util::printer::rendered(table));
     for warning in warnings {
         cx.caution(warning)?;
     }
@@ -496,7 +496,7 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
             ]);
         }
         if table.row_count() > 0 {
-            cx.printer.table(table);
+            cx.printer.table(crate::util::printer::rendered(table));
         }
         for function in predicted.at_risk.iter().take(args.top) {
             cx.printer.info(format!(

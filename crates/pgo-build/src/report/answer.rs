@@ -6,7 +6,7 @@
 //! user quotes is one the tool concluded. A pure function of the [`Report`].
 
 use crate::measure::metric::{Decider, Metric};
-use crate::measure::stats::{PairedSummary, Verdict};
+use crate::measure::stats::{MIN_PAIRS, PairedSummary, Verdict};
 use crate::report::file::Report;
 use crate::report::records::{CompareResult, WorkloadComparison, decider_label};
 
@@ -182,13 +182,24 @@ fn workload_line(
             summary.more_rounds.unwrap_or_default()
         ),
         Verdict::TooFewRounds => format!(
-            "{candidate}: too few rounds to judge ({}; at least {} needed where this many \
-             verdicts are judged together)",
+            "{candidate} is not judged: {} rounds are too few (at least {} are needed{}); {} \
+             in the median, interval {:.2}–{:.2}× of {reference}",
             summary.pairs,
-            summary.pairs + summary.more_rounds.unwrap_or_default()
+            summary.pairs
+                + summary
+                    .more_rounds
+                    .unwrap_or(MIN_PAIRS.saturating_sub(summary.pairs)),
+            if summary.more_rounds.is_some() {
+                " where this many verdicts are judged together"
+            } else {
+                ""
+            },
+            times(summary.median_ratio, decider),
+            low,
+            high
         ),
         Verdict::TooCoarse => format!(
-            "{candidate}: the figures come in steps too coarse to judge ({})",
+            "{candidate} is not judged: its figures come in steps too coarse ({})",
             summary
                 .resolution_note
                 .as_deref()

@@ -63,5 +63,5 @@ pub fn table(history: &[CompareRun]) -> Option<String> {
             Cell::new(result),
         ]);
     }
-    Some(table.to_string())
+    Some(crate::util::printer::rendered(table))
 }

@@ -89,7 +89,7 @@ impl Report {
         for stage in other {
             table.add_row(row(stage, "not in the total".to_owned()));
         }
-        table.to_string()
+        crate::util::printer::rendered(table)
     }
 
     /// The stage records of one pipeline run (what its total counts), and the others: other
@@ -168,7 +168,11 @@ impl Report {
             }
             table.add_row(row);
         }
-        format!("{table}\n{}", crate::util::printer::fit_lines(SIZES_LEGEND))
+        format!(
+            "{}\n{}",
+            crate::util::printer::rendered(table),
+            crate::util::printer::fit_lines(SIZES_LEGEND)
+        )
     }
 }
 
@@ -278,7 +282,7 @@ pub fn metrics_table(result: &CompareResult) -> Option<String> {
     if rows == 0 {
         return None;
     }
-    let mut text = table.to_string();
+    let mut text = crate::util::printer::rendered(table);
     text.push_str(
         "\nCost ratio: the median of the per-round ratios oriented so that below 1 is better \
          (candidate/reference for lower-is-better metrics, reference/candidate for higher). \
@@ -329,7 +333,7 @@ pub fn benchmark_table(result: &CompareResult) -> Option<String> {
             percent(bench.ratio),
         ]);
     }
-    Some(table.to_string())
+    Some(crate::util::printer::rendered(table))
 }
 
 fn nanos(ns: f64) -> String {
@@ -426,7 +430,7 @@ pub fn compare_table(result: &CompareResult) -> String {
             table.add_row(row);
         }
     }
-    let mut text = table.to_string();
+    let mut text = crate::util::printer::rendered(table);
     let confidence = result
         .workloads
         .iter()
@@ -504,7 +508,7 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
                 .unwrap_or_else(|| "-".to_owned()),
         ]);
     }
-    table.to_string()
+    crate::util::printer::rendered(table)
 }
 
 /// What rustc did against the memory budget, per stage: the budget, the peak of the whole
@@ -638,7 +642,11 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
             bounds.join("\n  ")
         ),
     };
-    Some(format!("{stages}\n{bounds}{heaviest}"))
+    Some(format!(
+        "{}\n{bounds}{}",
+        crate::util::printer::rendered(stages),
+        crate::util::printer::rendered(heaviest)
+    ))
 }
 
 /// `explore`'s table: one row per variant, fastest first, with its speed against the
@@ -697,7 +705,7 @@ pub fn explore_table(result: &ExploreResult) -> String {
             }),
         ]);
     }
-    table.to_string()
+    crate::util::printer::rendered(table)
 }
 
 /// A verdict in one word, for narrow table cells.

@@ -232,6 +232,66 @@ impl Fitted for Table {
     }
 }
 
+/// A table as text that fits [`table_width`] without breaking a word: laid out as a table
+/// when every column can be as wide as its longest word, else stacked, one record after
+/// another with a line per column ("Header: value"), which a narrow terminal reads whole.
+pub fn rendered(mut table: Table) -> String {
+    let width = usize::from(table_width());
+    let header: Vec<String> = table
+        .header()
+        .map(|row| row.cell_iter().map(|cell| cell.content()).collect())
+        .unwrap_or_default();
+    let rows: Vec<Vec<String>> = table
+        .row_iter()
+        .map(|row| row.cell_iter().map(|cell| cell.content()).collect())
+        .collect();
+    let columns = rows
+        .iter()
+        .map(Vec::len)
+        .chain([header.len()])
+        .max()
+        .unwrap_or(0);
+    let longest_word = |column: usize| {
+        std::iter::once(&header)
+            .chain(&rows)
+            .filter_map(|row| row.get(column))
+            .flat_map(|cell| cell.split_whitespace())
+            .map(|word| word.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    // Each column: its longest word and a space either side; then the borders.
+    let floors: Vec<usize> = (0..columns).map(|c| longest_word(c) + 2).collect();
+    if floors.iter().sum::<usize>() + columns + 1 <= width {
+        for (column, floor) in table.column_iter_mut().zip(&floors) {
+            column.set_constraint(comfy_table::ColumnConstraint::LowerBoundary(
+                comfy_table::Width::Fixed(u16::try_from(*floor).unwrap_or(u16::MAX)),
+            ));
+        }
+        return table.to_string();
+    }
+    stacked(&header, &rows, width)
+}
+
+/// Each row as a record: its first cell as a title, then "Header: value" per other cell.
+fn stacked(header: &[String], rows: &[Vec<String>], width: usize) -> String {
+    let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut records = Vec::new();
+    for row in rows {
+        let mut record = row.first().map(|title| flat(title)).unwrap_or_default();
+        for (column, cell) in row.iter().enumerate().skip(1) {
+            let value = flat(cell);
+            if value.is_empty() {
+                continue;
+            }
+            let name = header.get(column).map(|h| flat(h)).unwrap_or_default();
+            record.push_str(&format!("\n  {name}: {value}"));
+        }
+        records.push(wrap(&record, width));
+    }
+    records.join("\n\n")
+}
+
 /// Sentences for a person at a terminal: wrapped at spaces to its width, each continuation
 /// indented two more than the line it continues. Piped (CI logs, tests, `2>file`) a message
 /// stays one line, whole for grep.
@@ -286,6 +346,12 @@ pub fn fit_lines(text: &str) -> String {
     let width = usize::from(table_width());
     let mut out = String::new();
     for line in text.lines() {
+        // A line that fits keeps its indentation (a stacked table's fields).
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
         let mut current = String::new();
         for word in line.split(' ') {
             if !current.is_empty() && current.chars().count() + 1 + word.chars().count() > width {

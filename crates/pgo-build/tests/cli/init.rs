@@ -225,6 +225,57 @@ fn at_a_terminal_sentences_fit_its_width() {
     for line in shown.lines().filter(|l| !l.contains('/')) {
         assert!(line.chars().count() <= 80, "{line:?}\n{shown}");
     }
+    // The run ends with its verdict; `report` leads with it.
+    let last: Vec<&str> = shown.lines().rev().take(25).collect();
+    assert!(
+        last.iter().any(|l| l.contains("holdout: optimized ")),
+        "{shown}"
+    );
+    let report_at = |columns: usize| {
+        let output = Command::new(env!("CARGO_BIN_EXE_pgo-build"))
+            .args(["--manifest-path"])
+            .arg(fixture.root().join("Cargo.toml"))
+            .arg("report")
+            .env("COLUMNS", columns.to_string())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    // Every word a table shows, as a table far wider than any of its rows shows it.
+    let words = |text: &str| -> std::collections::BTreeSet<String> {
+        text.split(|c: char| c.is_whitespace() || "│┆─┬┴┼╞╪╡═┌┐└┘├┤".contains(c))
+            .map(|word| word.trim_end_matches(':'))
+            .filter(|word| !word.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let whole = words(&report_at(1000));
+    for columns in [80, 120] {
+        let shown = report_at(columns);
+        let first: Vec<&str> = shown.lines().take(10).collect();
+        assert!(
+            ["Ship ", "Not proven", "Do not ship"]
+                .iter()
+                .any(|start| first[0].starts_with(start)),
+            "{columns}:\n{shown}"
+        );
+        assert!(
+            first.iter().any(|l| l.contains("holdout: optimized ")),
+            "{columns}:\n{shown}"
+        );
+        for line in shown.lines().filter(|l| !l.contains('/')) {
+            assert!(
+                line.chars().count() <= columns,
+                "{columns}: {line:?}\n{shown}"
+            );
+        }
+        let broken: Vec<String> = words(&shown).difference(&whole).cloned().collect();
+        assert!(
+            broken.is_empty(),
+            "{columns}: words broken by the layout: {broken:?}\n{shown}"
+        );
+    }
 }
 
 /// What a terminal shows of `output`, line by line: its line ends are `\r\n`, and a spinner

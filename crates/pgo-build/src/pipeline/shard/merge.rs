@@ -516,7 +516,7 @@ fn print_bundle_accounting(cx: &Context, record: &MergedBundles) {
             total.coverage_text(),
         ]);
     }
-    cx.printer.table(table);
+    cx.printer.table(crate::util::printer::rendered(table));
 }
 
 fn build_ids(manifest: &StageManifest) -> BTreeMap<&str, Option<&str>> {
