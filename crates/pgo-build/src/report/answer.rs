@@ -130,7 +130,12 @@ pub fn answer(report: &Report) -> Option<Answer> {
     if let Some(cost) = build_cost_line(report) {
         lines.push(cost);
     }
-    if compare.family.is_some() {
+    let family_intervals = judged.iter().any(|w| {
+        w.candidates
+            .values()
+            .any(|s| s.judged(&decider).family_ci.is_some())
+    });
+    if family_intervals {
         lines.push(
             "Intervals are the ones the verdicts were judged by: wider than 95% where many \
              verdicts share one 5% chance of any false one"
@@ -152,7 +157,12 @@ fn workload_line(
         Decider::Measured(Metric::Wall) if judged_by == "wall" => String::new(),
         _ => format!(", by {judged_by}"),
     };
-    let rounds = format!("{}/{} rounds", summary.wins, summary.pairs);
+    // The rounds that agree with the verdict: won for a faster one, lost for a slower one.
+    let agreeing = match summary.verdict {
+        Verdict::Slower => summary.pairs.saturating_sub(summary.wins),
+        _ => summary.wins,
+    };
+    let rounds = format!("{agreeing}/{} rounds", summary.pairs);
     let (low, high) = summary.verdict_interval();
     let (better, worse) = words(decider);
     match summary.verdict {
@@ -515,7 +525,8 @@ mod tests {
         let answer = super::answer(&report(&slower, &slower, 1000)).unwrap();
         assert!(answer.headline.starts_with("Do not ship"), "{answer:#?}");
         assert!(
-            answer.lines[0].starts_with("holdout: optimized is 1.25× slower than baseline"),
+            answer.lines[0].starts_with("holdout: optimized is 1.25× slower than baseline")
+                && answer.lines[0].ends_with("10/10 rounds"),
             "{answer:#?}"
         );
         let even = [1.02, 0.97, 1.05, 0.95, 1.01, 0.99, 1.04, 0.96, 1.0, 1.03];

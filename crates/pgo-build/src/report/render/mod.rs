@@ -555,16 +555,18 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
         for (candidate, summary) in workload.in_order(&compare.candidates) {
             let s = summary.judged(&decider);
             let class = verdict_class(s.verdict);
+            // The interval drawn and stated is the one the verdict was judged by.
+            let (low, high) = s.verdict_interval();
             let _ = write!(
                 out,
-                "<h3>{} ({}): {candidate} vs {}</h3><p>median of per-round ratios {} (CI {} … {}), wins {}/{}: \
-                 <span class=\"{class}\">{}</span></p>",
+                "<h3>{} ({}): {candidate} vs {}</h3><p>median of per-round ratios {} (the \
+                 verdict's interval {} … {}), wins {}/{}: <span class=\"{class}\">{}</span></p>",
                 escape(&workload.workload),
                 escape(&workload.role),
                 escape(&compare.reference),
                 percent(s.median_ratio),
-                percent(s.ci_low),
-                percent(s.ci_high),
+                percent(low),
+                percent(high),
                 s.wins,
                 s.pairs,
                 verdict_text(s, &decider)
@@ -575,8 +577,8 @@ fn compare_section(compare: &CompareResult, out: &mut String) {
                 candidate,
                 &compare.reference,
                 s.median_ratio,
-                s.ci_low,
-                s.ci_high,
+                low,
+                high,
             ));
             metrics_html(workload, candidate, &compare.reference, out);
         }
@@ -629,14 +631,15 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
     for (name, metric) in &summary.metrics {
         let s = &metric.summary;
         let _ = write!(out, "<p>{}: per-round cost ratios</p>", escape(name));
+        let (low, high) = s.verdict_interval();
         out.push_str(&ratio_plot(
             workload,
             &Decider::Reported(name.clone()),
             candidate,
             reference,
             s.median_ratio,
-            s.ci_low,
-            s.ci_high,
+            low,
+            high,
         ));
     }
 }
@@ -686,9 +689,11 @@ fn ratio_plot(
     for (i, ratio) in ratios.iter().enumerate() {
         let _ = write!(
             svg,
-            "<circle cx=\"{:.1}\" cy=\"{}\" r=\"4\" fill=\"#e15759\"><title>round {}: {:.3}</title></circle>",
+            "<circle cx=\"{:.1}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>round {}: {:.3}</title></circle>",
             x(*ratio),
             20 + (i % 3) * 10,
+            // Below 1 the candidate did better that round: green, not an alarm's red.
+            if *ratio < 1.0 { "#59a14f" } else { "#e15759" },
             i + 1,
             ratio
         );
@@ -700,7 +705,15 @@ fn ratio_plot(
             x(tick)
         );
     }
-    format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"75\">{svg}</svg>")
+    let _ = write!(
+        svg,
+        "<text x=\"400\" y=\"88\" text-anchor=\"middle\">per-round ratio, candidate / \
+         reference (below 1.00: better); band: the verdict's interval</text>"
+    );
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"95\" \
+         viewBox=\"0 0 800 95\">{svg}</svg>"
+    )
 }
 
 /// "Start-up order: ordering-file, from 40 traces of 40 processes, 2076 functions ordered."
