@@ -122,10 +122,8 @@ pub fn answer(report: &Report) -> Option<Answer> {
         },
         (None, false) => not_proven_headline(compare, &judged, &decider),
     };
-    if let Some(ship) = ship {
-        if let Some(sizes) = size_line(report, ship, &compare.reference) {
-            lines.push(sizes);
-        }
+    if let Some(sizes) = ship.and_then(|ship| size_line(report, ship, &compare.reference)) {
+        lines.push(sizes);
     }
     if let Some(cost) = build_cost_line(report) {
         lines.push(cost);

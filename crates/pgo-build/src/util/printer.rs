@@ -262,7 +262,8 @@ pub fn rendered(mut table: Table) -> String {
     };
     // Each column: its longest word and a space either side; then the borders.
     let floors: Vec<usize> = (0..columns).map(|c| longest_word(c) + 2).collect();
-    if floors.iter().sum::<usize>() + columns + 1 <= width {
+    let borders = columns + 1;
+    if floors.iter().sum::<usize>() + borders <= width {
         for (column, floor) in table.column_iter_mut().zip(&floors) {
             column.set_constraint(comfy_table::ColumnConstraint::LowerBoundary(
                 comfy_table::Width::Fixed(u16::try_from(*floor).unwrap_or(u16::MAX)),
