@@ -423,10 +423,16 @@ pub struct CompareArgs {
     #[arg(value_name = "VARIANT")]
     pub variants: Vec<String>,
     /// Counted rounds per workload, after one warm-up round (default: [compare] rounds, else
-    /// 10), or `auto`: rounds until every verdict is reached or its interval is within ±2%,
-    /// with looks after 10, 20 and 40 rounds planned in advance and corrected for
+    /// auto), or `auto`: rounds until every deciding verdict is reached or its interval is
+    /// within ±2%, with looks after 10, 20 and 40 rounds planned in advance and corrected for,
+    /// within --budget
     #[arg(long, value_name = "N|auto")]
     pub rounds: Option<Rounds>,
+    /// With --rounds auto: the seconds the counted rounds may take together; a look that
+    /// would end past it is not started, the first always runs (default: [compare] budget,
+    /// else 300)
+    #[arg(long, value_name = "SECS")]
+    pub budget: Option<u64>,
     /// Only these workloads (repeatable; default: see --role)
     #[arg(long = "workload", value_name = "NAME")]
     pub workloads: Vec<String>,

@@ -156,10 +156,15 @@ pub enum OnCorrupt {
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompareSection {
-    /// Counted paired rounds per workload, or `"auto"` (rounds until the verdicts settle).
+    /// Counted paired rounds per workload, or `"auto"` (rounds until the deciding verdicts are
+    /// reached, within `budget`).
     #[serde(default, deserialize_with = "deserialize_rounds")]
-    #[schemars(with = "Option<super::described::RoundsValue>", extend("default" = 10))]
+    #[schemars(with = "Option<super::described::RoundsValue>", extend("default" = "auto"))]
     pub rounds: Option<Rounds>,
+    /// With `rounds = "auto"`: the seconds the comparison's counted rounds may take together.
+    /// A look whose rounds would end past it is not started (the first look always runs).
+    #[schemars(extend("default" = 300))]
+    pub budget: Option<u64>,
     /// The equivalence margin: "no difference" is claimed only when the interval lies within
     /// it.
     #[serde(default, deserialize_with = "deserialize_margin")]
@@ -173,6 +178,12 @@ pub struct CompareSection {
 }
 
 impl CompareSection {
+    /// `budget`, else [`crate::measure::metric::DEFAULT_BUDGET_SECS`].
+    pub fn budget_secs(&self) -> u64 {
+        self.budget
+            .unwrap_or(crate::measure::metric::DEFAULT_BUDGET_SECS)
+    }
+
     pub fn margin(&self) -> f64 {
         self.margin
             .unwrap_or(crate::measure::metric::DEFAULT_MARGIN)

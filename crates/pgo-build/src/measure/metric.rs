@@ -6,8 +6,12 @@
 /// another only when the interval of their ratio lies within 1 ± this.
 pub const DEFAULT_MARGIN: f64 = 0.02;
 
-/// Counted rounds when neither `--rounds` nor `[compare] rounds` says.
+/// Counted rounds where a fixed number is wanted and none is given (explore's builds).
 pub const DEFAULT_ROUNDS: usize = 10;
+
+/// `--rounds auto`'s time budget when neither `--budget` nor `[compare] budget` says: a few
+/// minutes, what a release job waits for a verdict without anyone minding.
+pub const DEFAULT_BUDGET_SECS: u64 = 300;
 
 /// With `--metric instructions`: one count per variant and one repeat that measures how
 /// stable the counts are.

@@ -123,6 +123,7 @@ fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result
     let compare_args = CompareArgs {
         variants: vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],
         rounds: args.rounds,
+        budget: None,
         workloads: holdout.clone(),
         role: Some(CompareRole::Holdout),
         metric: args.metric.clone(),

@@ -62,16 +62,26 @@ pub fn answer(report: &Report) -> Option<Answer> {
     let mut lines = Vec::new();
     for workload in &judged {
         for (candidate, summary) in workload.in_order(&compare.candidates) {
+            let judged = summary.judged(&decider);
+            let open = !matches!(
+                judged.verdict,
+                Verdict::Faster | Verdict::Slower | Verdict::NoDifference
+            );
             lines.push(format!(
-                "{}: {}",
+                "{}: {}{}",
                 workload.workload,
                 workload_line(
                     candidate,
                     &compare.reference,
-                    summary.judged(&decider),
+                    judged,
                     &summary.judged_by(&decider),
                     &decider
-                )
+                ),
+                if open && workload.budget_ran_out {
+                    " (stopped by the time budget: --budget or [compare] budget)"
+                } else {
+                    ""
+                }
             ));
         }
     }
@@ -425,6 +435,7 @@ mod tests {
             .into(),
             benchmarks: Vec::new(),
             binaries: None,
+            budget_ran_out: false,
         };
         let median = |r: &[f64]| crate::measure::stats::summarize(r, 1).median_ratio;
         report.compare = Some(CompareResult {

@@ -294,6 +294,10 @@ pub struct WorkloadComparison {
     /// in its warm-up round): what its verdicts judge. Absent: it may run any of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binaries: Option<Vec<String>>,
+    /// `--rounds auto` stopped before its next look because the time budget would run out:
+    /// an open verdict here is the budget's, not the rounds' planned end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_ran_out: bool,
 }
 
 /// One criterion benchmark of a held-out cargo bench workload, candidate against reference.

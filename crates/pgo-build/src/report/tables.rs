@@ -760,6 +760,7 @@ mod tests {
                 candidates: [("optimized".to_owned(), summary)].into(),
                 benchmarks: Vec::new(),
                 binaries: None,
+                budget_ran_out: false,
             }],
             geometric_mean: BTreeMap::new(),
             previous: Vec::new(),

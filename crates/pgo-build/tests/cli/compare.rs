@@ -174,6 +174,30 @@ fn instruction_counts_run_each_variant_once_and_repeat_it_once() {
     assert_eq!(workloads.as_array().unwrap().len(), 2, "{workloads}");
 }
 
+/// Rounds are auto by default, within a time budget: a question the first look leaves open
+/// goes on to the next look only when the budget covers it, and the verdict says what stopped it.
+#[test]
+fn auto_rounds_by_default_stop_where_the_budget_would_run_out() {
+    // Noise of 10-90 ms a run, the same for both variants: no verdict at 10 rounds.
+    let fixture = compared_fixture("$PGO_BUILD_BIN_APP work 10; sleep 0.0$((RANDOM % 9 + 1))");
+    let run = fixture.run(&["compare", "--workload", "holdout", "--budget", "1"]);
+    run.success()
+        .stderr_contains("looks after 10, 20, 40 rounds")
+        .stderr_contains("within a budget of 1 s")
+        .stderr_contains("ran out before the next look");
+    let compare = fixture.report()["compare"].clone();
+    assert_eq!(compare["rounds"], 10, "{compare}");
+    assert_eq!(compare["workloads"][0]["budget_ran_out"], true, "{compare}");
+    let verdict = compare["workloads"][0]["candidates"]["optimized"]["wall"]["verdict"].clone();
+    if verdict != "faster" && verdict != "slower" && verdict != "no_difference" {
+        assert!(
+            run.stdout().contains("stopped by the time budget"),
+            "{}",
+            run.describe()
+        );
+    }
+}
+
 #[test]
 fn rounds_auto_stops_at_the_first_look_that_settles_the_question() {
     let fixture = compared_fixture(

@@ -15,7 +15,7 @@ use super::context::{Context, Run};
 use super::workloads::{check_cargo_targets, remove_logs_of_unknown_workloads};
 use crate::cli::{CompareArgs, CompareRole};
 use crate::measure::counter::Counter;
-use crate::measure::metric::{DEFAULT_ROUNDS, INSTRUCTION_ROUNDS, Metric, Rounds};
+use crate::measure::metric::{INSTRUCTION_ROUNDS, Metric, Rounds};
 use crate::measure::stats::{self, Verdict};
 use crate::report::CompareResult;
 use crate::report::tables::{benchmark_table, compare_table, metrics_table};
@@ -221,13 +221,12 @@ pub(crate) fn measure(
     // confirm it, instead of rounds against noise (which `[compare] rounds` is sized for).
     let default_rounds = match metric {
         Metric::Instructions => Rounds::Fixed(INSTRUCTION_ROUNDS),
-        _ => cx
-            .config
-            .compare
-            .rounds
-            .unwrap_or(Rounds::Fixed(DEFAULT_ROUNDS)),
+        _ => cx.config.compare.rounds.unwrap_or(Rounds::Auto),
     };
     let plan = args.rounds.unwrap_or(default_rounds);
+    let budget_secs = args
+        .budget
+        .unwrap_or_else(|| cx.config.compare.budget_secs());
     let looks: Vec<usize> = match plan {
         Rounds::Fixed(rounds) => vec![rounds],
         Rounds::Auto => stats::AUTO_LOOKS.to_vec(),
@@ -238,7 +237,8 @@ pub(crate) fn measure(
         Rounds::Fixed(rounds) => format!("{rounds} rounds"),
         Rounds::Auto => format!(
             "up to {} rounds (--rounds auto: looks after {} rounds, each with a {:.1}% \
-             interval, until every verdict is reached or its interval is within ±{:.0}%)",
+             interval, until every deciding verdict is reached or its interval is within \
+             ±{:.0}%, within a budget of {} s)",
             looks[looks.len() - 1],
             looks
                 .iter()
@@ -246,7 +246,8 @@ pub(crate) fn measure(
                 .collect::<Vec<_>>()
                 .join(", "),
             (1.0 - alpha) * 100.0,
-            stats::TARGET_HALF_WIDTH * 100.0
+            stats::TARGET_HALF_WIDTH * 100.0,
+            budget_secs
         ),
     };
     let emulated = emulation_note(cx, metric)?;
@@ -273,6 +274,13 @@ pub(crate) fn measure(
         rest.rsplit_once('-').map(|(workload, _)| workload)
     });
     let margin = cx.config.compare.margin();
+    let deadline = (plan == Rounds::Auto)
+        .then(|| std::time::Instant::now() + std::time::Duration::from_secs(budget_secs));
+    // The level a deciding verdict gets in the family at the least (Bonferroni over the
+    // deciding verdicts, which Holm never does worse than): a look settles a workload only
+    // when its verdicts are reached there, not merely at the look's own level.
+    let deciding_verdicts = (workloads.len() * (variants.len() - 1)).max(1);
+    let deciding_level = alpha * crate::measure::family::PRIMARY_SHARE / deciding_verdicts as f64;
     let mut comparisons = Vec::new();
     for workload in &workloads {
         comparisons.push(compare_workload(
@@ -284,6 +292,8 @@ pub(crate) fn measure(
                 alpha,
                 decider: &decider,
                 margin,
+                deadline,
+                deciding_level,
             },
             args.seed,
             counter.as_ref(),

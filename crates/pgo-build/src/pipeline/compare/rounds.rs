@@ -93,7 +93,19 @@ pub(super) fn compare_workload(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let side_by_side =
         counter.is_some() && cores >= variants.len() as f64 * cores_used.max(1.0).round();
+    let counted_from = std::time::Instant::now();
+    let mut budget_ran_out = false;
     for &look in looks.at {
+        // After the first look: only a look that ends within the budget, at the pace so far.
+        if rounds > 0
+            && let Some(deadline) = looks.deadline
+        {
+            let per_round = counted_from.elapsed() / rounds as u32;
+            if std::time::Instant::now() + per_round * (look - rounds) as u32 > deadline {
+                budget_ran_out = true;
+                break;
+            }
+        }
         while rounds < look {
             rounds += 1;
             let plan = RoundPlan {
@@ -119,9 +131,11 @@ pub(super) fn compare_workload(
             counter.is_some(),
             &workload.metrics,
         );
-        let settled = candidates
-            .values()
-            .all(|c: &CandidateSummary| c.judged(looks.decider).settled(stats::TARGET_HALF_WIDTH));
+        let settled = candidates.values().all(|c: &CandidateSummary| {
+            let judged = c.judged(looks.decider);
+            stats::summarize_at(&judged.ratios, seed, looks.deciding_level)
+                .settled(stats::TARGET_HALF_WIDTH)
+        });
         if settled {
             break;
         }
@@ -131,8 +145,13 @@ pub(super) fn compare_workload(
         Role::Holdout => "holdout",
     };
     cx.printer.info(format!(
-        "compared on {} ({role}): {rounds} rounds",
-        workload.name()
+        "compared on {} ({role}): {rounds} rounds{}",
+        workload.name(),
+        if budget_ran_out {
+            " (the time budget, --budget or [compare] budget, ran out before the next look)"
+        } else {
+            ""
+        }
     ));
     for variant in variants {
         // Every counted run succeeded (a failed one is refused).
@@ -165,6 +184,7 @@ pub(super) fn compare_workload(
         candidates,
         benchmarks,
         binaries,
+        budget_ran_out,
     })
 }
 
@@ -488,6 +508,11 @@ pub(super) struct Looks<'a> {
     pub(super) decider: &'a Decider,
     /// `[compare] margin`: "no difference" only within it.
     pub(super) margin: f64,
+    /// With `--rounds auto`: when the budget runs out; a look whose rounds would end past it
+    /// is not started.
+    pub(super) deadline: Option<std::time::Instant>,
+    /// The level a deciding verdict must be reached at for a look to settle the workload.
+    pub(super) deciding_level: f64,
 }
 
 /// Each criterion benchmark's estimate of every candidate against the reference (the first

@@ -542,6 +542,7 @@ mod tests {
                 candidates,
                 benchmarks: Vec::new(),
                 binaries: None,
+                budget_ran_out: false,
             });
         }
         let mut result = CompareResult {
