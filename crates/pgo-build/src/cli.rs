@@ -440,7 +440,8 @@ pub struct CompareArgs {
     /// --metric instructions, which is slow to count, holdout only)
     #[arg(long, value_enum, value_name = "ROLE")]
     pub role: Option<CompareRole>,
-    /// What decides the verdict (default: [compare] metric, else wall): wall-clock time, the
+    /// What decides the verdict (default: [compare] metric, else the services' own CPU time,
+    /// services.cpu, where a held-out workload has services, else wall): wall-clock time, the
     /// process tree's user+system CPU time (services included), instructions (perf stat where
     /// it can count them, else valgrind's callgrind: noise-free but ~50x slower; wall and CPU
     /// times are then inflated by the counting tool), the process tree's minor+major page

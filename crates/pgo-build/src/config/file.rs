@@ -293,6 +293,7 @@ impl Config {
                 }
             }
             reported.push(crate::measure::metric::CLIENT_CPU.to_owned());
+            reported.push(crate::measure::metric::SERVICES_CPU.to_owned());
         }
         let mut seen = std::collections::BTreeSet::new();
         reported.retain(|name| seen.insert(name.clone()));

@@ -171,9 +171,11 @@ pub struct CompareSection {
     #[schemars(with = "Option<super::described::Percentage>", extend("default" = "2%"))]
     pub margin: Option<f64>,
     /// What verdicts rest on: `"wall"`, `"cpu"`, `"instructions"`, `"faults"`, or a metric
-    /// the workloads report (`"p99_ms"`, `"latency.p99"`).
+    /// the workloads report (`"p99_ms"`, `"latency.p99"`). Unset: `"services.cpu"` (the
+    /// services' own CPU time) when a held-out workload has services, where a workload has
+    /// them, and wall time for the others; else `"wall"`.
     #[serde(default)]
-    #[schemars(with = "Option<String>", extend("default" = "wall"))]
+    #[schemars(with = "Option<String>", extend("default" = "wall, or services.cpu with services"))]
     pub metric: Option<Spanned<String>>,
 }
 

@@ -55,6 +55,12 @@ pub const SERVICE_FIGURES: [(&str, &str); 4] = [
 /// The CPU time of a workload's own command and its children, without its services'.
 pub const CLIENT_CPU: &str = "client.cpu";
 
+/// The CPU time of a workload's services together, each in its own process tree: what a
+/// server costs to serve the workload, and what decides a workload with services unless
+/// `[compare] metric` or `--metric` says otherwise (the client's wall time includes the load
+/// generator and the network, which PGO of the server does not change).
+pub const SERVICES_CPU: &str = "services.cpu";
+
 /// The name a service's own figure is reported under.
 pub fn service_metric(service: &str, figure: &str) -> String {
     format!("service.{service}.{figure}")
@@ -63,7 +69,7 @@ pub fn service_metric(service: &str, figure: &str) -> String {
 /// The unit of a figure pgo-build reports itself about a run (`service.<name>.<figure>`,
 /// `client.cpu`), and `None` for any other name. All of them are costs: lower is better.
 pub fn built_in_unit(name: &str) -> Option<&'static str> {
-    if name == CLIENT_CPU {
+    if name == CLIENT_CPU || name == SERVICES_CPU {
         return Some("s");
     }
     let (service, figure) = name.strip_prefix("service.")?.rsplit_once('.')?;

@@ -5,7 +5,7 @@
 //! `compare`, the top of `report`, the Markdown summary and the HTML page), so a figure a
 //! user quotes is one the tool concluded. A pure function of the [`Report`].
 
-use crate::measure::metric::{Decider, Metric};
+use crate::measure::metric::{CLIENT_CPU, Decider, Metric, SERVICES_CPU};
 use crate::measure::stats::{MIN_PAIRS, PairedSummary, Verdict};
 use crate::report::file::Report;
 use crate::report::records::{CompareResult, WorkloadComparison, decider_label};
@@ -163,6 +163,7 @@ fn workload_line(
 ) -> String {
     let by = match decider {
         Decider::Measured(Metric::Wall) if judged_by == "wall" => String::new(),
+        _ if judged_by == SERVICES_CPU => ", by the services' own CPU time".to_owned(),
         _ => format!(", by {judged_by}"),
     };
     // The rounds that agree with the verdict: won for a faster one, lost for a slower one.
@@ -230,6 +231,10 @@ fn workload_line(
 fn words(decider: &Decider) -> (&'static str, &'static str) {
     match decider {
         Decider::Measured(Metric::Faults) => ("fewer page faults", "more page faults"),
+        // CPU time a workload's processes spent: less of it reads "faster" like the CPU metric.
+        Decider::Reported(name) if name == SERVICES_CPU || name == CLIENT_CPU => {
+            ("faster", "slower")
+        }
         Decider::Reported(_) => ("better", "worse"),
         Decider::Measured(_) => ("faster", "slower"),
     }

@@ -382,10 +382,17 @@ fn a_services_own_cost_is_measured_and_judged_beside_its_clients() {
     run.success();
     // Per run, the service's own figures and the client's CPU time without it.
     let report = fixture.report();
+    // Unless told otherwise, the services' own CPU time decides.
+    assert_eq!(
+        report["compare"]["decided_by"], "services.cpu",
+        "{}",
+        report["compare"]
+    );
     let load = &report["compare"]["workloads"][0];
     assert_eq!(load["workload"], "load", "{load}");
     let first = &load["runs"][0]["metrics"];
     for name in [
+        "services.cpu",
         "service.db.cpu",
         "service.db.faults",
         "service.db.peak_rss",

@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use crate::config::Workload;
 use crate::exec;
 use crate::measure::criterion;
-use crate::measure::metric::{Decider, Metric};
+use crate::measure::metric::{Decider, Metric, SERVICES_CPU};
 use crate::pipeline::context::Context;
 
 /// For a target whose binaries run under an emulator: what the figures mean (wall and CPU
@@ -43,7 +43,19 @@ pub(super) fn emulation_note(cx: &Context, metric: Metric) -> Result<Option<Stri
 /// What verdicts rest on: `--metric`, else `[compare] metric`, else wall time. A workload
 /// metric must be one the workloads report.
 pub(in crate::pipeline) fn decider(cx: &Context, flag: Option<&Decider>) -> Result<Decider> {
-    let decider = flag.cloned().unwrap_or_else(|| cx.config.compare.decider());
+    // Unless told, a comparison with a held-out workload that has services is decided by
+    // the services' own CPU time where a workload has them (the others by wall time).
+    let serves = cx
+        .config
+        .workloads
+        .iter()
+        .any(|w| w.role == crate::config::Role::Holdout && !w.services.is_empty());
+    let decider = match (flag, &cx.config.compare.metric) {
+        (Some(flag), _) => flag.clone(),
+        (None, Some(_)) => cx.config.compare.decider(),
+        (None, None) if serves => Decider::Reported(SERVICES_CPU.to_owned()),
+        (None, None) => Decider::default(),
+    };
     if let Some(name) = decider.reported() {
         let reported = cx.config.reported_metrics();
         // Benchmark ids are known once criterion has run: a cargo workload may report it.

@@ -16,7 +16,7 @@ use crate::config::{Role, Workload};
 use crate::exec;
 use crate::measure::counter::Counter;
 use crate::measure::criterion;
-use crate::measure::metric::{CLIENT_CPU, Decider, service_metric};
+use crate::measure::metric::{CLIENT_CPU, Decider, SERVICES_CPU, service_metric};
 use crate::measure::stats::{self};
 use crate::pipeline::context::Context;
 use crate::pipeline::workloads::{resolve_workload, runnable_bins, warn_about_error_lines};
@@ -428,6 +428,9 @@ pub(super) fn compare_round(
                 CLIENT_CPU.to_owned(),
                 cpu.saturating_sub(services).as_secs_f64(),
             );
+            reported
+                .values
+                .insert(SERVICES_CPU.to_owned(), services.as_secs_f64());
         }
         if workload.cargo.is_some() {
             // This run's estimates: each run rewrites criterion's `new/`.
