@@ -27,6 +27,8 @@ use variant::compare_variants;
 mod checks;
 mod previous;
 mod rounds;
+#[cfg(test)]
+mod simulation;
 mod summary;
 mod variant;
 
@@ -276,11 +278,9 @@ pub(crate) fn measure(
     let margin = cx.config.compare.margin();
     let deadline = (plan == Rounds::Auto)
         .then(|| std::time::Instant::now() + std::time::Duration::from_secs(budget_secs));
-    // The level a deciding verdict gets in the family at the least (Bonferroni over the
-    // deciding verdicts, which Holm never does worse than): a look settles a workload only
-    // when its verdicts are reached there, not merely at the look's own level.
-    let deciding_verdicts = (workloads.len() * (variants.len() - 1)).max(1);
-    let deciding_level = alpha * crate::measure::family::PRIMARY_SHARE / deciding_verdicts as f64;
+    // A look settles a workload only when its verdicts are reached where the family puts
+    // them, not merely at the look's own level.
+    let deciding_level = rounds::deciding_level(alpha, workloads.len(), variants.len());
     let mut comparisons = Vec::new();
     for workload in &workloads {
         comparisons.push(compare_workload(

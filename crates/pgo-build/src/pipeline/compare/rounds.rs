@@ -131,12 +131,7 @@ pub(super) fn compare_workload(
             counter.is_some(),
             &workload.metrics,
         );
-        let settled = candidates.values().all(|c: &CandidateSummary| {
-            let judged = c.judged(looks.decider);
-            stats::summarize_at(&judged.ratios, seed, looks.deciding_level)
-                .settled(stats::TARGET_HALF_WIDTH)
-        });
-        if settled {
+        if look_settles(&candidates, looks.decider, seed, looks.deciding_level) {
             break;
         }
     }
@@ -185,6 +180,29 @@ pub(super) fn compare_workload(
         benchmarks,
         binaries,
         budget_ran_out,
+    })
+}
+
+/// The level a deciding verdict gets in the family at the least: Bonferroni over the deciding
+/// verdicts (one per workload and candidate, the last release included), which Holm never does
+/// worse than, at the deciding figure's share of the look's level.
+pub(super) fn deciding_level(look_alpha: f64, workloads: usize, variants: usize) -> f64 {
+    let deciding_verdicts = (workloads * variants.saturating_sub(1)).max(1);
+    look_alpha * crate::measure::family::PRIMARY_SHARE / deciding_verdicts as f64
+}
+
+/// Whether a look settles a workload: every candidate's deciding verdict is reached, or its
+/// interval is within the target half-width, at `level` (a verdict reached only at the look's
+/// own level could still be overruled by the family, so stopping would not conclude).
+pub(super) fn look_settles(
+    candidates: &BTreeMap<String, CandidateSummary>,
+    decider: &Decider,
+    seed: u64,
+    level: f64,
+) -> bool {
+    candidates.values().all(|c| {
+        stats::summarize_at(&c.judged(decider).ratios, seed, level)
+            .settled(stats::TARGET_HALF_WIDTH)
     })
 }
 
