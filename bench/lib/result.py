@@ -1,0 +1,54 @@
+"""Writes a bench's result file, bench/results/<name>.json, with what makes its figures
+checkable: the date, the machine, the commit measured (and whether its tree was clean)."""
+import datetime
+import json
+import os
+import platform
+import subprocess
+
+
+def _run(*args):
+    try:
+        return subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def machine():
+    model = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
+    except OSError:
+        pass
+    memory = None
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(next(l.split()[1] for l in f if l.startswith("MemTotal")))
+            memory = f"{kib / 1024 / 1024:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return {"cpus": os.cpu_count(), "cpu": model, "memory": memory, "kernel": platform.release(),
+            "rustc": _run("rustc", "-V")}
+
+
+def write(name, commit, payload):
+    """commit: what the bench built (read before it started, so later edits do not show)."""
+    result = {"bench": f"bench/{name}",
+              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "commit": commit, "machine": machine()}
+    result.update(payload)
+    os.makedirs("bench/results", exist_ok=True)
+    path = f"bench/results/{name}.json"
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def commit():
+    """The commit checked out, with "+dirty" when the tree has uncommitted changes."""
+    head = _run("git", "rev-parse", "--short", "HEAD") or "unknown"
+    dirty = _run("git", "status", "--porcelain", "--untracked-files=no")
+    return head + ("+dirty" if dirty else "")
