@@ -132,8 +132,21 @@ pub fn answer(report: &Report) -> Option<Answer> {
         },
         (None, false) => not_proven_headline(compare, &judged, &decider),
     };
+    // Unproven, the size of a variant nobody should ship yet is beside the point.
+    let ship = ship.filter(|_| !on_training);
     if let Some(sizes) = ship.and_then(|ship| size_line(report, ship, &compare.reference)) {
         lines.push(sizes);
+    }
+    // The gate ships BOLT whenever it is enabled: say so where the answer differs.
+    if ship.is_some_and(|s| s != "bolt")
+        && !report.bolt.is_empty()
+        && compare.candidates.iter().any(|c| c == "bolt")
+    {
+        lines.push(format!(
+            "`pgo-build gate` ships bolt while [bolt] enabled = true: set it to false in \
+             pgo-build.toml to ship {}",
+            ship.map_or("optimized", |s| s.as_str())
+        ));
     }
     if let Some(cost) = build_cost_line(report) {
         lines.push(cost);
@@ -164,7 +177,11 @@ fn workload_line(
     let by = match decider {
         Decider::Measured(Metric::Wall) if judged_by == "wall" => String::new(),
         _ if judged_by == SERVICES_CPU => ", by the services' own CPU time".to_owned(),
-        _ => format!(", by {judged_by}"),
+        _ => match judged_by {
+            "wall" => ", by wall time".to_owned(),
+            "CPU" => ", by CPU time".to_owned(),
+            other => format!(", by {other}"),
+        },
     };
     // The rounds that agree with the verdict: won for a faster one, lost for a slower one.
     let agreeing = match summary.verdict {
@@ -527,10 +544,62 @@ mod tests {
             text.contains("Build time: instrument + train + optimize took 10.0 s, 3.3× the plain build's 3.0 s"),
             "{text}"
         );
+        assert!(!text.contains("gate"), "{text}");
+        // The same with BOLT run (it is enabled): the gate would ship it, and the answer says
+        // how to ship what it recommends instead.
+        let mut bolted = report(&FASTER, &bolt, 1400);
+        bolted.bolt.insert(
+            "server".into(),
+            crate::report::records::BoltRecord {
+                input: "optimized".into(),
+                bolted: true,
+                reason: None,
+                profile_files: 1,
+                seconds: Some(1.0),
+                size_before: 1000,
+                size_after: 1400,
+                functions_with_profile: None,
+                taken_branches: None,
+            },
+        );
+        let text = super::answer(&bolted).unwrap().lines.join("\n");
+        assert!(
+            text.contains(
+                "`pgo-build gate` ships bolt while [bolt] enabled = true: set it to false in \
+                 pgo-build.toml to ship optimized"
+            ),
+            "{text}"
+        );
         // 5% faster than optimized at the same size: BOLT is worth it.
         let bolt: Vec<f64> = FASTER.iter().map(|r| r * 0.95).collect();
         let answer = super::answer(&report(&FASTER, &bolt, 1000)).unwrap();
         assert!(answer.headline.starts_with("Ship bolt: "), "{answer:#?}");
+    }
+
+    #[test]
+    fn unproven_on_training_work_names_no_size_and_a_cpu_verdict_says_cpu_time() {
+        let mut trained = report(&FASTER, &FASTER, 1000);
+        let compare = trained.compare.as_mut().unwrap();
+        for workload in &mut compare.workloads {
+            workload.role = "train".into();
+        }
+        compare.geometric_mean = [(
+            "train".to_owned(),
+            compare.geometric_mean["holdout"].clone(),
+        )]
+        .into();
+        let answer = super::answer(&trained).unwrap();
+        assert!(
+            answer
+                .headline
+                .starts_with("Not proven: no held-out workload"),
+            "{answer:#?}"
+        );
+        assert!(!answer.text().contains("Loaded size"), "{}", answer.text());
+        let mut by_cpu = report(&FASTER, &FASTER, 1000);
+        by_cpu.compare.as_mut().unwrap().metric = Metric::Cpu;
+        let line = &super::answer(&by_cpu).unwrap().lines[0];
+        assert!(line.ends_with("10/10 rounds, by CPU time"), "{line}");
     }
 
     #[test]
