@@ -4,18 +4,17 @@
 
 use std::fmt::Write;
 
+mod charts;
 mod explore;
 mod text;
 
+use charts::compare_section;
 use explore::{explore_markdown, explore_section};
 use text::escape;
 
-use crate::measure::metric::Decider;
-use crate::measure::stats::Verdict;
 use crate::report::file::Report;
 use crate::report::records::{
-    BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZES_LEGEND, WorkloadComparison,
-    decider_label, verdict_text,
+    BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZES_LEGEND, decider_label, verdict_text,
 };
 use crate::report::tables::{PipelineStages, percent, share_of};
 use crate::util::units::{figure, human_bytes};
@@ -526,194 +525,6 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
         );
     }
     out.push('\n');
-}
-
-fn compare_section(compare: &CompareResult, out: &mut String) {
-    let _ = write!(
-        out,
-        "<h2>A/B comparison</h2><p>{} rounds after a warm-up, in a random order each round; \
-         each dot is one round's {} ratio against {}; the band is the 95% interval of the \
-         median (bar). {}</p>",
-        compare.rounds,
-        escape(&decider_label(&compare.decider())),
-        escape(&compare.reference),
-        compare
-            .family
-            .as_ref()
-            .map(|family| escape(&family.legend()))
-            .unwrap_or_default()
-    );
-    let decider = compare.decider();
-    if let Some(note) = &compare.emulated {
-        let _ = write!(
-            out,
-            "<p class=\"slower\"><b>Emulated:</b> {}</p>",
-            escape(note)
-        );
-    }
-    for workload in &compare.workloads {
-        for (candidate, summary) in workload.in_order(&compare.candidates) {
-            let s = summary.judged(&decider);
-            let class = verdict_class(s.verdict);
-            // The interval drawn and stated is the one the verdict was judged by.
-            let (low, high) = s.verdict_interval();
-            let _ = write!(
-                out,
-                "<h3>{} ({}): {candidate} vs {}</h3><p>median of per-round ratios {} (the \
-                 verdict's interval {} … {}), wins {}/{}: <span class=\"{class}\">{}</span></p>",
-                escape(&workload.workload),
-                escape(&workload.role),
-                escape(&compare.reference),
-                percent(s.median_ratio),
-                percent(low),
-                percent(high),
-                s.wins,
-                s.pairs,
-                verdict_text(s, &decider)
-            );
-            out.push_str(&ratio_plot(
-                workload,
-                &decider,
-                candidate,
-                &compare.reference,
-                s.median_ratio,
-                low,
-                high,
-            ));
-            metrics_html(workload, candidate, &compare.reference, out);
-        }
-    }
-}
-
-/// The page's CSS class of a verdict: shown in colour when it is one.
-fn verdict_class(verdict: Verdict) -> &'static str {
-    match verdict {
-        Verdict::Faster => "faster",
-        Verdict::Slower => "slower",
-        _ => "",
-    }
-}
-
-/// A candidate's workload metrics: a row each (in the metric's unit), then each one's
-/// per-round cost ratios.
-fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str, out: &mut String) {
-    let Some(summary) = workload.candidates.get(candidate) else {
-        return;
-    };
-    if summary.metrics.is_empty() {
-        return;
-    }
-    out.push_str(
-        "<table><tr><th>Metric</th><th>Median of each side</th><th>Cost ratio (CI)</th>\
-         <th>Wins</th><th>Verdict</th></tr>",
-    );
-    for (name, metric) in &summary.metrics {
-        let s = &metric.summary;
-        let class = verdict_class(s.verdict);
-        let _ = write!(
-            out,
-            "<tr><td>{} ({})</td><td>{} → {} {}</td><td>{:.3} ({:.3} … {:.3})</td><td>{}/{}</td>\
-             <td class=\"{class}\">{}</td></tr>",
-            escape(name),
-            metric.direction_text(),
-            figure(metric.reference_median),
-            figure(metric.candidate_median),
-            escape(&metric.unit),
-            s.median_ratio,
-            s.ci_low,
-            s.ci_high,
-            s.wins,
-            s.pairs,
-            metric.verdict_text()
-        );
-    }
-    out.push_str("</table>");
-    for (name, metric) in &summary.metrics {
-        let s = &metric.summary;
-        let _ = write!(out, "<p>{}: per-round cost ratios</p>", escape(name));
-        let (low, high) = s.verdict_interval();
-        out.push_str(&ratio_plot(
-            workload,
-            &Decider::Reported(name.clone()),
-            candidate,
-            reference,
-            s.median_ratio,
-            low,
-            high,
-        ));
-    }
-}
-
-/// Per-round ratios on an axis around 1.0.
-fn ratio_plot(
-    workload: &WorkloadComparison,
-    decider: &Decider,
-    candidate: &str,
-    reference: &str,
-    median: f64,
-    low: f64,
-    high: f64,
-) -> String {
-    let higher = decider
-        .reported()
-        .and_then(|name| workload.candidates.get(candidate)?.metrics.get(name))
-        .is_some_and(|m| m.direction == crate::measure::metrics::Direction::Higher);
-    let ratios: Vec<f64> = workload
-        .runs
-        .iter()
-        .filter(|r| r.variant == candidate)
-        .filter_map(|c| {
-            let r = workload
-                .runs
-                .iter()
-                .find(|r| r.round == c.round && r.variant == reference)?;
-            Some(c.judged_value(decider)? / r.judged_value(decider)?)
-        })
-        // A higher-is-better metric is summarised as reference/candidate (below 1: better).
-        .map(|ratio| if higher { 1.0 / ratio } else { ratio })
-        .collect();
-    let lo = ratios.iter().copied().fold(0.8f64, f64::min).min(low) - 0.02;
-    let hi = ratios.iter().copied().fold(1.2f64, f64::max).max(high) + 0.02;
-    let x = |v: f64| 20.0 + 740.0 * (v - lo) / (hi - lo);
-    let mut svg = format!(
-        "<rect x=\"{:.1}\" y=\"10\" width=\"{:.1}\" height=\"40\" fill=\"#cde\"/>\
-         <line x1=\"{:.1}\" y1=\"5\" x2=\"{:.1}\" y2=\"55\" stroke=\"#888\" stroke-dasharray=\"4\"/>\
-         <line x1=\"{:.1}\" y1=\"8\" x2=\"{:.1}\" y2=\"52\" stroke=\"#224\" stroke-width=\"3\"/>",
-        x(low),
-        (x(high) - x(low)).max(1.0),
-        x(1.0),
-        x(1.0),
-        x(median),
-        x(median)
-    );
-    for (i, ratio) in ratios.iter().enumerate() {
-        let _ = write!(
-            svg,
-            "<circle cx=\"{:.1}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>round {}: {:.3}</title></circle>",
-            x(*ratio),
-            20 + (i % 3) * 10,
-            // Below 1 the candidate did better that round: green, not an alarm's red.
-            if *ratio < 1.0 { "#59a14f" } else { "#e15759" },
-            i + 1,
-            ratio
-        );
-    }
-    for tick in [lo + 0.02, 1.0, hi - 0.02] {
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"70\" text-anchor=\"middle\">{tick:.2}</text>",
-            x(tick)
-        );
-    }
-    let _ = write!(
-        svg,
-        "<text x=\"400\" y=\"88\" text-anchor=\"middle\">per-round ratio, candidate / \
-         reference (below 1.00: better); band: the verdict's interval</text>"
-    );
-    format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"95\" \
-         viewBox=\"0 0 800 95\">{svg}</svg>"
-    )
 }
 
 /// "Start-up order: ordering-file, from 40 traces of 40 processes, 2076 functions ordered."
