@@ -250,6 +250,24 @@ fn at_a_terminal_sentences_fit_its_width() {
             .map(str::to_owned)
             .collect()
     };
+    // The Markdown summary leads with the same verdict block: each held-out workload's line,
+    // with its interval, in the first 10 lines.
+    let markdown = fixture.run(&["report", "--markdown"]);
+    let first: Vec<&str> = markdown.stdout().lines().take(10).collect();
+    assert!(
+        first.iter().any(|l| l.starts_with("**Ship ")
+            || l.starts_with("**Not proven")
+            || l.starts_with("**Do not ship")),
+        "{}",
+        markdown.describe()
+    );
+    assert!(
+        first
+            .iter()
+            .any(|l| l.starts_with("- holdout: optimized ") && l.contains('–')),
+        "{}",
+        markdown.describe()
+    );
     let whole = words(&report_at(1000));
     for columns in [80, 120] {
         let shown = report_at(columns);

@@ -7,7 +7,9 @@ use std::fmt::Write;
 use super::text::escape;
 use crate::measure::metric::Decider;
 use crate::measure::stats::{PairedSummary, Verdict};
-use crate::report::records::{CompareResult, WorkloadComparison, decider_label, verdict_text};
+use crate::report::records::{
+    CandidateSummary, CompareResult, WorkloadComparison, decider_label, verdict_text,
+};
 use crate::report::tables::percent;
 use crate::util::units::figure;
 
@@ -35,8 +37,9 @@ pub(super) fn compare_section(compare: &CompareResult, out: &mut String) {
             .in_order(&compare.candidates)
             .into_iter()
             .map(move |(candidate, summary)| {
+                let by = judged_by(summary, decider);
                 (
-                    round_ratios(workload, decider, candidate, &compare.reference),
+                    round_ratios(workload, &by, candidate, &compare.reference),
                     summary.judged(decider).verdict_interval(),
                 )
             })
@@ -51,16 +54,18 @@ pub(super) fn compare_section(compare: &CompareResult, out: &mut String) {
     for workload in &compare.workloads {
         for (candidate, summary) in workload.in_order(&compare.candidates) {
             let s = summary.judged(&decider);
+            let by = judged_by(summary, &decider);
             let class = verdict_class(s.verdict);
             // The interval drawn and stated is the one the verdict was judged by.
             let (low, high) = s.verdict_interval();
             let _ = write!(
                 out,
-                "<h3>{} ({}): {candidate} vs {}</h3><p>median of per-round ratios {} (the \
-                 verdict's interval {} … {}), wins {}/{}: <span class=\"{class}\">{}</span></p>",
+                "<h3>{} ({}): {candidate} vs {}</h3><p>by {}: median of per-round ratios {} \
+                 (the verdict's interval {} … {}), wins {}/{}: <span class=\"{class}\">{}</span></p>",
                 escape(&workload.workload),
                 escape(&workload.role),
                 escape(&compare.reference),
+                escape(&decider_label(&by)),
                 percent(s.median_ratio),
                 percent(low),
                 percent(high),
@@ -69,13 +74,23 @@ pub(super) fn compare_section(compare: &CompareResult, out: &mut String) {
                 verdict_text(s, &decider)
             );
             out.push_str(&ratio_plot(
-                &round_ratios(workload, &decider, candidate, &compare.reference),
+                &round_ratios(workload, &by, candidate, &compare.reference),
                 s.median_ratio,
                 (low, high),
                 range,
             ));
             metrics_html(workload, candidate, &compare.reference, out);
         }
+    }
+}
+
+/// What a candidate's verdict on a workload rests on: the deciding metric where the workload
+/// reports it, else the figure measured beside it (a workload without services is judged by
+/// wall time when `services.cpu` decides).
+fn judged_by(summary: &CandidateSummary, decider: &Decider) -> Decider {
+    match decider.reported() {
+        Some(name) if !summary.metrics.contains_key(name) => Decider::Measured(decider.measured()),
+        _ => decider.clone(),
     }
 }
 
@@ -322,5 +337,15 @@ mod tests {
             !html.contains("#e15759"),
             "an improvement drawn red: {html}"
         );
+        // Decided by the services' CPU time, a workload without services is drawn (and said
+        // to be judged) by wall time: its rounds are there, not an empty chart.
+        let mut by_services = compare;
+        by_services.decided_by = Some("services.cpu".into());
+        let mut html = String::new();
+        compare_section(&by_services, &mut html);
+        for svg in html.split("<svg").skip(1) {
+            assert_eq!(svg.matches("<circle").count(), 8, "{html}");
+        }
+        assert!(html.contains("<p>by wall: "), "{html}");
     }
 }

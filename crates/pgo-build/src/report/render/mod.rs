@@ -150,7 +150,9 @@ pub fn html(report: &Report) -> String {
             escape(&answer.headline)
         );
         for line in &answer.lines {
-            let _ = write!(body, "<li>{}</li>", escape(line));
+            // An interval stays on one line on a phone: word joiners around its dash.
+            let line = escape(line).replace('–', "\u{2060}–\u{2060}");
+            let _ = write!(body, "<li>{line}</li>");
         }
         body.push_str("</ul></section>");
     }
