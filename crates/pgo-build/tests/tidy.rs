@@ -656,3 +656,125 @@ mod checks {
         );
     }
 }
+
+/// A function longer than this is split along its seams.
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// The functions that were longer when the rule came, with their length then: a listed
+/// function may not grow, and one that fits the limit leaves the list, so it only shrinks.
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    ("cargo/build.rs", "build_batch", 159),
+    ("exec/service.rs", "stop_service", 127),
+    ("exec/workload.rs", "run", 144),
+    ("pipeline/committed.rs", "committed_profile", 170),
+    ("pipeline/committed.rs", "staleness", 146),
+    ("pipeline/compare/mod.rs", "measure", 141),
+    ("pipeline/compare/rounds.rs", "compare_round", 225),
+    ("pipeline/compare/rounds.rs", "compare_workload", 125),
+    ("pipeline/context.rs", "new", 125),
+    ("pipeline/doctor.rs", "doctor_target", 129),
+    ("pipeline/explore/measure.rs", "measure_variants", 151),
+    ("pipeline/explore/mod.rs", "explore", 169),
+    ("pipeline/gate.rs", "judge", 131),
+    ("pipeline/optimize.rs", "check_staleness", 125),
+    ("pipeline/optimize.rs", "optimize", 170),
+    ("pipeline/profile.rs", "export", 179),
+    ("pipeline/profile.rs", "profile_check", 166),
+    ("pipeline/profile.rs", "profile_overlap", 152),
+    ("pipeline/profile.rs", "profile_show", 121),
+    ("pipeline/rustc_budget.rs", "record", 131),
+    ("pipeline/shard/merge.rs", "merge", 184),
+    ("pipeline/shard/pack.rs", "unpack", 124),
+    ("pipeline/train.rs", "train", 132),
+    ("pipeline/workloads.rs", "run_training", 239),
+    ("report/render/explore.rs", "explore_section", 163),
+    ("report/tables.rs", "compare_table", 121),
+    ("report/tables.rs", "rustc_memory_tables", 134),
+    ("wrappers/rustc/mod.rs", "wrap", 249),
+];
+
+/// Every function with a body in `text`, with its length in lines (rustfmt's layout: the body
+/// ends at the first `}` alone at the indentation of the line that says `fn`).
+fn functions(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let mut rest = trimmed;
+        if let Some(after) = rest.strip_prefix("pub") {
+            rest = match after.strip_prefix('(') {
+                Some(scoped) => scoped.split_once(") ").map_or("", |(_, r)| r),
+                None => after.trim_start(),
+            };
+        }
+        for qualifier in ["const ", "async ", "unsafe "] {
+            rest = rest.strip_prefix(qualifier).unwrap_or(rest);
+        }
+        let Some(signature) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = signature.chars().take_while(|c| is_ident(*c)).collect();
+        // A declaration without a body (in a trait) ends with `;` before any `{`.
+        let opens = lines[start..]
+            .iter()
+            .find(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';'));
+        if opens.is_none_or(|l| l.trim_end().ends_with(';')) {
+            continue;
+        }
+        let end = lines[start + 1..]
+            .iter()
+            .position(|l| l.strip_prefix(indent) == Some("}"))
+            .map_or(lines.len(), |at| start + 1 + at);
+        found.push((name, end - start + 1));
+    }
+    found
+}
+
+#[test]
+fn functions_stay_short_and_the_long_ones_only_shrink() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    for source in sources(&src).values() {
+        let file = source.path.strip_prefix(&src).unwrap().to_string_lossy();
+        for (name, lines) in functions(&source.text) {
+            if lines <= MAX_FUNCTION_LINES {
+                continue;
+            }
+            match LONG_FUNCTIONS
+                .iter()
+                .find(|(f, n, _)| *f == file && *n == name)
+            {
+                Some((_, _, was)) if lines > *was => problems.push(format!(
+                    "{file}: `{name}` grew to {lines} lines (it was {was}, the limit is \
+                     {MAX_FUNCTION_LINES}): split it, don't grow it"
+                )),
+                Some(_) => {
+                    seen.insert((file.to_string(), name));
+                }
+                None => problems.push(format!(
+                    "{file}: `{name}` is {lines} lines, over the limit of {MAX_FUNCTION_LINES}: \
+                     split it along its seams"
+                )),
+            }
+        }
+    }
+    for (file, name, _) in LONG_FUNCTIONS {
+        if !seen.contains(&(file.to_string(), name.to_string())) {
+            problems.push(format!(
+                "{file}: `{name}` is within the limit now (or gone): take it off LONG_FUNCTIONS"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+#[test]
+fn function_lengths_are_read_as_rustfmt_lays_them_out() {
+    let text = "fn a() {\n    x();\n}\n\ntrait T {\n    fn declared(&self);\n    fn b(&self) {\n        if y {\n        }\n    }\n}\npub(crate) fn c(\n    z: u8,\n) -> u8 {\n    z\n}\n";
+    assert_eq!(
+        functions(text),
+        [("a".into(), 3), ("b".into(), 4), ("c".into(), 5)]
+    );
+}
