@@ -235,23 +235,7 @@ pub(crate) fn measure(
     };
     // Each planned look is made at an equal share of the level (Bonferroni).
     let alpha = stats::ALPHA / looks.len() as f64;
-    let rounds_text = match plan {
-        Rounds::Fixed(rounds) => format!("{rounds} rounds"),
-        Rounds::Auto => format!(
-            "up to {} rounds (--rounds auto: looks after {} rounds, each with a {:.1}% \
-             interval, until every deciding verdict is reached or its interval is within \
-             ±{:.0}%, within a budget of {} s)",
-            looks[looks.len() - 1],
-            looks
-                .iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            (1.0 - alpha) * 100.0,
-            stats::TARGET_HALF_WIDTH * 100.0,
-            budget_secs
-        ),
-    };
+    let rounds_text = rounds_text(plan, &looks, alpha, budget_secs);
     let emulated = emulation_note(cx, metric)?;
     if let Some(note) = &emulated {
         cx.printer.warn(note);
@@ -306,22 +290,7 @@ pub(crate) fn measure(
         .filter(|n| **n != PREVIOUS)
         .map(|n| n.to_string())
         .collect();
-    let mut geometric_mean: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
-    for role in ["holdout", "train"] {
-        for candidate in &candidates {
-            let medians: Vec<f64> = comparisons
-                .iter()
-                .filter(|c| c.role == role)
-                .map(|c| c.candidates[candidate].judged(&decider).median_ratio)
-                .collect();
-            if !medians.is_empty() {
-                geometric_mean
-                    .entry(role.to_owned())
-                    .or_default()
-                    .insert(candidate.clone(), stats::geometric_mean(&medians));
-            }
-        }
-    }
+    let geometric_mean = geometric_means(&comparisons, &candidates, &decider);
     let mut result = CompareResult {
         metric,
         decided_by: decider.reported().map(str::to_owned),
@@ -345,4 +314,51 @@ pub(crate) fn measure(
         judge_family(&mut result, alpha);
     }
     Ok(result)
+}
+
+/// How the rounds are planned, in words: "10 rounds", or auto's looks, level and budget.
+fn rounds_text(plan: Rounds, looks: &[usize], alpha: f64, budget_secs: u64) -> String {
+    match plan {
+        Rounds::Fixed(rounds) => format!("{rounds} rounds"),
+        Rounds::Auto => format!(
+            "up to {} rounds (--rounds auto: looks after {} rounds, each with a {:.1}% \
+             interval, until every deciding verdict is reached or its interval is within \
+             ±{:.0}%, within a budget of {} s)",
+            looks[looks.len() - 1],
+            looks
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            (1.0 - alpha) * 100.0,
+            stats::TARGET_HALF_WIDTH * 100.0,
+            budget_secs
+        ),
+    }
+}
+
+/// Per role (holdout, train) and candidate: the geometric mean of the workloads' median
+/// ratios by what decides.
+fn geometric_means(
+    comparisons: &[crate::report::WorkloadComparison],
+    candidates: &[String],
+    decider: &crate::measure::metric::Decider,
+) -> BTreeMap<String, BTreeMap<String, f64>> {
+    let mut geometric_mean: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    for role in ["holdout", "train"] {
+        for candidate in candidates {
+            let medians: Vec<f64> = comparisons
+                .iter()
+                .filter(|c| c.role == role)
+                .map(|c| c.candidates[candidate].judged(decider).median_ratio)
+                .collect();
+            if !medians.is_empty() {
+                geometric_mean
+                    .entry(role.to_owned())
+                    .or_default()
+                    .insert(candidate.clone(), stats::geometric_mean(&medians));
+            }
+        }
+    }
+    geometric_mean
 }

@@ -68,18 +68,7 @@ pub(super) fn compare_workload(
     let mut runs = Vec::new();
     let mut rounds = 0;
     let mut candidates = BTreeMap::new();
-    // criterion results of an earlier comparison must not be read as this one's.
-    let criterion_homes: Vec<std::path::PathBuf> = variants
-        .iter()
-        .map(|v| criterion::home(&v.layout.cargo_target_dir(v.stage)))
-        .collect();
-    if workload.cargo.is_some() {
-        for home in &criterion_homes {
-            if home.exists() {
-                crate::util::files::remove_dir_all(home)?;
-            }
-        }
-    }
+    let criterion_homes = fresh_criterion_homes(workload, variants)?;
     // Round 0 is the warm-up (page cache, CPU frequency); it is not counted, and not run
     // under the instruction counter. It also measures how many cores the workload keeps
     // busy (CPU time / wall time), which decides whether variants fit side by side.
@@ -157,21 +146,7 @@ pub(super) fn compare_workload(
     } else {
         Vec::new()
     };
-    // What its commands name, with what its warm-up was seen to run (a launcher's children).
-    let bins: Vec<&str> = variants
-        .iter()
-        .flat_map(|v| v.bin_names())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let binaries = exec::binaries_run(workload, &bins, &cx.workspace.root).map(|named| {
-        named
-            .into_iter()
-            .chain(seen)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect()
-    });
+    let binaries = binaries_of(cx, workload, variants, seen);
     Ok(WorkloadComparison {
         workload: workload.name().to_owned(),
         role: role.to_owned(),
@@ -180,6 +155,47 @@ pub(super) fn compare_workload(
         benchmarks,
         binaries,
         budget_ran_out,
+    })
+}
+
+/// Each variant's criterion directory, emptied for a cargo bench workload: results of an
+/// earlier comparison must not be read as this one's.
+fn fresh_criterion_homes(workload: &Workload, variants: &[Compared]) -> Result<Vec<PathBuf>> {
+    let homes: Vec<PathBuf> = variants
+        .iter()
+        .map(|v| criterion::home(&v.layout.cargo_target_dir(v.stage)))
+        .collect();
+    if workload.cargo.is_some() {
+        for home in &homes {
+            if home.exists() {
+                crate::util::files::remove_dir_all(home)?;
+            }
+        }
+    }
+    Ok(homes)
+}
+
+/// The binaries a workload ran: what its commands name, with what its warm-up was seen to run
+/// (a launcher's children); `None` when its commands cannot be read for names.
+fn binaries_of(
+    cx: &Context,
+    workload: &Workload,
+    variants: &[Compared],
+    seen: std::collections::BTreeSet<String>,
+) -> Option<Vec<String>> {
+    let bins: Vec<&str> = variants
+        .iter()
+        .flat_map(|v| v.bin_names())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    exec::binaries_run(workload, &bins, &cx.workspace.root).map(|named| {
+        named
+            .into_iter()
+            .chain(seen)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
     })
 }
 
