@@ -303,32 +303,20 @@ pub(super) fn compare_round(
     let service_dir =
         |variant: &str, service: &str| counts.join(format!("{variant}.service.{service}"));
     if counter.is_some() {
-        let mut dirs = count_dirs.clone();
-        for variant in &order {
-            for service in &workload.service_specs {
-                dirs.push(service_dir(&variant.name, service.name()));
-            }
-        }
-        for dir in &dirs {
+        let services = order.iter().flat_map(|variant| {
+            workload
+                .service_specs
+                .iter()
+                .map(|service| service_dir(&variant.name, service.name()))
+        });
+        for dir in count_dirs.iter().cloned().chain(services) {
             if dir.exists() {
-                crate::util::files::remove_dir_all(dir)?;
+                crate::util::files::remove_dir_all(&dir)?;
             }
-            crate::util::files::create_dir_all(dir)?;
+            crate::util::files::create_dir_all(&dir)?;
         }
     }
-    let service_wrappers: Vec<Box<exec::ServiceWrapper<'_>>> = order
-        .iter()
-        .map(|variant| -> Box<exec::ServiceWrapper<'_>> {
-            let variant = variant.name.clone();
-            let counts = counts.clone();
-            match counter {
-                Some(counter) => Box::new(move |service: &str| {
-                    counter.wrapper(&counts.join(format!("{variant}.service.{service}")))
-                }),
-                None => Box::new(|_: &str| Vec::new()),
-            }
-        })
-        .collect();
+    let service_wrappers = service_wrappers(&order, counter, &counts);
     let targets: Vec<exec::Target> = order
         .iter()
         .zip(&bin_dirs)
@@ -354,53 +342,8 @@ pub(super) fn compare_round(
             },
         )
         .collect();
-    // A cargo workload builds and runs its benches with each variant's own build settings.
-    let resolved: Vec<crate::exec::Job> = order
-        .iter()
-        .map(|v| {
-            let job = resolve_workload(cx, &v.layout, v.stage, &v.manifest, workload)?;
-            // Under the counter a run takes many times longer: so does its timeout.
-            Ok(match counter {
-                Some(counter) => job.slowed(counter.slowdown()),
-                None => job,
-            })
-        })
-        .collect::<Result<_>>()?;
-    if let (Some(counter), Some(job), 1) = (counter, resolved.first(), round)
-        && counter.slowdown() > 1
-    {
-        cx.printer.info(format!(
-            "{}: timeout {}s under {} ({}× the workload's {}s)",
-            workload.name(),
-            job.timeout().as_secs(),
-            counter.describe(),
-            counter.slowdown(),
-            workload.timeout.as_secs()
-        ));
-    }
-    let printer = &cx.printer;
-    let mut outcomes = Vec::new();
-    if side_by_side {
-        let results: Vec<Result<exec::Outcome>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = targets
-                .iter()
-                .zip(&resolved)
-                .map(|(target, workload)| scope.spawn(|| target.run(workload, printer)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().expect("a workload thread panicked"))
-                .collect()
-        });
-        for (result, variant) in results.into_iter().zip(&order) {
-            outcomes.push(checked_run(cx, workload, &variant.name, result?)?);
-        }
-    } else {
-        for ((target, running), variant) in targets.iter().zip(&resolved).zip(&order) {
-            let outcome = target.run(running, printer)?;
-            outcomes.push(checked_run(cx, workload, &variant.name, outcome)?);
-        }
-    }
+    let resolved = resolved_jobs(cx, workload, &order, counter, round)?;
+    let outcomes = run_targets(cx, workload, &order, &targets, &resolved, side_by_side)?;
     for ((outcome, variant), count_dir) in outcomes.iter().zip(&order).zip(&count_dirs) {
         let name = variant.name.as_str();
         seen.extend(staged_binaries_among(variant, &outcome.executables));
@@ -415,57 +358,10 @@ pub(super) fn compare_round(
                 )
             })?;
         let (wall, cpu) = (outcome.duration, outcome.cpu);
-        let mut reported = if workload.metrics.is_empty() {
-            crate::measure::metrics::RunMetrics::default()
-        } else {
-            crate::measure::metrics::read(
-                &workload.metrics,
-                &outcome.log_path,
-                &outcome.metric_lines,
-            )
-            .map_err(|reason| {
-                anyhow::anyhow!(
-                    "workload `{}` against the {name} binaries: {reason}. Full log: {}",
-                    workload.name(),
-                    outcome.log_path.display()
-                )
-            })?
-        };
-        // Each service's own cost, and the client's without them.
-        for service in &outcome.services {
-            let figure = |figure: &str| service_metric(&service.name, figure);
-            reported
-                .values
-                .insert(figure("cpu"), service.cpu.as_secs_f64());
-            reported
-                .values
-                .insert(figure("faults"), service.faults as f64);
-            reported.values.insert(
-                figure("peak_rss"),
-                service.max_rss_bytes as f64 / (1 << 20) as f64,
-            );
-            if let Some(counter) = counter {
-                let count = counter
-                    .read(&service_dir(name, &service.name))
-                    .with_context(|| {
-                        format!(
-                            "could not read the instruction count of service `{}` ({} binaries)",
-                            service.name, name
-                        )
-                    })?;
-                reported.values.insert(figure("instructions"), count as f64);
-            }
-        }
-        if !outcome.services.is_empty() {
-            let services: std::time::Duration = outcome.services.iter().map(|s| s.cpu).sum();
-            reported.values.insert(
-                CLIENT_CPU.to_owned(),
-                cpu.saturating_sub(services).as_secs_f64(),
-            );
-            reported
-                .values
-                .insert(SERVICES_CPU.to_owned(), services.as_secs_f64());
-        }
+        let mut reported = reported_metrics(workload, name, outcome)?;
+        add_service_figures(&mut reported, outcome, (counter, name), &|service| {
+            service_dir(name, service)
+        })?;
         if workload.cargo.is_some() {
             // This run's estimates: each run rewrites criterion's `new/`.
             let home = criterion::home(&variant.layout.cargo_target_dir(variant.stage));
@@ -500,10 +396,170 @@ pub(super) fn compare_round(
             });
         }
     }
-    Ok(outcomes
+    Ok(cores_used(&outcomes))
+}
+
+/// The most cores a run of the round kept busy: its CPU time over its wall time.
+fn cores_used(outcomes: &[exec::Outcome]) -> f64 {
+    outcomes
         .iter()
         .map(|o| o.cpu.as_secs_f64() / o.duration.as_secs_f64().max(1e-6))
-        .fold(0.0, f64::max))
+        .fold(0.0, f64::max)
+}
+
+/// Per variant: what each of its services runs under (the counter, into a directory of the
+/// service's own beside the client's counts), or nothing.
+fn service_wrappers<'a>(
+    order: &[&Compared],
+    counter: Option<&'a Counter>,
+    counts: &std::path::Path,
+) -> Vec<Box<exec::ServiceWrapper<'a>>> {
+    order
+        .iter()
+        .map(|variant| -> Box<exec::ServiceWrapper<'a>> {
+            let variant = variant.name.clone();
+            let counts = counts.to_path_buf();
+            match counter {
+                Some(counter) => Box::new(move |service: &str| {
+                    counter.wrapper(&counts.join(format!("{variant}.service.{service}")))
+                }),
+                None => Box::new(|_: &str| Vec::new()),
+            }
+        })
+        .collect()
+}
+
+/// Each variant's job of `workload`: a cargo workload builds and runs its benches with each
+/// variant's own build settings; under the counter a run takes many times longer, and so does
+/// its timeout (said once, in the first round).
+fn resolved_jobs(
+    cx: &Context,
+    workload: &Workload,
+    order: &[&Compared],
+    counter: Option<&Counter>,
+    round: usize,
+) -> Result<Vec<crate::exec::Job>> {
+    let resolved: Vec<crate::exec::Job> = order
+        .iter()
+        .map(|v| {
+            let job = resolve_workload(cx, &v.layout, v.stage, &v.manifest, workload)?;
+            Ok(match counter {
+                Some(counter) => job.slowed(counter.slowdown()),
+                None => job,
+            })
+        })
+        .collect::<Result<_>>()?;
+    if let (Some(counter), Some(job), 1) = (counter, resolved.first(), round)
+        && counter.slowdown() > 1
+    {
+        cx.printer.info(format!(
+            "{}: timeout {}s under {} ({}× the workload's {}s)",
+            workload.name(),
+            job.timeout().as_secs(),
+            counter.describe(),
+            counter.slowdown(),
+            workload.timeout.as_secs()
+        ));
+    }
+    Ok(resolved)
+}
+
+/// The metrics a run of `workload` against the `name` binaries reported.
+fn reported_metrics(
+    workload: &Workload,
+    name: &str,
+    outcome: &exec::Outcome,
+) -> Result<crate::measure::metrics::RunMetrics> {
+    if workload.metrics.is_empty() {
+        return Ok(crate::measure::metrics::RunMetrics::default());
+    }
+    crate::measure::metrics::read(&workload.metrics, &outcome.log_path, &outcome.metric_lines)
+        .map_err(|reason| {
+            anyhow::anyhow!(
+                "workload `{}` against the {name} binaries: {reason}. Full log: {}",
+                workload.name(),
+                outcome.log_path.display()
+            )
+        })
+}
+
+/// Each service's own cost (CPU, faults, peak memory, instructions under the counter, read
+/// from `service_dir(service)`), and the client's CPU time without them.
+fn add_service_figures(
+    reported: &mut crate::measure::metrics::RunMetrics,
+    outcome: &exec::Outcome,
+    (counter, variant): (Option<&Counter>, &str),
+    service_dir: &dyn Fn(&str) -> PathBuf,
+) -> Result<()> {
+    for service in &outcome.services {
+        let figure = |figure: &str| service_metric(&service.name, figure);
+        reported
+            .values
+            .insert(figure("cpu"), service.cpu.as_secs_f64());
+        reported
+            .values
+            .insert(figure("faults"), service.faults as f64);
+        reported.values.insert(
+            figure("peak_rss"),
+            service.max_rss_bytes as f64 / (1 << 20) as f64,
+        );
+        if let Some(counter) = counter {
+            let count = counter.read(&service_dir(&service.name)).with_context(|| {
+                format!(
+                    "could not read the instruction count of service `{}` ({variant} binaries)",
+                    service.name
+                )
+            })?;
+            reported.values.insert(figure("instructions"), count as f64);
+        }
+    }
+    if !outcome.services.is_empty() {
+        let services: std::time::Duration = outcome.services.iter().map(|s| s.cpu).sum();
+        reported.values.insert(
+            CLIENT_CPU.to_owned(),
+            outcome.cpu.saturating_sub(services).as_secs_f64(),
+        );
+        reported
+            .values
+            .insert(SERVICES_CPU.to_owned(), services.as_secs_f64());
+    }
+    Ok(())
+}
+
+/// Runs each variant's target of one round, one after another, or all at once when
+/// `side_by_side`; every outcome checked.
+fn run_targets(
+    cx: &Context,
+    workload: &Workload,
+    order: &[&Compared],
+    targets: &[exec::Target<'_>],
+    resolved: &[crate::exec::Job],
+    side_by_side: bool,
+) -> Result<Vec<exec::Outcome>> {
+    let printer = &cx.printer;
+    let mut outcomes = Vec::new();
+    if side_by_side {
+        let results: Vec<Result<exec::Outcome>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = targets
+                .iter()
+                .zip(resolved)
+                .map(|(target, workload)| scope.spawn(|| target.run(workload, printer)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().expect("a workload thread panicked"))
+                .collect()
+        });
+        for (result, variant) in results.into_iter().zip(order) {
+            outcomes.push(checked_run(cx, workload, &variant.name, result?)?);
+        }
+    } else {
+        for ((target, running), variant) in targets.iter().zip(resolved).zip(order) {
+            let outcome = target.run(running, printer)?;
+            outcomes.push(checked_run(cx, workload, &variant.name, outcome)?);
+        }
+    }
+    Ok(outcomes)
 }
 
 /// One run of `workload` against `variant`, outside any round: `explore` checks with it
