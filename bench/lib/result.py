@@ -48,7 +48,9 @@ def write(name, commit, payload):
 
 
 def commit():
-    """The commit checked out, with "+dirty" when the tree has uncommitted changes."""
+    """The commit checked out, with "+dirty" when what builds pgo-build (its crates' sources
+    and manifests, the workspace's manifest and lock file) has uncommitted changes."""
     head = _run("git", "rev-parse", "--short", "HEAD") or "unknown"
-    dirty = _run("git", "status", "--porcelain", "--untracked-files=no")
+    dirty = _run("git", "status", "--porcelain", "--untracked-files=no", "--",
+                 ":(glob)crates/*/src/**", ":(glob)crates/*/Cargo.toml", "Cargo.toml", "Cargo.lock")
     return head + ("+dirty" if dirty else "")
