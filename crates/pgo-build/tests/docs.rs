@@ -1,6 +1,7 @@
 //! The documentation holds together: every page of the book is in its table of contents,
 //! every relative link of the book, the README and ARCHITECTURE.md leads to a file (and a
-//! heading) that exists, and every `PGO_BUILD_*` variable the source names is documented.
+//! heading) that exists, every `PGO_BUILD_*` variable the source names is documented, and
+//! every figure quoted from a bench names the result file it came from, and its date.
 //! (`mdbook build docs` in `.ci/run` renders the book; this checks what mdbook does not.)
 
 use std::collections::BTreeSet;
@@ -212,5 +213,177 @@ fn every_pgo_build_variable_of_the_source_is_documented() {
     assert!(
         names.len() > 20,
         "found only {names:?}: is the scan broken?"
+    );
+}
+
+/// A measured figure: a decimal (`0.758`, `1.043×`, `−4.3%`), a number with a unit sign
+/// (`27%`, `2×`), or a number followed by a unit word (`388 s`, `1.23 GiB`). Versions
+/// (`14.1.1`), dates, counts and names (`p99`, `x86_64`) are not figures.
+fn is_figure(token: &str, next: Option<&str>) -> bool {
+    let token = token.trim_start_matches(['+', '-', '−', '~', '≈']);
+    let number = token.trim_end_matches(['%', '×']);
+    let unit_sign = number.len() < token.len();
+    let digits_and_dots = !number.is_empty()
+        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && number.starts_with(|c: char| c.is_ascii_digit())
+        && number.ends_with(|c: char| c.is_ascii_digit());
+    if !digits_and_dots {
+        return false;
+    }
+    let unit_word = next
+        .map(|n| n.trim_end_matches(['.', ',', ';', ')']))
+        .is_some_and(|n| {
+            ["s", "ms", "min", "seconds", "minutes", "KiB", "MiB", "GiB"].contains(&n)
+        });
+    match number.matches('.').count() {
+        0 => unit_sign || unit_word,
+        1 => true,
+        _ => false,
+    }
+}
+
+/// The paragraphs and table rows of a page's prose, each as one string.
+fn blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current = String::new();
+    for line in prose(text).lines() {
+        let row = line.trim_start().starts_with('|');
+        if line.trim().is_empty() || row {
+            if !current.trim().is_empty() {
+                blocks.push(std::mem::take(&mut current));
+            }
+            current.clear();
+            if row {
+                blocks.push(line.to_owned());
+            }
+        } else {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    if !current.trim().is_empty() {
+        blocks.push(current);
+    }
+    blocks
+}
+
+/// The names after `prefix` in `text` (`bench/aa-busy` → `aa-busy`).
+fn names_after<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.match_indices(prefix)
+        .map(|(at, _)| {
+            let rest = &text[at + prefix.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+                .unwrap_or(rest.len());
+            rest[..end].trim_end_matches('.')
+        })
+        .collect()
+}
+
+#[test]
+fn every_figure_quoted_from_a_bench_names_its_kept_result_and_date() {
+    let repo = repo();
+    let mut pages = vec![repo.join("README.md")];
+    files_under(&repo.join("docs/src"), "md", &mut pages);
+    let mut problems = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        // Inline code is where bench names are written: read the raw lines, fenced code out.
+        let mut fenced = false;
+        let raw: String = text
+            .lines()
+            .filter(|line| {
+                if line.trim_start().starts_with("```") {
+                    fenced = !fenced;
+                    return false;
+                }
+                !fenced
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        for block in blocks(&raw.replace('`', "")) {
+            let benches: Vec<&str> = names_after(&block, "bench/")
+                .into_iter()
+                .filter(|name| !["results", "lib", ""].contains(name))
+                .chain(block.contains("scripts/example").then_some("example"))
+                .collect();
+            let tokens: Vec<&str> = block
+                .split(|c: char| c.is_whitespace() || "(),;:|*[]".contains(c))
+                .map(|t| t.trim_end_matches(['.', ',']))
+                .filter(|t| !t.is_empty())
+                .collect();
+            let figures: Vec<&str> = tokens
+                .iter()
+                .enumerate()
+                .filter(|(i, t)| is_figure(t, tokens.get(i + 1).copied()))
+                .map(|(_, t)| *t)
+                .collect();
+            if benches.is_empty() || figures.is_empty() {
+                continue;
+            }
+            let where_ = format!(
+                "{}: {:.100}…",
+                page.strip_prefix(&repo).unwrap_or(page).display(),
+                block.trim()
+            );
+            let mut dated = false;
+            let mut results = 0;
+            for name in names_after(&block, "bench/results/") {
+                let name = name.trim_end_matches(".json");
+                let path = repo.join(format!("bench/results/{name}.json"));
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    problems.push(format!(
+                        "{where_} names {}, which is not kept",
+                        path.display()
+                    ));
+                    continue;
+                };
+                results += 1;
+                // Results kept over several runs say these per entry.
+                let has = |key: &str| text.contains(&format!("\"{key}\": "));
+                if !(has("date") && has("commit") && has("machine")) {
+                    problems.push(format!(
+                        "{} lacks a date, commit or machine",
+                        path.display()
+                    ));
+                }
+                // Any of the dates of a result kept over several runs will do.
+                let dates = text
+                    .match_indices("\"date\": \"")
+                    .map(|(at, m)| &text[at + m.len()..][..10]);
+                dated |= dates.into_iter().any(|date| block.contains(date));
+            }
+            if results == 0 {
+                problems.push(format!(
+                    "{where_} quotes {} from {} with no kept result (bench/results/<name>.json)",
+                    figures.join(" "),
+                    benches.join(", ")
+                ));
+            } else if !dated {
+                problems.push(format!(
+                    "{where_} does not say when its result was measured (the result file's date)"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn figures_are_told_from_versions_counts_and_names() {
+    let figures = |text: &str| {
+        let tokens: Vec<&str> = text.split_whitespace().collect();
+        tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| is_figure(t, tokens.get(i + 1).copied()))
+            .map(|(_, t)| t.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        figures(
+            "ripgrep 14.1.1 on 2 cores: 0.758 of it, −4.3% faults, 27% less, 388 s, 1.2× p99 x86_64 2026-12-03"
+        ),
+        ["0.758", "−4.3%", "27%", "388", "1.2×"]
     );
 }
