@@ -178,8 +178,13 @@ fn instruction_counts_run_each_variant_once_and_repeat_it_once() {
 /// goes on to the next look only when the budget covers it, and the verdict says what stopped it.
 #[test]
 fn auto_rounds_by_default_stop_where_the_budget_would_run_out() {
-    // Noise of 10-90 ms a run, the same for both variants: no verdict at 10 rounds.
-    let fixture = compared_fixture("$PGO_BUILD_BIN_APP work 10; sleep 0.0$((RANDOM % 9 + 1))");
+    // Optimized sleeps 10 ms and 90 ms in turn, round by round, the baseline 50 ms: it
+    // wins half the rounds, so no verdict can be reached and the interval stays wide (random
+    // noise could give 9 wins in 10 by chance, and a verdict).
+    let fixture = compared_fixture(
+        "$PGO_BUILD_BIN_APP work 10; if [ \"$PGO_BUILD_STAGE\" = optimized ]; \
+         then sleep 0.0$((PGO_BUILD_ROUND % 2 * 8 + 1)); else sleep 0.05; fi",
+    );
     let run = fixture.run(&["compare", "--workload", "holdout", "--budget", "1"]);
     run.success()
         .stderr_contains("looks after 10, 20, 40 rounds")

@@ -253,7 +253,8 @@ fn at_a_terminal_sentences_fit_its_width() {
     // The Markdown summary leads with the same verdict block: each held-out workload's line,
     // with its interval, in the first 10 lines.
     let markdown = fixture.run(&["report", "--markdown"]);
-    let first: Vec<&str> = markdown.stdout().lines().take(10).collect();
+    let summary = markdown.stdout();
+    let first: Vec<&str> = summary.lines().take(10).collect();
     assert!(
         first.iter().any(|l| l.starts_with("**Ship ")
             || l.starts_with("**Not proven")
