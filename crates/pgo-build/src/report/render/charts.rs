@@ -35,7 +35,6 @@ pub(super) fn compare_section(compare: &CompareResult, out: &mut String) {
         let decider = &decider;
         workload
             .in_order(&compare.candidates)
-            .into_iter()
             .map(move |(candidate, summary)| {
                 let by = judged_by(summary, decider);
                 (
