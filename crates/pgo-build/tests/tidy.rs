@@ -743,10 +743,13 @@ fn functions_stay_short_and_the_long_ones_only_shrink() {
                 .iter()
                 .find(|(f, n, _)| *f == file && *n == name)
             {
-                Some((_, _, was)) if lines > *was => problems.push(format!(
-                    "{file}: `{name}` grew to {lines} lines (it was {was}, the limit is \
-                     {MAX_FUNCTION_LINES}): split it, don't grow it"
-                )),
+                Some((_, _, was)) if lines > *was => {
+                    seen.insert((file.to_string(), name.clone()));
+                    problems.push(format!(
+                        "{file}: `{name}` grew to {lines} lines (it was {was}, the limit is \
+                         {MAX_FUNCTION_LINES}): split it, don't grow it"
+                    ));
+                }
                 Some(_) => {
                     seen.insert((file.to_string(), name));
                 }

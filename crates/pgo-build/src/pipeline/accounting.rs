@@ -174,15 +174,7 @@ pub(super) fn print_cargo_coverage(cx: &Context, accounting: &Accounting) -> Res
 
 /// Each binary's training figures into the report (`profiles`).
 pub(super) fn record_binary_figures(run: &mut Run, per_binary: &BTreeMap<String, BinaryProfiles>) {
-    run.report.profiles = per_binary
-        .iter()
-        .map(|(name, figures)| {
-            (
-                name.clone(),
-                serde_json::to_value(figures).unwrap_or_default(),
-            )
-        })
-        .collect();
+    run.report.profiles = per_binary.clone();
 }
 
 /// Records the accounting in the report; corrupt or foreign files are a warning, or an

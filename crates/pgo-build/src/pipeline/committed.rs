@@ -166,70 +166,7 @@ pub fn metadata_path(profile: &Path) -> PathBuf {
     profile.with_extension("json")
 }
 
-/// Staleness of a committed profile, from the optimized build: weighted by the profile's
-/// counts, since a stale hot function costs what a thousand cold ones do not.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Staleness {
-    pub profile_functions: usize,
-    pub profile_counts: u64,
-    /// Functions whose code changed since, or whose crate was renamed (their data is dropped).
-    pub stale_functions: usize,
-    /// Their share of the profile's counts: what `[pgo] max_stale` applies to.
-    pub share: f64,
-    /// Crates whose every symbol has another name now (see `profiles::carry::RenamedCrate`).
-    pub renamed_crates: Vec<String>,
-    /// Functions found under another name (another codegen unit) and carried over.
-    pub carried_functions: usize,
-    pub carried_counts: u64,
-    /// Crates compiled a second time to carry records over.
-    pub recompiled: Vec<String>,
-    /// Crates whose carrying failed (their first compile stands), with why.
-    pub carry_errors: Vec<String>,
-    pub per_crate: BTreeMap<String, CrateStaleness>,
-    /// The functions that changed, most counts first.
-    pub changed: Vec<ChangedFunction>,
-    /// The functions carried over, most counts first.
-    pub carried: Vec<CarriedName>,
-}
-
-/// A function found in another codegen unit, and the records it got.
-#[derive(Debug, Clone, Serialize)]
-pub struct CarriedName {
-    pub name: String,
-    /// Its name in this build (`module;symbol`).
-    pub now: String,
-    /// The records' names in the profile.
-    pub from: Vec<String>,
-    pub counts: u64,
-}
-
-/// One crate's part of a committed profile in the optimized build. The crate is the one whose
-/// code a function is (for a generic, where it is defined).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct CrateStaleness {
-    pub functions: usize,
-    pub counts: u64,
-    pub carried_functions: usize,
-    pub carried_counts: u64,
-    pub changed_functions: usize,
-    pub changed_counts: u64,
-    /// Functions compiled in this crate without data the profile could give (new code).
-    pub new_functions: usize,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ChangedFunction {
-    pub name: String,
-    /// Share of the profile's counts.
-    pub share: f64,
-}
-
-impl Staleness {
-    /// Share of the profile's counts in functions that still match, exactly or carried.
-    pub fn matching_share(&self) -> f64 {
-        1.0 - self.share
-    }
-}
+pub use crate::report::{CarriedName, ChangedFunction, Staleness};
 
 pub(crate) fn staleness(
     functions: &[FunctionCounts],

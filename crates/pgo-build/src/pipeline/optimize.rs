@@ -137,7 +137,7 @@ pub fn optimize(
         &|d| verbose || diagnostics::classify(&d.message).is_none(),
     )?;
     let summary = Summary::from_diagnostics(&output.diagnostics);
-    run.report.optimize_diagnostics = serde_json::to_value(&summary).ok();
+    run.report.optimize_diagnostics = Some(summary.clone());
     if !summary.unusable_profile.is_empty() {
         bail!(
             "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
@@ -350,7 +350,7 @@ fn trained_profile_inputs(
         human_bytes(merged.size_bytes),
         merged.total_functions
     ));
-    run.report.merged_profile = serde_json::to_value(&merged).ok();
+    run.report.merged_profile = Some(merged.clone());
     if merged.total_functions == 0 {
         bail!(
             "the merged profile {} contains no functions; rustc would build without PGO. \
@@ -401,7 +401,7 @@ fn bundle_profile_inputs(
         path.display(),
         record.merged.total_functions
     ));
-    run.report.merged_profile = serde_json::to_value(&record.merged).ok();
+    run.report.merged_profile = Some(record.merged.clone());
     let from_cargo = !record.cargo_workloads.is_empty();
     let no_own_profile = |bin: &BinTarget| {
         record
@@ -509,7 +509,7 @@ fn check_staleness(
     carried: &[CarryRecord],
 ) -> Result<()> {
     let staleness = committed::staleness(functions, diagnostics, carried);
-    run.report.staleness = serde_json::to_value(&staleness).ok();
+    run.report.staleness = Some(staleness.clone());
     use crate::util::units::percent;
     cx.printer.info(format!(
         "committed profile: the functions that still match hold {} of its counts ({} of {} \

@@ -206,13 +206,8 @@ fn merge_into(cx: &Context, inputs: &[&Path], output: &Path) -> Result<()> {
 
 /// Runs the holdout workloads against the instrumented binaries into a profile of their
 /// own and reports, per binary, how well training's profile represents it.
-pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Result<()> {
-    let instrumented = StageManifest::load(
-        &cx.layout,
-        Stage::Instrumented,
-        "run `pgo-build instrument` and `pgo-build train` first",
-    )?;
-    instrumented.check_staged(Stage::Instrumented.name(), "instrument")?;
+/// The holdout workloads `profile overlap` runs; none is an error.
+fn holdout_workloads(cx: &Context) -> Result<Vec<crate::config::Workload>> {
     let holdout: Vec<_> = cx
         .config
         .workloads_with_role(Role::Holdout)
@@ -224,6 +219,17 @@ pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Resul
             cx.config.display_path()
         );
     }
+    Ok(holdout)
+}
+
+pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Result<()> {
+    let instrumented = StageManifest::load(
+        &cx.layout,
+        Stage::Instrumented,
+        "run `pgo-build instrument` and `pgo-build train` first",
+    )?;
+    instrumented.check_staged(Stage::Instrumented.name(), "instrument")?;
+    let holdout = holdout_workloads(cx)?;
     // Training's profile first: a holdout run against an incomplete one would be wasted.
     let train = account(cx, &instrumented)?;
     let holdout_raw = cx.layout.profiles_dir().join("holdout-raw");
@@ -349,7 +355,10 @@ pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Resul
         run.begin_outputs(cx)?;
         run.report.overlap.insert(
             bin.name.clone(),
-            serde_json::json!({"edge_overlap": overlap, "missed_by_training": missed}),
+            crate::report::OverlapRecord {
+                edge_overlap: overlap,
+                missed_by_training: missed,
+            },
         );
     }
     cx.printer.table(crate::util::printer::rendered(table));

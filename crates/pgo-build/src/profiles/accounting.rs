@@ -5,41 +5,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
 
 use super::merge::merge_to;
 use super::raw::{RawProfile, check_readable, collect, explain_other_llvm};
 use super::start_marker;
 use crate::cargo::manifest::StageManifest;
+pub use crate::report::BinaryProfiles;
 use crate::toolchain::LlvmTool;
 use crate::util::command::Cmd;
 use crate::util::printer::Printer;
-
-/// Per-binary figures after training. One raw file is one process (see [`RAW_PATTERN`]); a
-/// merged one counts the processes whose files it holds.
-#[derive(Debug, Default, Clone, Serialize, serde::Deserialize)]
-pub struct BinaryProfiles {
-    /// Processes that started: recorded starts, or profile files where more.
-    pub processes: usize,
-    /// Processes that ended without writing a profile: stopped by a signal, `abort`, `_exit`.
-    pub died: usize,
-    /// Profile files (one per process that got as far as creating one).
-    pub files: usize,
-    /// Files whose profile is usable.
-    pub valid_files: usize,
-    /// Bytes of the usable files (what is merged; excluded files are not counted).
-    pub bytes: u64,
-    /// 0-byte files: processes that were stopped after the runtime created their file.
-    pub empty_files: usize,
-    /// Non-empty files that cannot be merged (corrupt, written twice, another LLVM's): their
-    /// processes wrote, but nothing usable.
-    #[serde(default)]
-    pub unusable_files: usize,
-    /// Functions with non-zero counts in this binary's merged profile.
-    pub covered_functions: Option<u64>,
-    /// Instrumented functions in this binary's profile.
-    pub instrumented_functions: Option<u64>,
-}
 
 impl BinaryProfiles {
     pub fn coverage_text(&self) -> String {

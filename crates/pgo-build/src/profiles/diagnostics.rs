@@ -5,10 +5,6 @@
 //! function ("hash mismatch") or a missing one gets no data. pgo-build turns the first into an
 //! error and the others into a per-crate summary.
 
-use std::collections::BTreeMap;
-
-use serde::Serialize;
-
 use crate::cargo::build::Diagnostic;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,15 +34,6 @@ pub fn classify(message: &str) -> Option<Kind> {
     }
 }
 
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct CrateCounts {
-    pub missing_functions: usize,
-    pub mismatched_functions: usize,
-    /// Functions whose value profile (indirect calls, memcpy sizes) was discarded.
-    #[serde(default)]
-    pub inconsistent_value_sites: usize,
-}
-
 /// Crates whose code differs between the instrumented and the optimized build by design, so
 /// their changed functions are expected: pgo-build-rt compiles its signal handling into
 /// instrumented builds only (`--cfg pgo_build_instrument`).
@@ -57,16 +44,9 @@ pub fn expected_to_differ(target: &str) -> bool {
     EXPECTED_TO_DIFFER.contains(&target.replace('-', "_").as_str())
 }
 
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct Summary {
-    pub per_crate: BTreeMap<String, CrateCounts>,
-    /// Messages saying the profile was unusable as a whole.
-    pub unusable_profile: Vec<String>,
-    /// Changed or missing functions of crates in [`EXPECTED_TO_DIFFER`], left out of the
-    /// counts: crate → functions.
-    #[serde(default)]
-    pub expected: BTreeMap<String, usize>,
-}
+pub use crate::report::CrateCounts;
+/// What rustc said of the profile, per crate: the report's record.
+pub use crate::report::DiagnosticsSummary as Summary;
 
 impl Summary {
     pub fn from_diagnostics(diagnostics: &[Diagnostic]) -> Summary {

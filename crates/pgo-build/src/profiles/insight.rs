@@ -231,16 +231,7 @@ pub fn crate_shares(functions: &[FunctionCounts]) -> Vec<(String, f64)> {
     shares
 }
 
-/// A function that `test` spends time in and `base` does not (or hardly).
-#[derive(Debug, Clone, Serialize)]
-pub struct Missed {
-    pub name: String,
-    pub krate: String,
-    /// Share of the test profile's total count.
-    pub test_share: f64,
-    /// Share of the base profile's total count (0 when absent).
-    pub base_share: f64,
-}
+pub use crate::report::Missed;
 
 /// Functions hot in `test` but cold (less than a tenth of their test share) or absent in
 /// `base`, largest test share first.

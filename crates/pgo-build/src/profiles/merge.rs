@@ -4,19 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
 
+pub use crate::report::MergedProfile;
 use crate::toolchain::LlvmTool;
 use crate::util::command::Cmd;
 use crate::util::files::{file_name, sorted_entries};
 use crate::util::printer::Printer;
-
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct MergedProfile {
-    pub path: PathBuf,
-    pub size_bytes: u64,
-    pub total_functions: u64,
-}
 
 /// Merges `inputs` into `profiles_dir/merged-<content hash>.profdata`. An existing file with the
 /// same content is left untouched: rewriting it would make cargo rebuild everything, and the

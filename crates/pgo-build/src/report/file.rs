@@ -9,6 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::profile_records::{
+    BinaryProfiles, DiagnosticsSummary, MergedProfile, OverlapRecord, Staleness,
+};
 use super::records::{
     BinaryRecord, BoltRecord, CCompilerRecord, CompareResult, CompareRun, ExploreResult,
     LinkSummary, OrderRecord, RejectedProfile, RustcSummary, StageCache, StageRecord,
@@ -45,11 +48,11 @@ pub struct Report {
     pub binaries: BTreeMap<String, BTreeMap<String, BinaryRecord>>,
     pub training: Vec<WorkloadRecord>,
     /// Per-binary profile accounting from the last training run.
-    pub profiles: BTreeMap<String, serde_json::Value>,
+    pub profiles: BTreeMap<String, BinaryProfiles>,
     pub rejected_profiles: Vec<RejectedProfile>,
-    pub merged_profile: Option<serde_json::Value>,
+    pub merged_profile: Option<MergedProfile>,
     /// Per-crate functions without data or with mismatched data in the optimized build.
-    pub optimize_diagnostics: Option<serde_json::Value>,
+    pub optimize_diagnostics: Option<DiagnosticsSummary>,
     /// Stage → the links of its last build: slots, count, peak RSS, time waiting for a slot.
     #[serde(default)]
     pub links: BTreeMap<String, LinkSummary>,
@@ -58,10 +61,10 @@ pub struct Report {
     pub bolt: BTreeMap<String, BoltRecord>,
     /// Per binary: how well the training profile represents the holdout workloads.
     #[serde(default)]
-    pub overlap: BTreeMap<String, serde_json::Value>,
+    pub overlap: BTreeMap<String, OverlapRecord>,
     /// Staleness of a committed profile against the current sources.
     #[serde(default)]
-    pub staleness: Option<serde_json::Value>,
+    pub staleness: Option<Staleness>,
     /// The last good A/B comparison, with every round.
     pub compare: Option<CompareResult>,
     /// The last good comparison of each other set of variants than `compare`'s.
@@ -358,8 +361,18 @@ mod tests {
     #[test]
     fn a_stage_that_starts_again_drops_its_old_sections() {
         let mut report = Report::new(Path::new("/ws"));
-        report.merged_profile = Some(serde_json::json!({"path": "old"}));
-        report.overlap.insert("app".into(), serde_json::json!(0.9));
+        report.merged_profile = Some(crate::report::MergedProfile {
+            path: "old".into(),
+            size_bytes: 1,
+            total_functions: 1,
+        });
+        report.overlap.insert(
+            "app".into(),
+            crate::report::OverlapRecord {
+                edge_overlap: 0.9,
+                missed_by_training: Vec::new(),
+            },
+        );
         report.forget_outputs_of("optimize");
         assert!(report.merged_profile.is_none());
         assert!(!report.overlap.is_empty(), "other stages' sections stay");

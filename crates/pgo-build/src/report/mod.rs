@@ -14,12 +14,17 @@ pub mod answer;
 mod explore_records;
 mod file;
 mod history;
+mod profile_records;
 mod records;
 pub mod render;
 pub mod tables;
 
 pub use file::Report;
 pub use history::table as compare_history_table;
+pub use profile_records::{
+    BinaryProfiles, CarriedName, ChangedFunction, CrateCounts, DiagnosticsSummary, MergedProfile,
+    Missed, OverlapRecord, Staleness,
+};
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
     CompareResult, CompareRun, CrateFigures, ExploreRecommendation, ExploreResult, ExploreSpeed,

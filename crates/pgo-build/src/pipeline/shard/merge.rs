@@ -308,7 +308,7 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
         &cx.layout.merged_bundles(),
         serde_json::to_string_pretty(&record)?.as_bytes(),
     )?;
-    run.report.merged_profile = serde_json::to_value(&merged).ok();
+    run.report.merged_profile = Some(merged.clone());
     run.report.bundles = serde_json::to_value(&record).ok();
     record_binary_figures(run, &record.per_binary);
     for (binary, figures) in &record.per_binary {

@@ -448,16 +448,16 @@ fn profiles_section(report: &Report, out: &mut String) {
     }
     out.push_str("<h2>Training profiles</h2><table><tr><th>Binary</th><th>Processes</th><th>Wrote a profile</th><th>Ended without writing</th><th>Functions run / instrumented</th></tr>");
     for (binary, figures) in &report.profiles {
-        let field = |name: &str| figures.get(name).map_or("-".to_owned(), |v| v.to_string());
+        let known = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td></tr>",
             escape(binary),
-            field("processes"),
-            field("valid_files"),
-            field("died"),
-            field("covered_functions"),
-            field("instrumented_functions")
+            figures.processes,
+            figures.valid_files,
+            figures.died,
+            known(figures.covered_functions),
+            known(figures.instrumented_functions)
         );
     }
     out.push_str("</table>");
