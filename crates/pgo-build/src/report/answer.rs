@@ -413,22 +413,12 @@ fn not_proven_headline(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
-    use crate::measure::stats::summarize;
     use crate::report::records::{BinaryRecord, CandidateSummary, StageRecord};
 
     fn summary(ratios: &[f64]) -> CandidateSummary {
-        CandidateSummary {
-            wall: summarize(ratios, 1),
-            cpu: summarize(ratios, 1),
-            instructions: None,
-            faults: None,
-            reference_median_wall_secs: 1.0,
-            candidate_median_wall_secs: ratios[0],
-            metrics: BTreeMap::new(),
-        }
+        CandidateSummary::of_ratios(ratios)
     }
 
     fn binary(loaded: u64) -> BinaryRecord {

@@ -442,6 +442,22 @@ impl MetricComparison {
     }
 }
 
+#[cfg(test)]
+impl CandidateSummary {
+    /// For tests: wall and CPU summaries of these per-round ratios, the reference taking 1 s.
+    pub fn of_ratios(ratios: &[f64]) -> CandidateSummary {
+        CandidateSummary {
+            wall: crate::measure::stats::summarize(ratios, 1),
+            cpu: crate::measure::stats::summarize(ratios, 1),
+            instructions: None,
+            faults: None,
+            reference_median_wall_secs: 1.0,
+            candidate_median_wall_secs: ratios[0],
+            metrics: BTreeMap::new(),
+        }
+    }
+}
+
 impl CandidateSummary {
     /// The summary verdicts rest on: the workload metric `decider` names when this workload
     /// reports it, else what the rounds measured.

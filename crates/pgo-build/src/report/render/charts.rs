@@ -252,7 +252,6 @@ mod tests {
 
     use super::*;
     use crate::measure::metric::Metric;
-    use crate::measure::stats::summarize;
     use crate::report::records::{CandidateSummary, RunSample};
 
     fn workload(name: &str, ratios: &[f64]) -> WorkloadComparison {
@@ -270,15 +269,7 @@ mod tests {
             .enumerate()
             .flat_map(|(i, r)| [run(i + 1, "baseline", 1.0), run(i + 1, "optimized", *r)])
             .collect();
-        let summary = CandidateSummary {
-            wall: summarize(ratios, 1),
-            cpu: summarize(ratios, 1),
-            instructions: None,
-            faults: None,
-            reference_median_wall_secs: 1.0,
-            candidate_median_wall_secs: ratios[0],
-            metrics: BTreeMap::new(),
-        };
+        let summary = CandidateSummary::of_ratios(ratios);
         WorkloadComparison {
             workload: name.into(),
             role: "holdout".into(),
