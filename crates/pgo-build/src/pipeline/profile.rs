@@ -34,6 +34,62 @@ fn last_training(cx: &Context) -> Result<(StageManifest, Accounting)> {
     Ok((instrumented, accounting))
 }
 
+/// `profile show --json`'s record of a profile: its functions' counts (`hot`, `shares`), the
+/// C/C++ part's counts where a build script compiled any, the last training's coverage and
+/// the temporal traces with the functions their order covers.
+fn shown_profile(
+    profile: &Path,
+    functions: &[insight::FunctionCounts],
+    (hot, shares): (&[&insight::FunctionCounts], &[(String, f64)]),
+    c_total: Option<u64>,
+    accounting: Option<&Accounting>,
+    (traces, ordered): (crate::report::Traces, Option<usize>),
+) -> crate::report::ShownProfile {
+    use crate::report::{CrateShare, HotFunction, LanguageShares, ShownCoverage};
+    let total: u64 = functions
+        .iter()
+        .fold(0, |sum, f| sum.saturating_add(f.total));
+    let share = |count: u64| count as f64 / total.max(1) as f64;
+    crate::report::ShownProfile {
+        coverage: accounting
+            .iter()
+            .flat_map(|a| a.per_binary.iter())
+            .map(|(name, f)| {
+                let coverage = ShownCoverage {
+                    covered: f.covered_functions,
+                    instrumented: f.instrumented_functions,
+                };
+                (name.clone(), coverage)
+            })
+            .collect(),
+        crates: shares
+            .iter()
+            .map(|(krate, share)| CrateShare {
+                krate: krate.clone(),
+                share: *share,
+            })
+            .collect(),
+        functions: functions.len(),
+        hottest: hot
+            .iter()
+            .map(|f| HotFunction {
+                count: f.total,
+                krate: f.krate.clone(),
+                name: f.name.clone(),
+                share: share(f.total),
+            })
+            .collect(),
+        languages: c_total.map(|c| LanguageShares {
+            c: share(c),
+            rust: share(total - c),
+        }),
+        ordered_functions: ordered,
+        profile: profile.to_owned(),
+        temporal_traces: traces,
+        total_count: total,
+    }
+}
+
 pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
     if let Some(binary) = &args.binary
         && !cx.bins.iter().any(|b| &b.name == binary)
@@ -67,31 +123,15 @@ pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
         None
     };
     if args.json {
-        let coverage: BTreeMap<&String, serde_json::Value> = accounting
-            .iter()
-            .flat_map(|a| a.per_binary.iter())
-            .map(|(name, f)| {
-                (name, serde_json::json!({"covered": f.covered_functions, "instrumented": f.instrumented_functions}))
-            })
-            .collect();
-        let value = serde_json::json!({
-            "profile": profile,
-            "total_count": total,
-            "functions": functions.len(),
-            "hottest": hot.iter().map(|f| serde_json::json!({
-                "name": f.name, "crate": f.krate, "count": f.total,
-                "share": f.total as f64 / total.max(1) as f64,
-            })).collect::<Vec<_>>(),
-            "languages": (!origins.is_empty()).then(|| serde_json::json!({
-                "rust": (total - c_total) as f64 / total.max(1) as f64,
-                "c": c_total as f64 / total.max(1) as f64,
-            })),
-            "crates": shares.iter().map(|(krate, share)| serde_json::json!({"crate": krate, "share": share})).collect::<Vec<_>>(),
-            "coverage": coverage,
-            "temporal_traces": traces,
-            "ordered_functions": ordered,
-        });
-        cx.printer.table(serde_json::to_string_pretty(&value)?);
+        let shown = shown_profile(
+            &profile,
+            &functions,
+            (&hot, &shares),
+            (!origins.is_empty()).then_some(c_total),
+            accounting.as_ref(),
+            (traces, ordered),
+        );
+        cx.printer.table(serde_json::to_string_pretty(&shown)?);
         return Ok(());
     }
     let mut table = Table::new();
@@ -101,7 +141,7 @@ pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
     for (rank, function) in hot.iter().enumerate() {
         table.add_row([
             (rank + 1).to_string(),
-            shorten(&function.name, 90),
+            crate::util::units::shortened(&function.name, 90),
             function.krate.clone(),
             function.total.to_string(),
             format!(
@@ -323,7 +363,7 @@ pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Resul
             .map(|m| {
                 format!(
                     "{} ({:.1}% of holdout)",
-                    shorten(&m.name, 70),
+                    crate::util::units::shortened(&m.name, 70),
                     m.test_share * 100.0
                 )
             })
@@ -786,14 +826,6 @@ fn parse_edge_overlap(text: &str) -> Option<f64> {
     Some(value.parse::<f64>().ok()? / 100.0)
 }
 
-fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let kept: String = text.chars().take(max - 1).collect();
-    format!("{kept}…")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -804,11 +836,5 @@ mod tests {
             "Program level:\n  # of functions overlap: 219\n  Edge profile overlap: 88.077%\n";
         assert!((parse_edge_overlap(text).unwrap() - 0.88077).abs() < 1e-9);
         assert_eq!(parse_edge_overlap("nothing"), None);
-    }
-
-    #[test]
-    fn long_names_are_shortened() {
-        assert_eq!(shorten("abcdef", 4), "abc…");
-        assert_eq!(shorten("abc", 4), "abc");
     }
 }

@@ -22,8 +22,9 @@ pub mod tables;
 pub use file::Report;
 pub use history::table as compare_history_table;
 pub use profile_records::{
-    BinaryProfiles, CarriedName, ChangedFunction, CrateCounts, DiagnosticsSummary, MergedProfile,
-    Missed, OverlapRecord, Staleness,
+    BinaryProfiles, CarriedName, ChangedFunction, CrateCounts, CrateShare, DiagnosticsSummary,
+    HotFunction, LanguageShares, MergedProfile, Missed, OverlapRecord, ShownCoverage, ShownProfile,
+    Staleness,
 };
 pub use records::{
     BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,

@@ -150,3 +150,52 @@ pub struct Missed {
     /// Share of the base profile's total count (0 when absent).
     pub base_share: f64,
 }
+
+/// `pgo-build profile show --json`: what a profile holds, hottest functions first. Fields in
+/// alphabetical order, as the output has always had them.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownProfile {
+    /// Per binary of the last training: functions run and instrumented.
+    pub coverage: BTreeMap<String, ShownCoverage>,
+    /// Each crate's share of all counts, largest first.
+    pub crates: Vec<CrateShare>,
+    /// Functions in the profile.
+    pub functions: usize,
+    pub hottest: Vec<HotFunction>,
+    /// Shares of all counts in Rust and in C/C++ a build script compiled, when any was.
+    pub languages: Option<LanguageShares>,
+    /// Functions the start-up order covers, when the profile has temporal traces.
+    pub ordered_functions: Option<usize>,
+    pub profile: PathBuf,
+    pub temporal_traces: super::records::Traces,
+    pub total_count: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownCoverage {
+    pub covered: Option<u64>,
+    pub instrumented: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CrateShare {
+    #[serde(rename = "crate")]
+    pub krate: String,
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HotFunction {
+    pub count: u64,
+    #[serde(rename = "crate")]
+    pub krate: String,
+    pub name: String,
+    /// Of all counts.
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LanguageShares {
+    pub c: f64,
+    pub rust: f64,
+}

@@ -348,6 +348,16 @@ fn nanos(ns: f64) -> String {
 /// Where the instruction counts go in [`compare_table`].
 const INSTRUCTIONS_COLUMN: usize = 6;
 
+/// "-12.3% (-15.0% … -9.1%)": a summary's median ratio and its interval, as changes.
+fn ratio_with_interval(summary: &crate::measure::stats::PairedSummary) -> String {
+    format!(
+        "{} ({} … {})",
+        percent(summary.median_ratio),
+        percent(summary.ci_low),
+        percent(summary.ci_high)
+    )
+}
+
 pub fn compare_table(result: &CompareResult) -> String {
     // Only columns with figures: instructions only where they were counted.
     let counted = result
@@ -387,40 +397,21 @@ pub fn compare_table(result: &CompareResult) -> String {
                     "{:.3}s → {:.3}s",
                     summary.reference_median_wall_secs, summary.candidate_median_wall_secs
                 )),
-                right(format!(
-                    "{} ({} … {})",
-                    percent(summary.wall.median_ratio),
-                    percent(summary.wall.ci_low),
-                    percent(summary.wall.ci_high)
-                )),
-                right(format!(
-                    "{} ({} … {})",
-                    percent(summary.cpu.median_ratio),
-                    percent(summary.cpu.ci_low),
-                    percent(summary.cpu.ci_high)
-                )),
+                right(ratio_with_interval(&summary.wall)),
+                right(ratio_with_interval(&summary.cpu)),
                 // "-" where this row's instructions were not counted.
                 right(
                     summary
                         .instructions
                         .as_ref()
-                        .map_or("-".to_owned(), |counted| {
-                            format!(
-                                "{} ({} … {})",
-                                percent(counted.median_ratio),
-                                percent(counted.ci_low),
-                                percent(counted.ci_high)
-                            )
-                        }),
+                        .map_or("-".to_owned(), ratio_with_interval),
                 ),
-                right(summary.faults.as_ref().map_or("-".to_owned(), |faults| {
-                    format!(
-                        "{} ({} … {})",
-                        percent(faults.median_ratio),
-                        percent(faults.ci_low),
-                        percent(faults.ci_high)
-                    )
-                })),
+                right(
+                    summary
+                        .faults
+                        .as_ref()
+                        .map_or("-".to_owned(), ratio_with_interval),
+                ),
                 right(format!("{}/{}", chosen.wins, chosen.pairs)),
                 Cell::new(verdict_text(chosen, &decider)),
             ];

@@ -1,5 +1,5 @@
 //! Units as people read them: byte counts in KiB, MiB and GiB, figures to the digits that
-//! matter, shares as percentages.
+//! matter, shares as percentages, long names shortened.
 
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -50,6 +50,16 @@ pub fn percent(share: f64) -> String {
     }
 }
 
+/// `text` in at most `max` characters: cut, with an ellipsis, where longer (a function's
+/// demangled name in a table).
+pub fn shortened(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{kept}…")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +87,11 @@ mod tests {
         assert_eq!(percent(0.4175), "41.8%");
         assert_eq!(percent(0.99999), ">99.9%");
         assert_eq!(percent(1.0), "100%");
+    }
+
+    #[test]
+    fn long_text_is_shortened_with_an_ellipsis() {
+        assert_eq!(shortened("abcdef", 4), "abc…");
+        assert_eq!(shortened("abc", 4), "abc");
     }
 }
