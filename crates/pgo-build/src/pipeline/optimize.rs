@@ -500,6 +500,47 @@ fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInpu
     })
 }
 
+/// The committed profile per crate where anything was carried, changed or new: each crate's
+/// share of the profile's counts and what happened to it.
+fn per_crate_staleness(staleness: &committed::Staleness) -> Option<String> {
+    use crate::util::units::percent;
+    let total = staleness.profile_counts.max(1) as f64;
+    let interesting: Vec<_> = staleness
+        .per_crate
+        .iter()
+        .filter(|(_, c)| c.changed_functions + c.carried_functions + c.new_functions > 0)
+        .collect();
+    if interesting.is_empty() {
+        return None;
+    }
+    let mut table = Table::new();
+    table.fitted().set_header([
+        "Crate",
+        "Share of the profile",
+        "Carried over",
+        "Changed or renamed (data dropped)",
+        "New code without data",
+    ]);
+    for (krate, c) in interesting {
+        table.add_row([
+            krate.clone(),
+            percent(c.counts as f64 / total),
+            format!(
+                "{} ({})",
+                c.carried_functions,
+                percent(c.carried_counts as f64 / total)
+            ),
+            format!(
+                "{} ({})",
+                c.changed_functions,
+                percent(c.changed_counts as f64 / total)
+            ),
+            c.new_functions.to_string(),
+        ]);
+    }
+    Some(crate::util::printer::rendered(table))
+}
+
 /// Fails above `[pgo] max_stale` (a share of the profile's counts), warns below it.
 fn check_staleness(
     cx: &Context,
@@ -536,39 +577,8 @@ fn check_staleness(
              with the records that still had their names"
         ))?;
     }
-    let total = staleness.profile_counts.max(1) as f64;
-    let interesting: Vec<_> = staleness
-        .per_crate
-        .iter()
-        .filter(|(_, c)| c.changed_functions + c.carried_functions + c.new_functions > 0)
-        .collect();
-    if !interesting.is_empty() {
-        let mut table = Table::new();
-        table.fitted().set_header([
-            "Crate",
-            "Share of the profile",
-            "Carried over",
-            "Changed or renamed (data dropped)",
-            "New code without data",
-        ]);
-        for (krate, c) in interesting {
-            table.add_row([
-                krate.clone(),
-                percent(c.counts as f64 / total),
-                format!(
-                    "{} ({})",
-                    c.carried_functions,
-                    percent(c.carried_counts as f64 / total)
-                ),
-                format!(
-                    "{} ({})",
-                    c.changed_functions,
-                    percent(c.changed_counts as f64 / total)
-                ),
-                c.new_functions.to_string(),
-            ]);
-        }
-        cx.printer.table(crate::util::printer::rendered(table));
+    if let Some(table) = per_crate_staleness(&staleness) {
+        cx.printer.table(table);
     }
     if staleness.stale_functions == 0 {
         return Ok(());
