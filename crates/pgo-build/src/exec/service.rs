@@ -438,6 +438,39 @@ fn describe_command(command: &crate::config::WorkloadCommand) -> String {
 
 /// Asks the service to stop its way, waits the grace period for its whole tree to exit, and
 /// kills what is left.
+/// Runs a service's stop command until it ends or `deadline`; an error says why it did not
+/// succeed.
+fn run_stop_command(
+    target: &Target,
+    spec: &Service,
+    command: &crate::config::WorkloadCommand,
+    vars: &[(String, String)],
+    deadline: Instant,
+) -> Result<()> {
+    let cmd = target.prepared(
+        &[],
+        command,
+        spec.cwd.as_deref(),
+        &spec.env,
+        vars,
+        "a stop command",
+    )?;
+    let mut child = cmd
+        .to_command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    while child.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    match child.wait()? {
+        status if status.success() => Ok(()),
+        status => Err(anyhow::anyhow!("it ended with {status}")),
+    }
+}
+
 fn stop_service(
     target: &Target,
     mut service: RunningService,
@@ -467,32 +500,7 @@ fn stop_service(
     if !ended_early || !processes.is_empty() {
         match &spec.stop.command {
             Some(command) => {
-                let stopped = target
-                    .prepared(
-                        &[],
-                        command,
-                        spec.cwd.as_deref(),
-                        &spec.env,
-                        vars,
-                        "a stop command",
-                    )
-                    .and_then(|cmd| {
-                        let mut child = cmd
-                            .to_command()
-                            .stdin(Stdio::null())
-                            .stdout(Stdio::null())
-                            .stderr(Stdio::null())
-                            .spawn()?;
-                        while child.try_wait()?.is_none() && Instant::now() < deadline {
-                            std::thread::sleep(Duration::from_millis(10));
-                        }
-                        let _ = child.kill();
-                        match child.wait()? {
-                            status if status.success() => Ok(()),
-                            status => Err(anyhow::anyhow!("it ended with {status}")),
-                        }
-                    });
-                if let Err(err) = stopped {
+                if let Err(err) = run_stop_command(target, spec, command, vars, deadline) {
                     stop_failure = Some(format!(
                         "its stop command {asked_by} could not run ({err:#}), so pgo-build sent \
                          {signal_name} instead"
