@@ -142,14 +142,12 @@ fn bolt_upstream(cx: &Context, bolt: &StageManifest) -> Result<StageManifest> {
     Ok(optimized)
 }
 
-/// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
-/// bundles trained from any unpacked copy merge together. Returns the stages unpacked, in
-/// the order they were: a stage's input before it.
-pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Vec<Stage>> {
-    let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
-    let what = format!("the pack {}", args.archive.display());
+/// Refuses a pack from another toolchain, target or commit (or, without git on both sides,
+/// other sources): training its binaries would give a profile this checkout cannot use. A
+/// changed revision with the same sources is a warning.
+fn check_provenance(cx: &Context, pack: &PackManifest, what: &str) -> Result<()> {
     let here = bundle::provenance(&cx.rustc, &cx.settings.target, &cx.workspace, &cx.printer);
-    let mut problems = bundle::differences(&pack.provenance, &here, &what);
+    let mut problems = bundle::differences(&pack.provenance, &here, what);
     // Without git on both sides, the sources the pack recorded say whether this checkout
     // has them.
     let git_on_both = pack.provenance.git_revision.is_some() && here.git_revision.is_some();
@@ -169,7 +167,7 @@ pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Vec<Stag
             if changed.len() > 5 { ", …" } else { "" }
         ));
     }
-    match bundle::compare_revisions(&pack.provenance, &here, &what) {
+    match bundle::compare_revisions(&pack.provenance, &here, what) {
         bundle::RevisionCheck::Same => {}
         bundle::RevisionCheck::Changed(note) => cx.printer.warn(format!(
             "{note}; the binaries may not match this checkout's sources"
@@ -184,6 +182,16 @@ pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Vec<Stag
             problems.join("; ")
         );
     }
+    Ok(())
+}
+
+/// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
+/// bundles trained from any unpacked copy merge together. Returns the stages unpacked, in
+/// the order they were: a stage's input before it.
+pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Vec<Stage>> {
+    let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
+    let what = format!("the pack {}", args.archive.display());
+    check_provenance(cx, &pack, &what)?;
     check_same_settings(&pack.stage.settings, &cx.settings)
         .with_context(|| format!("refusing to unpack {}", args.archive.display()))?;
     let stage = Stage::from_name(&pack.stage.stage)
