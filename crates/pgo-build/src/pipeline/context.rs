@@ -160,30 +160,7 @@ impl Context {
         } = loaded;
         let mut config = config.clone();
         let triple = target.unwrap_or(&rustc.host).to_owned();
-        // The host's was asked with rustc's version; another target's needs one rustc more.
-        let printed = if triple == rustc.host {
-            rustc.host_target.clone()
-        } else {
-            TargetPrint(
-                Cmd::new(&rustc.program)
-                    .args([
-                        "--print",
-                        "target-libdir",
-                        "--print",
-                        "cfg",
-                        "--target",
-                        &triple,
-                    ])
-                    .cwd(&workspace.root)
-                    .stdout_checked(&printer)
-                    .with_context(|| {
-                        format!(
-                            "rustc does not know the target {triple}; `rustc --print \
-                             target-list` lists the ones it does"
-                        )
-                    })?,
-            )
-        };
+        let printed = target_print(rustc, &triple, &workspace.root, &printer)?;
         let (libdir, target_cfg) = printed.split();
         let target_cfg = rustflags::target_cfg(target_cfg);
         let user_flags = UserFlags::resolve(&Sources {
@@ -560,4 +537,35 @@ pub(super) fn c_settings(
         exclude: exclude.to_vec(),
         ..c
     }))
+}
+
+/// rustc's `--print target-libdir --print cfg` for `triple`: the host's was asked beside
+/// rustc's version; another target's needs one rustc more.
+fn target_print(
+    rustc: &Rustc,
+    triple: &str,
+    root: &std::path::Path,
+    printer: &Printer,
+) -> Result<TargetPrint> {
+    if triple == rustc.host {
+        return Ok(rustc.host_target.clone());
+    }
+    let text = Cmd::new(&rustc.program)
+        .args([
+            "--print",
+            "target-libdir",
+            "--print",
+            "cfg",
+            "--target",
+            triple,
+        ])
+        .cwd(root)
+        .stdout_checked(printer)
+        .with_context(|| {
+            format!(
+                "rustc does not know the target {triple}; `rustc --print target-list` lists \
+                 the ones it does"
+            )
+        })?;
+    Ok(TargetPrint(text))
 }
