@@ -680,7 +680,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/train.rs", "train", 132),
     ("pipeline/workloads.rs", "run_training", 239),
     ("report/render/explore.rs", "explore_section", 163),
-    ("report/tables.rs", "rustc_memory_tables", 134),
     ("wrappers/rustc/mod.rs", "wrap", 249),
 ];
 

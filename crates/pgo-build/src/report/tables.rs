@@ -502,6 +502,28 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
     crate::util::printer::rendered(table)
 }
 
+/// A stage's heaviest crates, a row each: peak against estimate, wall time and the waits.
+fn add_heaviest(heaviest: &mut Table, stage: &str, figures: &crate::report::RustcSummary) {
+    for krate in &figures.heaviest {
+        heaviest.add_row([
+            Cell::new(stage),
+            Cell::new(&krate.krate),
+            Cell::new(&krate.kind),
+            Cell::new(krate.peak_bytes.map_or("-".to_owned(), human_bytes))
+                .set_alignment(CellAlignment::Right),
+            Cell::new(human_bytes(krate.estimate_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new(format!("{:.1}s", krate.wall_secs)).set_alignment(CellAlignment::Right),
+            Cell::new(format!("{:.1}s", krate.memory_wait_secs))
+                .set_alignment(CellAlignment::Right),
+            Cell::new(format!(
+                "{:.1}s",
+                (krate.wait_secs - krate.memory_wait_secs).max(0.0)
+            ))
+            .set_alignment(CellAlignment::Right),
+        ]);
+    }
+}
+
 /// What rustc did against the memory budget, per stage: the budget, the peak of the whole
 /// process tree, the wait for memory, how good the estimates were; then the heaviest crates.
 /// `None` when no build recorded any.
@@ -597,24 +619,7 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
             Cell::new(names(&figures.overruns)),
             Cell::new(names(&figures.alone)),
         ]);
-        for krate in &figures.heaviest {
-            heaviest.add_row([
-                Cell::new(stage),
-                Cell::new(&krate.krate),
-                Cell::new(&krate.kind),
-                Cell::new(krate.peak_bytes.map_or("-".to_owned(), human_bytes))
-                    .set_alignment(CellAlignment::Right),
-                Cell::new(human_bytes(krate.estimate_bytes)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.1}s", krate.wall_secs)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.1}s", krate.memory_wait_secs))
-                    .set_alignment(CellAlignment::Right),
-                Cell::new(format!(
-                    "{:.1}s",
-                    (krate.wait_secs - krate.memory_wait_secs).max(0.0)
-                ))
-                .set_alignment(CellAlignment::Right),
-            ]);
-        }
+        add_heaviest(&mut heaviest, stage, figures);
     }
     let bounds: Vec<String> = report
         .rustc_memory
