@@ -667,7 +667,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("exec/workload.rs", "run", 144),
     ("pipeline/committed.rs", "committed_profile", 170),
     ("pipeline/committed.rs", "staleness", 146),
-    ("pipeline/doctor.rs", "doctor_target", 129),
     ("pipeline/explore/measure.rs", "measure_variants", 151),
     ("pipeline/explore/mod.rs", "explore", 169),
     ("pipeline/gate.rs", "judge", 131),

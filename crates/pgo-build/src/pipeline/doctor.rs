@@ -10,7 +10,7 @@ use super::workloads::{check_cargo_targets, runnable_bins};
 use crate::config::Role;
 use crate::layout::{Layout, Stage};
 use crate::toolchain;
-use crate::toolchain::targets::{self, Execution};
+use crate::toolchain::targets::{self, Execution, Platform};
 use crate::util::command::Cmd;
 use crate::util::printer::Printer;
 
@@ -366,6 +366,58 @@ fn probe_clang(cx: &Context, c: &crate::toolchain::cross_language::CSettings) ->
     Ok(())
 }
 
+/// How the target's binaries run here (natively, through a runner, or not at all): said, and
+/// what is missing added to `problems`.
+fn check_execution(platform: &Platform, printer: &Printer, problems: &mut Vec<String>) {
+    let execution = platform.execution();
+    match &execution {
+        Execution::Native => {
+            printer.info(format!("runs here: natively ({})", std::env::consts::ARCH))
+        }
+        Execution::Runner { runner, emulated } => {
+            if program_exists(std::ffi::OsStr::new(&runner.argv[0])) {
+                printer.info(format!(
+                    "runner: {} ({}){}",
+                    runner.display(),
+                    runner.source,
+                    if *emulated {
+                        "; times measured under it are the emulator's"
+                    } else {
+                        ""
+                    }
+                ));
+            } else {
+                problems.push(format!(
+                    "the runner `{}` ({}) is not installed: {}",
+                    runner.argv[0],
+                    runner.source,
+                    if runner.argv[0].starts_with("qemu-") {
+                        "`apt-get install qemu-user`"
+                    } else {
+                        "install it or fix the runner"
+                    }
+                ));
+            }
+            if *emulated {
+                printer.info(if targets::binfmt_registered(&platform.arch) {
+                    format!(
+                        "processes that {} binaries start directly run through binfmt_misc",
+                        platform.arch
+                    )
+                } else {
+                    format!(
+                        "processes that {} binaries start directly (by path, current_exe()) \
+                         cannot run here (no binfmt_misc entry for qemu-{}); children \
+                         started through $PGO_BUILD_BIN_<NAME> run through the runner",
+                        platform.arch, platform.arch
+                    )
+                });
+            }
+        }
+        Execution::Impossible(why) => problems.push(why.clone()),
+    }
+}
+
 /// A release target: its standard library, linker and runner, each missing one named with
 /// its fix; then a small program built and run for it, natively or through the runner.
 fn doctor_target(cx: &Context) -> Result<()> {
@@ -421,53 +473,7 @@ fn doctor_target(cx: &Context) -> Result<()> {
             triple.replace('-', "_")
         ));
     }
-    let execution = platform.execution();
-    match &execution {
-        Execution::Native => {
-            printer.info(format!("runs here: natively ({})", std::env::consts::ARCH))
-        }
-        Execution::Runner { runner, emulated } => {
-            if program_exists(std::ffi::OsStr::new(&runner.argv[0])) {
-                printer.info(format!(
-                    "runner: {} ({}){}",
-                    runner.display(),
-                    runner.source,
-                    if *emulated {
-                        "; times measured under it are the emulator's"
-                    } else {
-                        ""
-                    }
-                ));
-            } else {
-                problems.push(format!(
-                    "the runner `{}` ({}) is not installed: {}",
-                    runner.argv[0],
-                    runner.source,
-                    if runner.argv[0].starts_with("qemu-") {
-                        "`apt-get install qemu-user`"
-                    } else {
-                        "install it or fix the runner"
-                    }
-                ));
-            }
-            if *emulated {
-                printer.info(if targets::binfmt_registered(&platform.arch) {
-                    format!(
-                        "processes that {} binaries start directly run through binfmt_misc",
-                        platform.arch
-                    )
-                } else {
-                    format!(
-                        "processes that {} binaries start directly (by path, current_exe()) \
-                         cannot run here (no binfmt_misc entry for qemu-{}); children \
-                         started through $PGO_BUILD_BIN_<NAME> run through the runner",
-                        platform.arch, platform.arch
-                    )
-                });
-            }
-        }
-        Execution::Impossible(why) => problems.push(why.clone()),
-    }
+    check_execution(platform, printer, &mut problems);
     if problems.is_empty() {
         try_target(cx)?;
         printer.info(format!("a test program for {triple} built and ran here"));
