@@ -669,7 +669,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/committed.rs", "staleness", 146),
     ("pipeline/explore/measure.rs", "measure_variants", 151),
     ("pipeline/explore/mod.rs", "explore", 169),
-    ("pipeline/gate.rs", "judge", 131),
     ("pipeline/optimize.rs", "optimize", 170),
     ("pipeline/profile.rs", "export", 179),
     ("pipeline/profile.rs", "profile_check", 166),

@@ -94,6 +94,42 @@ fn provenance_without_evidence(cx: &Context, shipped: Stage) -> Provenance {
     }
 }
 
+/// The shipped binaries against the last release on each holdout workload, judged by what
+/// judged the same workload against the baseline.
+fn add_previous_verdicts(
+    comparison: &CompareResult,
+    shipped: Stage,
+    margin: f64,
+    verdicts: &mut Vec<GateVerdict>,
+) {
+    for PreviousComparison {
+        workload,
+        candidate,
+        summary,
+    } in comparison.previous.clone()
+    {
+        let holdout = comparison
+            .workloads
+            .iter()
+            .any(|w| w.workload == workload && w.role == "holdout");
+        if candidate != shipped.name() || !holdout {
+            continue;
+        }
+        // Judged by what judged the same workload against the baseline.
+        let metric = verdicts
+            .iter()
+            .find(|v| v.workload == workload)
+            .map_or_else(|| "-".to_owned(), |v| v.metric.clone());
+        verdicts.push(GateVerdict::judge(
+            workload,
+            PREVIOUS.to_owned(),
+            metric,
+            &summary,
+            margin,
+        ));
+    }
+}
+
 fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result<()> {
     let budget = match args.budget.as_deref() {
         Some(text) => {
@@ -144,32 +180,7 @@ fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result
         .unwrap_or_default();
     // Against the last release too: from the same rounds.
     if let (Some(comparison), Some(_)) = (&comparison, &args.against) {
-        for PreviousComparison {
-            workload,
-            candidate,
-            summary,
-        } in comparison.previous.clone()
-        {
-            let holdout = comparison
-                .workloads
-                .iter()
-                .any(|w| w.workload == workload && w.role == "holdout");
-            if candidate != shipped.name() || !holdout {
-                continue;
-            }
-            // Judged by what judged the same workload against the baseline.
-            let metric = verdicts
-                .iter()
-                .find(|v| v.workload == workload)
-                .map_or_else(|| "-".to_owned(), |v| v.metric.clone());
-            verdicts.push(GateVerdict::judge(
-                workload,
-                PREVIOUS.to_owned(),
-                metric,
-                &summary,
-                margin,
-            ));
-        }
+        add_previous_verdicts(comparison, shipped, margin, &mut verdicts);
     }
     if let Some(comparison) = &comparison {
         settle_by_instructions(cx, comparison, &compare_args, budget, &mut verdicts)?;
