@@ -675,7 +675,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/profile.rs", "profile_overlap", 152),
     ("pipeline/rustc_budget.rs", "record", 131),
     ("pipeline/shard/merge.rs", "merge", 184),
-    ("pipeline/train.rs", "train", 132),
     ("pipeline/workloads.rs", "run_training", 239),
     ("report/render/explore.rs", "explore_section", 163),
     ("wrappers/rustc/mod.rs", "wrap", 249),

@@ -24,6 +24,44 @@ use crate::profiles::bundle::Shard;
 use crate::profiles::training_record::TrainingRecord;
 use crate::profiles::{self, start_marker};
 
+/// Per binary: no profile at all (refused later unless a shard, or cargo workloads' binaries,
+/// explain it), or processes that ended without writing theirs.
+fn caution_per_binary(
+    cx: &Context,
+    accounting: &crate::profiles::Accounting,
+    from_cargo: bool,
+    sharded: bool,
+) -> Result<()> {
+    for (binary, figures) in &accounting.per_binary {
+        if figures.valid_files == 0 && from_cargo {
+            cx.caution(cargo_only_message(binary))?;
+            continue;
+        }
+        if figures.valid_files == 0 {
+            if sharded {
+                // Another shard may well run it; `merge` judges the whole.
+                cx.printer.info(format!(
+                    "no profile of `{binary}` in this shard ({} processes)",
+                    figures.processes
+                ));
+                continue;
+            }
+            cx.caution(format!(
+                "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
+                no_profile_message(binary, figures)
+            ))?;
+        } else if figures.died > 0 {
+            // Their work is missing from the profile: code only they ran looks cold.
+            cx.caution(format!(
+                "{} of {} processes of `{binary}` ended without writing a profile: \
+                 {ENDED_WITHOUT_WRITING}. What they ran is missing from its profile",
+                figures.died, figures.processes
+            ))?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the train workloads (all, or those named; with `--shard`, that shard's runs)
 /// against the instrumented binaries and accounts for their profiles. (`--bundle` is the
 /// shard stage's: it writes the [`Trained`] result to a bundle for `pgo-build merge`.)
@@ -120,33 +158,7 @@ pub fn train(cx: &Context, run: &mut Run, args: &TrainArgs) -> Result<Trained> {
             silent.workload, silent.pid, silent.launcher_pid
         ))?;
     }
-    for (binary, figures) in &accounting.per_binary {
-        if figures.valid_files == 0 && from_cargo {
-            cx.caution(cargo_only_message(binary))?;
-            continue;
-        }
-        if figures.valid_files == 0 {
-            if args.shard.is_some() {
-                // Another shard may well run it; `merge` judges the whole.
-                cx.printer.info(format!(
-                    "no profile of `{binary}` in this shard ({} processes)",
-                    figures.processes
-                ));
-                continue;
-            }
-            cx.caution(format!(
-                "{}; `pgo-build optimize` will refuse to build it with PGO (see --allow-missing-profile)",
-                no_profile_message(binary, figures)
-            ))?;
-        } else if figures.died > 0 {
-            // Their work is missing from the profile: code only they ran looks cold.
-            cx.caution(format!(
-                "{} of {} processes of `{binary}` ended without writing a profile: \
-                 {ENDED_WITHOUT_WRITING}. What they ran is missing from its profile",
-                figures.died, figures.processes
-            ))?;
-        }
-    }
+    caution_per_binary(cx, &accounting, from_cargo, args.shard.is_some())?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let runs = scope
         .into_iter()
