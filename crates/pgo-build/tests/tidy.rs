@@ -673,7 +673,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/profile.rs", "export", 179),
     ("pipeline/profile.rs", "profile_check", 166),
     ("pipeline/profile.rs", "profile_overlap", 152),
-    ("pipeline/rustc_budget.rs", "record", 131),
     ("pipeline/shard/merge.rs", "merge", 184),
     ("pipeline/workloads.rs", "run_training", 239),
     ("report/render/explore.rs", "explore_section", 163),

@@ -256,46 +256,11 @@ fn carried_estimates(cx: &Context) -> Option<(PathBuf, CarriedEstimates)> {
     }
 }
 
-/// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
-/// crates that ran alone or over their estimate (named), and the estimates for next time.
-pub(super) fn record(
-    cx: &Context,
-    run: &mut Run,
-    stage: Stage,
-    setup: RustcSummary,
-    output: &BuildOutput,
-) -> Result<()> {
-    let records = rustc::read_log(&cx.layout.rustc_log(stage));
-    if records.is_empty() {
-        return Ok(());
-    }
-    // Without the package graph, cargo's own edges still give a (weaker) bound.
-    let packages = cx
-        .workspace
-        .package_graph(&cx.settings.target, &cx.printer)
-        .unwrap_or_else(|err| {
-            cx.printer.detail(format!(
-                "{err:#}: the dependency graph's bound on the build uses cargo's edges only"
-            ));
-            Vec::new()
-        });
-    let figures = RustcSummary {
-        budget_bytes: setup.budget_bytes,
-        rustc_budget_bytes: setup.rustc_budget_bytes,
-        budget_reason: setup.budget_reason,
-        cpus: setup.cpus,
-        cargo_jobs: setup.cargo_jobs,
-        build_secs: Some(output.cargo_secs),
-        lower_bound: timings::build_bound(
-            &output.timings,
-            &|unit| rustc_time(&records, unit),
-            &packages,
-            setup.cpus,
-        ),
-        ..RustcSummary::from_records(&records)
-    };
+/// One warning per cause, naming every crate (a small budget made one line per crate):
+/// crates estimated above the whole budget, which ran alone, and crates that peaked over
+/// their estimate.
+fn warn_about_estimates(cx: &Context, figures: &RustcSummary) {
     let peak = |c: &crate::report::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
-    // One warning per cause, naming every crate (a small budget made one line per crate).
     if !figures.alone.is_empty() {
         let mut alone: Vec<_> = figures.alone.iter().collect();
         alone.sort_by(|a, b| a.krate.cmp(&b.krate));
@@ -353,6 +318,48 @@ pub(super) fn record(
             crates.join(", ")
         ));
     }
+}
+
+/// Reads what the rustc wrapper logged for a stage's build: the report's figures, the
+/// crates that ran alone or over their estimate (named), and the estimates for next time.
+pub(super) fn record(
+    cx: &Context,
+    run: &mut Run,
+    stage: Stage,
+    setup: RustcSummary,
+    output: &BuildOutput,
+) -> Result<()> {
+    let records = rustc::read_log(&cx.layout.rustc_log(stage));
+    if records.is_empty() {
+        return Ok(());
+    }
+    // Without the package graph, cargo's own edges still give a (weaker) bound.
+    let packages = cx
+        .workspace
+        .package_graph(&cx.settings.target, &cx.printer)
+        .unwrap_or_else(|err| {
+            cx.printer.detail(format!(
+                "{err:#}: the dependency graph's bound on the build uses cargo's edges only"
+            ));
+            Vec::new()
+        });
+    let figures = RustcSummary {
+        budget_bytes: setup.budget_bytes,
+        rustc_budget_bytes: setup.rustc_budget_bytes,
+        budget_reason: setup.budget_reason,
+        cpus: setup.cpus,
+        cargo_jobs: setup.cargo_jobs,
+        build_secs: Some(output.cargo_secs),
+        lower_bound: timings::build_bound(
+            &output.timings,
+            &|unit| rustc_time(&records, unit),
+            &packages,
+            setup.cpus,
+        ),
+        ..RustcSummary::from_records(&records)
+    };
+    let peak = |c: &crate::report::CrateFigures| c.peak_bytes.map_or("-".to_owned(), human_bytes);
+    warn_about_estimates(cx, &figures);
     if let Some(heaviest) = figures.heaviest.first() {
         cx.printer.info(format!(
             "rustc ({} stage): {} crates, heaviest `{}` {}; waited {:.1}s for memory, \
