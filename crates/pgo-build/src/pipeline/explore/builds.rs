@@ -16,7 +16,7 @@ use crate::layout::step::Step;
 use crate::layout::{Layout, Stage};
 use crate::pipeline::compare::Compared;
 use crate::pipeline::context::{Context, Run};
-use crate::pipeline::profile::export;
+use crate::pipeline::profile;
 use crate::pipeline::run::pipeline_step;
 use crate::report::ExploreStageCost;
 use crate::util::files::write_atomically;
@@ -312,7 +312,9 @@ pub(super) fn export_trained(
         rustc_estimates: None,
         internal: true,
     };
-    in_build(cx, run, build, None, |cx, run, _| export(cx, run, &args))?;
+    in_build(cx, run, build, None, |cx, run, _| {
+        profile::export(cx, run, &args)
+    })?;
     Ok(output)
 }
 

@@ -1,0 +1,13 @@
+//! Profile insight and committed profiles: `profile show`, `profile overlap`, `profile check`
+//! and `export`, a file each, and where their profiles come from (`sources.rs`).
+
+mod check;
+mod export;
+mod overlap;
+mod show;
+mod sources;
+
+pub use check::profile_check;
+pub use export::export;
+pub use overlap::profile_overlap;
+pub use show::profile_show;
