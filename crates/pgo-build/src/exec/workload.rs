@@ -58,42 +58,10 @@ impl Target<'_> {
         let run_dir = RunDir::create()?;
         let vars = self.variables(workload, &run_dir.0);
         let cmd = self.command(workload, &vars)?;
-        if let Some(dir) = self.log_path.parent() {
-            crate::util::files::create_dir_all(dir)?;
-        }
-        let mut log = std::fs::File::create(&self.log_path)
-            .with_context(|| format!("could not create {}", self.log_path.display()))?;
-        // Which command wrote this log, and when: logs of earlier runs sit beside fresh ones.
-        let command_line: Vec<String> = crate::util::command::own_arguments();
-        std::io::Write::write_all(
-            &mut log,
-            format!(
-                "# pgo-build {}: workload `{}` against the {} binaries, started {}\n",
-                command_line.join(" "),
-                workload.name(),
-                self.stage.name(),
-                crate::util::printer::utc_text(std::time::SystemTime::now())
-            )
-            .as_bytes(),
-        )?;
+        let log = self.open_log(workload)?;
         let token = super::running::new_token(self.running_dir, self.stage.name());
         let cmd = cmd.env(TOKEN_ENV, &token);
-        let record = self
-            .running_dir
-            .map(|dir| dir.join(format!("{token}.json")));
-        if let Some(record) = &record {
-            let running = RunningWorkload {
-                token: token.clone(),
-                pgo_build_pid: std::process::id(),
-                workload: workload.name().to_owned(),
-                stage: self.stage.name().to_owned(),
-                grace_period: workload.grace_period,
-            };
-            crate::util::files::write_atomically(
-                record,
-                serde_json::to_string_pretty(&running)?.as_bytes(),
-            )?;
-        }
+        let record = self.record_running(workload, &token)?;
         let window = interrupt::WorkloadWindow::open();
         let services = service::Services::start(self, workload, &vars, &token, &window, printer);
         let mut services = match services {
@@ -197,6 +165,51 @@ impl Target<'_> {
             metric_lines,
             executables,
         })
+    }
+
+    /// The workload's log, created with a first line saying which command wrote it and when:
+    /// logs of earlier runs sit beside fresh ones.
+    fn open_log(&self, workload: &Job) -> Result<std::fs::File> {
+        if let Some(dir) = self.log_path.parent() {
+            crate::util::files::create_dir_all(dir)?;
+        }
+        let mut log = std::fs::File::create(&self.log_path)
+            .with_context(|| format!("could not create {}", self.log_path.display()))?;
+        let command_line: Vec<String> = crate::util::command::own_arguments();
+        std::io::Write::write_all(
+            &mut log,
+            format!(
+                "# pgo-build {}: workload `{}` against the {} binaries, started {}\n",
+                command_line.join(" "),
+                workload.name(),
+                self.stage.name(),
+                crate::util::printer::utc_text(std::time::SystemTime::now())
+            )
+            .as_bytes(),
+        )?;
+        Ok(log)
+    }
+
+    /// The record of the running workload in the running directory (what a later pgo-build
+    /// finds when this one was killed), when there is one.
+    fn record_running(&self, workload: &Job, token: &str) -> Result<Option<std::path::PathBuf>> {
+        let record = self
+            .running_dir
+            .map(|dir| dir.join(format!("{token}.json")));
+        if let Some(record) = &record {
+            let running = RunningWorkload {
+                token: token.to_owned(),
+                pgo_build_pid: std::process::id(),
+                workload: workload.name().to_owned(),
+                stage: self.stage.name().to_owned(),
+                grace_period: workload.grace_period,
+            };
+            crate::util::files::write_atomically(
+                record,
+                serde_json::to_string_pretty(&running)?.as_bytes(),
+            )?;
+        }
+        Ok(record)
     }
 }
 
