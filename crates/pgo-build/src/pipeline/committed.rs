@@ -168,13 +168,10 @@ pub fn metadata_path(profile: &Path) -> PathBuf {
 
 pub use crate::report::{CarriedName, ChangedFunction, Staleness};
 
-pub(crate) fn staleness(
-    functions: &[FunctionCounts],
-    diagnostics: &[Diagnostic],
-    carried: &[CarryRecord],
-) -> Staleness {
-    // Symbols rustc looked up and found with another function hash, by the crate whose
-    // codegen unit looked (a record offered under another unit's name is looked up there).
+/// What rustc said of the profile: the symbols it looked up and found with another function
+/// hash, by the crate whose codegen unit looked (a record offered under another unit's name
+/// is looked up there), and per crate how many functions it found no data for.
+fn mismatches(diagnostics: &[Diagnostic]) -> (BTreeSet<(String, String)>, BTreeMap<String, usize>) {
     let mut mismatched: BTreeSet<(String, String)> = BTreeSet::new();
     let mut missing_per_crate: BTreeMap<String, usize> = BTreeMap::new();
     for diagnostic in diagnostics {
@@ -201,6 +198,15 @@ pub(crate) fn staleness(
             _ => {}
         }
     }
+    (mismatched, missing_per_crate)
+}
+
+pub(crate) fn staleness(
+    functions: &[FunctionCounts],
+    diagnostics: &[Diagnostic],
+    carried: &[CarryRecord],
+) -> Staleness {
+    let (mismatched, missing_per_crate) = mismatches(diagnostics);
     let mut changed_symbols = BTreeSet::new();
     let mut carried_names = BTreeSet::new();
     let mut left_behind = BTreeSet::new();
