@@ -672,7 +672,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/profile/check.rs", "profile_check", 166),
     ("pipeline/shard/merge.rs", "merge", 184),
     ("pipeline/workloads.rs", "run_training", 239),
-    ("report/render/explore.rs", "explore_section", 163),
     ("wrappers/rustc/mod.rs", "wrap", 249),
 ];
 
