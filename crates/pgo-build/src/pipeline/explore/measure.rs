@@ -35,6 +35,68 @@ pub(super) struct Measurement {
     rounds: usize,
 }
 
+/// What a measurement of `variant` depends on: the builds compared, the workloads, what
+/// decides and the rounds. A measurement under another key is measured again.
+fn measurement_key(
+    variant: &Compared,
+    (baseline, pgo): (&Compared, &Compared),
+    workloads: &[config::Workload],
+    decider: &Decider,
+    rounds: usize,
+) -> String {
+    let mut print = Fingerprint::new("explore measurement");
+    for (label, id) in [
+        ("variant", &variant.manifest.id),
+        ("baseline", &baseline.manifest.id),
+        ("pgo", &pgo.manifest.id),
+    ] {
+        print.text(label, id);
+    }
+    for workload in workloads {
+        print.text("workload", &workload.fingerprint());
+    }
+    // Keys made before workload metrics existed stay valid.
+    match decider {
+        Decider::Measured(metric) => print.text("metric", &format!("{metric:?}")),
+        Decider::Reported(name) => print.text("metric", &format!("reported {name}")),
+    };
+    print.text("rounds", &rounds.to_string());
+    print.finish()
+}
+
+/// Each built variant's record from its measurement under the current key (the baseline is
+/// measured by definition; a failed variant keeps its failure).
+fn apply_measurements(
+    records: &mut [ExploreVariantRecord],
+    built: &BTreeMap<String, Compared>,
+    cache: &Measurements,
+    key_of: &dyn Fn(&Compared) -> String,
+) {
+    for record in records.iter_mut() {
+        if record.name == BASELINE && built.contains_key(BASELINE) {
+            record.status = "measured".to_owned();
+            continue;
+        }
+        let Some(variant) = built.get(&record.name) else {
+            continue;
+        };
+        if record.status == "failed" {
+            continue;
+        }
+        if let Some(measurement) = cache
+            .variants
+            .get(&record.name)
+            .filter(|m| m.key == key_of(variant))
+        {
+            record.status = "measured".to_owned();
+            record.detail = None;
+            record.vs_baseline = Some(measurement.vs_baseline.clone());
+            record.vs_pgo = measurement.vs_pgo.clone();
+            record.rounds = (measurement.rounds > 0).then_some(measurement.rounds);
+        }
+    }
+}
+
 /// Measures the built variants that have no current measurement: first one run of every
 /// holdout workload each (a variant that fails one is refused), then paired, interleaved
 /// rounds of them with `baseline` and `pgo`.
@@ -54,26 +116,8 @@ pub(super) fn measure_variants(
         .workloads_with_role(Role::Holdout)
         .cloned()
         .collect();
-    let key_of = |variant: &Compared| {
-        let mut print = Fingerprint::new("explore measurement");
-        for (label, id) in [
-            ("variant", &variant.manifest.id),
-            ("baseline", &baseline.manifest.id),
-            ("pgo", &pgo.manifest.id),
-        ] {
-            print.text(label, id);
-        }
-        for workload in &workloads {
-            print.text("workload", &workload.fingerprint());
-        }
-        // Keys made before workload metrics existed stay valid.
-        match decider {
-            Decider::Measured(metric) => print.text("metric", &format!("{metric:?}")),
-            Decider::Reported(name) => print.text("metric", &format!("reported {name}")),
-        };
-        print.text("rounds", &rounds.to_string());
-        print.finish()
-    };
+    let key_of =
+        |variant: &Compared| measurement_key(variant, (baseline, pgo), &workloads, decider, rounds);
     let path = cx.layout.explore_dir().join("measurements.json");
     let mut cache: Measurements = std::fs::read_to_string(&path)
         .ok()
@@ -164,29 +208,7 @@ pub(super) fn measure_variants(
         }
         write_atomically(&path, serde_json::to_string_pretty(&cache)?.as_bytes())?;
     }
-    for record in records.iter_mut() {
-        if record.name == BASELINE && built.contains_key(BASELINE) {
-            record.status = "measured".to_owned();
-            continue;
-        }
-        let Some(variant) = built.get(&record.name) else {
-            continue;
-        };
-        if record.status == "failed" {
-            continue;
-        }
-        if let Some(measurement) = cache
-            .variants
-            .get(&record.name)
-            .filter(|m| m.key == key_of(variant))
-        {
-            record.status = "measured".to_owned();
-            record.detail = None;
-            record.vs_baseline = Some(measurement.vs_baseline.clone());
-            record.vs_pgo = measurement.vs_pgo.clone();
-            record.rounds = (measurement.rounds > 0).then_some(measurement.rounds);
-        }
-    }
+    apply_measurements(records, built, &cache, &key_of);
     Ok(())
 }
 
