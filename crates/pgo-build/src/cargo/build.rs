@@ -165,6 +165,69 @@ pub fn build(
     Ok(output)
 }
 
+/// What a build script's run tells: the dynamic libraries a target unit's script links (by
+/// package), and its run's unit hash (`build/<package>-<hash>/out`: a unit of its own).
+fn note_build_script(
+    script: &cargo_metadata::BuildScript,
+    target_units: &Path,
+    dynamic: &mut BTreeMap<String, Vec<String>>,
+    unit_hashes: &mut BTreeSet<String>,
+) {
+    let libs = crate::toolchain::cross_language::dynamic_libs(&script.linked_libs);
+    // `build/<package>-<hash>/out` of a target unit.
+    if let Some(package) = script
+        .out_dir
+        .parent()
+        .filter(|_| script.out_dir.as_std_path().starts_with(target_units))
+        .and_then(|dir| dir.file_name())
+        .filter(|name| unit_hash(name).is_some())
+        .and_then(|name| Some(&name[..name.len().checked_sub(17)?]))
+        && !libs.is_empty()
+    {
+        dynamic.insert(package.to_owned(), libs);
+    }
+    if let Some(hash) = script
+        .out_dir
+        .parent()
+        .and_then(|dir| dir.file_name())
+        .and_then(unit_hash)
+    {
+        unit_hashes.insert(hash.to_owned());
+    }
+}
+
+/// Why cargo failed: its last lines, with help for a failure pgo-build knows.
+fn cargo_failed(
+    request: &BuildRequest,
+    status: std::process::ExitStatus,
+    command: &str,
+    stderr_tail: &[String],
+) -> anyhow::Error {
+    let tail: Vec<&str> = stderr_tail
+        .iter()
+        .rev()
+        .take(25)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    let known = if stderr_tail
+        .iter()
+        .any(|line| line.contains(crate::toolchain::cross_language::CG_PROFILE_CLASH))
+    {
+        format!(
+            "\n{}",
+            crate::toolchain::cross_language::cg_profile_clash_help()
+        )
+    } else {
+        String::new()
+    };
+    anyhow::anyhow!(
+        "cargo build for the {} stage failed ({status}). Command:\n  {command}\ncargo said:\n{}{known}",
+        request.stage.name(),
+        tail.join("\n")
+    )
+}
+
 fn build_batch(
     request: &BuildRequest,
     bins: &[BinTarget],
@@ -249,28 +312,7 @@ fn build_batch(
                 diagnostics.push(diagnostic);
             }
             Message::BuildScriptExecuted(script) => {
-                let libs = crate::toolchain::cross_language::dynamic_libs(&script.linked_libs);
-                // `build/<package>-<hash>/out` of a target unit.
-                if let Some(package) = script
-                    .out_dir
-                    .parent()
-                    .filter(|_| script.out_dir.as_std_path().starts_with(&target_units))
-                    .and_then(|dir| dir.file_name())
-                    .filter(|name| unit_hash(name).is_some())
-                    .and_then(|name| Some(&name[..name.len().checked_sub(17)?]))
-                    && !libs.is_empty()
-                {
-                    dynamic.insert(package.to_owned(), libs);
-                }
-                // `build/<package>-<hash>/out`: the run of a build script is a unit of its own.
-                if let Some(hash) = script
-                    .out_dir
-                    .parent()
-                    .and_then(|dir| dir.file_name())
-                    .and_then(unit_hash)
-                {
-                    unit_hashes.insert(hash.to_owned());
-                }
+                note_build_script(&script, &target_units, &mut dynamic, &mut unit_hashes);
             }
             _ => {}
         }
@@ -280,30 +322,7 @@ fn build_batch(
     let stderr_tail = stderr_thread.join().unwrap_or_default();
     tree.finish()?;
     if !status.success() {
-        let tail: Vec<&str> = stderr_tail
-            .iter()
-            .rev()
-            .take(25)
-            .rev()
-            .map(String::as_str)
-            .collect();
-        let known = if stderr_tail
-            .iter()
-            .any(|line| line.contains(crate::toolchain::cross_language::CG_PROFILE_CLASH))
-        {
-            format!(
-                "\n{}",
-                crate::toolchain::cross_language::cg_profile_clash_help()
-            )
-        } else {
-            String::new()
-        };
-        bail!(
-            "cargo build for the {} stage failed ({status}). Command:\n  {}\ncargo said:\n{}{known}",
-            request.stage.name(),
-            cmd.display(),
-            tail.join("\n")
-        );
+        return Err(cargo_failed(request, status, &cmd.display(), &stderr_tail));
     }
     for bin in bins {
         if !executables.contains_key(&bin.name) {
