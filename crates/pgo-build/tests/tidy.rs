@@ -665,7 +665,6 @@ const MAX_FUNCTION_LINES: usize = 120;
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/committed.rs", "committed_profile", 170),
     ("pipeline/explore/mod.rs", "explore", 169),
-    ("pipeline/optimize.rs", "optimize", 170),
     ("pipeline/profile/export.rs", "export", 179),
     ("pipeline/profile/check.rs", "profile_check", 166),
     ("pipeline/shard/merge.rs", "merge", 184),

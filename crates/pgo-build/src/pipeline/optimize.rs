@@ -37,28 +37,16 @@ use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 use crate::wrappers::rustc::carry::{self, CarryRecord};
 
-/// Builds the optimized stage from the committed profile, or the last training's (`trained`:
-/// what `train` returned earlier in this command, whose accounting is not read again).
-pub fn optimize(
+/// Refuses binaries without usable profile data (unless allowed): built with
+/// `-Cprofile-use` but no data, a binary is treated as all-cold, slower than no PGO at all.
+fn refuse_missing_profiles(
     cx: &Context,
-    run: &mut Run,
-    args: &OptimizeArgs,
-    trained: Option<&Trained>,
+    missing: &[(BinTarget, String)],
+    allowed: &[String],
 ) -> Result<()> {
-    for name in &args.allow_missing_profile {
-        if !cx.bins.iter().any(|b| &b.name == name) {
-            bail!("--allow-missing-profile {name}: no such selected binary");
-        }
-    }
-    cx.prefetch_dependency_graph();
-    let inputs = match cx.config.pgo.profile.clone() {
-        Some(relative) => committed_profile_inputs(cx, &relative)?,
-        None => trained_profile_inputs(cx, run, trained)?,
-    };
-    let refused: Vec<&String> = inputs
-        .missing
+    let refused: Vec<&String> = missing
         .iter()
-        .filter(|(bin, _)| !args.allow_missing_profile.contains(&bin.name))
+        .filter(|(bin, _)| !allowed.contains(&bin.name))
         .map(|(_, reason)| reason)
         .collect();
     if !refused.is_empty() {
@@ -93,6 +81,73 @@ pub fn optimize(
             if refused.len() == 1 { "it" } else { "them" },
         );
     }
+    Ok(())
+}
+
+/// What rustc said of the profile in the optimized build: refused when it could not use it at
+/// all; then per crate what did not match, and, for a committed profile, its staleness.
+fn check_profile_use(
+    cx: &Context,
+    run: &mut Run,
+    inputs: &ProfileInputs,
+    profile: &Path,
+    (output, carry): (&build::BuildOutput, Option<&(PathBuf, PathBuf)>),
+) -> Result<()> {
+    let summary = Summary::from_diagnostics(&output.diagnostics);
+    run.report.optimize_diagnostics = Some(summary.clone());
+    if !summary.unusable_profile.is_empty() {
+        bail!(
+            "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
+             The profile is empty or was written by another LLVM version than rustc's ({}).",
+            profile.display(),
+            summary.unusable_profile.join("\n  "),
+            cx.rustc.llvm_version
+        );
+    }
+    print_diagnostic_summary(cx, &summary);
+    for (krate, functions) in &summary.expected {
+        cx.printer.detail(format!(
+            "{functions} functions of {krate} differ from the profile by design (code \
+             compiled into instrumented builds only) and are left out of the counts"
+        ));
+    }
+    match (&inputs.committed, carry) {
+        (Some(committed), Some((_, log))) => check_staleness(
+            cx,
+            run,
+            &committed.functions,
+            &output.diagnostics,
+            &carried_by_crate(log),
+        )?,
+        _ if summary.total_mismatched() > 0 => cx.caution(format!(
+            "{} functions changed since the profile was recorded and get no profile data; \
+             re-run `pgo-build instrument` and `pgo-build train` to refresh it",
+            summary.total_mismatched()
+        ))?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Builds the optimized stage from the committed profile, or the last training's (`trained`:
+/// what `train` returned earlier in this command, whose accounting is not read again).
+pub fn optimize(
+    cx: &Context,
+    run: &mut Run,
+    args: &OptimizeArgs,
+    trained: Option<&Trained>,
+) -> Result<()> {
+    for name in &args.allow_missing_profile {
+        if !cx.bins.iter().any(|b| &b.name == name) {
+            bail!("--allow-missing-profile {name}: no such selected binary");
+        }
+    }
+    cx.prefetch_dependency_graph();
+    let inputs = match cx.config.pgo.profile.clone() {
+        Some(relative) => committed_profile_inputs(cx, &relative)?,
+        None => trained_profile_inputs(cx, run, trained)?,
+    };
+    refuse_missing_profiles(cx, &inputs.missing, &args.allow_missing_profile)?;
     let without_data: Vec<BinTarget> = inputs.missing.iter().map(|(bin, _)| bin.clone()).collect();
     let with_data: Vec<BinTarget> = cx
         .bins
@@ -136,39 +191,7 @@ pub fn optimize(
         carry.as_ref().map(|(setup, _)| setup.as_path()),
         &|d| verbose || diagnostics::classify(&d.message).is_none(),
     )?;
-    let summary = Summary::from_diagnostics(&output.diagnostics);
-    run.report.optimize_diagnostics = Some(summary.clone());
-    if !summary.unusable_profile.is_empty() {
-        bail!(
-            "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
-             The profile is empty or was written by another LLVM version than rustc's ({}).",
-            profile.display(),
-            summary.unusable_profile.join("\n  "),
-            cx.rustc.llvm_version
-        );
-    }
-    print_diagnostic_summary(cx, &summary);
-    for (krate, functions) in &summary.expected {
-        cx.printer.detail(format!(
-            "{functions} functions of {krate} differ from the profile by design (code \
-             compiled into instrumented builds only) and are left out of the counts"
-        ));
-    }
-    match (&inputs.committed, &carry) {
-        (Some(committed), Some((_, log))) => check_staleness(
-            cx,
-            run,
-            &committed.functions,
-            &output.diagnostics,
-            &carried_by_crate(log),
-        )?,
-        _ if summary.total_mismatched() > 0 => cx.caution(format!(
-            "{} functions changed since the profile was recorded and get no profile data; \
-             re-run `pgo-build instrument` and `pgo-build train` to refresh it",
-            summary.total_mismatched()
-        ))?,
-        _ => {}
-    }
+    check_profile_use(cx, run, &inputs, &profile, (&output, carry.as_ref()))?;
 
     // Every training gives the optimized build other flags, hence new units: drop the old.
     if let (Some(executable), Some(keep)) =
