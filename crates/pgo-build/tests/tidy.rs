@@ -663,7 +663,6 @@ const MAX_FUNCTION_LINES: usize = 120;
 /// The functions that were longer when the rule came, with their length then: a listed
 /// function may not grow, and one that fits the limit leaves the list, so it only shrinks.
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("pipeline/committed.rs", "committed_profile", 170),
     ("pipeline/explore/mod.rs", "explore", 169),
     ("pipeline/profile/export.rs", "export", 179),
     ("pipeline/profile/check.rs", "profile_check", 166),

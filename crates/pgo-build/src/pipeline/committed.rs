@@ -490,6 +490,120 @@ pub(crate) fn offered_profile(
 const RECREATE: &str = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile \
                         removed) and `pgo-build export`";
 
+/// The committed profile against its metadata and this build: the same content, LLVM major,
+/// naming of symbols, rustc (or names that survive it) and target, else refused with the fix.
+fn check_metadata(
+    cx: &Context,
+    relative: &Path,
+    path: &Path,
+    data: &[u8],
+    metadata: &ProfileMetadata,
+) -> Result<()> {
+    let fix = RECREATE;
+    let metadata_file = metadata_path(path);
+    let content_hash = profiles::content_hash(data);
+    if metadata.content_hash != content_hash {
+        bail!(
+            "{} describes another profile than {} (content hash {}, the profile's is \
+             {content_hash}): the two were not exported together (the profile replaced or \
+             merged by hand), so nothing it says can be trusted. Export the profile again \
+             and commit both files together",
+            metadata_file.display(),
+            path.display(),
+            metadata.content_hash
+        );
+    }
+    if metadata.llvm_major != cx.rustc.llvm_major {
+        bail!(
+            "the committed profile {} was made with LLVM {} ({}), but rustc uses LLVM {}: its \
+             function hashes and format may not match. Fix: {fix}.",
+            path.display(),
+            metadata.llvm_version,
+            metadata.rustc,
+            cx.rustc.llvm_version
+        );
+    }
+    if metadata.stable_names != cx.settings.stable_names {
+        let (then, now) = match metadata.stable_names {
+            true => ("stable symbol names", "cargo's"),
+            false => ("cargo's symbol names", "stable ones ([pgo] stable_names)"),
+        };
+        bail!(
+            "the committed profile {} was made with {then}, this build has {now}: almost \
+             none of its functions would match. Fix: {fix}{}.",
+            path.display(),
+            if metadata.stable_names {
+                ""
+            } else {
+                " (once: a profile with stable names survives version and dependency \
+                 bumps), or set [pgo] stable_names = false to use this one"
+            }
+        );
+    }
+    let scheme_now =
+        stable_names::scheme_of(cx.settings.stable_names, &cx.settings.common_rustflags);
+    if metadata.stable_names && cx.settings.stable_names && metadata.name_scheme != scheme_now {
+        bail!(
+            "the committed profile {} names functions by {}, this build by {}: almost none \
+             of its functions would match. Fix: {}.",
+            path.display(),
+            scheme_name(metadata.name_scheme),
+            scheme_name(scheme_now),
+            if metadata.name_scheme < scheme_now {
+                format!(
+                    "export it again once, from a fresh training with this pgo-build \
+                     (`pgo-build --retrain run`, then `pgo-build export --output {}`): \
+                     its names then also survive rustc upgrades",
+                    relative.display()
+                )
+            } else {
+                "remove the -Csymbol-mangling-version flag from the rustflags, or \
+                 re-create the profile with it"
+                    .to_owned()
+            }
+        );
+    }
+    if metadata.rustc != cx.rustc.version_line {
+        if scheme_now < 2 || metadata.name_scheme < 2 {
+            bail!(
+                "the committed profile {} was made with {}, this build uses {}: rustc puts \
+                 its version into every legacy symbol's hash, so none of the profile's \
+                 functions would match. Fix: {fix} (with [pgo] stable_names, on by \
+                 default, and no -Csymbol-mangling-version in the rustflags, its names then \
+                 survive rustc upgrades; or pin the toolchain in rust-toolchain.toml).",
+                path.display(),
+                metadata.rustc,
+                cx.rustc.version_line
+            );
+        }
+        cx.printer.info(format!(
+            "the committed profile {} was trained with {}, this build uses {} (both LLVM \
+             {}): its functions keep their names across rustc releases{}; functions this \
+             rustc compiles differently are stale, and the build says how much of the \
+             profile still applies",
+            path.display(),
+            metadata.rustc,
+            cx.rustc.version_line,
+            cx.rustc.llvm_major,
+            if metadata.sysroot_crates.is_empty() {
+                " (but the standard library's generics: the profile does not record the \
+                 standard library it was trained with; export it again to keep them)"
+            } else {
+                ", and the standard library's generics are renamed to this toolchain's"
+            }
+        ));
+    }
+    if metadata.target != cx.settings.target {
+        bail!(
+            "the committed profile {} was made for {}, this build is for {}. Fix: {fix}.",
+            path.display(),
+            metadata.target,
+            cx.settings.target
+        );
+    }
+    Ok(())
+}
+
 /// Checks a committed profile against this toolchain and target and returns its
 /// content-addressed copy under `profiles/` (so cargo rebuilds when its content changes),
 /// with the metadata beside it, checked.
@@ -525,106 +639,7 @@ pub(crate) fn committed_profile(
     let metadata = read_metadata(&path)?;
     let has_metadata = metadata.is_some();
     if let Some(metadata) = &metadata {
-        let content_hash = profiles::content_hash(&data);
-        if metadata.content_hash != content_hash {
-            bail!(
-                "{} describes another profile than {} (content hash {}, the profile's is \
-                 {content_hash}): the two were not exported together (the profile replaced or \
-                 merged by hand), so nothing it says can be trusted. Export the profile again \
-                 and commit both files together",
-                metadata_file.display(),
-                path.display(),
-                metadata.content_hash
-            );
-        }
-        if metadata.llvm_major != cx.rustc.llvm_major {
-            bail!(
-                "the committed profile {} was made with LLVM {} ({}), but rustc uses LLVM {}: its \
-                 function hashes and format may not match. Fix: {fix}.",
-                path.display(),
-                metadata.llvm_version,
-                metadata.rustc,
-                cx.rustc.llvm_version
-            );
-        }
-        if metadata.stable_names != cx.settings.stable_names {
-            let (then, now) = match metadata.stable_names {
-                true => ("stable symbol names", "cargo's"),
-                false => ("cargo's symbol names", "stable ones ([pgo] stable_names)"),
-            };
-            bail!(
-                "the committed profile {} was made with {then}, this build has {now}: almost \
-                 none of its functions would match. Fix: {fix}{}.",
-                path.display(),
-                if metadata.stable_names {
-                    ""
-                } else {
-                    " (once: a profile with stable names survives version and dependency \
-                     bumps), or set [pgo] stable_names = false to use this one"
-                }
-            );
-        }
-        let scheme_now =
-            stable_names::scheme_of(cx.settings.stable_names, &cx.settings.common_rustflags);
-        if metadata.stable_names && cx.settings.stable_names && metadata.name_scheme != scheme_now {
-            bail!(
-                "the committed profile {} names functions by {}, this build by {}: almost none \
-                 of its functions would match. Fix: {}.",
-                path.display(),
-                scheme_name(metadata.name_scheme),
-                scheme_name(scheme_now),
-                if metadata.name_scheme < scheme_now {
-                    format!(
-                        "export it again once, from a fresh training with this pgo-build \
-                         (`pgo-build --retrain run`, then `pgo-build export --output {}`): \
-                         its names then also survive rustc upgrades",
-                        relative.display()
-                    )
-                } else {
-                    "remove the -Csymbol-mangling-version flag from the rustflags, or \
-                     re-create the profile with it"
-                        .to_owned()
-                }
-            );
-        }
-        if metadata.rustc != cx.rustc.version_line {
-            if scheme_now < 2 || metadata.name_scheme < 2 {
-                bail!(
-                    "the committed profile {} was made with {}, this build uses {}: rustc puts \
-                     its version into every legacy symbol's hash, so none of the profile's \
-                     functions would match. Fix: {fix} (with [pgo] stable_names, on by \
-                     default, and no -Csymbol-mangling-version in the rustflags, its names then \
-                     survive rustc upgrades; or pin the toolchain in rust-toolchain.toml).",
-                    path.display(),
-                    metadata.rustc,
-                    cx.rustc.version_line
-                );
-            }
-            cx.printer.info(format!(
-                "the committed profile {} was trained with {}, this build uses {} (both LLVM \
-                 {}): its functions keep their names across rustc releases{}; functions this \
-                 rustc compiles differently are stale, and the build says how much of the \
-                 profile still applies",
-                path.display(),
-                metadata.rustc,
-                cx.rustc.version_line,
-                cx.rustc.llvm_major,
-                if metadata.sysroot_crates.is_empty() {
-                    " (but the standard library's generics: the profile does not record the \
-                     standard library it was trained with; export it again to keep them)"
-                } else {
-                    ", and the standard library's generics are renamed to this toolchain's"
-                }
-            ));
-        }
-        if metadata.target != cx.settings.target {
-            bail!(
-                "the committed profile {} was made for {}, this build is for {}. Fix: {fix}.",
-                path.display(),
-                metadata.target,
-                cx.settings.target
-            );
-        }
+        check_metadata(cx, relative, &path, &data, metadata)?;
     } else {
         cx.printer.warn(format!(
             "{} has no metadata ({}); only its format version is checked",
