@@ -665,7 +665,6 @@ const MAX_FUNCTION_LINES: usize = 120;
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/explore/mod.rs", "explore", 169),
     ("pipeline/profile/export.rs", "export", 179),
-    ("pipeline/profile/check.rs", "profile_check", 166),
     ("pipeline/shard/merge.rs", "merge", 184),
     ("pipeline/workloads.rs", "run_training", 239),
     ("wrappers/rustc/mod.rs", "wrap", 249),

@@ -7,7 +7,76 @@ use comfy_table::Table;
 use crate::cli::CheckArgs;
 use crate::pipeline::committed;
 use crate::pipeline::context::Context;
+use crate::profiles::prediction;
 use crate::util::printer::Fitted;
+
+/// Per crate, how much of the profile's counts is in unchanged, changed and renamed code, then
+/// the `top` functions most at risk.
+fn print_prediction(cx: &Context, predicted: &prediction::Prediction, top: usize) {
+    use crate::profiles::prediction::Standing;
+    use crate::util::units::percent;
+    let mut table = Table::new();
+    table.fitted().set_header([
+        "Crate",
+        "Share of the profile",
+        "Unchanged (package, file or function)",
+        "Changed function",
+        "Changed file, function not told",
+        "Of it generic, used by a changed package",
+        "Renamed or gone",
+    ]);
+    let total = predicted.total_counts.max(1) as f64;
+    let mut crates: Vec<_> = predicted.per_crate.iter().collect();
+    crates.sort_by_key(|(_, by)| std::cmp::Reverse(by.values().sum::<u64>()));
+    for (krate, by) in crates
+        .iter()
+        .filter(|(_, by)| by.keys().any(|s| *s != Standing::Unchanged))
+    {
+        let share = |standings: &[Standing]| {
+            percent(
+                standings
+                    .iter()
+                    .map(|s| by.get(s).copied().unwrap_or(0))
+                    .sum::<u64>() as f64
+                    / total,
+            )
+        };
+        table.add_row([
+            krate.to_string(),
+            percent(by.values().sum::<u64>() as f64 / total),
+            share(&[
+                Standing::Unchanged,
+                Standing::UnchangedFile,
+                Standing::UnchangedFunction,
+                Standing::UnchangedGeneric,
+            ]),
+            share(&[Standing::ChangedFunction]),
+            share(&[Standing::ChangedFile]),
+            share(&[Standing::UnchangedGeneric]),
+            share(&[Standing::Renamed, Standing::Gone]),
+        ]);
+    }
+    if table.row_count() > 0 {
+        cx.printer.table(crate::util::printer::rendered(table));
+    }
+    for function in predicted.at_risk.iter().take(top) {
+        cx.printer.info(format!(
+            "  at risk: {} ({} of the counts; {})",
+            function.name,
+            percent(function.counts as f64 / total),
+            match (&function.standing, &function.file) {
+                (Standing::ChangedFunction, Some(file)) => format!("its source in {file} changed"),
+                (Standing::ChangedFile, Some(file)) => format!("{file} changed"),
+                (Standing::ChangedFile, None) => "its package changed".to_owned(),
+                (Standing::Renamed, _) => "its crate is renamed".to_owned(),
+                (Standing::UnchangedGeneric, _) => "generic, and a package that \
+                    instantiates it changed"
+                    .to_owned(),
+                _ => "no longer built".to_owned(),
+            }
+        ));
+    }
+}
 
 /// `profile check`: how much of the committed profile applies to the sources now (see
 /// `profiles::prediction`), without building; an error when the share predicted stale is
@@ -68,68 +137,7 @@ pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
         json.push('\n');
         crate::util::printer::stdout_data(json.as_bytes())?;
     } else {
-        let mut table = Table::new();
-        table.fitted().set_header([
-            "Crate",
-            "Share of the profile",
-            "Unchanged (package, file or function)",
-            "Changed function",
-            "Changed file, function not told",
-            "Of it generic, used by a changed package",
-            "Renamed or gone",
-        ]);
-        let total = predicted.total_counts.max(1) as f64;
-        let mut crates: Vec<_> = predicted.per_crate.iter().collect();
-        crates.sort_by_key(|(_, by)| std::cmp::Reverse(by.values().sum::<u64>()));
-        for (krate, by) in crates
-            .iter()
-            .filter(|(_, by)| by.keys().any(|s| *s != Standing::Unchanged))
-        {
-            let share = |standings: &[Standing]| {
-                percent(
-                    standings
-                        .iter()
-                        .map(|s| by.get(s).copied().unwrap_or(0))
-                        .sum::<u64>() as f64
-                        / total,
-                )
-            };
-            table.add_row([
-                krate.to_string(),
-                percent(by.values().sum::<u64>() as f64 / total),
-                share(&[
-                    Standing::Unchanged,
-                    Standing::UnchangedFile,
-                    Standing::UnchangedFunction,
-                    Standing::UnchangedGeneric,
-                ]),
-                share(&[Standing::ChangedFunction]),
-                share(&[Standing::ChangedFile]),
-                share(&[Standing::UnchangedGeneric]),
-                share(&[Standing::Renamed, Standing::Gone]),
-            ]);
-        }
-        if table.row_count() > 0 {
-            cx.printer.table(crate::util::printer::rendered(table));
-        }
-        for function in predicted.at_risk.iter().take(args.top) {
-            cx.printer.info(format!(
-                "  at risk: {} ({} of the counts; {})",
-                function.name,
-                percent(function.counts as f64 / total),
-                match (&function.standing, &function.file) {
-                    (Standing::ChangedFunction, Some(file)) =>
-                        format!("its source in {file} changed"),
-                    (Standing::ChangedFile, Some(file)) => format!("{file} changed"),
-                    (Standing::ChangedFile, None) => "its package changed".to_owned(),
-                    (Standing::Renamed, _) => "its crate is renamed".to_owned(),
-                    (Standing::UnchangedGeneric, _) => "generic, and a package that \
-                        instantiates it changed"
-                        .to_owned(),
-                    _ => "no longer built".to_owned(),
-                }
-            ));
-        }
+        print_prediction(cx, &predicted, args.top);
     }
     let generic = predicted.share(&[Standing::UnchangedGeneric]);
     let summary = format!(
