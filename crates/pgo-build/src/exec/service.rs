@@ -436,8 +436,6 @@ fn describe_command(command: &crate::config::WorkloadCommand) -> String {
     }
 }
 
-/// Asks the service to stop its way, waits the grace period for its whole tree to exit, and
-/// kills what is left.
 /// Runs a service's stop command until it ends or `deadline`; an error says why it did not
 /// succeed.
 fn run_stop_command(
@@ -471,6 +469,8 @@ fn run_stop_command(
     }
 }
 
+/// Asks the service to stop its way, waits the grace period for its whole tree to exit, and
+/// kills what is left.
 fn stop_service(
     target: &Target,
     mut service: RunningService,

@@ -48,10 +48,13 @@ pub struct Report {
     pub binaries: BTreeMap<String, BTreeMap<String, BinaryRecord>>,
     pub training: Vec<WorkloadRecord>,
     /// Per-binary profile accounting from the last training run.
+    #[serde(default, deserialize_with = "typed_or_dropped")]
     pub profiles: BTreeMap<String, BinaryProfiles>,
     pub rejected_profiles: Vec<RejectedProfile>,
+    #[serde(default, deserialize_with = "typed_or_dropped")]
     pub merged_profile: Option<MergedProfile>,
     /// Per-crate functions without data or with mismatched data in the optimized build.
+    #[serde(default, deserialize_with = "typed_or_dropped")]
     pub optimize_diagnostics: Option<DiagnosticsSummary>,
     /// Stage → the links of its last build: slots, count, peak RSS, time waiting for a slot.
     #[serde(default)]
@@ -60,10 +63,10 @@ pub struct Report {
     #[serde(default)]
     pub bolt: BTreeMap<String, BoltRecord>,
     /// Per binary: how well the training profile represents the holdout workloads.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "typed_or_dropped")]
     pub overlap: BTreeMap<String, OverlapRecord>,
     /// Staleness of a committed profile against the current sources.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "typed_or_dropped")]
     pub staleness: Option<Staleness>,
     /// The last good A/B comparison, with every round.
     pub compare: Option<CompareResult>,
@@ -261,6 +264,18 @@ impl Report {
     }
 }
 
+/// A section that records the last step for the reader (profiles, staleness, overlap): one
+/// written in an older shape (schema 10 wrote staleness per crate as pairs) is dropped, not
+/// read as a corrupt report, which would start a fresh one and lose the comparisons' history.
+fn typed_or_dropped<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +432,29 @@ mod tests {
             Report::load(&dir.path().join("none.json")),
             Ok(None)
         ));
+    }
+
+    #[test]
+    fn a_section_in_an_older_shape_is_dropped_and_the_history_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let mut report = Report::new(Path::new("/ws"));
+        report.record_stage("build", "ok", Duration::from_millis(1500), None);
+        report.save(&path).unwrap();
+        let mut older: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        // Schema 10 before the staleness table: per crate [stale, total], names only.
+        older["schema_version"] = 10.into();
+        older["staleness"] = serde_json::json!({
+            "profile_functions": 3, "profile_counts": 10, "stale_functions": 1, "share": 0.1,
+            "per_crate": {"app": [1, 3]}, "changed": ["app::f"]
+        });
+        older["overlap"] = serde_json::json!({"app": 0.9});
+        std::fs::write(&path, older.to_string()).unwrap();
+        let (kept, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert_eq!(problem, None);
+        assert_eq!(kept.stages.len(), 1, "the report was started afresh");
+        assert!(kept.staleness.is_none() && kept.overlap.is_empty());
     }
 
     proptest::proptest! {

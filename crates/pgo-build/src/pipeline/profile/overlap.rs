@@ -18,8 +18,6 @@ use crate::profiles::{self, Accounting, insight};
 use crate::util::command::Cmd;
 use crate::util::printer::Fitted;
 
-/// Runs the holdout workloads against the instrumented binaries into a profile of their
-/// own and reports, per binary, how well training's profile represents it.
 /// The holdout workloads `profile overlap` runs; none is an error.
 fn holdout_workloads(cx: &Context) -> Result<Vec<crate::config::Workload>> {
     let holdout: Vec<_> = cx
@@ -80,6 +78,8 @@ fn measure_overlap(
     })
 }
 
+/// Runs the holdout workloads against the instrumented binaries into a profile of their
+/// own and reports, per binary, how well training's profile represents it.
 pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Result<()> {
     let instrumented = StageManifest::load(
         &cx.layout,
