@@ -1,7 +1,8 @@
 //! `pgo-build`: profile-guided optimized release builds of a cargo workspace.
 //!
 //! `main` picks the mode pgo-build runs in (a wrapper under cargo, or the command a user
-//! typed), parses the flags and turns the outcome of [`pipeline::execute`] into an exit code;
+//! typed), parses the flags, runs the command (`offline::execute` for those that need no
+//! context, else [`pipeline::execute`]) and turns its outcome into an exit code;
 //! everything else lives in the modules listed in ARCHITECTURE.md.
 
 // pgo-build is for Linux (see toolchain::platform_problem): elsewhere it does not build, and
@@ -17,6 +18,7 @@ mod config;
 mod exec;
 mod layout;
 mod measure;
+mod offline;
 mod pipeline;
 mod profiles;
 mod report;
@@ -49,7 +51,9 @@ fn main() -> std::process::ExitCode {
         printer.warn_once(note);
     }
     exec::interrupt::install();
-    match pipeline::execute(&cli, &printer) {
+    let outcome =
+        offline::execute(&cli, &printer).unwrap_or_else(|| pipeline::execute(&cli, &printer));
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             printer.error(&err);

@@ -39,6 +39,7 @@
 //!                           memory-ledger.json stay here, shared)
 //! ```
 
+pub mod lock;
 pub mod step;
 
 use std::path::{Path, PathBuf};

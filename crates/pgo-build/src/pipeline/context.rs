@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::state::{RunLock, State};
+use super::state::State;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::rustflags::{self, Sources, UserFlags};
 use crate::cargo::settings::BUILD_ID_FLAG;
@@ -25,6 +25,7 @@ use crate::config::cargo_config::{self, CargoConfig};
 use crate::config::{BuildVariant, CBuild, Config};
 use crate::exec;
 use crate::layout::Layout;
+use crate::layout::lock::RunLock;
 use crate::layout::step::Step;
 use crate::measure::memory::PeakSampler;
 use crate::report::{CompareRun, Report, invocation, now_unix};

@@ -568,10 +568,12 @@ fn placeholder_left(cx: &Context) -> Result<()> {
         .workloads
         .iter()
         .filter(|w| match &w.command {
-            crate::config::WorkloadCommand::Shell(text) => text.contains(super::init::PLACEHOLDER),
-            crate::config::WorkloadCommand::Argv(words) => {
-                words.iter().any(|w| w.contains(super::init::PLACEHOLDER))
+            crate::config::WorkloadCommand::Shell(text) => {
+                text.contains(crate::offline::init::PLACEHOLDER)
             }
+            crate::config::WorkloadCommand::Argv(words) => words
+                .iter()
+                .any(|w| w.contains(crate::offline::init::PLACEHOLDER)),
         })
         .map(|w| w.name())
         .collect();

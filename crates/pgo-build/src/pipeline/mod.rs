@@ -22,9 +22,6 @@ pub mod context;
 mod doctor;
 mod explore;
 mod gate;
-mod generate;
-mod init;
-mod offline;
 mod optimize;
 mod profile;
 mod release;
@@ -58,13 +55,6 @@ use crate::util::printer::Printer;
 
 /// Runs the command `cli` names.
 pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
-    match &cli.command {
-        Command::Clean => return offline::clean(&cli.global, printer),
-        Command::Init => return offline::init(&cli.global, printer),
-        Command::Report(args) => return offline::show_report(&cli.global, args, printer),
-        Command::Generate(args) => return generate::generate(args),
-        _ => {}
-    }
     let doctor = matches!(cli.command, Command::Doctor);
     // `doctor` works anywhere: outside a workspace it reports the toolchain alone.
     if doctor && !doctor::in_a_workspace(cli.global.manifest_path.as_deref()) {

@@ -1,16 +1,31 @@
-//! Commands that need neither the toolchain nor a context ([`super::context::Context`]): `pgo-build report`
-//! (renders the last run's `report.json`) and `pgo-build clean`.
+//! The commands that need neither the toolchain nor the pipeline's context: `pgo-build
+//! report` (renders the last run's `report.json`), `clean`, `init` (the configuration
+//! `init.rs` proposes) and `generate` (completions, man page, schema and references from the
+//! clap and config definitions: `generate.rs`).
 
-use anyhow::{Context, Result, bail};
+pub mod generate;
+pub mod init;
 
-use super::state::RunLock;
 use crate::cargo::workspace::Workspace;
-use crate::cli::{GlobalArgs, ReportArgs};
+use crate::cli::{Cli, Command, GlobalArgs, ReportArgs};
 use crate::config::Config;
 use crate::exec;
 use crate::layout::Layout;
+use crate::layout::lock::RunLock;
 use crate::report::{Report, render, tables};
 use crate::util::printer::Printer;
+use anyhow::{Context, Result, bail};
+
+/// Runs `cli`'s command if it is one of these, or `None` for the pipeline's.
+pub fn execute(cli: &Cli, printer: &Printer) -> Option<Result<()>> {
+    Some(match &cli.command {
+        Command::Clean => clean(&cli.global, printer),
+        Command::Init => init(&cli.global, printer),
+        Command::Report(args) => show_report(&cli.global, args, printer),
+        Command::Generate(args) => generate::generate(args),
+        _ => return None,
+    })
+}
 
 /// `pgo-build report`: renders the last run's report.json (each target's, with `--target` or
 /// `[build] targets`); needs no toolchain and no lock.
@@ -149,7 +164,7 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
             workspace.root.display()
         );
     }
-    let text = crate::pipeline::init::config_text(&workspace);
+    let text = init::config_text(&workspace);
     crate::util::files::write_atomically(&path, text.as_bytes())?;
     printer.info(format!(
         "wrote {}: {} binaries, training {}",
@@ -160,7 +175,7 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
             None => "from a placeholder command: replace it with real work".to_owned(),
         }
     ));
-    for server in crate::pipeline::init::likely_servers(&workspace) {
+    for server in init::likely_servers(&workspace) {
         printer.info(format!(
             "`{}` looks like a server: its [[service]] stops it with SIGINT; make that a \
              signal it exits on normally, or it writes no profile",
@@ -169,7 +184,7 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     }
     // The schema the `#:schema` line names: the one of this pgo-build, replaced when it was
     // another version's (it is generated, never edited).
-    let schema_path = path.with_file_name(crate::pipeline::init::SCHEMA_FILE_NAME);
+    let schema_path = path.with_file_name(init::SCHEMA_FILE_NAME);
     let schema = crate::config::schema_json();
     if std::fs::read_to_string(&schema_path).ok().as_deref() != Some(schema.as_str()) {
         crate::util::files::write_atomically(&schema_path, schema.as_bytes())?;
