@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
+use crate::layout::PackedStage;
 use crate::layout::step::Step;
-use crate::measure::metric::{Decider, Rounds};
+use crate::measure::metric::{CompareRole, Decider, Rounds};
 use crate::profiles::bundle::{Shard, Weights};
 use clap::{Args, Parser, Subcommand};
 
@@ -197,7 +198,7 @@ pub enum Generated {
     ConfigReference,
 }
 
-#[derive(Debug, Clone, Args, Default)]
+#[derive(Debug, Clone, Args)]
 pub struct TrainArgs {
     /// Workloads to run (default: every workload with role = "train")
     #[arg(value_name = "WORKLOAD")]
@@ -211,7 +212,7 @@ pub struct TrainArgs {
     pub bundle: Option<PathBuf>,
 }
 
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct OptimizeArgs {
     /// Build BIN without PGO (a plain release build) when training produced no profile for it,
     /// instead of refusing (repeatable)
@@ -219,7 +220,7 @@ pub struct OptimizeArgs {
     pub allow_missing_profile: Vec<String>,
 }
 
-#[derive(Debug, Clone, Args, Default)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub optimize: OptimizeArgs,
@@ -232,17 +233,14 @@ pub struct RunArgs {
     /// Skip the closing baseline/optimized comparison on the holdout workloads
     #[arg(long)]
     pub no_compare: bool,
-    /// Rounds of the closing comparison, or `auto` (default: [compare] rounds, else 10)
+    /// Rounds of the closing comparison, or `auto` (default: [compare] rounds, else auto)
     #[arg(long, value_name = "N|auto")]
     pub compare_rounds: Option<Rounds>,
-    /// BOLT the baseline binaries (set by `explore` for variants without PGO)
-    #[arg(skip)]
-    pub bolt_without_pgo: bool,
 }
 
-#[derive(Debug, Clone, Args, Default)]
+#[derive(Debug, Clone, Args)]
 pub struct GateArgs {
-    /// Counted rounds of the comparison (default: [compare] rounds, else 10), or `auto`
+    /// Counted rounds of the comparison (default: [compare] rounds, else auto), or `auto`
     #[arg(long, value_name = "N|auto")]
     pub rounds: Option<Rounds>,
     /// The binaries of the last release: the build must not be slower than them either
@@ -257,7 +255,7 @@ pub struct GateArgs {
     pub budget: Option<String>,
 }
 
-#[derive(Debug, Clone, Args, Default)]
+#[derive(Debug, Clone, Args)]
 pub struct ExploreArgs {
     /// Variants to build and measure, comma-separated (default: every built-in variant and
     /// every [[explore.variant]]); baseline and pgo are always measured, as the references
@@ -352,9 +350,6 @@ pub struct ExportArgs {
     /// machine (a CI cache)
     #[arg(long, value_name = "PATH")]
     pub rustc_estimates: Option<PathBuf>,
-    /// Exported for pgo-build's own use (`explore`'s BOLT builds): no advice to commit it
-    #[arg(skip)]
-    pub internal: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -367,21 +362,6 @@ pub struct PackArgs {
     /// The archive to write (tar, zstd-compressed)
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-}
-
-/// What `pgo-build pack` packs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PackedStage {
-    /// The instrumented binaries, for training on other machines
-    Instrumented,
-    /// The plain release build, the gate's reference
-    Baseline,
-    /// The PGO-optimized binaries
-    Optimized,
-    /// The BOLTed binaries, with the optimized ones they were made from
-    Bolt,
-    /// What `gate` ships: `bolt` when [bolt] is enabled, else `optimized`
-    Shipped,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -405,7 +385,7 @@ pub struct MergeArgs {
     pub weight: Vec<String>,
 }
 
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct BoltArgs {
     /// BOLT the baseline binaries instead of the PGO-optimized ones
     #[arg(long)]
@@ -416,7 +396,7 @@ pub struct BoltArgs {
     pub if_enabled: bool,
 }
 
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
     /// Staged variants to compare, the first being the reference (default: baseline and the
     /// newest of the others)
@@ -460,14 +440,6 @@ pub struct CompareArgs {
     /// against it too
     #[arg(long, value_name = "DIR")]
     pub against: Option<std::path::PathBuf>,
-}
-
-/// `compare --role`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompareRole {
-    Holdout,
-    Train,
-    All,
 }
 
 #[cfg(test)]

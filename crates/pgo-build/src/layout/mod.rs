@@ -44,6 +44,21 @@ pub mod step;
 
 use std::path::{Path, PathBuf};
 
+/// What `pgo-build pack` packs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PackedStage {
+    /// The instrumented binaries, for training on other machines
+    Instrumented,
+    /// The plain release build, the gate's reference
+    Baseline,
+    /// The PGO-optimized binaries
+    Optimized,
+    /// The BOLTed binaries, with the optimized ones they were made from
+    Bolt,
+    /// What `gate` ships: `bolt` when [bolt] is enabled, else `optimized`
+    Shipped,
+}
+
 /// A build stage whose binaries get staged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {

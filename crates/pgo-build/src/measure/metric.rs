@@ -147,6 +147,14 @@ impl std::str::FromStr for Decider {
     }
 }
 
+/// Which workloads a comparison is made on when none are named (`compare --role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareRole {
+    Holdout,
+    Train,
+    All,
+}
+
 /// `--rounds N` or `--rounds auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rounds {

@@ -25,8 +25,8 @@ use crate::cargo::manifest::StageInput;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::StagedBinary;
 use crate::cargo::workspace::BinTarget;
-use crate::cli::BoltArgs;
 use crate::layout::Stage;
+use crate::pipeline::requests::BoltRequest;
 use crate::report::BoltRecord;
 use crate::report::tables::bolt_table;
 use crate::toolchain::{self, LlvmTool};
@@ -47,7 +47,7 @@ pub const DEFAULT_ARGS: [&str; 8] = [
 /// pgo-build-rt's variable for BOLT training (see `pgo_build_rt::BOLT_TRAINING_ENV`).
 const BOLT_TRAINING_ENV: &str = "PGO_BUILD_BOLT_TRAINING";
 
-pub fn bolt(cx: &Context, run: &mut Run, args: &BoltArgs) -> Result<()> {
+pub fn bolt(cx: &Context, run: &mut Run, args: &BoltRequest) -> Result<()> {
     let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &cx.rustc, &cx.printer)
         .require(&cx.rustc)?;
     let merge_fdata = toolchain::find_llvm_tool(toolchain::MERGE_FDATA, &cx.rustc, &cx.printer)

@@ -20,7 +20,6 @@ use crate::cargo::rustflags::{self, Sources, UserFlags};
 use crate::cargo::settings::BUILD_ID_FLAG;
 use crate::cargo::settings::BuildSettings;
 use crate::cargo::workspace::{BinTarget, Selection, Workspace};
-use crate::cli::GlobalArgs;
 use crate::config::cargo_config::{self, CargoConfig};
 use crate::config::{BuildVariant, CBuild, Config};
 use crate::exec;
@@ -28,6 +27,7 @@ use crate::layout::Layout;
 use crate::layout::lock::RunLock;
 use crate::layout::step::Step;
 use crate::measure::memory::PeakSampler;
+use crate::pipeline::requests::GlobalOptions;
 use crate::report::{CompareRun, Report, invocation, now_unix};
 use crate::toolchain::cross_language::{self, CSettings};
 use crate::toolchain::targets::{self, Platform};
@@ -91,7 +91,7 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    pub fn load(args: &GlobalArgs, printer: &Printer) -> Result<Loaded> {
+    pub fn load(args: &GlobalOptions, printer: &Printer) -> Result<Loaded> {
         let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
         let mut config = Config::load(args.config.as_deref(), &workspace.root)?;
         if args.cross_language && config.pgo.cross_language == CBuild::User {
@@ -124,7 +124,7 @@ impl Loaded {
 
     /// The targets a command works on: `--target`s, else `[build] targets`, else the host
     /// (`None`: the layout of `target/pgo-build/` itself).
-    pub fn targets(&self, args: &GlobalArgs) -> Vec<Option<String>> {
+    pub fn targets(&self, args: &GlobalOptions) -> Vec<Option<String>> {
         let explicit = if args.targets.is_empty() {
             &self.config.build.targets
         } else {
@@ -146,7 +146,7 @@ impl Loaded {
 impl Context {
     /// The context of one target (`None`: the host, in `target/pgo-build/`).
     pub fn new(
-        args: &GlobalArgs,
+        args: &GlobalOptions,
         printer: &Printer,
         loaded: &Loaded,
         target: Option<&str>,

@@ -20,16 +20,16 @@ use super::release::{
 use super::run::stale_steps;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::loaded_size;
-use crate::cli::{CompareArgs, CompareRole, GateArgs};
 use crate::config::Role;
 use crate::exec;
 use crate::layout::Stage;
 use crate::measure::counter::Counter;
-use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::measure::metric::{CompareRole, Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::pipeline::requests::{CompareRequest, GateRequest};
 use crate::report::{CompareResult, PreviousComparison, decider_label};
 use crate::util::units::human_bytes;
 
-pub fn gate(cx: &Context, run: &mut Run, args: &GateArgs) -> Result<()> {
+pub fn gate(cx: &Context, run: &mut Run, args: &GateRequest) -> Result<()> {
     let shipped = shipped_stage(cx);
     // An earlier gate's verdict never stands for this one's: gone before anything is judged.
     let path = cx.layout.provenance();
@@ -130,7 +130,7 @@ fn add_previous_verdicts(
     }
 }
 
-fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result<()> {
+fn judge(cx: &Context, run: &mut Run, args: &GateRequest, shipped: Stage) -> Result<()> {
     let budget = match args.budget.as_deref() {
         Some(text) => {
             crate::config::parse_duration(text).map_err(|err| anyhow::anyhow!("--budget: {err}"))?
@@ -156,20 +156,19 @@ fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result
         "run `pgo-build run` first (the gate judges what it staged), or, in a gate job that \
          builds nothing, unpack what the release job packed (`pgo-build pack shipped`)",
     )?;
-    let compare_args = CompareArgs {
-        variants: vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],
+    let compare_request = CompareRequest {
         rounds: args.rounds,
-        budget: None,
-        workloads: holdout.clone(),
         role: Some(CompareRole::Holdout),
         metric: args.metric.clone(),
-        seed: 1,
-        fail_if_slower: false,
         against: args.against.clone(),
+        ..CompareRequest::of(
+            vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],
+            holdout.clone(),
+        )
     };
     // Stale outputs are not worth measuring: the verdict would be about other binaries.
     let comparison = if stale.is_empty() {
-        Some(compare(cx, run, &compare_args)?)
+        Some(compare(cx, run, &compare_request)?)
     } else {
         None
     };
@@ -183,7 +182,7 @@ fn judge(cx: &Context, run: &mut Run, args: &GateArgs, shipped: Stage) -> Result
         add_previous_verdicts(comparison, shipped, margin, &mut verdicts);
     }
     if let Some(comparison) = &comparison {
-        settle_by_instructions(cx, comparison, &compare_args, budget, &mut verdicts)?;
+        settle_by_instructions(cx, comparison, &compare_request, budget, &mut verdicts)?;
     }
     for verdict in verdicts.iter().filter(|v| !v.passed) {
         failures.push(format!(
@@ -248,7 +247,7 @@ const DEFAULT_COUNTING_BUDGET: std::time::Duration = std::time::Duration::from_s
 fn settle_by_instructions(
     cx: &Context,
     comparison: &CompareResult,
-    args: &CompareArgs,
+    args: &CompareRequest,
     budget: std::time::Duration,
     verdicts: &mut [GateVerdict],
 ) -> Result<()> {
@@ -321,7 +320,7 @@ fn settle_by_instructions(
     let counts = measure(
         cx,
         &variants_of(cx, args)?,
-        &CompareArgs {
+        &CompareRequest {
             workloads: open.clone(),
             metric: Some(Decider::Measured(Metric::Instructions)),
             rounds: None,

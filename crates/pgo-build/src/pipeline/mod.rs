@@ -1,5 +1,6 @@
-//! The pipeline: one module per step or command family, and the dispatcher that runs a
-//! command for every target it concerns.
+//! The pipeline: one module per step or command family, and the dispatcher that makes a
+//! command's flags its typed request (`requests`; no other pipeline module reads `cli`) and
+//! runs it for every target it concerns.
 //!
 //! Every step is a function of the [`context::Context`] (what the command loaded once) and the
 //! [`context::Run`] (what it changes), run inside [`context::timed_step`]. Steps communicate
@@ -9,8 +10,8 @@
 //! Arrows point down only: this module (the dispatcher) → `run`, `explore`, `gate` → the step
 //! modules (`doctor`, `build`, `train`, `optimize`, `bolt`, `compare`, `profile`, `shard`),
 //! which never import each other → the shared modules (`workloads`, `accounting`,
-//! `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`) → `context` → the modules
-//! outside `pipeline/`. ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
+//! `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`, `requests`) → `context` →
+//! the modules outside `pipeline/`. ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
 
 mod accounting;
 mod bolt;
@@ -25,6 +26,7 @@ mod gate;
 mod optimize;
 mod profile;
 mod release;
+mod requests;
 mod run;
 mod rustc_budget;
 mod shard;
@@ -49,15 +51,25 @@ use run::{record_completed, run_all};
 use shard::{merge, pack, unpack, write_bundle};
 use train::train;
 
-use crate::cli::{Cli, Command, ProfileCommand, RunArgs};
+use requests::{
+    BoltRequest, CheckRequest, CompareRequest, ExploreRequest, ExportRequest, GateRequest,
+    GlobalOptions, MergeRequest, OptimizeRequest, OverlapRequest, PackRequest, Request, RunRequest,
+    ShowRequest, StepOptions, TrainRequest, UnpackRequest,
+};
+
+use crate::cli::{Cli, Command, GlobalArgs, ProfileCommand};
 use crate::layout::step::Step;
 use crate::util::printer::Printer;
 
 /// Runs the command `cli` names.
 pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
-    let doctor = matches!(cli.command, Command::Doctor);
+    let Some(request) = request_of(&cli.command) else {
+        bail!("this command needs no workspace context: `offline::execute` runs it");
+    };
+    let global = global_options(&cli.global);
+    let doctor = matches!(request, Request::Doctor);
     // `doctor` works anywhere: outside a workspace it reports the toolchain alone.
-    if doctor && !doctor::in_a_workspace(cli.global.manifest_path.as_deref()) {
+    if doctor && !doctor::in_a_workspace(global.manifest_path.as_deref()) {
         doctor::doctor_toolchain(printer)?;
         printer.info(
             "no cargo workspace here: run `pgo-build doctor` in one (or with --manifest-path) \
@@ -65,7 +77,7 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
         );
         return Ok(());
     }
-    let loaded = match Loaded::load(&cli.global, printer) {
+    let loaded = match Loaded::load(&global, printer) {
         // The toolchain is reported all the same, before what stops the workspace's checks.
         Err(err) if doctor => {
             if let Err(problem) = doctor::doctor_toolchain(printer) {
@@ -75,25 +87,25 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
         }
         loaded => loaded?,
     };
-    let targets = loaded.targets(&cli.global);
+    let targets = loaded.targets(&global);
     // `doctor` checks every target before it fails; other commands stop at the first failure.
     let mut failed = Vec::new();
     for target in &targets {
         let Some(triple) = target else {
-            let command = per_target_paths(&cli.command, loaded.host(), false)?;
-            let cx = Context::new(&cli.global, printer, &loaded, None)?;
-            dispatch(&command, &cx, &mut Run::start(&cx)?)?;
+            let request = per_target_paths(&request, loaded.host(), false)?;
+            let cx = Context::new(&global, printer, &loaded, None)?;
+            dispatch(&request, &cx, &mut Run::start(&cx)?)?;
             continue;
         };
         printer.target_start(triple);
-        let result = per_target_paths(&cli.command, triple, targets.len() > 1)
-            .and_then(|command| {
-                let cx = Context::new(&cli.global, printer, &loaded, Some(triple))?;
-                dispatch(&command, &cx, &mut Run::start(&cx)?)
+        let result = per_target_paths(&request, triple, targets.len() > 1)
+            .and_then(|request| {
+                let cx = Context::new(&global, printer, &loaded, Some(triple))?;
+                dispatch(&request, &cx, &mut Run::start(&cx)?)
             })
             .with_context(|| format!("target {triple}"));
         match result {
-            Err(err) if matches!(cli.command, Command::Doctor) => {
+            Err(err) if doctor => {
                 printer.error(&err);
                 failed.push(triple.as_str());
             }
@@ -109,7 +121,7 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
 /// The command for one target: `{target}` in its file arguments (`export --output`, `pack
 /// --output`, `train --bundle`, `unpack`, `merge`) replaced by the triple. With several
 /// targets each of them must contain it, or every target would write (or read) the same file.
-fn per_target_paths(command: &Command, triple: &str, several: bool) -> Result<Command> {
+fn per_target_paths(request: &Request, triple: &str, several: bool) -> Result<Request> {
     let expand = |path: &mut PathBuf, flag: &str| -> Result<()> {
         let text = path.to_string_lossy();
         if several && !text.contains("{target}") {
@@ -122,33 +134,34 @@ fn per_target_paths(command: &Command, triple: &str, several: bool) -> Result<Co
         *path = PathBuf::from(text.replace("{target}", triple));
         Ok(())
     };
-    let mut command = command.clone();
-    match &mut command {
-        Command::Export(args) => {
+    let mut request = request.clone();
+    match &mut request {
+        Request::Export(args) => {
             if let Some(output) = &mut args.output {
                 expand(output, "export --output")?;
             }
         }
-        Command::Pack(args) => expand(&mut args.output, "pack --output")?,
-        Command::Train(args) => {
+        Request::Pack(args) => expand(&mut args.output, "pack --output")?,
+        Request::Train(args) => {
             if let Some(bundle) = &mut args.bundle {
                 expand(bundle, "train --bundle")?;
             }
         }
-        Command::Unpack(args) => expand(&mut args.archive, "unpack")?,
-        Command::Merge(args) => {
+        Request::Unpack(args) => expand(&mut args.archive, "unpack")?,
+        Request::Merge(args) => {
             for bundle in &mut args.bundles {
                 expand(bundle, "merge")?;
             }
         }
         _ => {}
     }
-    Ok(command)
+    Ok(request)
 }
 
-fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
-    if let Command::Bolt(args) = command
-        && args.if_enabled
+fn dispatch(request: &Request, cx: &Context, run: &mut Run) -> Result<()> {
+    if let Request::Bolt {
+        if_enabled: true, ..
+    } = request
         && !cx.config.bolt.enabled
     {
         // Nothing ran, so nothing is recorded as completed either.
@@ -158,19 +171,19 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
         ));
         return Ok(());
     }
-    match command {
-        Command::Doctor => timed_step(cx, run, Step::Doctor, doctor),
-        Command::Build => timed_step(cx, run, Step::Build, build_baseline),
-        Command::Instrument => timed_step(cx, run, Step::Instrument, instrument),
-        Command::Train(args) => timed_step(cx, run, Step::Train, |cx, run| {
+    match request {
+        Request::Doctor => timed_step(cx, run, Step::Doctor, doctor),
+        Request::Build => timed_step(cx, run, Step::Build, build_baseline),
+        Request::Instrument => timed_step(cx, run, Step::Instrument, instrument),
+        Request::Train(args) => timed_step(cx, run, Step::Train, |cx, run| {
             let trained = train(cx, run, args)?;
             match &args.bundle {
                 Some(path) => write_bundle(cx, run, path, &trained),
                 None => Ok(()),
             }
         }),
-        Command::Pack(args) => timed_step(cx, run, Step::Pack, |cx, _| pack(cx, args)),
-        Command::Unpack(args) => timed_step(cx, run, Step::Unpack, |cx, run| {
+        Request::Pack(args) => timed_step(cx, run, Step::Pack, |cx, _| pack(cx, args)),
+        Request::Unpack(args) => timed_step(cx, run, Step::Unpack, |cx, run| {
             // A baseline, optimized or bolt stage built in another job counts as built here:
             // the gate judges it (the sources and settings were checked to be the same). In
             // the order unpacked: a bolt stage's fingerprint reads its optimized one's record.
@@ -181,24 +194,24 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
                     crate::layout::Stage::Bolt => Step::Bolt,
                     _ => continue,
                 };
-                record_completed(cx, run, step, &RunArgs::default())?;
+                record_completed(cx, run, step, &StepOptions::default())?;
             }
             Ok(())
         }),
-        Command::Merge(args) => timed_step(cx, run, Step::Merge, |cx, run| merge(cx, run, args)),
-        Command::Optimize(args) => timed_step(cx, run, Step::Optimize, |cx, run| {
+        Request::Merge(args) => timed_step(cx, run, Step::Merge, |cx, run| merge(cx, run, args)),
+        Request::Optimize(args) => timed_step(cx, run, Step::Optimize, |cx, run| {
             optimize(cx, run, args, None)
         }),
-        Command::Bolt(args) => timed_step(cx, run, Step::Bolt, |cx, run| bolt(cx, run, args)),
-        Command::Profile(args) => match &args.command {
-            ProfileCommand::Show(show) => profile_show(cx, show),
-            ProfileCommand::Check(check) => profile_check(cx, check),
-            ProfileCommand::Overlap(overlap) => timed_step(cx, run, Step::Overlap, |cx, run| {
-                profile_overlap(cx, run, overlap)
-            }),
-        },
-        Command::Export(args) => timed_step(cx, run, Step::Export, |cx, run| export(cx, run, args)),
-        Command::Compare(args) => {
+        Request::Bolt { bolt: args, .. } => {
+            timed_step(cx, run, Step::Bolt, |cx, run| bolt(cx, run, args))
+        }
+        Request::ProfileShow(show) => profile_show(cx, show),
+        Request::ProfileCheck(check) => profile_check(cx, check),
+        Request::ProfileOverlap(overlap) => timed_step(cx, run, Step::Overlap, |cx, run| {
+            profile_overlap(cx, run, overlap)
+        }),
+        Request::Export(args) => timed_step(cx, run, Step::Export, |cx, run| export(cx, run, args)),
+        Request::Compare(args) => {
             let result = timed_step(cx, run, Step::Compare, |cx, run| {
                 compare(cx, run, args).map(drop)
             });
@@ -215,40 +228,144 @@ fn dispatch(command: &Command, cx: &Context, run: &mut Run) -> Result<()> {
             }
             result
         }
-        Command::Run(args) => run_all(cx, run, args),
-        Command::Gate(args) => timed_step(cx, run, Step::Gate, |cx, run| gate(cx, run, args)),
-        Command::Explore(args) => explore(cx, run, args),
-        Command::Clean | Command::Init | Command::Report(_) | Command::Generate(_) => {
-            unreachable!("handled above")
-        }
+        Request::Run(args) => run_all(cx, run, args),
+        Request::Gate(args) => timed_step(cx, run, Step::Gate, |cx, run| gate(cx, run, args)),
+        Request::Explore(args) => explore(cx, run, args),
     }?;
 
-    // A build stage completed by its own command counts as `run`'s would.
-    let completed = match command {
-        Command::Build => Some((Step::Build, RunArgs::default())),
-        Command::Instrument => Some((Step::Instrument, RunArgs::default())),
+    // A build stage completed by its own command counts as `run`'s would, recorded with the
+    // options it ran with.
+    let completed = match request {
+        Request::Build => Some((Step::Build, StepOptions::default())),
+        Request::Instrument => Some((Step::Instrument, StepOptions::default())),
         // A shard, or some workloads only, is not the whole training `run` would do.
-        Command::Train(args) if args.shard.is_none() && args.workloads.is_empty() => {
-            Some((Step::Train, RunArgs::default()))
-        }
-        Command::Optimize(args) => Some((
+        Request::Train(args) if args.is_whole() => Some((Step::Train, StepOptions::default())),
+        Request::Optimize(args) => Some((
             Step::Optimize,
-            RunArgs {
+            StepOptions {
                 optimize: args.clone(),
-                ..RunArgs::default()
+                ..StepOptions::default()
             },
         )),
-        Command::Bolt(args) => Some((
+        Request::Bolt { bolt, .. } => Some((
             Step::Bolt,
-            RunArgs {
-                bolt_without_pgo: args.without_pgo,
-                ..RunArgs::default()
+            StepOptions {
+                bolt: *bolt,
+                ..StepOptions::default()
             },
         )),
         _ => None,
     };
-    if let Some((step, args)) = completed {
-        record_completed(cx, run, step, &args)?;
+    if let Some((step, options)) = completed {
+        record_completed(cx, run, step, &options)?;
     }
     Ok(())
+}
+
+/// The flags every command takes, for `Loaded::load` and `Context::new`.
+fn global_options(args: &GlobalArgs) -> GlobalOptions {
+    GlobalOptions {
+        manifest_path: args.manifest_path.clone(),
+        config: args.config.clone(),
+        packages: args.packages.clone(),
+        bins: args.bins.clone(),
+        features: args.features.clone(),
+        profile: args.profile.clone(),
+        targets: args.targets.clone(),
+        jobs: args.jobs,
+        strict: args.strict,
+        continuous: args.continuous,
+        cross_language: args.cross_language,
+        retrain: args.retrain,
+    }
+}
+
+/// The request the flags of a pipeline command make; `None` for those `offline` runs.
+fn request_of(command: &Command) -> Option<Request> {
+    let optimize = |args: &crate::cli::OptimizeArgs| OptimizeRequest {
+        allow_missing_profile: args.allow_missing_profile.clone(),
+    };
+    Some(match command {
+        Command::Doctor => Request::Doctor,
+        Command::Build => Request::Build,
+        Command::Instrument => Request::Instrument,
+        Command::Train(args) => Request::Train(TrainRequest {
+            workloads: args.workloads.clone(),
+            shard: args.shard,
+            bundle: args.bundle.clone(),
+        }),
+        Command::Optimize(args) => Request::Optimize(optimize(args)),
+        Command::Bolt(args) => Request::Bolt {
+            bolt: BoltRequest {
+                without_pgo: args.without_pgo,
+            },
+            if_enabled: args.if_enabled,
+        },
+        Command::Profile(args) => match &args.command {
+            ProfileCommand::Show(args) => Request::ProfileShow(ShowRequest {
+                top: args.top,
+                binary: args.binary.clone(),
+                json: args.json,
+            }),
+            ProfileCommand::Check(args) => Request::ProfileCheck(CheckRequest {
+                top: args.top,
+                json: args.json,
+            }),
+            ProfileCommand::Overlap(args) => {
+                Request::ProfileOverlap(OverlapRequest { top: args.top })
+            }
+        },
+        Command::Export(args) => Request::Export(ExportRequest {
+            output: args.output.clone(),
+            rustc_estimates: args.rustc_estimates.clone(),
+            internal: false,
+        }),
+        Command::Pack(args) => Request::Pack(PackRequest {
+            stage: args.stage,
+            output: args.output.clone(),
+        }),
+        Command::Unpack(args) => Request::Unpack(UnpackRequest {
+            archive: args.archive.clone(),
+        }),
+        Command::Merge(args) => Request::Merge(MergeRequest {
+            bundles: args.bundles.clone(),
+            weights: args.weights,
+            weight: args.weight.clone(),
+        }),
+        Command::Compare(args) => Request::Compare(CompareRequest {
+            variants: args.variants.clone(),
+            rounds: args.rounds,
+            budget_secs: args.budget,
+            workloads: args.workloads.clone(),
+            role: args.role,
+            metric: args.metric.clone(),
+            seed: args.seed,
+            fail_if_slower: args.fail_if_slower,
+            against: args.against.clone(),
+        }),
+        Command::Run(args) => Request::Run(RunRequest {
+            steps: StepOptions {
+                optimize: optimize(&args.optimize),
+                bolt: BoltRequest::default(),
+                compare_rounds: args.compare_rounds,
+            },
+            force: args.force,
+            from: args.from,
+            compare: !args.no_compare,
+        }),
+        Command::Gate(args) => Request::Gate(GateRequest {
+            rounds: args.rounds,
+            against: args.against.clone(),
+            metric: args.metric.clone(),
+            budget: args.budget.clone(),
+        }),
+        Command::Explore(args) => Request::Explore(ExploreRequest {
+            variants: args.variants.clone(),
+            rounds: args.rounds,
+            metric: args.metric.clone(),
+            budget: args.budget.clone(),
+            apply: args.apply,
+        }),
+        Command::Clean | Command::Init | Command::Report(_) | Command::Generate(_) => return None,
+    })
 }

@@ -17,7 +17,7 @@ use super::accounting::{
     Trained, account_dirs, cargo_only_message, no_profile_message, print_accounting,
     refuse_idle_workloads, report_accounting, usable_training,
 };
-use super::bundles::{MergedBundles, merged_bundles};
+use super::bundles::{BundlesFile, merged_bundles};
 use super::committed::{self, committed_profile};
 use super::context::{Context, Run};
 use super::stage_build::{
@@ -28,9 +28,9 @@ use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::VALUE_PROFILING_OFF;
 use crate::cargo::settings::check_same_settings;
 use crate::cargo::workspace::BinTarget;
-use crate::cli::OptimizeArgs;
 use crate::config::StartupOrder;
 use crate::layout::Stage;
+use crate::pipeline::requests::OptimizeRequest;
 use crate::profiles::diagnostics::{self, Summary};
 use crate::profiles::{self, insight, startup_order};
 use crate::util::printer::Fitted;
@@ -134,7 +134,7 @@ fn check_profile_use(
 pub fn optimize(
     cx: &Context,
     run: &mut Run,
-    args: &OptimizeArgs,
+    args: &OptimizeRequest,
     trained: Option<&Trained>,
 ) -> Result<()> {
     for name in &args.allow_missing_profile {
@@ -394,7 +394,7 @@ fn trained_profile_inputs(
 fn bundle_profile_inputs(
     cx: &Context,
     run: &mut Run,
-    record: MergedBundles,
+    record: BundlesFile,
 ) -> Result<ProfileInputs> {
     check_same_settings(&record.instrumented.settings, &cx.settings)?;
     check_instrumented_selection(cx, &record.instrumented)?;
@@ -451,7 +451,7 @@ fn bundle_profile_inputs(
         })
         .collect();
     Ok(ProfileInputs {
-        path: record.merged.path,
+        path: record.merge.merged.path,
         missing,
         committed: None,
         instrumented: Some(record.instrumented),

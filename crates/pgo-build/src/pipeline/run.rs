@@ -20,15 +20,15 @@ use super::stage_build::plain_flags;
 use super::train::{clear_raw_profiles, train};
 use crate::cargo::dep_info;
 use crate::cargo::manifest::StageManifest;
-use crate::cli::{BoltArgs, CompareArgs, RunArgs, TrainArgs};
 use crate::config::Role;
 use crate::layout::Stage;
 use crate::layout::step::Step;
+use crate::pipeline::requests::{CompareRequest, RunRequest, StepOptions, TrainRequest};
 use crate::report::render;
 use crate::util::fingerprint::Fingerprint;
 
 /// doctor → build → instrument → train → optimize → compare, then the stage table.
-pub fn run_all(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
+pub fn run_all(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
     // Sections of stages that turn out to be cached stay; the stage records start afresh.
     run.report.stages.clear();
     let result = run_steps(cx, run, args);
@@ -72,7 +72,7 @@ pub fn run_all(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
     result
 }
 
-fn run_steps(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
+fn run_steps(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
     timed_step(cx, run, Step::Doctor, doctor)?;
     if let Some(problem) = no_training(cx) {
         bail!("{problem}; nothing was built");
@@ -87,7 +87,7 @@ fn run_steps(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
     if cx.config.bolt.enabled {
         pipeline_step(cx, run, Step::Bolt, args, None)?;
     }
-    if args.no_compare {
+    if !args.compare {
         return Ok(());
     }
     if cx
@@ -103,23 +103,23 @@ fn run_steps(cx: &Context, run: &mut Run, args: &RunArgs) -> Result<()> {
         ));
         return Ok(());
     }
-    let args_of_compare = run_compare_args(cx, args);
+    let request = run_compare_request(cx, &args.steps);
     cached_step(cx, run, Step::Compare, args, |cx, run| {
-        compare(cx, run, &args_of_compare)
+        compare(cx, run, &request)
     })?;
     Ok(())
 }
 
 /// One build step of `run` (not compare), cached as `cached_step` says. BOLT post-processes
 /// the optimized binaries, or the baseline's when there is no PGO (`[pgo] profile` and
-/// training both absent is refused earlier; `explore` asks for it with `bolt_without_pgo`).
+/// training both absent is refused earlier; `explore` asks for it with `without_pgo`).
 /// The train stage returns what it trained (unless cached), which the optimize stage after
 /// it takes as `trained`.
 pub(super) fn pipeline_step(
     cx: &Context,
     run: &mut Run,
     step: Step,
-    args: &RunArgs,
+    args: &RunRequest,
     trained: Option<&Trained>,
 ) -> Result<Option<Trained>> {
     match step {
@@ -128,21 +128,14 @@ pub(super) fn pipeline_step(
         Step::Train => {
             return cached_step(cx, run, step, args, |cx, run| {
                 clear_raw_profiles(cx)?;
-                train(cx, run, &TrainArgs::default())
+                train(cx, run, &TrainRequest::default())
             });
         }
         Step::Optimize => cached_step(cx, run, step, args, |cx, run| {
-            optimize(cx, run, &args.optimize, trained)
+            optimize(cx, run, &args.steps.optimize, trained)
         })?,
         Step::Bolt => cached_step(cx, run, step, args, |cx, run| {
-            bolt(
-                cx,
-                run,
-                &BoltArgs {
-                    without_pgo: args.bolt_without_pgo,
-                    if_enabled: false,
-                },
-            )
+            bolt(cx, run, &args.steps.bolt)
         })?,
         other => bail!("{} is not a build stage of `run`", other.name()),
     };
@@ -155,14 +148,14 @@ fn cached_step<T>(
     cx: &Context,
     run: &mut Run,
     step: Step,
-    args: &RunArgs,
+    args: &RunRequest,
     body: impl FnOnce(&Context, &mut Run) -> Result<T>,
 ) -> Result<Option<T>> {
     let name = step.name();
     let started = Instant::now();
     let forced = args.force || args.from.is_some_and(|from| step >= from);
     if !forced
-        && let Some(fingerprint) = fingerprint(cx, step, args)?
+        && let Some(fingerprint) = fingerprint(cx, step, &args.steps)?
         && run.state.stages.get(name) == Some(&fingerprint)
         && outputs_intact(cx, run, step)
     {
@@ -173,7 +166,7 @@ fn cached_step<T>(
         return Ok(None);
     }
     let value = timed_step(cx, run, step, body)?;
-    if let Some(fingerprint) = fingerprint(cx, step, args)? {
+    if let Some(fingerprint) = fingerprint(cx, step, &args.steps)? {
         run.state.stages.insert(name.to_owned(), fingerprint);
         if let Some(record) = run.report.stage_record(name) {
             run.state.runs.insert(name.to_owned(), record.clone());
@@ -185,9 +178,14 @@ fn cached_step<T>(
 
 /// Records a stage completed by its own command (`pgo-build optimize`, …) as `run` records
 /// its stages, so `run` reuses it while its inputs are unchanged and `gate` knows it is
-/// current.
-pub fn record_completed(cx: &Context, run: &mut Run, step: Step, args: &RunArgs) -> Result<()> {
-    if let Some(fingerprint) = fingerprint(cx, step, args)? {
+/// current. `options` are what it ran with.
+pub fn record_completed(
+    cx: &Context,
+    run: &mut Run,
+    step: Step,
+    options: &StepOptions,
+) -> Result<()> {
+    if let Some(fingerprint) = fingerprint(cx, step, options)? {
         run.state.stages.insert(step.name().to_owned(), fingerprint);
         if let Some(record) = run.report.stage_record(step.name()) {
             run.state
@@ -204,7 +202,7 @@ pub fn record_completed(cx: &Context, run: &mut Run, step: Step, args: &RunArgs)
 /// training merged from bundles (`pgo-build merge`) stands for the train stage while it is
 /// the current training.
 pub(super) fn stale_steps(cx: &Context, run: &Run) -> Result<Vec<String>> {
-    let args = RunArgs::default();
+    let options = StepOptions::default();
     let mut steps = vec![Step::Build];
     // Training merged from bundles was made against an instrumented build elsewhere.
     if cx.config.pgo.profile.is_none() && merged_bundles(cx)?.is_none() {
@@ -217,7 +215,7 @@ pub(super) fn stale_steps(cx: &Context, run: &Run) -> Result<Vec<String>> {
     let mut stale = Vec::new();
     for step in steps {
         let name = step.name();
-        let now = fingerprint(cx, step, &args)?;
+        let now = fingerprint(cx, step, &options)?;
         let recorded = run.state.stages.get(name);
         let reason = match (recorded, now) {
             (None, _) => Some("not completed in this target directory"),
@@ -262,7 +260,7 @@ fn outputs_intact(cx: &Context, run: &Run, step: Step) -> bool {
 
 /// The fingerprint of a stage's inputs as they are now; `None` when they cannot be known
 /// yet (a build that never ran has no dep-info).
-fn fingerprint(cx: &Context, step: Step, args: &RunArgs) -> Result<Option<String>> {
+fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option<String>> {
     let mut print = Fingerprint::new(step.name());
     print.text("pgo-build", env!("CARGO_PKG_VERSION"));
     let stage_json = |print: &mut Fingerprint, stage: Stage| -> bool {
@@ -316,7 +314,7 @@ fn fingerprint(cx: &Context, step: Step, args: &RunArgs) -> Result<Option<String
             if step == Step::Optimize {
                 print.text(
                     "allow missing",
-                    &args.optimize.allow_missing_profile.join(","),
+                    &options.optimize.allow_missing_profile.join(","),
                 );
                 match &cx.config.pgo.profile {
                     Some(profile) => print.file(&cx.workspace.root.join(profile)),
@@ -329,7 +327,7 @@ fn fingerprint(cx: &Context, step: Step, args: &RunArgs) -> Result<Option<String
             workloads(&mut print, Role::Train);
         }
         Step::Bolt => {
-            if args.bolt_without_pgo {
+            if options.bolt.without_pgo {
                 print.text("without pgo", "true");
                 stage_json(&mut print, Stage::Baseline);
             } else {
@@ -342,7 +340,7 @@ fn fingerprint(cx: &Context, step: Step, args: &RunArgs) -> Result<Option<String
             for stage in Stage::VARIANTS {
                 stage_json(&mut print, stage);
             }
-            let compare = run_compare_args(cx, args);
+            let compare = run_compare_request(cx, options);
             print.text("compare", &format!("{:?}", compare));
             workloads(&mut print, Role::Holdout);
         }
@@ -353,16 +351,14 @@ fn fingerprint(cx: &Context, step: Step, args: &RunArgs) -> Result<Option<String
 }
 
 /// The comparison `run` ends with: every staged variant on the holdout workloads.
-fn run_compare_args(cx: &Context, args: &RunArgs) -> CompareArgs {
-    CompareArgs {
-        variants: std::iter::once(Stage::Baseline)
-            .chain(std::iter::once(Stage::Optimized))
-            .chain(cx.config.bolt.enabled.then_some(Stage::Bolt))
-            .map(|stage| stage.name().to_owned())
-            .collect(),
-        rounds: args.compare_rounds,
-        workloads: cx.config.workload_names(Role::Holdout),
-        seed: 1,
-        ..CompareArgs::default()
+fn run_compare_request(cx: &Context, options: &StepOptions) -> CompareRequest {
+    let variants = std::iter::once(Stage::Baseline)
+        .chain(std::iter::once(Stage::Optimized))
+        .chain(cx.config.bolt.enabled.then_some(Stage::Bolt))
+        .map(|stage| stage.name().to_owned())
+        .collect();
+    CompareRequest {
+        rounds: options.compare_rounds,
+        ..CompareRequest::of(variants, cx.config.workload_names(Role::Holdout))
     }
 }

@@ -17,9 +17,9 @@ use super::workloads::{
     SERVICE_FIX, Training, instrumented_profile_env, run_training, training_workloads,
 };
 use crate::cargo::manifest::StageManifest;
-use crate::cli::TrainArgs;
 use crate::config::Workload;
 use crate::layout::Stage;
+use crate::pipeline::requests::TrainRequest;
 use crate::profiles::bundle::Shard;
 use crate::profiles::training_record::TrainingRecord;
 use crate::profiles::{self, start_marker};
@@ -65,7 +65,7 @@ fn caution_per_binary(
 /// Runs the train workloads (all, or those named; with `--shard`, that shard's runs)
 /// against the instrumented binaries and accounts for their profiles. (`--bundle` is the
 /// shard stage's: it writes the [`Trained`] result to a bundle for `pgo-build merge`.)
-pub fn train(cx: &Context, run: &mut Run, args: &TrainArgs) -> Result<Trained> {
+pub fn train(cx: &Context, run: &mut Run, args: &TrainRequest) -> Result<Trained> {
     let instrumented = StageManifest::load(
         &cx.layout,
         Stage::Instrumented,

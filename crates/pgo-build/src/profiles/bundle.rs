@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::accounting::BinaryProfiles;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::BuildSettings;
+pub use crate::report::{BundleWorkload, Shard, Weights};
 
 pub const PACK_FORMAT: &str = "pgo-build-pack";
 pub const BUNDLE_FORMAT: &str = "pgo-build-bundle";
@@ -122,18 +123,6 @@ pub struct BundleManifest {
     /// The shard's per-binary accounting (processes, profiles, coverage).
     pub accounting: BTreeMap<String, BinaryProfiles>,
     pub profiles: Vec<BundleProfile>,
-}
-
-/// One workload run of a shard.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BundleWorkload {
-    /// `name`, or `name.part<I>of<K>` for a part of a workload with `shards = K`.
-    pub run: String,
-    pub workload: String,
-    /// The workload's definition when it ran (`Workload::fingerprint`).
-    pub fingerprint: String,
-    pub status: String,
-    pub duration_secs: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -392,13 +381,6 @@ pub fn moved_path_dependencies(archive: &Provenance, here: &Provenance) -> Vec<S
     moved
 }
 
-/// `--shard I/N`: shard `index` (1-based) of `count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Shard {
-    pub index: usize,
-    pub count: usize,
-}
-
 impl Shard {
     /// Everything, as one shard.
     pub const WHOLE: Shard = Shard { index: 1, count: 1 };
@@ -434,16 +416,6 @@ impl std::str::FromStr for Shard {
             )),
         }
     }
-}
-
-/// `merge --weights`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Weights {
-    Counts,
-    Equal,
 }
 
 #[cfg(test)]

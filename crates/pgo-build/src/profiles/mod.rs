@@ -24,7 +24,7 @@ pub mod training_record;
 pub use accounting::{Accounting, BinaryProfiles, RawDirs, account, coverage};
 pub use format::{indexed_version, keep_summary_of, written_indexed_version};
 pub use merge::{
-    MergedProfile, checkout_independent, checkout_independent_dir, content_hash,
-    install_content_addressed, merge, merge_to, merge_weighted, summary,
+    checkout_independent, checkout_independent_dir, content_hash, install_content_addressed, merge,
+    merge_to, merge_weighted, summary,
 };
 pub use raw::{quoted_tool_output, raw_pattern, workload_dirs};

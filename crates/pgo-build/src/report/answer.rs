@@ -508,6 +508,12 @@ mod tests {
         // BOLT 1% faster than optimized but 40% larger: optimized is shipped, and why.
         let bolt: Vec<f64> = FASTER.iter().map(|r| r * 0.99).collect();
         let answer = super::answer(&report(&FASTER, &bolt, 1400)).unwrap();
+        // The whole block, as every surface leads with it (unwrapped: the width is the
+        // terminal's).
+        insta::assert_snapshot!(
+            "answer_ship_optimized_bolt_not_worth_its_size",
+            format!("{}\n{}", answer.headline, answer.lines.join("\n"))
+        );
         assert_eq!(
             answer.headline,
             "Ship optimized: 1.25× faster than baseline on held-out work (geometric mean)"
@@ -596,6 +602,10 @@ mod tests {
     fn nothing_is_shipped_when_a_candidate_is_slower_or_nothing_concluded() {
         let slower: Vec<f64> = FASTER.iter().map(|r| 1.0 / r).collect();
         let answer = super::answer(&report(&slower, &slower, 1000)).unwrap();
+        insta::assert_snapshot!(
+            "answer_do_not_ship_slower",
+            format!("{}\n{}", answer.headline, answer.lines.join("\n"))
+        );
         assert!(answer.headline.starts_with("Do not ship"), "{answer:#?}");
         assert!(
             answer.lines[0].starts_with("holdout: optimized is 1.25× slower than baseline")

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::bundle_records::MergedBundles;
 use super::profile_records::{
     BinaryProfiles, DiagnosticsSummary, MergedProfile, OverlapRecord, Staleness,
 };
@@ -20,13 +21,14 @@ use super::records::{
 use crate::util::files::write_atomically;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
-/// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore.
-pub const SCHEMA_VERSION: u32 = 10;
+/// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore. 11:
+/// `bundles` without the instrumented build's manifest; every section typed.
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// The oldest schema read as the current one: the schemas since only added fields, each with
 /// a default (9: the rustc summaries' `build_secs` and `lower_bound`; 10: the family of
-/// verdicts, `previous`, `too_coarse`), so an older report
-/// keeps its history instead of being replaced.
+/// verdicts, `previous`, `too_coarse`) or dropped one (11: `bundles.instrumented`, which
+/// is ignored), so an older report keeps its history instead of being replaced.
 const READS_SCHEMAS_FROM: u32 = 8;
 
 /// How many comparisons the report's history keeps.
@@ -79,8 +81,8 @@ pub struct Report {
     pub compare_history: Vec<CompareRun>,
     /// The training bundles `pgo-build merge` merged: each shard's workloads, weight and
     /// per-binary accounting, and the totals.
-    #[serde(default)]
-    pub bundles: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "typed_or_dropped")]
+    pub bundles: Option<MergedBundles>,
     /// Stage → what sccache (cargo's rustc wrapper, when it is sccache) did in its last build.
     #[serde(default)]
     pub sccache: BTreeMap<String, StageCache>,
@@ -455,6 +457,38 @@ mod tests {
         assert_eq!(problem, None);
         assert_eq!(kept.stages.len(), 1, "the report was started afresh");
         assert!(kept.staleness.is_none() && kept.overlap.is_empty());
+    }
+
+    #[test]
+    fn merged_bundles_of_schema_10_are_read_without_the_manifest_they_repeated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        Report::new(Path::new("/ws")).save(&path).unwrap();
+        let mut older: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        older["schema_version"] = 10.into();
+        older["bundles"] = serde_json::json!({
+            "merged": {"path": "/t/merged.profdata", "size_bytes": 10, "total_functions": 3},
+            "instrumented": {"stage": "instrumented", "binaries": []},
+            "weights": "counts",
+            "bundles": [{
+                "file": "a.tar.zst", "shard": {"index": 1, "count": 2}, "weight": 5,
+                "total_count": 5, "git_revision": null, "created": "2026-12-04",
+                "workloads": [], "accounting": {}
+            }],
+            "per_binary": {}, "missing_shards": [2]
+        });
+        std::fs::write(&path, older.to_string()).unwrap();
+        let (kept, problem) = Report::load_or_new(&path, Path::new("/ws"));
+        assert_eq!(problem, None);
+        let bundles = kept.bundles.expect("the merge is kept");
+        assert_eq!(
+            bundles.bundles[0].shard,
+            crate::report::Shard { index: 1, count: 2 }
+        );
+        assert_eq!(bundles.missing_shards, [2]);
+        let written = serde_json::to_value(&bundles).unwrap();
+        assert!(written.get("instrumented").is_none(), "{written}");
     }
 
     proptest::proptest! {

@@ -7,10 +7,11 @@
 //! (`schema_version`) because CI scripts read it.
 //!
 //! `answer`: the verdict block every surface leads with; `file`: the [`Report`] itself; `records`: every record it keeps (the schema,
-//! `docs/report.schema.json`); `explore_records`: explore's (re-exported by `records`); `tables`: their terminal tables; `history`: the comparisons as
+//! `docs/report.schema.json`); `explore_records`: explore's (re-exported by `records`); `profile_records`, `bundle_records`: profiles' and merged bundles'; `tables`: their terminal tables; `history`: the comparisons as
 //! they ran; `render`: `pgo-build report`'s Markdown and HTML.
 
 pub mod answer;
+mod bundle_records;
 mod explore_records;
 mod file;
 mod history;
@@ -19,6 +20,7 @@ mod records;
 pub mod render;
 pub mod tables;
 
+pub use bundle_records::{BundleWorkload, MergedBundle, MergedBundles, Shard, Weights};
 pub use file::Report;
 pub use history::table as compare_history_table;
 pub use profile_records::{

@@ -1,13 +1,11 @@
-//! What a comparison accepts: the metric verdicts rest on, a run's outcome (a failed run's
-//! time means nothing; services that went wrong are named), and what figures of binaries run
-//! under an emulator mean.
+//! What a comparison accepts: a run's outcome (a failed run's time means nothing; services
+//! that went wrong are named), and what figures of binaries run under an emulator mean.
 
 use anyhow::{Result, bail};
 
 use crate::config::Workload;
 use crate::exec;
-use crate::measure::criterion;
-use crate::measure::metric::{Decider, Metric, SERVICES_CPU};
+use crate::measure::metric::Metric;
 use crate::pipeline::context::Context;
 
 /// For a target whose binaries run under an emulator: what the figures mean (wall and CPU
@@ -38,43 +36,6 @@ pub(super) fn emulation_note(cx: &Context, metric: Metric) -> Result<Option<Stri
         cx.platform.arch,
         cx.platform.arch
     )))
-}
-
-/// What verdicts rest on: `--metric`, else `[compare] metric`, else wall time. A workload
-/// metric must be one the workloads report.
-pub(in crate::pipeline) fn decider(cx: &Context, flag: Option<&Decider>) -> Result<Decider> {
-    // Unless told, a comparison with a held-out workload that has services is decided by
-    // the services' own CPU time where a workload has them (the others by wall time).
-    let serves = cx
-        .config
-        .workloads
-        .iter()
-        .any(|w| w.role == crate::config::Role::Holdout && !w.services.is_empty());
-    let decider = match (flag, &cx.config.compare.metric) {
-        (Some(flag), _) => flag.clone(),
-        (None, Some(_)) => cx.config.compare.decider(),
-        (None, None) if serves => Decider::Reported(SERVICES_CPU.to_owned()),
-        (None, None) => Decider::default(),
-    };
-    if let Some(name) = decider.reported() {
-        let reported = cx.config.reported_metrics();
-        // Benchmark ids are known once criterion has run: a cargo workload may report it.
-        let benchmark = name.starts_with(criterion::METRIC_PREFIX)
-            && cx.config.workloads.iter().any(|w| w.cargo.is_some());
-        if !benchmark && !reported.iter().any(|r| r == name) {
-            bail!(
-                "--metric {name}: no workload reports a metric of that name ({}). Declare it \
-                 in {} with [[workload.metric]] name = {name:?} and its direction",
-                if reported.is_empty() {
-                    "no workload declares a metric".to_owned()
-                } else {
-                    format!("reported: {}", reported.join(", "))
-                },
-                cx.config.display_path()
-            );
-        }
-    }
-    Ok(decider)
 }
 
 /// A run's outcome, refused when the workload failed (its time would mean nothing).

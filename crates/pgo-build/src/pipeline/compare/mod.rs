@@ -13,10 +13,10 @@ use anyhow::{Result, bail};
 
 use super::context::{Context, Run};
 use super::workloads::{check_cargo_targets, remove_logs_of_unknown_workloads};
-use crate::cli::{CompareArgs, CompareRole};
 use crate::measure::counter::Counter;
-use crate::measure::metric::{INSTRUCTION_ROUNDS, Metric, Rounds};
+use crate::measure::metric::{Metric, Rounds};
 use crate::measure::stats::{self, Verdict};
+use crate::pipeline::requests::{CompareRequest, CompareSettings};
 use crate::report::CompareResult;
 use crate::report::tables::{benchmark_table, compare_table, metrics_table};
 use checks::emulation_note;
@@ -32,7 +32,6 @@ mod simulation;
 mod summary;
 mod variant;
 
-pub(super) use checks::decider;
 pub(super) use previous::{PREVIOUS, against_previous};
 pub(super) use rounds::run_once;
 use summary::comparisons_rounds;
@@ -40,10 +39,10 @@ use summary::judge_family;
 pub(super) use summary::summarize_candidates;
 pub(super) use variant::Compared;
 
-/// The variants `args` names (or the default ones), and with `--against` the last release's.
-pub(crate) fn variants_of(cx: &Context, args: &CompareArgs) -> Result<Vec<Compared>> {
-    let mut variants = compare_variants(cx, &args.variants)?;
-    if let Some(dir) = &args.against {
+/// The variants `request` names (or the default ones), and with `--against` the last release's.
+pub(crate) fn variants_of(cx: &Context, request: &CompareRequest) -> Result<Vec<Compared>> {
+    let mut variants = compare_variants(cx, &request.variants)?;
+    if let Some(dir) = &request.against {
         let previous = previous_variant(cx, dir, variants.last().expect("two variants"))?;
         variants.push(previous);
     }
@@ -82,9 +81,9 @@ fn c_compilers_differ(cx: &Context, run: &Run, result: &CompareResult) -> Option
 }
 
 /// Runs the comparison, prints its table and records it in the report.
-pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<CompareResult> {
-    let variants = variants_of(cx, args)?;
-    let mut result = measure(cx, &variants, args, Family::Judged)?;
+pub fn compare(cx: &Context, run: &mut Run, request: &CompareRequest) -> Result<CompareResult> {
+    let variants = variants_of(cx, request)?;
+    let mut result = measure(cx, &variants, request, Family::Judged)?;
     result.c_compilers_differ = c_compilers_differ(cx, run, &result);
     if let Some(note) = &result.c_compilers_differ {
         cx.printer.warn(note);
@@ -142,7 +141,7 @@ pub fn compare(cx: &Context, run: &mut Run, args: &CompareArgs) -> Result<Compar
     run.begin_outputs(cx)?;
     run.report
         .record_compare(&result, crate::report::invocation());
-    if args.fail_if_slower {
+    if request.fail_if_slower {
         let slower: Vec<String> = result
             .workloads
             .iter()
@@ -204,31 +203,22 @@ pub(crate) enum Family {
 
 /// The paired, interleaved rounds of `variants` (the first is the reference; a variant named
 /// `previous` is the last release, judged against every other candidate too) on the
-/// workloads `args` selects, summarised; prints progress, not the result.
+/// workloads `request` selects, summarised; prints progress, not the result.
 pub(crate) fn measure(
     cx: &Context,
     variants: &[Compared],
-    args: &CompareArgs,
+    request: &CompareRequest,
     family: Family,
 ) -> Result<CompareResult> {
-    let decider = decider(cx, args.metric.as_ref())?;
+    let CompareSettings {
+        decider,
+        role,
+        rounds: plan,
+        budget_secs,
+    } = request.settings(&cx.config)?;
     let metric = decider.measured();
-    let role = args.role.unwrap_or(match metric {
-        Metric::Instructions => CompareRole::Holdout,
-        _ => CompareRole::All,
-    });
-    let workloads = compare_workloads(cx, &args.workloads, role)?;
+    let workloads = compare_workloads(cx, &request.workloads, role)?;
     check_cargo_targets(cx, &workloads)?;
-    // Instruction counts are nearly deterministic: one run per variant and one repeat to
-    // confirm it, instead of rounds against noise (which `[compare] rounds` is sized for).
-    let default_rounds = match metric {
-        Metric::Instructions => Rounds::Fixed(INSTRUCTION_ROUNDS),
-        _ => cx.config.compare.rounds.unwrap_or(Rounds::Auto),
-    };
-    let plan = args.rounds.unwrap_or(default_rounds);
-    let budget_secs = args
-        .budget
-        .unwrap_or_else(|| cx.config.compare.budget_secs());
     let looks: Vec<usize> = match plan {
         Rounds::Fixed(rounds) => vec![rounds],
         Rounds::Auto => stats::AUTO_LOOKS.to_vec(),
@@ -253,7 +243,7 @@ pub(crate) fn measure(
         "comparing {} over {} workloads: 1 warm-up + {rounds_text} each, in a random order each round (seed {})",
         names.join(" vs "),
         workloads.len(),
-        args.seed
+        request.seed
     ));
     // compare-<workload>-<variant>.log
     remove_logs_of_unknown_workloads(cx, "compare", |rest| {
@@ -279,7 +269,7 @@ pub(crate) fn measure(
                 deadline,
                 deciding_level,
             },
-            args.seed,
+            request.seed,
             counter.as_ref(),
         )?);
     }
@@ -298,7 +288,7 @@ pub(crate) fn measure(
         rounds: comparisons_rounds(&comparisons),
         emulated,
         rounds_plan: Some(rounds_text.clone()),
-        seed: args.seed,
+        seed: request.seed,
         reference,
         candidates,
         workloads: comparisons,
@@ -308,7 +298,7 @@ pub(crate) fn measure(
         c_compilers_differ: None,
     };
     if names.contains(&PREVIOUS) {
-        result.previous = against_previous(&result, (args.seed, alpha, margin));
+        result.previous = against_previous(&result, (request.seed, alpha, margin));
     }
     if family == Family::Judged {
         judge_family(&mut result, alpha);

@@ -10,13 +10,13 @@ use anyhow::{Context as _, Result};
 
 use super::variants::{Variant, training_settings};
 use crate::cargo::manifest::StageManifest;
-use crate::cli::RunArgs;
 use crate::config::BuildVariant;
 use crate::layout::step::Step;
 use crate::layout::{Layout, Stage};
 use crate::pipeline::compare::Compared;
 use crate::pipeline::context::{Context, Run};
 use crate::pipeline::profile;
+use crate::pipeline::requests::{BoltRequest, ExportRequest, RunRequest, StepOptions};
 use crate::pipeline::run::pipeline_step;
 use crate::report::ExploreStageCost;
 use crate::util::files::write_atomically;
@@ -77,7 +77,7 @@ pub(super) fn run_steps(
     run: &mut Run,
     label: &str,
     steps: &[Step],
-    args: &RunArgs,
+    args: &RunRequest,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
 ) -> Result<bool> {
@@ -242,9 +242,16 @@ pub(super) fn run_build(
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
 ) -> Result<Option<Layout>> {
-    let run_args = RunArgs {
-        bolt_without_pgo: build.kind == BuildKind::Bolt { pgo: false },
-        ..RunArgs::default()
+    let run_args = RunRequest {
+        steps: StepOptions {
+            bolt: BoltRequest {
+                without_pgo: build.kind == BuildKind::Bolt { pgo: false },
+            },
+            ..StepOptions::default()
+        },
+        force: false,
+        from: None,
+        compare: false,
     };
     let (done, layout) = in_build(cx, run, build, profile, |cx, run, label| {
         run_steps(cx, run, label, steps, &run_args, clock, costs)
@@ -307,7 +314,7 @@ pub(super) fn export_trained(
         return Ok(output);
     }
     crate::util::files::create_dir_all(output.parent().expect("<root>/exported/<file>"))?;
-    let args = crate::cli::ExportArgs {
+    let args = ExportRequest {
         output: Some(output.clone()),
         rustc_estimates: None,
         internal: true,

@@ -30,20 +30,18 @@ use decide::{Decision, apply_margin, mark_fronts, mark_size_changes, recommend};
 use variants::{BASELINE, PGO, describe, new_record, select_variants};
 
 use super::compare::Compared;
-use super::compare::decider;
 use super::context::{Context, Run};
 use super::doctor::no_training;
 use super::explore::apply::apply;
 use super::explore::builds::{build_variant, publish};
 use super::explore::measure::measure_variants;
-use crate::cli::ExploreArgs;
 use crate::config::{self, Role};
 use crate::exec::interrupt;
-use crate::measure::metric::{self, Metric, Rounds};
+use crate::pipeline::requests::{ExploreRequest, decider};
 use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 
-pub fn explore(cx: &Context, run: &mut Run, args: &ExploreArgs) -> Result<()> {
+pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()> {
     let clock = Clock {
         started: Instant::now(),
         budget: args
@@ -54,15 +52,8 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreArgs) -> Result<()> {
     };
     // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
     // times need rounds against noise.
-    let decider = decider(cx, args.metric.as_ref())?;
-    let rounds = match (args.rounds, decider.measured()) {
-        (Some(rounds), _) => rounds,
-        (None, Metric::Instructions) => metric::INSTRUCTION_ROUNDS,
-        (None, _) => match cx.config.compare.rounds {
-            Some(Rounds::Fixed(n)) => n,
-            _ => metric::DEFAULT_ROUNDS,
-        },
-    };
+    let decider = decider(&cx.config, args.metric.as_ref())?;
+    let rounds = args.rounds(&cx.config, &decider);
     if rounds == 0 {
         bail!("--rounds must be at least 1");
     }

@@ -19,13 +19,13 @@ use anyhow::Result;
 use super::builds::Clock;
 use super::decide::speed;
 use super::variants::{BASELINE, PGO};
-use crate::cli::{CompareArgs, CompareRole};
 use crate::config;
 use crate::measure::counter::Counter;
-use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
+use crate::measure::metric::{CompareRole, Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
 use crate::measure::stats::{self, PairedSummary, Verdict};
 use crate::pipeline::compare::{Compared, Family, measure, summarize_candidates};
 use crate::pipeline::context::Context;
+use crate::pipeline::requests::CompareRequest;
 use crate::report::{ExploreSpeed, RunSample};
 
 /// When to look: after `looks[i]` rounds in all, each look at `alpha`.
@@ -411,20 +411,22 @@ fn describe_standing(name: &str, standing: &Standing) -> String {
     )
 }
 
-/// The compare arguments of a batch of rounds on the holdout workloads.
+/// The comparison of a batch of rounds on the holdout workloads.
 fn holdout_args(
     workloads: &[config::Workload],
     decider: &Decider,
     rounds: usize,
     seed: u64,
-) -> CompareArgs {
-    CompareArgs {
+) -> CompareRequest {
+    CompareRequest {
         rounds: Some(Rounds::Fixed(rounds)),
-        workloads: workloads.iter().map(|w| w.name().to_owned()).collect(),
         role: Some(CompareRole::Holdout),
         metric: Some(decider.clone()),
         seed,
-        ..CompareArgs::default()
+        ..CompareRequest::of(
+            Vec::new(),
+            workloads.iter().map(|w| w.name().to_owned()).collect(),
+        )
     }
 }
 

@@ -4,9 +4,9 @@
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use crate::cli::CheckArgs;
 use crate::pipeline::committed;
 use crate::pipeline::context::Context;
+use crate::pipeline::requests::CheckRequest;
 use crate::profiles::prediction;
 use crate::util::printer::Fitted;
 
@@ -81,7 +81,7 @@ fn print_prediction(cx: &Context, predicted: &prediction::Prediction, top: usize
 /// `profile check`: how much of the committed profile applies to the sources now (see
 /// `profiles::prediction`), without building; an error when the share predicted stale is
 /// above `[pgo] max_stale`, so a scheduled job can retrain on it.
-pub fn profile_check(cx: &Context, args: &CheckArgs) -> Result<()> {
+pub fn profile_check(cx: &Context, args: &CheckRequest) -> Result<()> {
     use crate::profiles::prediction::{self, Standing};
     use crate::util::units::percent;
     let Some(relative) = cx.config.pgo.profile.clone() else {

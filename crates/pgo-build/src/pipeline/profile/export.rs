@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 
 use super::sources::{last_training, merge_into};
-use crate::cli::ExportArgs;
 use crate::layout::Stage;
 use crate::pipeline::bundles::merged_bundles;
 use crate::pipeline::committed::{self, ProfileMetadata, metadata_path};
 use crate::pipeline::context::{Context, Run};
+use crate::pipeline::requests::ExportRequest;
 use crate::profiles::{self, insight};
 use crate::util::files::write_atomically;
 use crate::wrappers::rustc::{self, estimates};
@@ -53,7 +53,7 @@ fn export_rustc_estimates(cx: &Context, path: &Path) -> Result<()> {
 }
 
 /// Writes the merged training profile and its metadata.
-pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
+pub fn export(cx: &Context, run: &mut Run, args: &ExportRequest) -> Result<()> {
     if let Some(path) = &args.rustc_estimates {
         export_rustc_estimates(cx, path)?;
     }
@@ -78,7 +78,7 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportArgs) -> Result<()> {
             (
                 record.instrumented.settings,
                 workloads,
-                vec![record.merged.path],
+                vec![record.merge.merged.path],
             )
         }
         None => {

@@ -8,11 +8,11 @@ use comfy_table::Table;
 
 use super::sources::merge_into;
 use crate::cargo::manifest::StageManifest;
-use crate::cli::OverlapArgs;
 use crate::config::Role;
 use crate::layout::Stage;
 use crate::pipeline::accounting::{account, account_dirs};
 use crate::pipeline::context::{Context, Run};
+use crate::pipeline::requests::OverlapRequest;
 use crate::pipeline::workloads::{Training, instrumented_profile_env, run_training};
 use crate::profiles::{self, Accounting, insight};
 use crate::util::command::Cmd;
@@ -80,7 +80,7 @@ fn measure_overlap(
 
 /// Runs the holdout workloads against the instrumented binaries into a profile of their
 /// own and reports, per binary, how well training's profile represents it.
-pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapArgs) -> Result<()> {
+pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapRequest) -> Result<()> {
     let instrumented = StageManifest::load(
         &cx.layout,
         Stage::Instrumented,

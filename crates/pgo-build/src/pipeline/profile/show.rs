@@ -7,10 +7,10 @@ use anyhow::{Result, bail};
 use comfy_table::Table;
 
 use super::sources::inspected_profile;
-use crate::cli::ShowArgs;
 use crate::config::StartupOrder;
 use crate::layout::Stage;
 use crate::pipeline::context::Context;
+use crate::pipeline::requests::ShowRequest;
 use crate::profiles::{Accounting, insight, startup_order};
 use crate::util::printer::Fitted;
 use crate::wrappers::cc;
@@ -71,7 +71,7 @@ fn shown_profile(
     }
 }
 
-pub fn profile_show(cx: &Context, args: &ShowArgs) -> Result<()> {
+pub fn profile_show(cx: &Context, args: &ShowRequest) -> Result<()> {
     if let Some(binary) = &args.binary
         && !cx.bins.iter().any(|b| &b.name == binary)
     {

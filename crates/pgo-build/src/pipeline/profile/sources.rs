@@ -45,9 +45,9 @@ pub(super) fn inspected_profile(
         }
         let accounting = Accounting {
             profiles: Vec::new(),
-            per_binary: record.per_binary,
+            per_binary: record.merge.per_binary,
         };
-        return Ok((record.merged.path, Some(accounting)));
+        return Ok((record.merge.merged.path, Some(accounting)));
     }
     let (_, accounting) = last_training(cx)?;
     let inputs: Vec<&Path> = accounting

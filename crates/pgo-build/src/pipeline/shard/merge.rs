@@ -18,15 +18,16 @@ use comfy_table::Table;
 
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::check_same_settings;
-use crate::cli::MergeArgs;
 use crate::layout::Stage;
 use crate::pipeline::accounting::{Trained, cargo_only_message, record_binary_figures};
-use crate::pipeline::bundles::{MergedBundle, MergedBundles};
+use crate::pipeline::bundles::BundlesFile;
 use crate::pipeline::context::{Context, Run};
+use crate::pipeline::requests::MergeRequest;
 use crate::profiles::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION, Weights,
 };
 use crate::profiles::{self, BinaryProfiles};
+use crate::report::{MergedBundle, MergedBundles};
 use crate::util::files::write_atomically;
 use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
@@ -139,7 +140,7 @@ pub fn write_bundle(cx: &Context, run: &mut Run, path: &Path, trained: &Trained)
 }
 
 /// `pgo-build merge BUNDLE…`.
-pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
+pub fn merge(cx: &Context, run: &mut Run, args: &MergeRequest) -> Result<()> {
     let mut bundles = Vec::new();
     for path in &args.bundles {
         let manifest: BundleManifest = bundle::read_manifest(path, BUNDLE_FORMAT)?;
@@ -170,49 +171,7 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
 
     // Each bundle's profiles, extracted, with that bundle's weight.
     let extracted = cx.layout.profiles_dir().join("bundles");
-    let mut inputs: Vec<(u64, Option<String>, PathBuf)> = Vec::new();
-    // Bundles are told apart by what they hold, not by what their manifests say: a bundle
-    // given twice under two labels (a manifest edited, a job's artifact uploaded twice)
-    // would double its counts.
-    let mut contents: BTreeMap<String, &PathBuf> = BTreeMap::new();
-    for (k, (path, manifest)) in bundles.iter().enumerate() {
-        let dir = extracted.join(k.to_string());
-        bundle::extract(path, &dir)?;
-        let mut files: Vec<&str> = manifest.profiles.iter().map(|p| p.file.as_str()).collect();
-        files.sort_unstable();
-        let mut content = String::new();
-        for file in files {
-            let member = dir.join(file);
-            if member.is_file() {
-                content += &format!("{file} {}\n", crate::util::files::sha256_of(&member)?);
-            }
-        }
-        let digest = crate::util::files::sha256_hex(content.as_bytes());
-        if let Some(earlier) = contents.insert(digest.clone(), path)
-            && !manifest.profiles.is_empty()
-        {
-            bail!(
-                "refusing to merge: {} and {} hold the same profiles (content sha256 {}), \
-                 whatever their manifests say: one shard's bundle given twice would double \
-                 its counts. Pass each shard's own bundle once",
-                earlier.display(),
-                path.display(),
-                &digest[..16]
-            );
-        }
-        for profile in &manifest.profiles {
-            let file = dir.join(&profile.file);
-            if !file.is_file() {
-                bail!(
-                    "{}: its manifest lists {} but the archive has no such member; the \
-                     bundle is damaged",
-                    path.display(),
-                    profile.file
-                );
-            }
-            inputs.push((weights[k], profile.binary.clone(), file));
-        }
-    }
+    let inputs = extract_profiles(&bundles, &weights, &extracted)?;
     if inputs.is_empty() {
         bail!(
             "the bundles hold no profiles at all: no shard recorded a usable profile. Check \
@@ -233,41 +192,11 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
         );
     }
 
-    // Per binary: the sums of every shard's figures, and the coverage of its merged profile.
-    let scratch = cx.layout.profiles_dir().join("scratch");
-    let mut per_binary: BTreeMap<String, BinaryProfiles> = cx
-        .bins
-        .iter()
-        .map(|b| (b.name.clone(), BinaryProfiles::default()))
-        .collect();
-    for (binary, figures) in per_binary.iter_mut() {
-        for (_, manifest) in &bundles {
-            if let Some(shard) = manifest.accounting.get(binary) {
-                // Saturating: the figures come from the bundles' manifests.
-                figures.processes = figures.processes.saturating_add(shard.processes);
-                figures.died = figures.died.saturating_add(shard.died);
-                figures.files = figures.files.saturating_add(shard.files);
-                figures.valid_files = figures.valid_files.saturating_add(shard.valid_files);
-                figures.bytes = figures.bytes.saturating_add(shard.bytes);
-                figures.empty_files = figures.empty_files.saturating_add(shard.empty_files);
-            }
-        }
-        let files: Vec<&Path> = inputs
-            .iter()
-            .filter(|(_, b, _)| b.as_ref() == Some(binary))
-            .map(|(_, _, file)| file.as_path())
-            .collect();
-        if !files.is_empty() {
-            let (covered, total) = profiles::coverage(&files, &profdata, &scratch, &cx.printer)?;
-            figures.covered_functions = Some(covered);
-            figures.instrumented_functions = Some(total);
-        }
-    }
+    let per_binary = per_binary_figures(cx, &bundles, &inputs, &profdata)?;
     crate::util::files::remove_dir_all(&extracted)?;
 
     let record = MergedBundles {
         merged: merged.clone(),
-        instrumented: bundles[0].1.instrumented.clone(),
         weights: args.weights,
         bundles: bundles
             .iter()
@@ -304,12 +233,17 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
         merged.total_functions
     ));
     run.begin_outputs(cx)?;
+    let file = BundlesFile {
+        instrumented: bundles[0].1.instrumented.clone(),
+        merge: record,
+    };
     write_atomically(
         &cx.layout.merged_bundles(),
-        serde_json::to_string_pretty(&record)?.as_bytes(),
+        serde_json::to_string_pretty(&file)?.as_bytes(),
     )?;
+    let record = file.merge;
     run.report.merged_profile = Some(merged.clone());
-    run.report.bundles = serde_json::to_value(&record).ok();
+    run.report.bundles = Some(record.clone());
     record_binary_figures(run, &record.per_binary);
     for (binary, figures) in &record.per_binary {
         if figures.valid_files == 0 && !record.cargo_workloads.is_empty() {
@@ -322,6 +256,102 @@ pub fn merge(cx: &Context, run: &mut Run, args: &MergeArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A profile of a bundle, extracted: its bundle's weight, the binary that wrote it (none for a
+/// cargo workload's), the file.
+type Input = (u64, Option<String>, PathBuf);
+
+/// Every bundle's profiles extracted below `extracted`, each with its bundle's weight; the same
+/// profiles given twice under two labels, or a manifest that lists a missing member, refused.
+fn extract_profiles(
+    bundles: &[(PathBuf, BundleManifest)],
+    weights: &[u64],
+    extracted: &Path,
+) -> Result<Vec<Input>> {
+    let mut inputs: Vec<Input> = Vec::new();
+    // Bundles are told apart by what they hold, not by what their manifests say: a bundle
+    // given twice under two labels (a manifest edited, a job's artifact uploaded twice)
+    // would double its counts.
+    let mut contents: BTreeMap<String, &PathBuf> = BTreeMap::new();
+    for (k, (path, manifest)) in bundles.iter().enumerate() {
+        let dir = extracted.join(k.to_string());
+        bundle::extract(path, &dir)?;
+        let mut files: Vec<&str> = manifest.profiles.iter().map(|p| p.file.as_str()).collect();
+        files.sort_unstable();
+        let mut content = String::new();
+        for file in files {
+            let member = dir.join(file);
+            if member.is_file() {
+                content += &format!("{file} {}\n", crate::util::files::sha256_of(&member)?);
+            }
+        }
+        let digest = crate::util::files::sha256_hex(content.as_bytes());
+        if let Some(earlier) = contents.insert(digest.clone(), path)
+            && !manifest.profiles.is_empty()
+        {
+            bail!(
+                "refusing to merge: {} and {} hold the same profiles (content sha256 {}), \
+             whatever their manifests say: one shard's bundle given twice would double \
+             its counts. Pass each shard's own bundle once",
+                earlier.display(),
+                path.display(),
+                &digest[..16]
+            );
+        }
+        for profile in &manifest.profiles {
+            let file = dir.join(&profile.file);
+            if !file.is_file() {
+                bail!(
+                    "{}: its manifest lists {} but the archive has no such member; the \
+                 bundle is damaged",
+                    path.display(),
+                    profile.file
+                );
+            }
+            inputs.push((weights[k], profile.binary.clone(), file));
+        }
+    }
+    Ok(inputs)
+}
+
+/// Per binary: the sums of every shard's figures, and the coverage of its merged profile.
+fn per_binary_figures(
+    cx: &Context,
+    bundles: &[(PathBuf, BundleManifest)],
+    inputs: &[Input],
+    profdata: &crate::toolchain::LlvmTool,
+) -> Result<BTreeMap<String, BinaryProfiles>> {
+    let scratch = cx.layout.profiles_dir().join("scratch");
+    let mut per_binary: BTreeMap<String, BinaryProfiles> = cx
+        .bins
+        .iter()
+        .map(|b| (b.name.clone(), BinaryProfiles::default()))
+        .collect();
+    for (binary, figures) in per_binary.iter_mut() {
+        for (_, manifest) in bundles {
+            if let Some(shard) = manifest.accounting.get(binary) {
+                // Saturating: the figures come from the bundles' manifests.
+                figures.processes = figures.processes.saturating_add(shard.processes);
+                figures.died = figures.died.saturating_add(shard.died);
+                figures.files = figures.files.saturating_add(shard.files);
+                figures.valid_files = figures.valid_files.saturating_add(shard.valid_files);
+                figures.bytes = figures.bytes.saturating_add(shard.bytes);
+                figures.empty_files = figures.empty_files.saturating_add(shard.empty_files);
+            }
+        }
+        let files: Vec<&Path> = inputs
+            .iter()
+            .filter(|(_, b, _)| b.as_ref() == Some(binary))
+            .map(|(_, _, file)| file.as_path())
+            .collect();
+        if !files.is_empty() {
+            let (covered, total) = profiles::coverage(&files, profdata, &scratch, &cx.printer)?;
+            figures.covered_functions = Some(covered);
+            figures.instrumented_functions = Some(total);
+        }
+    }
+    Ok(per_binary)
 }
 
 /// Every bundle from one instrumented build this checkout would build the same way, each
@@ -530,7 +560,7 @@ fn build_ids(manifest: &StageManifest) -> BTreeMap<&str, Option<&str>> {
 /// Each bundle's integer weight: 1 (`counts`), or inversely proportional to its total count
 /// (`equal`; `--weighted-input` takes integers, so the smallest bundle's total is scaled to
 /// the largest's, rounded), then `--weight FILE=W` for the bundles named.
-fn bundle_weights(bundles: &[(PathBuf, BundleManifest)], args: &MergeArgs) -> Result<Vec<u64>> {
+fn bundle_weights(bundles: &[(PathBuf, BundleManifest)], args: &MergeRequest) -> Result<Vec<u64>> {
     let totals: Vec<u64> = bundles
         .iter()
         .map(|(_, b)| {

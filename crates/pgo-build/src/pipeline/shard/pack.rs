@@ -9,17 +9,18 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::check_same_settings;
-use crate::cli::{PackArgs, PackedStage, UnpackArgs};
+use crate::layout::PackedStage;
 use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::pipeline::context::{Context, Run};
 use crate::pipeline::release::shipped_stage;
+use crate::pipeline::requests::{PackRequest, UnpackRequest};
 use crate::profiles::bundle::{self, FORMAT_VERSION, PACK_FORMAT, PackManifest};
 use crate::util::units::human_bytes;
 
 /// `pgo-build pack STAGE --output FILE`. A bolt stage is packed with the optimized stage it
 /// was made from: the gate that ships it compares both, and could not rebuild either.
-pub fn pack(cx: &Context, args: &PackArgs) -> Result<()> {
+pub fn pack(cx: &Context, args: &PackRequest) -> Result<()> {
     let stage = match args.stage {
         PackedStage::Shipped => shipped_stage(cx),
         PackedStage::Instrumented => Stage::Instrumented,
@@ -188,7 +189,7 @@ fn check_provenance(cx: &Context, pack: &PackManifest, what: &str) -> Result<()>
 /// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
 /// bundles trained from any unpacked copy merge together. Returns the stages unpacked, in
 /// the order they were: a stage's input before it.
-pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackArgs) -> Result<Vec<Stage>> {
+pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackRequest) -> Result<Vec<Stage>> {
     let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
     let what = format!("the pack {}", args.archive.display());
     check_provenance(cx, &pack, &what)?;
