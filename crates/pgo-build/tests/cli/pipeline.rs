@@ -545,6 +545,8 @@ fn doctor_prints_the_user_rustflags_it_found_and_no_empty_list() {
     let run = fixture.run(&["doctor"]);
     run.success().stderr_contains("user rustflags: none");
     assert!(!run.stderr().contains("[]"), "{}", run.describe());
+    // Everything doctor says of a workspace without a configuration, in its order.
+    insta::assert_snapshot!("doctor_without_config", normalized(&fixture, &run.stderr()));
     let mut doctor = fixture.command(&["doctor"]);
     doctor.env("RUSTFLAGS", "-Cdebuginfo=1");
     fixture

@@ -44,11 +44,15 @@ fn a_committed_profile_survives_version_bumps_and_follows_code_into_other_codege
     let fixture = committed("");
     bump_versions(&fixture);
     // Told without building: nothing changed but versions.
-    fixture
-        .run(&["profile", "check"])
+    let check = fixture.run(&["profile", "check"]);
+    check
         .success()
         .stderr_contains("100% of its counts are in code unchanged since it was trained")
         .stderr_contains("usable without training");
+    insta::assert_snapshot!(
+        "profile_check_after_version_bumps",
+        crate::support::normalized(&fixture, &format!("{}{}", check.stderr(), check.stdout()))
+    );
     // The release job's second command reads the text of the profile the first one wrote.
     fixture
         .run(&["optimize", "-v"])

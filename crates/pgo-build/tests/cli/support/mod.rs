@@ -464,10 +464,13 @@ pub fn normalized(fixture: &Fixture, text: &str) -> String {
     let root = fixture.root().display().to_string();
     let text = text.replace(root.trim_end_matches('/'), "[ROOT]");
     // Install hints name rustc's LLVM major (`apt-get install llvm-22`).
-    let text = regex::Regex::new(&format!(r"\b(llvm|clang|lld|bolt)-{}\b", llvm_major()))
-        .unwrap()
-        .replace_all(&text, "$1-[LLVM]")
-        .into_owned();
+    let text = regex::Regex::new(&format!(
+        r"\b(llvm|clang|lld|bolt|fdata|profdata)-{}\b",
+        llvm_major()
+    ))
+    .unwrap()
+    .replace_all(&text, "$1-[LLVM]")
+    .into_owned();
     let rules: [(&str, &str); 10] = [
         (
             r"rustc \d+\.\d+\.\d+ \([0-9a-f]+ \d{4}-\d{2}-\d{2}\)",
