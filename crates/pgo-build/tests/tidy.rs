@@ -665,7 +665,7 @@ const MAX_FUNCTION_LINES: usize = 120;
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("pipeline/explore/mod.rs", "explore", 162),
     ("pipeline/profile/export.rs", "export", 179),
-    ("pipeline/workloads.rs", "run_training", 239),
+    ("pipeline/workloads.rs", "run_training", 234),
     ("wrappers/rustc/mod.rs", "wrap", 249),
 ];
 

@@ -1,4 +1,4 @@
-//! What runs: a [`Job`] (a workload with its command resolved for a stage) and the [`Target`]
+//! What runs: a [`Job`] (a workload with its command resolved for a stage) and the [`RunSetup`]
 //! it runs against (the stage's binaries), the variables a run sees (`PGO_BUILD_BIN_*`, the
 //! run's directory and metrics file) and the command lines it starts.
 
@@ -28,8 +28,9 @@ pub const METRICS_ENV: &str = "PGO_BUILD_METRICS";
 
 pub(super) const METRICS_FILE: &str = "metrics.jsonl";
 
-/// The stage a workload runs against.
-pub struct Target<'a> {
+/// What a run of a job is set up with: the stage it runs against, that stage's binaries, the
+/// variables, the log. (Not a target triple, nor a cargo target: `BinTarget`.)
+pub struct RunSetup<'a> {
     pub stage: Stage,
     pub bin_dir: &'a Path,
     pub bin_names: Vec<&'a str>,
@@ -101,7 +102,7 @@ impl Job {
     }
 }
 
-impl Target<'_> {
+impl RunSetup<'_> {
     pub(super) fn variables(&self, workload: &Job, run_dir: &Path) -> Vec<(String, String)> {
         let mut vars = vec![
             (RUN_DIR_ENV.to_owned(), run_dir.display().to_string()),

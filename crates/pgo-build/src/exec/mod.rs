@@ -15,7 +15,7 @@ mod running;
 mod service;
 mod workload;
 
-pub use job::{BIN_DIR_ENV, EnvVars, Job, ServiceWrapper, Target, bin_env_var, binaries_run};
+pub use job::{BIN_DIR_ENV, EnvVars, Job, RunSetup, ServiceWrapper, bin_env_var, binaries_run};
 pub use logs::{ProfileWriteFailure, error_lines, log_tail};
 pub use process::describe_stopped;
 pub use running::{TrackedTree, stop_leftovers};

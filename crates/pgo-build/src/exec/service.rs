@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::interrupt;
-use super::job::{Job, Target, expand};
+use super::job::{Job, RunSetup, expand};
 use super::logs::log_tail;
 use super::process::{Members, TOKEN_ENV, Usage, describe_stopped, reap, send, stop};
 use super::running::{RunningWorkload, forget_running};
@@ -73,7 +73,7 @@ impl Services {
     /// Starts each of `job`'s services and waits until it is ready. On an error the ones
     /// started are stopped (when the returned value, or the partial one, is dropped).
     pub(super) fn start(
-        target: &Target,
+        target: &RunSetup,
         job: &Job,
         vars: &[(String, String)],
         token: &str,
@@ -182,7 +182,7 @@ impl Services {
 
     pub(super) fn stop_all(
         &mut self,
-        target: &Target,
+        target: &RunSetup,
         vars: &[(String, String)],
     ) -> Vec<ServiceOutcome> {
         let mut outcomes = Vec::new();
@@ -248,7 +248,7 @@ fn service_log(workload_log: &Path, service: &str) -> PathBuf {
 /// Polls the service's readiness until it holds, the service ends, the timeout passes or
 /// pgo-build is asked to stop.
 fn wait_ready(
-    target: &Target,
+    target: &RunSetup,
     job: &Job,
     service: &mut RunningService,
     vars: &[(String, String)],
@@ -395,7 +395,7 @@ fn log_matches(log: &Path, offset: &mut u64, regex: &regex::Regex) -> bool {
 
 /// Runs a readiness command once; true when it exits 0 within `limit`.
 fn probe_succeeds(
-    target: &Target,
+    target: &RunSetup,
     command: &crate::config::WorkloadCommand,
     vars: &[(String, String)],
     limit: Duration,
@@ -439,7 +439,7 @@ fn describe_command(command: &crate::config::WorkloadCommand) -> String {
 /// Runs a service's stop command until it ends or `deadline`; an error says why it did not
 /// succeed.
 fn run_stop_command(
-    target: &Target,
+    target: &RunSetup,
     spec: &Service,
     command: &crate::config::WorkloadCommand,
     vars: &[(String, String)],
@@ -472,7 +472,7 @@ fn run_stop_command(
 /// Asks the service to stop its way, waits the grace period for its whole tree to exit, and
 /// kills what is left.
 fn stop_service(
-    target: &Target,
+    target: &RunSetup,
     mut service: RunningService,
     vars: &[(String, String)],
 ) -> ServiceOutcome {

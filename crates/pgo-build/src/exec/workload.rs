@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::interrupt;
-use super::job::{Job, METRICS_FILE, Target};
+use super::job::{Job, METRICS_FILE, RunSetup};
 use super::process::{Members, TOKEN_ENV, describe_stopped, reap, stop};
 use super::running::{RunningWorkload, forget_running};
 use super::service::{self, ServiceOutcome};
@@ -41,7 +41,7 @@ pub struct Outcome {
     pub services: Vec<ServiceOutcome>,
     /// The lines the workload wrote to `$PGO_BUILD_METRICS`.
     pub metric_lines: Vec<String>,
-    /// With `Target::observe`: the executables its processes and its services' were seen to
+    /// With `RunSetup::observe`: the executables its processes and its services' were seen to
     /// run (looked at every [`OBSERVE_EVERY`]: what ran for less may be missed).
     pub executables: std::collections::BTreeSet<PathBuf>,
 }
@@ -51,7 +51,7 @@ pub struct Outcome {
 /// (the example's workers on a quiet machine) are not missed.
 const OBSERVE_EVERY: Duration = Duration::from_millis(10);
 
-impl Target<'_> {
+impl RunSetup<'_> {
     /// Runs `workload` against this stage: its services first, then its command, in its own
     /// process group, timed and logged.
     pub fn run(&self, workload: &Job, printer: &Printer) -> Result<Outcome> {
@@ -281,8 +281,8 @@ mod tests {
         Job::new(&workload, workload.command.clone())
     }
 
-    fn target(dir: &Path) -> Target<'_> {
-        Target {
+    fn target(dir: &Path) -> RunSetup<'_> {
+        RunSetup {
             stage: Stage::Baseline,
             bin_dir: dir,
             bin_names: vec!["app"],

@@ -96,7 +96,7 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
         if let Some(answer) = crate::report::answer::answer(&report) {
             printer.table(answer.text());
         }
-        printer.table(report.stage_table());
+        printer.table(report.step_table());
         printer.table(report.size_table());
         // The latest good comparison of each set of variants, newest first, then all of them
         // as they ran.

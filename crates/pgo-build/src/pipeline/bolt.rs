@@ -20,7 +20,7 @@ use anyhow::{Context as _, Result, bail};
 
 use super::context::{Context, Run};
 use super::stage_build::stage_binaries;
-use super::workloads::{Training, run_training, training_workloads};
+use super::workloads::{PreparedRun, Training, run_training, training_workloads};
 use crate::cargo::manifest::StageInput;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::StagedBinary;
@@ -46,6 +46,15 @@ pub const DEFAULT_ARGS: [&str; 8] = [
 ];
 /// pgo-build-rt's variable for BOLT training (see `pgo_build_rt::BOLT_TRAINING_ENV`).
 const BOLT_TRAINING_ENV: &str = "PGO_BUILD_BOLT_TRAINING";
+
+/// A run of BOLT's training: pgo-build-rt exits normally at a stop signal, so BOLT's
+/// instrumentation writes its profile at exit.
+fn bolt_training_run(_: &crate::config::Workload) -> Result<PreparedRun> {
+    Ok(PreparedRun::env(vec![(
+        BOLT_TRAINING_ENV.to_owned(),
+        "1".to_owned(),
+    )]))
+}
 
 pub fn bolt(cx: &Context, run: &mut Run, args: &BoltRequest) -> Result<()> {
     let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &cx.rustc, &cx.printer)
@@ -105,7 +114,7 @@ pub fn bolt(cx: &Context, run: &mut Run, args: &BoltRequest) -> Result<()> {
             manifest: &instrumented,
             workloads: &workloads,
             log_prefix: "bolt-train",
-            prepare: &|_| Ok(vec![(BOLT_TRAINING_ENV.to_owned(), "1".to_owned())]),
+            prepare: &bolt_training_run,
             finish: &|_, _| Ok(()),
         },
     )?;

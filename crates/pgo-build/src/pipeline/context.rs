@@ -416,7 +416,7 @@ impl Run {
 
     /// Drops a stage's record (its outputs are about to change).
     pub fn forget_stage(&mut self, cx: &Context, step: Step) -> Result<()> {
-        if self.state.stages.remove(step.name()).is_some() {
+        if self.state.steps.remove(step.name()).is_some() {
             self.state.save(&cx.layout)?;
         }
         Ok(())
@@ -445,7 +445,7 @@ pub fn timed_step<T>(
         step,
         outputs_begun: false,
     });
-    cx.printer.stage_start(name);
+    cx.printer.step_start(name);
     let started = Instant::now();
     let started_unix = now_unix();
     let memory = PeakSampler::start();
@@ -467,9 +467,9 @@ pub fn timed_step<T>(
         run.report
             .record_compare_run(CompareRun::failed(err, invocation(), started_unix));
     }
-    cx.printer.stage_end(name, outcome, started.elapsed());
+    cx.printer.step_end(name, outcome, started.elapsed());
     run.report
-        .record_stage(name, outcome, started.elapsed(), Some(peak));
+        .record_step(name, outcome, started.elapsed(), Some(peak));
     if let Err(err) = run.report.save(&cx.layout.report()) {
         cx.printer
             .warn(format!("could not write the report: {err:#}"));

@@ -48,7 +48,7 @@ pub fn run_all(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
             ));
         }
     }
-    cx.printer.table(run.report.stage_table());
+    cx.printer.table(run.report.step_table());
     if !run.report.binaries.is_empty() {
         cx.printer.table(run.report.size_table());
     }
@@ -156,19 +156,19 @@ fn cached_step<T>(
     let forced = args.force || args.from.is_some_and(|from| step >= from);
     if !forced
         && let Some(fingerprint) = fingerprint(cx, step, &args.steps)?
-        && run.state.stages.get(name) == Some(&fingerprint)
+        && run.state.steps.get(name) == Some(&fingerprint)
         && outputs_intact(cx, run, step)
     {
-        cx.printer.stage_end(name, "cached", started.elapsed());
+        cx.printer.step_end(name, "cached", started.elapsed());
         run.report
-            .record_cached_stage(name, run.state.runs.get(name));
+            .record_cached_step(name, run.state.runs.get(name));
         run.report.save(&cx.layout.report())?;
         return Ok(None);
     }
     let value = timed_step(cx, run, step, body)?;
     if let Some(fingerprint) = fingerprint(cx, step, &args.steps)? {
-        run.state.stages.insert(name.to_owned(), fingerprint);
-        if let Some(record) = run.report.stage_record(name) {
+        run.state.steps.insert(name.to_owned(), fingerprint);
+        if let Some(record) = run.report.step_record(name) {
             run.state.runs.insert(name.to_owned(), record.clone());
         }
         run.state.save(&cx.layout)?;
@@ -186,8 +186,8 @@ pub fn record_completed(
     options: &StepOptions,
 ) -> Result<()> {
     if let Some(fingerprint) = fingerprint(cx, step, options)? {
-        run.state.stages.insert(step.name().to_owned(), fingerprint);
-        if let Some(record) = run.report.stage_record(step.name()) {
+        run.state.steps.insert(step.name().to_owned(), fingerprint);
+        if let Some(record) = run.report.step_record(step.name()) {
             run.state
                 .runs
                 .insert(step.name().to_owned(), record.clone());
@@ -216,7 +216,7 @@ pub(super) fn stale_steps(cx: &Context, run: &Run) -> Result<Vec<String>> {
     for step in steps {
         let name = step.name();
         let now = fingerprint(cx, step, &options)?;
-        let recorded = run.state.stages.get(name);
+        let recorded = run.state.steps.get(name);
         let reason = match (recorded, now) {
             (None, _) => Some("not completed in this target directory"),
             (Some(_), None) => Some("its inputs cannot be read (a build output is missing)"),

@@ -50,17 +50,18 @@ pub(super) fn cargo_build(
     show_diagnostic: &dyn Fn(&build::Diagnostic) -> bool,
 ) -> Result<BuildOutput> {
     cx.platform.require_std()?;
-    // Resolved once per build: "auto" is what is available when the build starts.
-    let budget = cx.config.build.memory_budget.resolve();
-    let (setup, slots, slots_reason) = linker_setup(cx, &cx.layout, stage, budget.0)?;
-    let mut rustc = rustc_budget::wrapper_setup(cx, stage, budget)?;
+    let StageEnvironment {
+        linker: setup,
+        link_slots: (slots, slots_reason),
+        mut rustc,
+        c_compiler,
+    } = StageEnvironment::new(cx, &cx.layout, stage, &cx.settings, stage_rustflags)?;
     if let Some(setup) = carry {
         rustc.env.push((
             crate::wrappers::rustc::carry::ENV.to_owned(),
             setup.display().to_string(),
         ));
     }
-    let c_compiler = c_compiler_setup(cx, &cx.layout, stage, &cx.settings, stage_rustflags)?;
     // Commit point of build, instrument and optimize: everything they check holds.
     run.begin_outputs(cx)?;
     let log = cx.layout.links_log(stage);
@@ -157,10 +158,45 @@ pub(super) fn cargo_build(
     Ok(output)
 }
 
+/// The environment of a cargo build for a stage: pgo-build as its linker (link slots, the
+/// stage's linker flag), as its rustc wrapper (the memory budget, stable names) and, where the
+/// settings build C with clang, as its C compiler. Stage builds and cargo workloads (which
+/// build the stage's units again) both take it from here, so a workload's cargo builds as the
+/// stage's did.
+pub(super) struct StageEnvironment {
+    pub linker: LinkerSetup,
+    /// How many links may run at once, and why that many (the report's link summary).
+    pub link_slots: (usize, String),
+    pub rustc: rustc_budget::RustcWrapper,
+    pub c_compiler: Option<cc::StageCompiler>,
+}
+
+impl StageEnvironment {
+    pub(super) fn new(
+        cx: &Context,
+        layout: &Layout,
+        stage: Stage,
+        settings: &BuildSettings,
+        stage_rustflags: &[String],
+    ) -> Result<StageEnvironment> {
+        // Resolved once per build: "auto" is what is available when the build starts.
+        let budget = cx.config.build.memory_budget.resolve();
+        let (linker, slots, slots_reason) = linker_setup(cx, layout, stage, budget.0)?;
+        let rustc = rustc_budget::wrapper_setup(cx, stage, budget)?;
+        let c_compiler = c_compiler_setup(cx, layout, stage, settings, stage_rustflags)?;
+        Ok(StageEnvironment {
+            linker,
+            link_slots: (slots, slots_reason),
+            rustc,
+            c_compiler,
+        })
+    }
+}
+
 /// pgo-build as the C compiler of a stage whose settings build C with clang (see
 /// cross_language.rs): the wrapper's spec and the variables that name it. `None`: the C is
 /// the user's. Also used by cargo workloads, which build the stage's binaries again.
-pub(super) fn c_compiler_setup(
+fn c_compiler_setup(
     cx: &Context,
     layout: &Layout,
     stage: Stage,
@@ -320,7 +356,7 @@ fn record_c_compiles(
 
 /// pgo-build in front of the linker for a stage's builds (see linker.rs): the `-C linker`
 /// flag and the wrapper's variables, with the link slots and why that many.
-pub(super) fn linker_setup(
+fn linker_setup(
     cx: &Context,
     layout: &Layout,
     stage: Stage,

@@ -14,7 +14,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::layout::Layout;
-use crate::report::StageRecord;
+use crate::report::StepRecord;
 use crate::util::files::write_atomically;
 
 /// The version of `state.json`'s layout; a file of another is named and not used.
@@ -23,12 +23,14 @@ const STATE_SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
     pub schema_version: u32,
-    /// Stage name → fingerprint of the inputs it completed with.
-    pub stages: BTreeMap<String, String>,
-    /// Stage name → its last completed run (duration, peak memory, when), shown for the runs
+    /// Step name → fingerprint of the inputs it completed with (`stages` in the file, as
+    /// written before the word "step").
+    #[serde(rename = "stages")]
+    pub steps: BTreeMap<String, String>,
+    /// Step name → its last completed run (duration, peak memory, when), shown for the runs
     /// that reuse it.
     #[serde(default)]
-    pub runs: BTreeMap<String, StageRecord>,
+    pub runs: BTreeMap<String, StepRecord>,
 }
 
 impl State {
@@ -37,7 +39,7 @@ impl State {
     pub fn load(layout: &Layout) -> (State, Option<String>) {
         let fresh = State {
             schema_version: STATE_SCHEMA_VERSION,
-            stages: BTreeMap::new(),
+            steps: BTreeMap::new(),
             runs: BTreeMap::new(),
         };
         let path = layout.state();
@@ -98,7 +100,7 @@ mod tests {
                 let dir = tempfile::tempdir().unwrap();
                 let layout = Layout::at(dir.path().to_path_buf());
                 std::fs::write(layout.state(), &bytes).unwrap();
-                State::load(&layout).0.stages.len()
+                State::load(&layout).0.steps.len()
             });
         }
     }

@@ -8,8 +8,7 @@ use std::path::Path;
 use anyhow::{Context as _, Result, bail};
 
 use super::context::{Context, Run};
-use super::rustc_budget;
-use super::stage_build::{c_compiler_setup, linker_setup};
+use super::stage_build::StageEnvironment;
 use crate::cargo::manifest::StageManifest;
 use crate::config::{Role, Workload, WorkloadCommand, cargo_workload};
 use crate::exec::{self, Job};
@@ -35,11 +34,27 @@ pub(crate) struct Training<'a> {
     pub workloads: &'a [Workload],
     /// Logs are `logs/<prefix>-<workload>.log`.
     pub log_prefix: &'a str,
-    /// Readies a workload's profile directory and returns the variables that point the
-    /// binaries at it.
-    pub prepare: &'a dyn Fn(&Workload) -> Result<exec::EnvVars>,
+    /// Readies a workload's profile directory and says what its run gets.
+    pub prepare: &'a dyn Fn(&Workload) -> Result<PreparedRun>,
     /// Records how a workload ended.
     pub finish: &'a dyn Fn(&Workload, &exec::Outcome) -> Result<()>,
+}
+
+/// What a training run of a workload gets: its variables, and for a run of instrumented
+/// binaries the directory their raw profiles (and start records) are written to.
+pub(crate) struct PreparedRun {
+    pub env: exec::EnvVars,
+    pub raw_profiles: Option<std::path::PathBuf>,
+}
+
+impl PreparedRun {
+    /// Variables only: no raw profiles are written (BOLT's training).
+    pub(crate) fn env(env: exec::EnvVars) -> PreparedRun {
+        PreparedRun {
+            env,
+            raw_profiles: None,
+        }
+    }
 }
 
 /// Runs a training loop. A failing workload fails the step unless `allow_failure` is set.
@@ -64,9 +79,10 @@ pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> R
     let running = cx.layout.running_dir();
     remove_logs_of_unknown_workloads(cx, log_prefix, |rest| Some(rest));
     for workload in workloads {
+        let prepared = prepare(workload)?;
         let mut extra_env = platform_env.clone();
-        extra_env.extend(prepare(workload)?);
-        let target = exec::Target {
+        extra_env.extend(prepared.env);
+        let target = exec::RunSetup {
             stage,
             bin_dir: &bin_dir,
             bin_names: bin_names.clone(),
@@ -84,11 +100,9 @@ pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> R
         cx.printer
             .info(format!("workload {} ...", workload.run_name()));
         let running = resolve_workload(cx, &cx.layout, stage, manifest, workload)?;
-        let raw_dir = target
-            .extra_env
-            .iter()
-            .find(|(key, _)| key == "LLVM_PROFILE_FILE")
-            .and_then(|(_, pattern)| Path::new(pattern).parent().map(Path::to_path_buf))
+        let raw_dir = prepared
+            .raw_profiles
+            .clone()
             .filter(|_| !cx.config.pgo.keep_raw_profiles);
         let mut outcome = match raw_dir {
             Some(raw_dir) => {
@@ -189,11 +203,7 @@ pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> R
                 })
                 .collect(),
         });
-        let profile_dir = target
-            .extra_env
-            .iter()
-            .find(|(key, _)| key == start_marker::START_DIR_ENV)
-            .map(|(_, dir)| std::path::PathBuf::from(dir));
+        let profile_dir = &prepared.raw_profiles;
         for service in &outcome.services {
             let unwritten: Vec<String> = profile_dir
                 .iter()
@@ -446,9 +456,9 @@ pub(crate) fn resolve_workload(
         // build) does not bring: made again here, under the same content-addressed name.
         start_marker::object(&layout.stage_dir(stage), &cx.platform, &cx.printer)?;
     }
-    let budget = cx.config.build.memory_budget.resolve().0;
-    let (linker, _, _) = linker_setup(cx, layout, stage, budget)?;
-    flags.push(linker.flag.clone());
+    let environment =
+        StageEnvironment::new(cx, layout, stage, settings, &manifest.stage_rustflags)?;
+    flags.push(environment.linker.flag.clone());
     // No rustc wrapper here to resolve them for registry crates that link (cdylibs): the
     // cache-friendly relative paths of pgo-build's files become absolute.
     for flag in &mut flags {
@@ -472,12 +482,11 @@ pub(crate) fn resolve_workload(
     let mut job = Job::new(workload, WorkloadCommand::Argv(line));
     job.env
         .insert("CARGO_ENCODED_RUSTFLAGS".to_owned(), flags.join("\u{1f}"));
-    job.env.extend(linker.env);
+    job.env.extend(environment.linker.env);
     // pgo-build's rustc wrapper as in the stage's build: whatever cargo compiles again gets
     // the same symbol names ([pgo] stable_names), and stays within the memory budget. Its
     // log is the workload's, not the stage build's.
-    let wrapper = rustc_budget::wrapper_setup(cx, stage, cx.config.build.memory_budget.resolve())?;
-    job.env.extend(wrapper.env);
+    job.env.extend(environment.rustc.env);
     job.env.insert(
         crate::wrappers::rustc::LOG_ENV.to_owned(),
         layout
@@ -487,7 +496,7 @@ pub(crate) fn resolve_workload(
             .to_string(),
     );
     // The stage's C as it was built: another CC would make cargo compile it again.
-    if let Some(c) = c_compiler_setup(cx, layout, stage, settings, &manifest.stage_rustflags)? {
+    if let Some(c) = environment.c_compiler {
         job.env.extend(c.env);
     }
     // criterion's results per stage, not one directory that mixes variants.
@@ -531,13 +540,13 @@ pub(crate) fn runnable_bins(
     }
 }
 
-/// Readies `raw_dir/<workload>/` for a run against the instrumented binaries and returns the
-/// variables pointing them at it.
+/// Readies `raw_dir/<workload>/` for a run against the instrumented binaries: the variables
+/// pointing them at it, and the directory.
 pub(crate) fn instrumented_profile_env(
     raw_dir: &Path,
     continuous: bool,
     workload: &Workload,
-) -> Result<exec::EnvVars> {
+) -> Result<PreparedRun> {
     let profile_dir = raw_dir.join(workload.run_name());
     // Profiles of an earlier run of this workload would be merged twice.
     if profile_dir.exists() {
@@ -546,7 +555,7 @@ pub(crate) fn instrumented_profile_env(
     // Created here: instrumented children inherit __LLVM_PROFILE_RT_INIT_ONCE and then do not
     // create it themselves.
     crate::util::files::create_dir_all(&profile_dir)?;
-    Ok(vec![
+    let env = vec![
         (
             "LLVM_PROFILE_FILE".to_owned(),
             profile_dir
@@ -558,7 +567,11 @@ pub(crate) fn instrumented_profile_env(
             start_marker::START_DIR_ENV.to_owned(),
             profile_dir.display().to_string(),
         ),
-    ])
+    ];
+    Ok(PreparedRun {
+        env,
+        raw_profiles: Some(profile_dir),
+    })
 }
 
 /// Says when a workload's output has lines that look like errors: one that exited

@@ -415,7 +415,7 @@ fn not_proven_headline(
 mod tests {
 
     use super::*;
-    use crate::report::records::{BinaryRecord, CandidateSummary, StageRecord};
+    use crate::report::records::{BinaryRecord, CandidateSummary, StepRecord};
 
     fn summary(ratios: &[f64]) -> CandidateSummary {
         CandidateSummary::of_ratios(ratios)
@@ -489,7 +489,7 @@ mod tests {
             ("train", 4.0),
             ("optimize", 3.0),
         ] {
-            report.stages.push(StageRecord {
+            report.stages.push(StepRecord {
                 name: name.into(),
                 result: "ok".into(),
                 duration_secs: secs,

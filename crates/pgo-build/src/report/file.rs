@@ -15,7 +15,7 @@ use super::profile_records::{
 };
 use super::records::{
     BinaryRecord, BoltRecord, CCompilerRecord, CompareResult, CompareRun, ExploreResult,
-    LinkSummary, OrderRecord, RejectedProfile, RustcSummary, StageCache, StageRecord,
+    LinkSummary, OrderRecord, RejectedProfile, RustcSummary, StageCache, StepRecord,
     WorkloadRecord, now_unix,
 };
 use crate::util::files::write_atomically;
@@ -45,7 +45,7 @@ pub struct Report {
     pub target: Option<String>,
     pub rustc: Option<String>,
     pub llvm_profdata: Option<String>,
-    pub stages: Vec<StageRecord>,
+    pub stages: Vec<StepRecord>,
     /// Binary → stage → figures.
     pub binaries: BTreeMap<String, BTreeMap<String, BinaryRecord>>,
     pub training: Vec<WorkloadRecord>,
@@ -159,7 +159,7 @@ impl Report {
         write_atomically(path, text.as_bytes())
     }
 
-    pub fn record_stage(
+    pub fn record_step(
         &mut self,
         name: &str,
         result: &str,
@@ -171,7 +171,7 @@ impl Report {
         let keeps_good = result == "failed";
         self.stages
             .retain(|stage| stage.name != name || (keeps_good && stage.result != "failed"));
-        self.stages.push(StageRecord {
+        self.stages.push(StepRecord {
             name: name.to_owned(),
             result: result.to_owned(),
             duration_secs: duration.as_secs_f64(),
@@ -198,9 +198,9 @@ impl Report {
 
     /// Records a stage that was reused: with the duration, peak memory and time of the run
     /// that did its work (`earlier`), when known.
-    pub fn record_cached_stage(&mut self, name: &str, earlier: Option<&StageRecord>) {
+    pub fn record_cached_step(&mut self, name: &str, earlier: Option<&StepRecord>) {
         self.stages.retain(|stage| stage.name != name);
-        self.stages.push(StageRecord {
+        self.stages.push(StepRecord {
             name: name.to_owned(),
             result: "cached".to_owned(),
             duration_secs: earlier.map_or(0.0, |e| e.duration_secs),
@@ -254,7 +254,7 @@ impl Report {
     }
 
     /// The stage's record: its last good run when it has one.
-    pub fn stage_record(&self, name: &str) -> Option<&StageRecord> {
+    pub fn step_record(&self, name: &str) -> Option<&StepRecord> {
         let mut records = self.stages.iter().filter(|stage| stage.name == name);
         let first = records.next()?;
         Some(
@@ -283,12 +283,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stage_table_shows_shares_and_total() {
+    fn step_table_shows_shares_and_total() {
         let mut report = Report::new(Path::new("/ws"));
-        report.record_stage("build", "ok", Duration::from_secs(30), None);
-        report.record_stage("train", "ok", Duration::from_secs(10), Some(1 << 20));
-        report.record_stage("build", "ok", Duration::from_secs(30), None);
-        let table = report.stage_table();
+        report.record_step("build", "ok", Duration::from_secs(30), None);
+        report.record_step("train", "ok", Duration::from_secs(10), Some(1 << 20));
+        report.record_step("build", "ok", Duration::from_secs(30), None);
+        let table = report.step_table();
         assert_eq!(report.stages.len(), 2, "a re-run stage replaces its record");
         assert!(table.contains("75.0%"), "{table}");
         assert!(table.contains("25.0%"), "{table}");
@@ -298,31 +298,31 @@ mod tests {
     #[test]
     fn the_total_counts_one_pipeline_run_not_other_commands_or_failed_retries() {
         let mut report = Report::new(Path::new("/ws"));
-        report.record_stage("build", "ok", Duration::from_secs(30), None);
-        report.record_stage("train", "ok", Duration::from_secs(10), None);
-        report.record_stage("compare", "ok", Duration::from_secs(60), None);
-        report.record_stage("pack", "ok", Duration::from_secs(5), None);
-        report.record_stage("compare", "failed", Duration::from_secs(1112), None);
-        let table = report.stage_table();
+        report.record_step("build", "ok", Duration::from_secs(30), None);
+        report.record_step("train", "ok", Duration::from_secs(10), None);
+        report.record_step("compare", "ok", Duration::from_secs(60), None);
+        report.record_step("pack", "ok", Duration::from_secs(5), None);
+        report.record_step("compare", "failed", Duration::from_secs(1112), None);
+        let table = report.step_table();
         assert!(table.contains("100.00s"), "{table}");
         assert!(
             table.contains("1112.00s"),
             "the failed retry is shown: {table}"
         );
         assert!(table.contains("not in the total"), "{table}");
-        assert_eq!(report.stage_record("compare").unwrap().result, "ok");
+        assert_eq!(report.step_record("compare").unwrap().result, "ok");
         // A good run replaces both.
-        report.record_stage("compare", "ok", Duration::from_secs(50), None);
+        report.record_step("compare", "ok", Duration::from_secs(50), None);
         assert_eq!(
             report.stages.iter().filter(|s| s.name == "compare").count(),
             1
         );
         // A pipeline that failed at a stage with no good run: the failure is part of it.
-        report.record_stage("optimize", "failed", Duration::from_secs(20), None);
+        report.record_step("optimize", "failed", Duration::from_secs(20), None);
         assert!(
-            report.stage_table().contains("110.00s"),
+            report.step_table().contains("110.00s"),
             "{}",
-            report.stage_table()
+            report.step_table()
         );
     }
 
@@ -342,10 +342,10 @@ mod tests {
                 },
             );
         }
-        report.record_stage("build", "ok", Duration::from_secs(3), None);
-        report.record_stage("optimize", "ok", Duration::from_secs(3), None);
+        report.record_step("build", "ok", Duration::from_secs(3), None);
+        report.record_step("optimize", "ok", Duration::from_secs(3), None);
         assert!(!report.size_table().contains("earlier build"));
-        report.record_stage("optimize", "failed", Duration::from_secs(3), None);
+        report.record_step("optimize", "failed", Duration::from_secs(3), None);
         let table = report.size_table();
         assert!(
             table.contains("2.0 MiB (file 3.0 MiB) (an earlier build: this one failed)"),
@@ -364,13 +364,13 @@ mod tests {
                 bolted: true,
             },
         );
-        report.record_stage("bolt", "ok", Duration::from_secs(3), None);
+        report.record_step("bolt", "ok", Duration::from_secs(3), None);
         report.stages.last_mut().unwrap().ran_at_unix = Some(1);
         let table = report.size_table();
         assert!(table.contains("optimize failed)"), "{table}");
         assert_eq!(table.matches("earlier").count(), 2, "{table}");
         // Built again after that, they are this build's.
-        report.record_stage("bolt", "ok", Duration::from_secs(3), None);
+        report.record_step("bolt", "ok", Duration::from_secs(3), None);
         report.stages.last_mut().unwrap().ran_at_unix = Some(u64::MAX);
         assert!(!report.size_table().contains("optimize failed"));
     }
@@ -402,7 +402,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         let mut report = Report::new(Path::new("/ws"));
-        report.record_stage("build", "ok", Duration::from_millis(1500), None);
+        report.record_step("build", "ok", Duration::from_millis(1500), None);
         report.save(&path).unwrap();
         let (loaded, problem) = Report::load_or_new(&path, Path::new("/ws"));
         assert_eq!(loaded.stages[0].duration_secs, 1.5);
@@ -441,7 +441,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         let mut report = Report::new(Path::new("/ws"));
-        report.record_stage("build", "ok", Duration::from_millis(1500), None);
+        report.record_step("build", "ok", Duration::from_millis(1500), None);
         report.save(&path).unwrap();
         let mut older: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

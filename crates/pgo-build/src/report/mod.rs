@@ -33,6 +33,6 @@ pub use records::{
     CompareResult, CompareRun, CrateFigures, ExploreRecommendation, ExploreResult, ExploreSpeed,
     ExploreStageCost, ExploreVariantRecord, FamilyRule, GraphBound, LinkSummary, MetricComparison,
     OrderRecord, PreviousComparison, RejectedProfile, RunSample, RustcSummary, ServiceRecord,
-    StageCache, StageRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
+    StageCache, StepRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
     decider_label, invocation, metric_label, now_unix, verdict_text,
 };

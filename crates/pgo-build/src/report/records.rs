@@ -17,7 +17,7 @@ pub use super::explore_records::{
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StageRecord {
+pub struct StepRecord {
     pub name: String,
     /// ok | failed | cached
     pub result: String,
@@ -35,7 +35,7 @@ pub struct StageRecord {
     pub standalone: bool,
 }
 
-impl StageRecord {
+impl StepRecord {
     /// "ok", or "cached (ran 5 min ago)".
     pub fn result_text(&self) -> String {
         match (self.result.as_str(), self.ran_at_unix) {

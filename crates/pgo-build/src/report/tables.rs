@@ -9,14 +9,14 @@ use crate::util::units::{figure, human_bytes};
 
 use super::file::Report;
 use super::records::{
-    BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed, SIZES_LEGEND,
-    StageRecord, decider_label, metric_label, verdict_text,
+    BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed, SIZES_LEGEND, StepRecord,
+    decider_label, metric_label, verdict_text,
 };
 use crate::layout::step::Step;
 
 impl Report {
     /// The stage table: duration and share of the total, like rustc's release pipeline prints.
-    pub fn stage_table(&self) -> String {
+    pub fn step_table(&self) -> String {
         // The total is what one pipeline run costs: other commands (pack, gate, …) and failed
         // retries of a stage that has a good run are listed below it, not in it.
         let PipelineStages {
@@ -33,7 +33,7 @@ impl Report {
                 .chain(cache.then_some("sccache hits")),
         );
         let blank = || cache.then(|| Cell::new(""));
-        let row = |stage: &StageRecord, share: String| {
+        let row = |stage: &StepRecord, share: String| {
             [
                 Cell::new(&stage.name),
                 Cell::new(stage.result_text()),
@@ -96,12 +96,12 @@ impl Report {
     /// commands (pack, gate, a standalone compare, …) and failed retries of a stage that has
     /// a good run.
     pub fn pipeline_stages(&self) -> PipelineStages<'_> {
-        let (counted, other): (Vec<&StageRecord>, Vec<&StageRecord>) =
+        let (counted, other): (Vec<&StepRecord>, Vec<&StepRecord>) =
             self.stages.iter().partition(|stage| {
                 !stage.standalone
                     && Step::from_name(&stage.name).is_some_and(Step::builds_the_release)
                     && self
-                        .stage_record(&stage.name)
+                        .step_record(&stage.name)
                         .is_some_and(|record| std::ptr::eq(record, *stage))
             });
         // + 0.0: a float sum of nothing is -0.0, printed "-0.00s".
@@ -208,14 +208,14 @@ impl Report {
 
 /// A report's stage records split by [`Report::pipeline_stages`].
 pub struct PipelineStages<'a> {
-    pub counted: Vec<&'a StageRecord>,
-    pub other: Vec<&'a StageRecord>,
+    pub counted: Vec<&'a StepRecord>,
+    pub other: Vec<&'a StepRecord>,
     /// The seconds of the counted stages.
     pub total: f64,
 }
 
 /// A stage's share of `total` (0 when nothing took time).
-pub fn share_of(stage: &StageRecord, total: f64) -> f64 {
+pub fn share_of(stage: &StepRecord, total: f64) -> f64 {
     if total > 0.0 {
         stage.duration_secs / total
     } else {

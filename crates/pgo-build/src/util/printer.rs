@@ -65,10 +65,11 @@ impl Printer {
         self.verbosity == Verbosity::Verbose
     }
 
-    /// Greppable stage boundary: `pgo-build stage <name> start`.
-    pub fn stage_start(&self, stage: &str) {
+    /// Greppable step boundary: `pgo-build stage <name> start` (the words scripts grep for
+    /// predate the name "step").
+    pub fn step_start(&self, step: &str) {
         if self.verbosity > Verbosity::Quiet {
-            stderr_line(&format!("pgo-build stage {stage} start"));
+            stderr_line(&format!("pgo-build stage {step} start"));
         }
     }
 
@@ -79,11 +80,11 @@ impl Printer {
         }
     }
 
-    /// Greppable stage boundary: `pgo-build stage <name> ok|failed|skipped <seconds>s`.
-    pub fn stage_end(&self, stage: &str, result: &str, duration: Duration) {
+    /// Greppable step boundary: `pgo-build stage <name> ok|failed|skipped <seconds>s`.
+    pub fn step_end(&self, step: &str, result: &str, duration: Duration) {
         if self.verbosity > Verbosity::Quiet || result != "ok" {
             stderr_line(&format!(
-                "pgo-build stage {stage} {result} {:.2}s",
+                "pgo-build stage {step} {result} {:.2}s",
                 duration.as_secs_f64()
             ));
         }

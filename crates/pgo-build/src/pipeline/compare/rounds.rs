@@ -316,13 +316,13 @@ pub(super) fn compare_round(
         }
     }
     let service_wrappers = service_wrappers(&order, counter, &counts);
-    let targets: Vec<exec::Target> = order
+    let targets: Vec<exec::RunSetup> = order
         .iter()
         .zip(&bin_dirs)
         .zip(&count_dirs)
         .zip(&service_wrappers)
         .map(
-            |(((variant, (bin_dir, env)), count_dir), service_wrapper)| exec::Target {
+            |(((variant, (bin_dir, env)), count_dir), service_wrapper)| exec::RunSetup {
                 stage: variant.stage,
                 bin_dir,
                 bin_names: variant.bin_names(),
@@ -531,7 +531,7 @@ fn run_targets(
     cx: &Context,
     workload: &Workload,
     order: &[&Compared],
-    targets: &[exec::Target<'_>],
+    targets: &[exec::RunSetup<'_>],
     resolved: &[crate::exec::Job],
     side_by_side: bool,
 ) -> Result<Vec<exec::Outcome>> {
@@ -570,7 +570,7 @@ pub(crate) fn run_once(
 ) -> Result<exec::Outcome> {
     let running = cx.layout.running_dir();
     let (bin_dir, env) = runnable_bins(cx, &variant.layout, variant.stage, &variant.bin_names())?;
-    let target = exec::Target {
+    let target = exec::RunSetup {
         stage: variant.stage,
         bin_dir: &bin_dir,
         bin_names: variant.bin_names(),

@@ -89,7 +89,7 @@ pub(super) fn run_steps(
         if let Some(handed) = pipeline_step(cx, run, step, args, trained.as_ref())? {
             trained = Some(handed);
         }
-        let record = run.report.stage_record(step.name());
+        let record = run.report.step_record(step.name());
         costs.push(ExploreStageCost {
             build: label.to_owned(),
             stage: step.name().to_owned(),
