@@ -11,13 +11,13 @@
 use anyhow::{Context as _, Result, bail};
 
 use super::bundles::merged_bundles;
-use super::compare::{Family, PREVIOUS, compare, measure, variants_of};
 use super::context::{Context, Run};
 use super::release::{
     GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
     TrainingRecord, shipped_stage,
 };
 use super::run::stale_steps;
+use super::steps::compare::{Family, PREVIOUS, compare, measure, variants_of};
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::loaded_size;
 use crate::config::Role;

@@ -8,48 +8,41 @@
 //! and `run` is all of them in order; within one process a step hands the next its result.
 //!
 //! Arrows point down only: this module (the dispatcher) → `run`, `explore`, `gate` → the step
-//! modules (`doctor`, `build`, `train`, `optimize`, `bolt`, `compare`, `profile`, `shard`),
-//! which never import each other → the shared modules (`workloads`, `accounting`,
+//! modules in `steps/` (`doctor`, `build`, `train`, `optimize`, `bolt`, `compare`, `profile`,
+//! `shard`), which never import each other → the shared modules (`workloads`, `accounting`,
 //! `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`, `requests`) → `context` →
 //! the modules outside `pipeline/`. ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
 
 mod accounting;
-mod bolt;
-mod build;
 mod bundles;
 mod committed;
-mod compare;
 pub mod context;
-mod doctor;
 mod explore;
 mod gate;
-mod optimize;
-mod profile;
 mod release;
 mod requests;
 mod run;
 mod rustc_budget;
-mod shard;
 mod stage_build;
 mod state;
-mod train;
+mod steps;
 mod workloads;
 
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
-use bolt::bolt;
-use build::{build_baseline, instrument};
-use compare::compare;
 use context::{Context, Loaded, Run, timed_step};
-use doctor::doctor;
 use explore::explore;
 use gate::gate;
-use optimize::optimize;
-use profile::{export, profile_check, profile_overlap, profile_show};
 use run::{record_completed, run_all};
-use shard::{merge, pack, unpack, write_bundle};
-use train::train;
+use steps::bolt::bolt;
+use steps::build::{build_baseline, instrument};
+use steps::compare::compare;
+use steps::doctor::doctor;
+use steps::optimize::optimize;
+use steps::profile::{export, profile_check, profile_overlap, profile_show};
+use steps::shard::{merge, pack, unpack, write_bundle};
+use steps::train::train;
 
 use requests::{
     BoltRequest, CheckRequest, CompareRequest, ExploreRequest, ExportRequest, GateRequest,
@@ -69,8 +62,8 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
     let global = global_options(&cli.global);
     let doctor = matches!(request, Request::Doctor);
     // `doctor` works anywhere: outside a workspace it reports the toolchain alone.
-    if doctor && !doctor::in_a_workspace(global.manifest_path.as_deref()) {
-        doctor::doctor_toolchain(printer)?;
+    if doctor && !steps::doctor::in_a_workspace(global.manifest_path.as_deref()) {
+        steps::doctor::doctor_toolchain(printer)?;
         printer.info(
             "no cargo workspace here: run `pgo-build doctor` in one (or with --manifest-path) \
              to check its binaries and configuration too",
@@ -80,7 +73,7 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
     let loaded = match Loaded::load(&global, printer) {
         // The toolchain is reported all the same, before what stops the workspace's checks.
         Err(err) if doctor => {
-            if let Err(problem) = doctor::doctor_toolchain(printer) {
+            if let Err(problem) = steps::doctor::doctor_toolchain(printer) {
                 printer.error(&problem);
             }
             return Err(err);

@@ -29,12 +29,12 @@ use builds::{Clock, budget_note};
 use decide::{Decision, apply_margin, mark_fronts, mark_size_changes, recommend};
 use variants::{BASELINE, PGO, describe, new_record, select_variants};
 
-use super::compare::Compared;
 use super::context::{Context, Run};
-use super::doctor::no_training;
 use super::explore::apply::apply;
 use super::explore::builds::{build_variant, publish};
 use super::explore::measure::measure_variants;
+use super::steps::compare::Compared;
+use super::steps::doctor::no_training;
 use crate::config::{self, Role};
 use crate::exec::interrupt;
 use crate::pipeline::requests::{ExploreRequest, decider};

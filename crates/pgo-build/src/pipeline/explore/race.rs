@@ -23,9 +23,9 @@ use crate::config;
 use crate::measure::counter::Counter;
 use crate::measure::metric::{CompareRole, Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
 use crate::measure::stats::{self, PairedSummary, Verdict};
-use crate::pipeline::compare::{Compared, Family, measure, summarize_candidates};
 use crate::pipeline::context::Context;
 use crate::pipeline::requests::CompareRequest;
+use crate::pipeline::steps::compare::{Compared, Family, measure, summarize_candidates};
 use crate::report::{ExploreSpeed, RunSample};
 
 /// When to look: after `looks[i]` rounds in all, each look at `alpha`.

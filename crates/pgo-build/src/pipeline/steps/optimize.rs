@@ -13,16 +13,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use super::accounting::{
-    Trained, account_dirs, cargo_only_message, no_profile_message, print_accounting,
-    refuse_idle_workloads, report_accounting, usable_training,
-};
-use super::bundles::{BundlesFile, merged_bundles};
-use super::committed::{self, committed_profile};
-use super::context::{Context, Run};
-use super::stage_build::{
-    cargo_build, check_bolt_compatible_profile, executables_of, plain_flags, stage_binaries,
-};
 use crate::cargo::build;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::VALUE_PROFILING_OFF;
@@ -30,7 +20,17 @@ use crate::cargo::settings::check_same_settings;
 use crate::cargo::workspace::BinTarget;
 use crate::config::StartupOrder;
 use crate::layout::Stage;
+use crate::pipeline::accounting::{
+    Trained, account_dirs, cargo_only_message, no_profile_message, print_accounting,
+    refuse_idle_workloads, report_accounting, usable_training,
+};
+use crate::pipeline::bundles::{BundlesFile, merged_bundles};
+use crate::pipeline::committed::{self, committed_profile};
+use crate::pipeline::context::{Context, Run};
 use crate::pipeline::requests::OptimizeRequest;
+use crate::pipeline::stage_build::{
+    cargo_build, check_bolt_compatible_profile, executables_of, plain_flags, stage_binaries,
+};
 use crate::profiles::diagnostics::{self, Summary};
 use crate::profiles::{self, insight, startup_order};
 use crate::util::printer::Fitted;
@@ -161,7 +161,7 @@ pub fn optimize(
     let profile = inputs.path.clone();
 
     check_bolt_compatible_profile(cx)?;
-    super::stage_build::check_lld_before_building(cx)?;
+    crate::pipeline::stage_build::check_lld_before_building(cx)?;
     // Not in the checkout: the same path from every checkout, for a compile cache. (A
     // path relative to the workspace root would not do: cargo runs rustc for registry
     // crates in their own directories.)

@@ -18,15 +18,15 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::context::{Context, Run};
-use super::stage_build::stage_binaries;
-use super::workloads::{PreparedRun, Training, run_training, training_workloads};
 use crate::cargo::manifest::StageInput;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::StagedBinary;
 use crate::cargo::workspace::BinTarget;
 use crate::layout::Stage;
+use crate::pipeline::context::{Context, Run};
 use crate::pipeline::requests::BoltRequest;
+use crate::pipeline::stage_build::stage_binaries;
+use crate::pipeline::workloads::{PreparedRun, Training, run_training, training_workloads};
 use crate::report::BoltRecord;
 use crate::report::tables::bolt_table;
 use crate::toolchain::{self, LlvmTool};

@@ -7,19 +7,19 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::accounting::{
+use crate::cargo::manifest::StageManifest;
+use crate::config::Workload;
+use crate::layout::Stage;
+use crate::pipeline::accounting::{
     ENDED_WITHOUT_WRITING, Trained, account_dirs, cargo_only_message, no_profile_message,
     print_accounting, print_cargo_coverage, refuse_idle_workloads, report_accounting,
     trained_workloads,
 };
-use super::context::{Context, Run};
-use super::workloads::{
+use crate::pipeline::context::{Context, Run};
+use crate::pipeline::requests::TrainRequest;
+use crate::pipeline::workloads::{
     SERVICE_FIX, Training, instrumented_profile_env, run_training, training_workloads,
 };
-use crate::cargo::manifest::StageManifest;
-use crate::config::Workload;
-use crate::layout::Stage;
-use crate::pipeline::requests::TrainRequest;
 use crate::profiles::bundle::Shard;
 use crate::profiles::training_record::TrainingRecord;
 use crate::profiles::{self, start_marker};

@@ -4,14 +4,14 @@
 
 use anyhow::{Result, bail};
 
-use super::context::{Context, Run};
-use super::stage_build::{
-    build_and_stage, check_bolt_compatible_profile, check_lld_before_building, plain_flags,
-};
 use crate::cargo::settings::BUILD_ID_FLAG;
 use crate::cargo::settings::CONTINUOUS_FLAGS;
 use crate::config::StartupOrder;
 use crate::layout::{Stage, relative_to};
+use crate::pipeline::context::{Context, Run};
+use crate::pipeline::stage_build::{
+    build_and_stage, check_bolt_compatible_profile, check_lld_before_building, plain_flags,
+};
 use crate::profiles::{start_marker, startup_order};
 
 /// The baseline: a plain release build with the user's flags.

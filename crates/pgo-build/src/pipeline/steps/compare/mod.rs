@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 
-use super::context::{Context, Run};
-use super::workloads::{check_cargo_targets, remove_logs_of_unknown_workloads};
 use crate::measure::counter::Counter;
 use crate::measure::metric::{Metric, Rounds};
 use crate::measure::stats::{self, Verdict};
+use crate::pipeline::context::{Context, Run};
 use crate::pipeline::requests::{CompareRequest, CompareSettings};
+use crate::pipeline::workloads::{check_cargo_targets, remove_logs_of_unknown_workloads};
 use crate::report::CompareResult;
 use crate::report::tables::{benchmark_table, compare_table, metrics_table};
 use checks::emulation_note;
@@ -32,12 +32,12 @@ mod simulation;
 mod summary;
 mod variant;
 
-pub(super) use previous::{PREVIOUS, against_previous};
-pub(super) use rounds::run_once;
+pub(in crate::pipeline) use previous::{PREVIOUS, against_previous};
+pub(in crate::pipeline) use rounds::run_once;
 use summary::comparisons_rounds;
 use summary::judge_family;
-pub(super) use summary::summarize_candidates;
-pub(super) use variant::Compared;
+pub(in crate::pipeline) use summary::summarize_candidates;
+pub(in crate::pipeline) use variant::Compared;
 
 /// The variants `request` names (or the default ones), and with `--against` the last release's.
 pub(crate) fn variants_of(cx: &Context, request: &CompareRequest) -> Result<Vec<Compared>> {

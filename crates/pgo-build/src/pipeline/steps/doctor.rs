@@ -5,10 +5,10 @@ use std::ffi::OsString;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::context::{Context, Run, c_settings};
-use super::workloads::{check_cargo_targets, runnable_bins};
 use crate::config::Role;
 use crate::layout::{Layout, Stage};
+use crate::pipeline::context::{Context, Run, c_settings};
+use crate::pipeline::workloads::{check_cargo_targets, runnable_bins};
 use crate::toolchain;
 use crate::toolchain::targets::{self, Execution, Platform};
 use crate::util::command::Cmd;
@@ -92,7 +92,7 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
         printer.warn(note);
     }
     problems.extend(placeholder_left(cx).err());
-    problems.extend(super::stage_build::check_lld_before_building(cx).err());
+    problems.extend(crate::pipeline::stage_build::check_lld_before_building(cx).err());
     problems.extend(doctor_c(cx).err());
     if cx.platform.explicit {
         problems.extend(doctor_target(cx).err());
@@ -551,7 +551,7 @@ fn try_target(cx: &Context) -> Result<()> {
 
 /// Why training cannot run, when the configuration has no train workload and no
 /// committed profile: said by `doctor`, and by `run` before it builds anything.
-pub(super) fn no_training(cx: &Context) -> Option<String> {
+pub(in crate::pipeline) fn no_training(cx: &Context) -> Option<String> {
     if cx.config.pgo.profile.is_some()
         || cx.config.workloads_with_role(Role::Train).next().is_some()
     {
