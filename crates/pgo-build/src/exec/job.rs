@@ -56,7 +56,7 @@ pub type ServiceWrapper<'a> = dyn Fn(&str) -> Vec<std::ffi::OsString> + Sync + '
 
 /// A workload as it runs against one stage: its configuration, with the command resolved
 /// for that stage (a cargo workload's command line is made with the stage's settings by
-/// `pipeline/workloads.rs`). Only a job runs, so no run meets an unresolved cargo workload.
+/// `pipeline/workload_runs.rs`). Only a job runs, so no run meets an unresolved cargo workload.
 #[derive(Debug, Clone)]
 pub struct Job {
     /// The workload's name and, for a workload with `shards = K`, which of its runs this is.

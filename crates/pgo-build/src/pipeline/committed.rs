@@ -17,7 +17,7 @@ use crate::profiles::diagnostics::{self, Kind};
 use crate::profiles::insight::{self, FunctionCounts};
 use crate::profiles::toolchain_names::{self, SysrootCrates};
 use crate::util::command::Cmd;
-use crate::wrappers::rustc::carry::{CarryRecord, CarrySetup};
+use crate::wrappers::rustc::crate_carry::{CarryRecord, CarrySetup};
 use crate::wrappers::rustc::stable_names;
 
 /// The metadata `export` writes beside a profile (`<name>.json`).
@@ -322,7 +322,7 @@ pub(crate) fn staleness(
 }
 
 /// The carry setup of an optimized build from the committed profile `profile_use` (the path
-/// its flags name) whose text form is `text` (see `wrappers::rustc::carry`): written beside the
+/// its flags name) whose text form is `text` (see `wrappers::rustc::crate_carry`): written beside the
 /// text, returned with the log the wrapper writes. The crates' own profiles go beside
 /// `profile_use`, outside the checkout like it; the log is per profile, so a build that
 /// recompiles nothing still finds what the last one carried.

@@ -8,12 +8,11 @@
 //! and `run` is all of them in order; within one process a step hands the next its result.
 //!
 //! Arrows point down only: this module (the dispatcher) → `run`, `explore`, `gate` → the step
-//! modules in `steps/` (`doctor`, `build`, `train`, `optimize`, `bolt`, `compare`, `profile`,
-//! `shard`), which never import each other → the shared modules (`workloads`, `accounting`,
+//! modules in `steps/` (`doctor`, `plain_builds`, `train`, `optimize`, `bolt`, `compare`, `profile`,
+//! `shard`), which never import each other → the shared modules (`workload_runs`, `trained`,
 //! `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`, `requests`) → `context` →
 //! the modules outside `pipeline/`. ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
 
-mod accounting;
 mod bundles;
 mod committed;
 pub mod context;
@@ -26,7 +25,8 @@ mod rustc_budget;
 mod stage_build;
 mod state;
 mod steps;
-mod workloads;
+mod trained;
+mod workload_runs;
 
 use std::path::PathBuf;
 
@@ -36,10 +36,10 @@ use explore::explore;
 use gate::gate;
 use run::{record_completed, run_all};
 use steps::bolt::bolt;
-use steps::build::{build_baseline, instrument};
 use steps::compare::compare;
 use steps::doctor::doctor;
 use steps::optimize::optimize;
+use steps::plain_builds::{build_baseline, instrument};
 use steps::profile::{export, profile_check, profile_overlap, profile_show};
 use steps::shard::{merge, pack, unpack, write_bundle};
 use steps::train::train;

@@ -8,16 +8,16 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 
-use super::accounting::{Trained, trained_workloads};
 use super::bundles::merged_bundles;
 use super::context::{Context, Run, timed_step};
 use super::stage_build::plain_flags;
 use super::steps::bolt::bolt;
-use super::steps::build::{build_baseline, instrument};
 use super::steps::compare::compare;
 use super::steps::doctor::{doctor, no_training};
 use super::steps::optimize::optimize;
+use super::steps::plain_builds::{build_baseline, instrument};
 use super::steps::train::{clear_raw_profiles, train};
+use super::trained::{Trained, trained_workloads};
 use crate::cargo::dep_info;
 use crate::cargo::manifest::StageManifest;
 use crate::config::Role;

@@ -58,7 +58,7 @@ pub(super) fn cargo_build(
     } = StageEnvironment::new(cx, &cx.layout, stage, &cx.settings, stage_rustflags)?;
     if let Some(setup) = carry {
         rustc.env.push((
-            crate::wrappers::rustc::carry::ENV.to_owned(),
+            crate::wrappers::rustc::crate_carry::ENV.to_owned(),
             setup.display().to_string(),
         ));
     }

@@ -17,7 +17,7 @@
 //! What the offer misses (a function whose linkage changed between external and internal, a
 //! unit numbered beyond it), rustc names with its codegen unit, symbol and function hash
 //! (`-pgo-warn-missing-function`); those records are carried to the new name by a second
-//! compile of the crate ([`plan`], `wrappers::rustc::carry`) when they hold enough of the
+//! compile of the crate ([`plan`], `wrappers::rustc::crate_carry`) when they hold enough of the
 //! counts ([`MIN_RECOMPILE_SHARE`]).
 
 use std::collections::{BTreeMap, BTreeSet};

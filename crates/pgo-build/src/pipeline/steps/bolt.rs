@@ -26,7 +26,7 @@ use crate::layout::Stage;
 use crate::pipeline::context::{Context, Run};
 use crate::pipeline::requests::BoltRequest;
 use crate::pipeline::stage_build::stage_binaries;
-use crate::pipeline::workloads::{PreparedRun, Training, run_training, training_workloads};
+use crate::pipeline::workload_runs::{PreparedRun, Training, run_training, training_workloads};
 use crate::report::BoltRecord;
 use crate::report::tables::bolt_table;
 use crate::toolchain::{self, LlvmTool};

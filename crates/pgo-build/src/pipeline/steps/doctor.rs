@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::config::Role;
 use crate::layout::{Layout, Stage};
 use crate::pipeline::context::{Context, Run, c_settings};
-use crate::pipeline::workloads::{check_cargo_targets, runnable_bins};
+use crate::pipeline::workload_runs::{check_cargo_targets, runnable_bins};
 use crate::toolchain;
 use crate::toolchain::targets::{self, Execution, Platform};
 use crate::util::command::Cmd;

@@ -20,10 +20,6 @@ use crate::cargo::settings::check_same_settings;
 use crate::cargo::workspace::BinTarget;
 use crate::config::StartupOrder;
 use crate::layout::Stage;
-use crate::pipeline::accounting::{
-    Trained, account_dirs, cargo_only_message, no_profile_message, print_accounting,
-    refuse_idle_workloads, report_accounting, usable_training,
-};
 use crate::pipeline::bundles::{BundlesFile, merged_bundles};
 use crate::pipeline::committed::{self, committed_profile};
 use crate::pipeline::context::{Context, Run};
@@ -31,11 +27,15 @@ use crate::pipeline::requests::OptimizeRequest;
 use crate::pipeline::stage_build::{
     cargo_build, check_bolt_compatible_profile, executables_of, plain_flags, stage_binaries,
 };
+use crate::pipeline::trained::{
+    Trained, account_dirs, cargo_only_message, no_profile_message, print_accounting,
+    refuse_idle_workloads, report_accounting, usable_training,
+};
 use crate::profiles::diagnostics::{self, Summary};
 use crate::profiles::{self, insight, startup_order};
 use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
-use crate::wrappers::rustc::carry::{self, CarryRecord};
+use crate::wrappers::rustc::crate_carry::{self, CarryRecord};
 
 /// Refuses binaries without usable profile data (unless allowed): built with
 /// `-Cprofile-use` but no data, a binary is treated as all-cold, slower than no PGO at all.
@@ -703,7 +703,7 @@ struct CommittedInputs {
 /// The carry log's last record of each crate (a crate compiled again replaces its record).
 fn carried_by_crate(log: &Path) -> Vec<CarryRecord> {
     let mut last = std::collections::BTreeMap::new();
-    for record in carry::read_log(log) {
+    for record in crate_carry::read_log(log) {
         last.insert(record.krate.clone(), record);
     }
     last.into_values().collect()

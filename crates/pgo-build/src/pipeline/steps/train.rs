@@ -10,14 +10,14 @@ use anyhow::{Context as _, Result};
 use crate::cargo::manifest::StageManifest;
 use crate::config::Workload;
 use crate::layout::Stage;
-use crate::pipeline::accounting::{
+use crate::pipeline::context::{Context, Run};
+use crate::pipeline::requests::TrainRequest;
+use crate::pipeline::trained::{
     ENDED_WITHOUT_WRITING, Trained, account_dirs, cargo_only_message, no_profile_message,
     print_accounting, print_cargo_coverage, refuse_idle_workloads, report_accounting,
     trained_workloads,
 };
-use crate::pipeline::context::{Context, Run};
-use crate::pipeline::requests::TrainRequest;
-use crate::pipeline::workloads::{
+use crate::pipeline::workload_runs::{
     SERVICE_FIX, Training, instrumented_profile_env, run_training, training_workloads,
 };
 use crate::profiles::bundle::Shard;

@@ -34,7 +34,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 mod args;
-pub mod carry;
+pub mod crate_carry;
 pub mod estimates;
 mod ledger;
 mod log;
@@ -43,7 +43,7 @@ mod remote;
 pub mod stable_names;
 
 use args::{compiled_crate, crate_root, links, metadata_path};
-use carry::{CarryRecord, CarrySetup, Carrying};
+use crate_carry::{CarryRecord, CarrySetup, Carrying};
 pub use estimates::{Estimates, read_estimates};
 use ledger::{Admission, Request, admit, release};
 pub use log::{RustcRecord, read_log};
@@ -225,7 +225,7 @@ fn wrap() -> Result<u8> {
                 .with_context(|| format!("could not start {}", rustc.to_string_lossy()))
                 .and_then(|mut child| {
                     if let (Some(stderr), Some(already)) = (child.stderr.take(), capture.take()) {
-                        reader = Some(carry::read_output(stderr, already));
+                        reader = Some(crate_carry::read_output(stderr, already));
                     }
                     match admission {
                         Admission::Probation(allowance) => probation::supervise(
@@ -292,7 +292,7 @@ fn wrap() -> Result<u8> {
             match carrying.plan(setup, &shown) {
                 Ok(plan) => {
                     if plan.worth_recompiling() {
-                        // Not through the user's wrapper: see carry.rs.
+                        // Not through the user's wrapper: see crate_carry.rs.
                         let mut direct = command_through(None);
                         let first_peak = compiled.peak.bytes();
                         compiled = compile(&mut direct, false, Some(notices))?;
@@ -304,7 +304,7 @@ fn wrap() -> Result<u8> {
                 }
                 Err(err) => record.error = Some(format!("{err:#}")),
             }
-            carry::log(&setup.log, &record);
+            crate_carry::log(&setup.log, &record);
         }
         let mut err = std::io::stderr().lock();
         for line in shown.iter().filter(|line| carrying.passes(line)) {
@@ -355,7 +355,7 @@ struct Compiled {
     probation: Option<probation::Probation>,
     start_unix: f64,
     started: Instant,
-    /// Its stderr, when kept (see `carry::read_output`), and the artifact notices passed on.
+    /// Its stderr, when kept (see `crate_carry::read_output`), and the artifact notices passed on.
     output: Option<(Vec<String>, BTreeSet<String>)>,
 }
 

@@ -16,7 +16,7 @@ use crate::measure::metric::{Metric, Rounds};
 use crate::measure::stats::{self, Verdict};
 use crate::pipeline::context::{Context, Run};
 use crate::pipeline::requests::{CompareRequest, CompareSettings};
-use crate::pipeline::workloads::{check_cargo_targets, remove_logs_of_unknown_workloads};
+use crate::pipeline::workload_runs::{check_cargo_targets, remove_logs_of_unknown_workloads};
 use crate::report::CompareResult;
 use crate::report::tables::{benchmark_table, compare_table, metrics_table};
 use checks::emulation_note;

@@ -18,7 +18,7 @@ use crate::measure::criterion;
 use crate::measure::metric::{CLIENT_CPU, CompareRole, Decider, SERVICES_CPU, service_metric};
 use crate::measure::stats::{self};
 use crate::pipeline::context::Context;
-use crate::pipeline::workloads::{resolve_workload, runnable_bins, warn_about_error_lines};
+use crate::pipeline::workload_runs::{resolve_workload, runnable_bins, warn_about_error_lines};
 use crate::report::{BenchmarkComparison, CandidateSummary, RunSample, WorkloadComparison};
 
 /// The named workloads, or those of `role`, holdout first.

@@ -8,9 +8,9 @@ use anyhow::{Result, bail};
 
 use crate::cargo::manifest::StageManifest;
 use crate::layout::Stage;
-use crate::pipeline::accounting::account;
 use crate::pipeline::bundles::merged_bundles;
 use crate::pipeline::context::Context;
+use crate::pipeline::trained::account;
 use crate::profiles::{self, Accounting};
 
 /// The instrumented stage and the accounting of its last training.

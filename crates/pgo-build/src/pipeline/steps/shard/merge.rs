@@ -19,10 +19,10 @@ use comfy_table::Table;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::check_same_settings;
 use crate::layout::Stage;
-use crate::pipeline::accounting::{Trained, cargo_only_message, record_binary_figures};
 use crate::pipeline::bundles::BundlesFile;
 use crate::pipeline::context::{Context, Run};
 use crate::pipeline::requests::MergeRequest;
+use crate::pipeline::trained::{Trained, cargo_only_message, record_binary_figures};
 use crate::profiles::bundle::{
     self, BUNDLE_FORMAT, BundleManifest, BundleProfile, BundleWorkload, FORMAT_VERSION, Weights,
 };
