@@ -94,12 +94,7 @@ impl Loaded {
     pub fn load(args: &GlobalOptions, printer: &Printer) -> Result<Loaded> {
         let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
         let mut config = Config::load(args.config.as_deref(), &workspace.root)?;
-        if args.cross_language && config.pgo.cross_language == CBuild::User {
-            config.pgo.cross_language = CBuild::Pgo;
-        }
-        if args.retrain {
-            config.pgo.profile = None;
-        }
+        args.amend(&mut config);
         let rustc = Rustc::detect(&workspace.root, printer)?;
         let cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
@@ -227,7 +222,7 @@ impl Context {
             Some(triple) => Layout::for_target(&workspace.target_dir, triple),
             None => Layout::new(&workspace.target_dir),
         };
-        let continuous = args.continuous || config.pgo.continuous;
+        let continuous = args.continuous(&config);
         Ok(Context {
             printer,
             workspace: workspace.clone(),

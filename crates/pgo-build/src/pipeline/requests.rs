@@ -1,7 +1,8 @@
 //! What a command asks of its steps: one typed request per step, which the dispatcher
 //! (`pipeline/mod.rs`, the only pipeline module that reads the command line) makes of the
 //! flags, and where a flag and a configuration key name the same thing, which one wins,
-//! decided here once (`CompareRequest::settings`, `ExploreRequest::rounds`, `decider`).
+//! decided here once (`GlobalOptions::amend`, `CompareRequest::settings`,
+//! `ExploreRequest::rounds`, `decider`).
 //!
 //! Steps take these, never clap's structs: `gate`, `explore` and `run` call `compare` with a
 //! `CompareRequest` they make, and what a step of `run` ran with is its `StepOptions`.
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::config::Config;
+use crate::config::{CBuild, Config};
 use crate::layout::step::Step;
 use crate::measure::criterion;
 use crate::measure::metric::{CompareRole, Decider, INSTRUCTION_ROUNDS, Metric, Rounds};
@@ -33,6 +34,25 @@ pub struct GlobalOptions {
     pub continuous: bool,
     pub cross_language: bool,
     pub retrain: bool,
+}
+
+impl GlobalOptions {
+    /// The configuration as the flags amend it: `--cross-language` turns cross-language PGO
+    /// on where the file leaves C to the user's compiler, `--retrain` sets `[pgo] profile`
+    /// aside.
+    pub fn amend(&self, config: &mut Config) {
+        if self.cross_language && config.pgo.cross_language == CBuild::User {
+            config.pgo.cross_language = CBuild::Pgo;
+        }
+        if self.retrain {
+            config.pgo.profile = None;
+        }
+    }
+
+    /// Continuous-mode profiling: `--continuous`, or `[pgo] continuous`.
+    pub fn continuous(&self, config: &Config) -> bool {
+        self.continuous || config.pgo.continuous
+    }
 }
 
 /// A command of the pipeline, as the dispatcher runs it for each target.
