@@ -28,6 +28,7 @@ use crate::layout::lock::RunLock;
 use crate::layout::step::Step;
 use crate::measure::memory::PeakSampler;
 use crate::pipeline::requests::GlobalOptions;
+use crate::profiles::ExportedProfile;
 use crate::report::{CompareRun, Report, invocation, now_unix};
 use crate::toolchain::cross_language::{self, CSettings};
 use crate::toolchain::targets::{self, Platform};
@@ -252,13 +253,13 @@ impl Context {
         layout: Layout,
         build: &BuildVariant,
         bolt: bool,
-        profile: Option<PathBuf>,
+        profile: Option<ExportedProfile>,
     ) -> Result<Context> {
         let mut config = self.config.clone();
         config.build.profile_overrides = build.profile_overrides.clone();
         config.build.rustflags = build.rustflags.clone();
         config.bolt.enabled = bolt;
-        config.pgo.profile = profile;
+        config.pgo.profile = profile.map(ExportedProfile::into_path);
         let base = BuildSettings {
             common_rustflags: Vec::new(),
             cargo_config: Vec::new(),

@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod carry;
 pub mod compact;
 pub mod diagnostics;
+mod exported;
 mod format;
 pub mod insight;
 mod merge;
@@ -22,6 +23,7 @@ pub mod toolchain_names;
 pub mod training_record;
 
 pub use accounting::{Accounting, BinaryProfiles, RawDirs, account, coverage};
+pub use exported::ExportedProfile;
 pub use format::{indexed_version, keep_summary_of, written_indexed_version};
 pub use merge::{
     checkout_independent, checkout_independent_dir, content_hash, install_content_addressed, merge,

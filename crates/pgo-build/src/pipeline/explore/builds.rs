@@ -18,6 +18,7 @@ use crate::pipeline::requests::{BoltRequest, ExportRequest, RunRequest, StepOpti
 use crate::pipeline::run::pipeline_step;
 use crate::pipeline::steps::compare::Compared;
 use crate::pipeline::steps::profile;
+use crate::profiles::ExportedProfile;
 use crate::report::ExploreStageCost;
 use crate::util::files::write_atomically;
 use crate::util::fingerprint::Fingerprint;
@@ -217,7 +218,7 @@ pub(super) fn train_for(
     settings: &BuildVariant,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
-) -> Result<Option<PathBuf>> {
+) -> Result<Option<ExportedProfile>> {
     let plain = Build {
         settings,
         kind: BuildKind::Plain,
@@ -238,7 +239,7 @@ pub(super) fn run_build(
     run: &mut Run,
     build: &Build,
     steps: &[Step],
-    profile: Option<PathBuf>,
+    profile: Option<ExportedProfile>,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
 ) -> Result<Option<Layout>> {
@@ -266,7 +267,7 @@ pub(super) fn in_build<T>(
     cx: &Context,
     run: &mut Run,
     build: &Build,
-    profile: Option<PathBuf>,
+    profile: Option<ExportedProfile>,
     work: impl FnOnce(&Context, &mut Run, &str) -> Result<T>,
 ) -> Result<(T, Layout)> {
     let bolt = matches!(build.kind, BuildKind::Bolt { .. });
@@ -304,14 +305,14 @@ pub(super) fn export_trained(
     run: &mut Run,
     build: &Build,
     layout: &Layout,
-) -> Result<PathBuf> {
+) -> Result<ExportedProfile> {
     let trained = trained_profile(layout)?;
     let output = layout
         .root()
         .join("exported")
         .join(trained.file_name().unwrap_or_default());
     if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
-        return Ok(output);
+        return Ok(ExportedProfile::written_at(output));
     }
     crate::util::files::create_dir_all(output.parent().expect("<root>/exported/<file>"))?;
     let args = ExportRequest {
@@ -322,7 +323,7 @@ pub(super) fn export_trained(
     in_build(cx, run, build, None, |cx, run, _| {
         profile::export(cx, run, &args)
     })?;
-    Ok(output)
+    Ok(ExportedProfile::written_at(output))
 }
 
 /// Copies a variant's binaries to `explore/<variant>/bin/` (hard links where possible).
