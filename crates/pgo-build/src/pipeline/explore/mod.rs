@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use builds::{Clock, budget_note};
+use builds::{Built, Clock, budget_note};
 use decide::{Decision, apply_margin, mark_fronts, mark_size_changes, recommend};
 use variants::{BASELINE, PGO, describe, new_record, select_variants};
 
@@ -42,14 +42,7 @@ use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 
 pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()> {
-    let clock = Clock {
-        started: Instant::now(),
-        budget: args
-            .budget
-            .as_deref()
-            .map(|text| config::parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}")))
-            .transpose()?,
-    };
+    let clock = started_clock(args.budget.as_deref())?;
     // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
     // times need rounds against noise.
     let decider = decider(&cx.config, args.metric.as_ref())?;
@@ -58,25 +51,7 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
         bail!("--rounds must be at least 1");
     }
     let variants = select_variants(&cx.config, &args.variants)?;
-    let holdout: Vec<String> = cx.config.workload_names(Role::Holdout);
-    if holdout.is_empty() {
-        bail!(
-            "explore measures speed on holdout workloads, and {} has none: add a [[workload]] \
-             with role = \"holdout\" (work training never sees)",
-            cx.config.display_path()
-        );
-    }
-    if let Some(problem) = no_training(cx) {
-        bail!("{problem}; explore trains every PGO variant");
-    }
-    if cx.config.pgo.profile.is_some() {
-        bail!(
-            "explore trains each PGO variant with its own settings, and {} sets [pgo] profile \
-             (a committed profile, which fits one set of settings only). Remove it while \
-             exploring, or explore in a checkout without it.",
-            cx.config.display_path()
-        );
-    }
+    let holdout = explorable(cx)?;
     cx.printer.info(format!(
         "exploring {} variants: {}{}",
         variants.len(),
@@ -106,26 +81,7 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
             .info(format!("variant {}: {}", variant.name, describe(variant)));
         match build_variant(cx, run, variant, &clock) {
             Ok(Some(done)) => {
-                record.stages = done.costs;
-                record.build_secs = Some(record.stages.iter().map(|c| c.secs).sum());
-                record.peak_memory_bytes = record
-                    .stages
-                    .iter()
-                    .filter_map(|c| c.peak_memory_bytes)
-                    .max();
-                let binaries = &done.compared.manifest.binaries;
-                record.size_bytes = Some(binaries.iter().map(|b| b.size_bytes).sum());
-                // Binaries staged by an older pgo-build have no loaded size recorded.
-                record.loaded_bytes = binaries
-                    .iter()
-                    .map(|b| {
-                        b.loaded_bytes.or_else(|| {
-                            let data = std::fs::read(&b.path).ok()?;
-                            crate::cargo::manifest::loaded_size(&data).ok()
-                        })
-                    })
-                    .sum::<Option<u64>>();
-                record.bin_dir = Some(publish(cx, &variant.name, &done.compared)?);
+                record_built(cx, &variant.name, &mut record, &done)?;
                 record.status = "not measured".to_owned();
                 built.insert(variant.name.clone(), done.compared);
             }
@@ -172,11 +128,7 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
     let margin = cx.config.compare.margin();
     apply_margin(&mut records, margin);
     mark_fronts(&mut records);
-    records.sort_by(|a, b| {
-        let speed =
-            |r: &ExploreVariantRecord| r.vs_baseline.as_ref().map_or(f64::INFINITY, |s| s.ratio);
-        speed(a).total_cmp(&speed(b))
-    });
+    sort_fastest_first(&mut records);
     let (recommendation, undecided) = match &stopped {
         Some(_) => (None, None),
         None => match recommend(&records, cx.config.pgo.max_size_growth.as_ref(), margin) {
@@ -201,6 +153,80 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
     if args.apply {
         apply(cx, &result)?;
     }
+    Ok(())
+}
+
+/// The clock of an explore starting now, within `--budget` (`90m`, `2h`) when given.
+fn started_clock(budget: Option<&str>) -> Result<Clock> {
+    Ok(Clock {
+        started: Instant::now(),
+        budget: budget
+            .map(|text| config::parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}")))
+            .transpose()?,
+    })
+}
+
+/// The fastest against the baseline first; variants without a speed last.
+fn sort_fastest_first(records: &mut [ExploreVariantRecord]) {
+    records.sort_by(|a, b| {
+        let speed =
+            |r: &ExploreVariantRecord| r.vs_baseline.as_ref().map_or(f64::INFINITY, |s| s.ratio);
+        speed(a).total_cmp(&speed(b))
+    });
+}
+
+/// The held-out workloads explore measures on, or why it cannot run here: none of them, no
+/// training, or a committed profile (which fits one set of settings only).
+fn explorable(cx: &Context) -> Result<Vec<String>> {
+    let holdout: Vec<String> = cx.config.workload_names(Role::Holdout);
+    if holdout.is_empty() {
+        bail!(
+            "explore measures speed on holdout workloads, and {} has none: add a [[workload]] \
+             with role = \"holdout\" (work training never sees)",
+            cx.config.display_path()
+        );
+    }
+    if let Some(problem) = no_training(cx) {
+        bail!("{problem}; explore trains every PGO variant");
+    }
+    if cx.config.pgo.profile.is_some() {
+        bail!(
+            "explore trains each PGO variant with its own settings, and {} sets [pgo] profile \
+             (a committed profile, which fits one set of settings only). Remove it while \
+             exploring, or explore in a checkout without it.",
+            cx.config.display_path()
+        );
+    }
+    Ok(holdout)
+}
+
+/// A built variant's record: what its build cost, its sizes, where its binaries are published.
+fn record_built(
+    cx: &Context,
+    name: &str,
+    record: &mut ExploreVariantRecord,
+    done: &Built,
+) -> Result<()> {
+    record.stages = done.costs.clone();
+    record.build_secs = Some(record.stages.iter().map(|c| c.secs).sum());
+    record.peak_memory_bytes = record
+        .stages
+        .iter()
+        .filter_map(|c| c.peak_memory_bytes)
+        .max();
+    let binaries = &done.compared.manifest.binaries;
+    record.size_bytes = Some(binaries.iter().map(|b| b.size_bytes).sum());
+    // Binaries staged by an older pgo-build have no loaded size recorded.
+    record.loaded_bytes = binaries
+        .iter()
+        .map(|b| {
+            b.loaded_bytes.or_else(|| {
+                let data = std::fs::read(&b.path).ok()?;
+                crate::cargo::manifest::loaded_size(&data).ok()
+            })
+        })
+        .sum::<Option<u64>>();
+    record.bin_dir = Some(publish(cx, name, &done.compared)?);
     Ok(())
 }
 

@@ -60,68 +60,11 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportRequest) -> Result<()> {
     let Some(output) = &args.output else {
         return Ok(());
     };
-    let (settings, workloads, inputs) = match merged_bundles(cx)? {
-        // The profile `pgo-build merge` made from other machines' bundles.
-        Some(record) => {
-            for (binary, figures) in &record.per_binary {
-                if figures.valid_files == 0 {
-                    cx.caution(format!(
-                        "`{binary}` has no profile data; the exported profile does not cover it"
-                    ))?;
-                }
-            }
-            let workloads = record
-                .bundles
-                .iter()
-                .flat_map(|b| b.workloads.iter().map(|w| w.run.clone()))
-                .collect();
-            (
-                record.instrumented.settings,
-                workloads,
-                vec![record.merge.merged.path],
-            )
-        }
-        None => {
-            let (instrumented, accounting) = last_training(cx)?;
-            instrumented.check_sources_current(
-                &cx.workspace.root,
-                &[
-                    cx.layout.root(),
-                    &crate::profiles::checkout_independent_dir(),
-                ],
-                "refusing to export the training profile",
-                "The profile describes the code training ran; train the code of now \
-                 (`pgo-build instrument` and `pgo-build train`, or `pgo-build run`), then \
-                 export.",
-            )?;
-            for (binary, figures) in &accounting.per_binary {
-                if figures.valid_files == 0 {
-                    cx.caution(format!(
-                        "`{binary}` has no profile data; the exported profile does not cover it"
-                    ))?;
-                }
-            }
-            let runs = cx.config.train_runs();
-            let workloads = run
-                .report
-                .training
-                .iter()
-                // Holdout runs of `profile overlap` are recorded too, but did not train.
-                .filter(|w| {
-                    w.stage == Stage::Instrumented.name()
-                        && w.success
-                        && runs.iter().any(|run| run.run_name() == w.name)
-                })
-                .map(|w| w.name.clone())
-                .collect();
-            let inputs = accounting
-                .valid_inputs()
-                .into_iter()
-                .map(Path::to_owned)
-                .collect();
-            (instrumented.settings, workloads, inputs)
-        }
-    };
+    let TrainingToExport {
+        settings,
+        workloads,
+        inputs,
+    } = training_to_export(cx, run)?;
     if inputs.is_empty() {
         bail!("there is no usable training profile to export: run `pgo-build train` first");
     }
@@ -156,22 +99,7 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportRequest) -> Result<()> {
         }),
         _ => Default::default(),
     };
-    let partial = output.with_extension("profdata.partial");
-    // A failed merge or rename leaves no `.partial` behind, and the file it would replace as
-    // it was.
-    let written = merge_into(cx, &inputs, &partial).and_then(|()| {
-        let data = crate::util::files::read(&partial)?;
-        std::fs::rename(&partial, &output)
-            .with_context(|| format!("could not write {}", output.display()))?;
-        Ok(data)
-    });
-    let data = match written {
-        Ok(data) => data,
-        Err(err) => {
-            let _ = std::fs::remove_file(&partial);
-            return Err(err);
-        }
-    };
+    let data = write_merged(cx, &inputs, &output)?;
     let counted = insight::functions(&output, cx.profdata()?, &cx.printer)?;
     let functions = counted.len();
     // Per-file hashes only for crates with a share worth predicting (0.1% of the counts).
@@ -231,6 +159,101 @@ pub fn export(cx: &Context, run: &mut Run, args: &ExportRequest) -> Result<()> {
         cx.config.display_path()
     ));
     Ok(())
+}
+
+/// What is exported: the training's build settings, the workload runs that trained, and the
+/// profiles to merge.
+struct TrainingToExport {
+    settings: crate::cargo::settings::BuildSettings,
+    workloads: Vec<String>,
+    inputs: Vec<PathBuf>,
+}
+
+/// The profile `pgo-build merge` made from other machines' bundles, or else the last local
+/// training (refused when the sources changed since); binaries without data are cautioned.
+fn training_to_export(cx: &Context, run: &Run) -> Result<TrainingToExport> {
+    Ok(match merged_bundles(cx)? {
+        // The profile `pgo-build merge` made from other machines' bundles.
+        Some(record) => {
+            for (binary, figures) in &record.per_binary {
+                if figures.valid_files == 0 {
+                    cx.caution(format!(
+                        "`{binary}` has no profile data; the exported profile does not cover it"
+                    ))?;
+                }
+            }
+            let workloads = record
+                .bundles
+                .iter()
+                .flat_map(|b| b.workloads.iter().map(|w| w.run.clone()))
+                .collect();
+            TrainingToExport {
+                settings: record.instrumented.settings,
+                workloads,
+                inputs: vec![record.merge.merged.path],
+            }
+        }
+        None => {
+            let (instrumented, accounting) = last_training(cx)?;
+            instrumented.check_sources_current(
+                &cx.workspace.root,
+                &[
+                    cx.layout.root(),
+                    &crate::profiles::checkout_independent_dir(),
+                ],
+                "refusing to export the training profile",
+                "The profile describes the code training ran; train the code of now \
+                 (`pgo-build instrument` and `pgo-build train`, or `pgo-build run`), then \
+                 export.",
+            )?;
+            for (binary, figures) in &accounting.per_binary {
+                if figures.valid_files == 0 {
+                    cx.caution(format!(
+                        "`{binary}` has no profile data; the exported profile does not cover it"
+                    ))?;
+                }
+            }
+            let runs = cx.config.train_runs();
+            let workloads = run
+                .report
+                .training
+                .iter()
+                // Holdout runs of `profile overlap` are recorded too, but did not train.
+                .filter(|w| {
+                    w.stage == Stage::Instrumented.name()
+                        && w.success
+                        && runs.iter().any(|run| run.run_name() == w.name)
+                })
+                .map(|w| w.name.clone())
+                .collect();
+            let inputs = accounting
+                .valid_inputs()
+                .into_iter()
+                .map(Path::to_owned)
+                .collect();
+            TrainingToExport {
+                settings: instrumented.settings,
+                workloads,
+                inputs,
+            }
+        }
+    })
+}
+
+/// `inputs` merged into `output` (its bytes returned): a failed merge or rename leaves no
+/// `.partial` behind, and the file it would replace as it was.
+fn write_merged(cx: &Context, inputs: &[&Path], output: &Path) -> Result<Vec<u8>> {
+    let partial = output.with_extension("profdata.partial");
+    let written = merge_into(cx, inputs, &partial).and_then(|()| {
+        let data = crate::util::files::read(&partial)?;
+        std::fs::rename(&partial, output)
+            .with_context(|| format!("could not write {}", output.display()))?;
+        Ok(data)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written
 }
 
 /// Refuses an `export --output` that would overwrite its own metadata (`profile.json`: the
