@@ -84,14 +84,21 @@ fn compare_refuses_variants_that_were_not_built() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 10"]);
     fixture.run(&["build"]).success();
-    fixture
-        .run(&["compare", "baseline", "optimized"])
+    let unbuilt = fixture.run(&["compare", "baseline", "optimized"]);
+    unbuilt
         .failure()
         .stderr_contains("the optimized stage has not been built");
-    fixture
-        .run(&["compare", "baseline", "bolted"])
+    let unknown = fixture.run(&["compare", "baseline", "bolted"]);
+    unknown
         .failure()
         .stderr_contains("unknown variant `bolted`");
+    insta::assert_snapshot!(
+        "refusal_compare_unbuilt_and_unknown_variants",
+        crate::support::normalized(
+            &fixture,
+            &format!("{}\n{}", unbuilt.error_text(), unknown.error_text())
+        )
+    );
 }
 
 #[test]

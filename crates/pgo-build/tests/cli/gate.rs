@@ -103,6 +103,10 @@ fn the_gate_refuses_a_slower_build_and_a_stale_training() {
     gate.failure()
         .stderr_contains("stale: train: its inputs changed since it completed")
         .stderr_contains("not measured (stale)");
+    insta::assert_snapshot!(
+        "refusal_gate_stale_training",
+        crate::support::normalized(&fixture, &gate.error_text())
+    );
     assert!(
         !gate.stderr().contains("comparing baseline"),
         "{}",
@@ -305,11 +309,14 @@ fn a_gate_refused_early_writes_a_failed_provenance_over_the_last_one() {
     let provenance = fixture.layout().path("provenance.json");
     std::fs::create_dir_all(provenance.parent().unwrap()).unwrap();
     std::fs::write(&provenance, r#"{"passed": true, "failures": []}"#).unwrap();
-    fixture
-        .run(&["gate"])
-        .failure()
+    let gate = fixture.run(&["gate"]);
+    gate.failure()
         .stderr_contains("run `pgo-build run` first")
         .stderr_contains("provenance (refused)");
+    insta::assert_snapshot!(
+        "refusal_gate_nothing_staged",
+        crate::support::normalized(&fixture, &gate.error_text())
+    );
     let written = read_json(&provenance);
     assert_eq!(written["passed"], false, "{written}");
     assert!(
