@@ -542,7 +542,6 @@ const MAX_FUNCTION_LINES: usize = 120;
 /// The functions that were longer when the rule came, with their length then: a listed
 /// function may not grow, and one that fits the limit leaves the list, so it only shrinks.
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("pipeline/workload_runs.rs", "run_training", 234),
     ("wrappers/rustc/mod.rs", "wrap", 249),
 ];
 

@@ -104,32 +104,7 @@ pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> R
             .raw_profiles
             .clone()
             .filter(|_| !cx.config.pgo.keep_raw_profiles);
-        let mut outcome = match raw_dir {
-            Some(raw_dir) => {
-                let profdata = cx.profdata()?;
-                let (outcome, merged) =
-                    profiles::compact::while_running(&raw_dir, profdata, &cx.printer, || {
-                        target.run(&running, &cx.printer)
-                    });
-                let outcome = outcome?;
-                let merged = merged.with_context(|| {
-                    format!(
-                        "could not merge the raw profiles of workload `{}` in {}",
-                        workload.run_name(),
-                        raw_dir.display()
-                    )
-                })?;
-                if merged.files > 0 {
-                    cx.printer.detail(format!(
-                        "merged {} raw profiles ({}) as they were written",
-                        merged.files,
-                        crate::util::units::human_bytes(merged.raw_bytes)
-                    ));
-                }
-                outcome
-            }
-            None => target.run(&running, &cx.printer)?,
-        };
+        let mut outcome = run_compacting(cx, &target, &running, raw_dir, workload)?;
         // Processes that exited normally but whose profiles the runtime could not write
         // (a full disk): not a training run to use, nor processes stopped by signals.
         if let Some(failure) = exec::ProfileWriteFailure::find(&outcome.log_path) {
@@ -178,116 +153,187 @@ pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> R
             outcome.duration.as_secs_f64(),
             outcome.log_path.display()
         ));
-        run.report
-            .training
-            .retain(|w| !(w.name == workload.run_name() && w.stage == stage.name()));
-        run.report.training.push(WorkloadRecord {
-            name: workload.run_name().to_owned(),
-            stage: stage.name().to_owned(),
-            status: outcome.status.clone(),
-            success: outcome.success,
-            duration_secs: outcome.duration.as_secs_f64(),
-            log: outcome.log_path.clone(),
-            stopped: outcome.stopped.clone(),
-            services: outcome
-                .services
-                .iter()
-                .map(|s| ServiceRecord {
-                    name: s.name.clone(),
-                    status: s.status.clone(),
-                    asked_by: s.asked_by.clone(),
-                    ended_early: s.ended_early,
-                    killed: s.killed.clone(),
-                    stop_failure: s.stop_failure.clone(),
-                    log: s.log.clone(),
-                })
-                .collect(),
-        });
-        let profile_dir = &prepared.raw_profiles;
-        for service in &outcome.services {
-            let unwritten: Vec<String> = profile_dir
-                .iter()
-                .flat_map(|dir| {
-                    let pids: Vec<u32> = service
-                        .processes
-                        .iter()
-                        .map(|(pid, _)| *pid as u32)
-                        .collect();
-                    start_marker::unwritten(dir, &pids)
-                })
-                .filter_map(|pid| {
-                    let (_, name) = service.processes.iter().find(|(p, _)| *p as u32 == pid)?;
-                    Some(format!("{name} (pid {pid})"))
-                })
-                .collect();
-            if !unwritten.is_empty() && service.killed.is_empty() {
-                cx.caution(format!(
-                    "workload `{}` against the {} binaries: service `{}` was asked to stop \
-                     by {} and its process {} ended without writing a profile ({}). {SERVICE_FIX}",
+        record_training_run(run, stage, workload, &outcome);
+        caution_lost_profiles(
+            cx,
+            stage,
+            workload,
+            &outcome,
+            prepared.raw_profiles.as_deref(),
+        )?;
+        refuse_unless_allowed(cx, stage, workload, &outcome)?;
+    }
+    Ok(())
+}
+
+/// A workload's run against `target`, its raw profiles merged as they are written when they
+/// go to `raw_dir` (disk use does not grow with the processes).
+fn run_compacting(
+    cx: &Context,
+    target: &exec::RunSetup,
+    running: &Job,
+    raw_dir: Option<std::path::PathBuf>,
+    workload: &Workload,
+) -> Result<exec::Outcome> {
+    Ok(match raw_dir {
+        Some(raw_dir) => {
+            let profdata = cx.profdata()?;
+            let (outcome, merged) =
+                profiles::compact::while_running(&raw_dir, profdata, &cx.printer, || {
+                    target.run(running, &cx.printer)
+                });
+            let outcome = outcome?;
+            let merged = merged.with_context(|| {
+                format!(
+                    "could not merge the raw profiles of workload `{}` in {}",
                     workload.run_name(),
-                    stage.name(),
-                    service.name,
-                    service.asked_by,
-                    unwritten.join(", "),
-                    service.status
-                ))?;
+                    raw_dir.display()
+                )
+            })?;
+            if merged.files > 0 {
+                cx.printer.detail(format!(
+                    "merged {} raw profiles ({}) as they were written",
+                    merged.files,
+                    crate::util::units::human_bytes(merged.raw_bytes)
+                ));
             }
-            if let Some(problem) = service.problem() {
-                cx.caution(format!(
-                    "workload `{}` against the {} binaries: {problem}. What it ran is \
-                     missing from its profile. {SERVICE_FIX}",
-                    workload.run_name(),
-                    stage.name()
-                ))?;
-            }
+            outcome
         }
-        if !outcome.stopped.is_empty() {
-            // What the stopped processes wrote is known where profiles go: say that, not
-            // what a stopped process may fail to do.
-            let pids: Vec<u32> = outcome.stopped.iter().map(|p| p.pid as u32).collect();
-            let lost = match &profile_dir {
-                Some(dir) => match start_marker::unwritten(dir, &pids).len() {
-                    0 => "each wrote its profile (a signal handler, or continuous mode), \
-                          but the workload must not leave them to pgo-build"
-                        .to_owned(),
-                    n => format!(
-                        "{n} of them wrote no profile: a process stopped by a signal writes \
-                         none unless it calls pgo_build_rt::install() (SIGTERM, SIGINT) or \
-                         training runs in continuous mode (any signal)"
-                    ),
-                },
-                None => "a process stopped by a signal may write no profile".to_owned(),
-            };
+        None => target.run(running, &cx.printer)?,
+    })
+}
+
+/// The report's record of a training run (replacing the last one of that workload and stage).
+fn record_training_run(run: &mut Run, stage: Stage, workload: &Workload, outcome: &exec::Outcome) {
+    run.report
+        .training
+        .retain(|w| !(w.name == workload.run_name() && w.stage == stage.name()));
+    run.report.training.push(WorkloadRecord {
+        name: workload.run_name().to_owned(),
+        stage: stage.name().to_owned(),
+        status: outcome.status.clone(),
+        success: outcome.success,
+        duration_secs: outcome.duration.as_secs_f64(),
+        log: outcome.log_path.clone(),
+        stopped: outcome.stopped.clone(),
+        services: outcome
+            .services
+            .iter()
+            .map(|s| ServiceRecord {
+                name: s.name.clone(),
+                status: s.status.clone(),
+                asked_by: s.asked_by.clone(),
+                ended_early: s.ended_early,
+                killed: s.killed.clone(),
+                stop_failure: s.stop_failure.clone(),
+                log: s.log.clone(),
+            })
+            .collect(),
+    });
+}
+
+/// Cautions for profiles a run may have lost: services that did not write one, or failed,
+/// and processes pgo-build had to stop (what they wrote is known where profiles go).
+fn caution_lost_profiles(
+    cx: &Context,
+    stage: Stage,
+    workload: &Workload,
+    outcome: &exec::Outcome,
+    profile_dir: Option<&Path>,
+) -> Result<()> {
+    for service in &outcome.services {
+        let unwritten: Vec<String> = profile_dir
+            .iter()
+            .flat_map(|dir| {
+                let pids: Vec<u32> = service
+                    .processes
+                    .iter()
+                    .map(|(pid, _)| *pid as u32)
+                    .collect();
+                start_marker::unwritten(dir, &pids)
+            })
+            .filter_map(|pid| {
+                let (_, name) = service.processes.iter().find(|(p, _)| *p as u32 == pid)?;
+                Some(format!("{name} (pid {pid})"))
+            })
+            .collect();
+        if !unwritten.is_empty() && service.killed.is_empty() {
             cx.caution(format!(
-                "pgo-build had to stop processes of workload `{}`: {}; {lost}. Make the \
-                 workload stop its own children.",
+                "workload `{}` against the {} binaries: service `{}` was asked to stop \
+                 by {} and its process {} ended without writing a profile ({}). {SERVICE_FIX}",
                 workload.run_name(),
-                exec::describe_stopped(&outcome.stopped)
+                stage.name(),
+                service.name,
+                service.asked_by,
+                unwritten.join(", "),
+                service.status
             ))?;
         }
-        if !outcome.success {
-            let tail = exec::log_tail(&outcome.log_path, 20);
-            if workload.allow_failure {
-                cx.printer.warn(format!(
-                    "workload `{}` {} (allow_failure = true)",
-                    workload.run_name(),
-                    outcome.status
-                ));
-            } else {
-                bail!(
-                    "training workload `{}` {} against the {} binaries. Its output ends \
-                     with:\n{tail}\nFull log: {}\n{}Fix the workload, or set \
-                     allow_failure = true for it in {} if failing is expected.",
-                    workload.run_name(),
-                    outcome.status,
-                    stage.name(),
-                    outcome.log_path.display(),
-                    emulated_start_hint(cx)
-                        .map(|hint| format!("{hint}\n"))
-                        .unwrap_or_default(),
-                    cx.config.display_path()
-                );
-            }
+        if let Some(problem) = service.problem() {
+            cx.caution(format!(
+                "workload `{}` against the {} binaries: {problem}. What it ran is \
+                 missing from its profile. {SERVICE_FIX}",
+                workload.run_name(),
+                stage.name()
+            ))?;
+        }
+    }
+    if !outcome.stopped.is_empty() {
+        // What the stopped processes wrote is known where profiles go: say that, not
+        // what a stopped process may fail to do.
+        let pids: Vec<u32> = outcome.stopped.iter().map(|p| p.pid as u32).collect();
+        let lost = match profile_dir {
+            Some(dir) => match start_marker::unwritten(dir, &pids).len() {
+                0 => "each wrote its profile (a signal handler, or continuous mode), \
+                      but the workload must not leave them to pgo-build"
+                    .to_owned(),
+                n => format!(
+                    "{n} of them wrote no profile: a process stopped by a signal writes \
+                     none unless it calls pgo_build_rt::install() (SIGTERM, SIGINT) or \
+                     training runs in continuous mode (any signal)"
+                ),
+            },
+            None => "a process stopped by a signal may write no profile".to_owned(),
+        };
+        cx.caution(format!(
+            "pgo-build had to stop processes of workload `{}`: {}; {lost}. Make the \
+             workload stop its own children.",
+            workload.run_name(),
+            exec::describe_stopped(&outcome.stopped)
+        ))?;
+    }
+    Ok(())
+}
+
+/// A failed run fails training, with the end of its log, unless the workload allows failure.
+fn refuse_unless_allowed(
+    cx: &Context,
+    stage: Stage,
+    workload: &Workload,
+    outcome: &exec::Outcome,
+) -> Result<()> {
+    if !outcome.success {
+        let tail = exec::log_tail(&outcome.log_path, 20);
+        if workload.allow_failure {
+            cx.printer.warn(format!(
+                "workload `{}` {} (allow_failure = true)",
+                workload.run_name(),
+                outcome.status
+            ));
+        } else {
+            bail!(
+                "training workload `{}` {} against the {} binaries. Its output ends \
+                 with:\n{tail}\nFull log: {}\n{}Fix the workload, or set \
+                 allow_failure = true for it in {} if failing is expected.",
+                workload.run_name(),
+                outcome.status,
+                stage.name(),
+                outcome.log_path.display(),
+                emulated_start_hint(cx)
+                    .map(|hint| format!("{hint}\n"))
+                    .unwrap_or_default(),
+                cx.config.display_path()
+            );
         }
     }
     Ok(())
