@@ -10,8 +10,8 @@
 //! Arrows point down only: this module (the dispatcher) → `run`, `explore`, `gate` → the step
 //! modules in `steps/` (`doctor`, `plain_builds`, `train`, `optimize`, `bolt`, `compare`, `profile`,
 //! `shard`), which never import each other → the shared modules (`workload_runs`, `trained`,
-//! `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`, `requests`) → `context` →
-//! the modules outside `pipeline/`. ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
+//! `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`) → `context` → `requests`
+//! (plain data: what each step is asked) → the modules outside `pipeline/`. ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
 
 mod bundles;
 mod committed;

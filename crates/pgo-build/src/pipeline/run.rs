@@ -340,8 +340,12 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
             for stage in Stage::VARIANTS {
                 stage_json(&mut print, stage);
             }
+            // What the comparison asks, named: not a struct's Debug, which changes with it.
             let compare = run_compare_request(cx, options);
-            print.text("compare", &format!("{:?}", compare));
+            print.text("compare variants", &compare.variants.join(","));
+            print.text("compare rounds", &format!("{:?}", compare.rounds));
+            print.text("compare workloads", &compare.workloads.join(","));
+            print.text("compare seed", &compare.seed.to_string());
             workloads(&mut print, Role::Holdout);
         }
         // Not a stage of `run`: nothing to compare with.

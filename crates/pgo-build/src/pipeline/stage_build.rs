@@ -1,7 +1,9 @@
 //! One stage's cargo build, shared by `build`, `instrument`, `optimize` (and `explore`'s builds
 //! through them): the rustc wrapper and its memory budget, the link slots that bound the links,
 //! staging the binaries into `<stage>/bin/` with their `stage.json`, and the checks every
-//! staged build passes (size growth, BOLT-compatible profile).
+//! staged build passes (size growth, BOLT-compatible profile). Its cargo environment
+//! (`StageEnvironment`: pgo-build as linker, rustc wrapper and C compiler) is made here for
+//! the stage's build and for cargo workloads, which build the stage's units again.
 //!
 //! Invariant kept here: instrumented and optimized builds differ only in the profile flags.
 //! Both get `settings.common_rustflags`; what a stage adds is its `stage_rustflags`, and
