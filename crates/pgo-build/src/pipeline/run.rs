@@ -166,19 +166,13 @@ fn cached_step<T>(
         return Ok(None);
     }
     let value = timed_step(cx, run, step, body)?;
-    if let Some(fingerprint) = fingerprint(cx, step, &args.steps)? {
-        run.state.steps.insert(name.to_owned(), fingerprint);
-        if let Some(record) = run.report.step_record(name) {
-            run.state.runs.insert(name.to_owned(), record.clone());
-        }
-        run.state.save(&cx.layout)?;
-    }
+    record_completed(cx, run, step, &args.steps)?;
     Ok(Some(value))
 }
 
-/// Records a stage completed by its own command (`pgo-build optimize`, …) as `run` records
-/// its stages, so `run` reuses it while its inputs are unchanged and `gate` knows it is
-/// current. `options` are what it ran with.
+/// Records a step completed (by `run`, or by its own command: `pgo-build optimize`, …) with
+/// the fingerprint of its inputs, so `run` reuses it while they are unchanged and `gate`
+/// knows it is current. `options` are what it ran with.
 pub fn record_completed(
     cx: &Context,
     run: &mut Run,
