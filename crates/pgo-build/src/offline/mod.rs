@@ -6,6 +6,8 @@
 pub mod generate;
 pub mod init;
 
+use anyhow::{Context, Result, bail};
+
 use crate::cargo::workspace::Workspace;
 use crate::cli::{Cli, Command, GlobalArgs, ReportArgs};
 use crate::config::Config;
@@ -14,7 +16,6 @@ use crate::layout::Layout;
 use crate::layout::lock::RunLock;
 use crate::report::{Report, render, tables};
 use crate::util::printer::Printer;
-use anyhow::{Context, Result, bail};
 
 /// Runs `cli`'s command if it is one of these, or `None` for the pipeline's.
 pub fn execute(cli: &Cli, printer: &Printer) -> Option<Result<()>> {

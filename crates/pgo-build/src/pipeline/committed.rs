@@ -321,11 +321,11 @@ pub(crate) fn staleness(
     result
 }
 
-/// The carry setup of an optimized build from the committed profile `profile_use` (the path
-/// its flags name) whose text form is `text` (see `wrappers::rustc::crate_carry`): written beside the
+/// The carry setup of an optimized build from the committed profile `profile_use` (the path its
+/// flags name) whose text form is `text` (see `wrappers::rustc::crate_carry`): written beside the
 /// text, returned with the log the wrapper writes. The crates' own profiles go beside
-/// `profile_use`, outside the checkout like it; the log is per profile, so a build that
-/// recompiles nothing still finds what the last one carried.
+/// `profile_use`, outside the checkout like it; the log is per profile, so a build that recompiles
+/// nothing still finds what the last one carried.
 pub(crate) fn carry_setup(
     cx: &Context,
     profile_use: &Path,

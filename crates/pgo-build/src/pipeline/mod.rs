@@ -8,10 +8,11 @@
 //! and `run` is all of them in order; within one process a step hands the next its result.
 //!
 //! Arrows point down only: this module (the dispatcher) → `run`, `explore`, `gate` → the step
-//! modules in `steps/` (`doctor`, `plain_builds`, `train`, `optimize`, `bolt`, `compare`, `profile`,
-//! `shard`), which never import each other → the shared modules (`workload_runs`, `trained`,
-//! `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`) → `context` → `requests`
-//! (plain data: what each step is asked) → the modules outside `pipeline/`. ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
+//! modules in `steps/` (`doctor`, `plain_builds`, `train`, `optimize`, `bolt`, `compare`,
+//! `profile`, `shard`), which never import each other → the shared modules (`workload_runs`,
+//! `trained`, `stage_build`, `rustc_budget`, `bundles`, `committed`, `state`) → `context` →
+//! `requests` (plain data: what each step is asked) → the modules outside `pipeline/`.
+//! ARCHITECTURE.md has the map; `tests/tidy.rs` checks it.
 
 mod bundles;
 mod committed;

@@ -145,6 +145,15 @@ pub struct CompareRequest {
     pub against: Option<PathBuf>,
 }
 
+/// A comparison's choices once the flags, the configuration and the defaults have spoken.
+#[derive(Debug, Clone)]
+pub struct CompareSettings {
+    pub decider: Decider,
+    pub role: CompareRole,
+    pub rounds: Rounds,
+    pub budget_secs: u64,
+}
+
 impl CompareRequest {
     /// The comparison of `variants` on `workloads` (none: by their role) with every other
     /// choice left to the configuration and the defaults, at seed 1.
@@ -161,18 +170,7 @@ impl CompareRequest {
             against: None,
         }
     }
-}
 
-/// A comparison's choices once the flags, the configuration and the defaults have spoken.
-#[derive(Debug, Clone)]
-pub struct CompareSettings {
-    pub decider: Decider,
-    pub role: CompareRole,
-    pub rounds: Rounds,
-    pub budget_secs: u64,
-}
-
-impl CompareRequest {
     /// What verdicts rest on (see [`decider`]); the held-out workloads for instruction counts,
     /// else all; rounds: the flag, else one count and a repeat for instructions (nearly
     /// deterministic), else `[compare] rounds`, else auto; the budget: the flag, else

@@ -6,9 +6,11 @@
 //! previous record of that stage); `run` starts a fresh one. The JSON is versioned
 //! (`schema_version`) because CI scripts read it.
 //!
-//! `answer`: the verdict block every surface leads with; `file`: the [`Report`] itself; `records`: every record it keeps (the schema,
-//! `docs/report.schema.json`); `explore_records`: explore's (re-exported by `records`); `profile_records`, `bundle_records`: profiles' and merged bundles'; `tables`: their terminal tables; `history`: the comparisons as
-//! they ran; `render`: `pgo-build report`'s Markdown and HTML.
+//! `answer`: the verdict block every surface leads with; `file`: the [`Report`] itself; `records`:
+//! every record it keeps (the schema, `docs/report.schema.json`); `explore_records`: explore's
+//! (re-exported by `records`); `profile_records`, `bundle_records`: profiles' and merged bundles';
+//! `tables`: their terminal tables; `history`: the comparisons as they ran; `render`: `pgo-build
+//! report`'s Markdown and HTML.
 
 pub mod answer;
 mod bundle_records;
