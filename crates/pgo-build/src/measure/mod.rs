@@ -7,6 +7,7 @@
 pub mod counter;
 pub mod criterion;
 pub mod family;
+pub mod interval;
 pub mod memory;
 pub mod metric;
 pub mod metrics;

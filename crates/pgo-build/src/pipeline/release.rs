@@ -192,7 +192,7 @@ mod tests {
     use crate::measure::stats::summarize;
 
     fn summary(ratios: &[f64]) -> PairedSummary {
-        summarize(ratios, 1)
+        summarize(ratios)
     }
 
     #[test]

@@ -449,7 +449,7 @@ mod tests {
             binaries: None,
             budget_ran_out: false,
         };
-        let median = |r: &[f64]| crate::measure::stats::summarize(r, 1).median_ratio;
+        let median = |r: &[f64]| crate::measure::stats::summarize(r).median_ratio;
         report.compare = Some(CompareResult {
             decided_by: None,
             metric: Metric::Wall,

@@ -447,8 +447,8 @@ impl CandidateSummary {
     /// For tests: wall and CPU summaries of these per-round ratios, the reference taking 1 s.
     pub fn of_ratios(ratios: &[f64]) -> CandidateSummary {
         CandidateSummary {
-            wall: crate::measure::stats::summarize(ratios, 1),
-            cpu: crate::measure::stats::summarize(ratios, 1),
+            wall: crate::measure::stats::summarize(ratios),
+            cpu: crate::measure::stats::summarize(ratios),
             instructions: None,
             faults: None,
             reference_median_wall_secs: 1.0,

@@ -727,9 +727,9 @@ mod tests {
     fn comparison(instructions: bool) -> CompareResult {
         let ratios = [0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9];
         let summary = CandidateSummary {
-            wall: summarize(&ratios, 1),
-            cpu: summarize(&ratios, 1),
-            instructions: instructions.then(|| summarize(&[0.8; 7], 1)),
+            wall: summarize(&ratios),
+            cpu: summarize(&ratios),
+            instructions: instructions.then(|| summarize(&[0.8; 7])),
             faults: None,
             reference_median_wall_secs: 1.0,
             candidate_median_wall_secs: 0.9,
@@ -816,7 +816,7 @@ mod tests {
 
     #[test]
     fn fewer_page_faults_are_not_called_faster() {
-        let fewer = summarize(&[0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9], 1);
+        let fewer = summarize(&[0.9, 0.91, 0.89, 0.9, 0.92, 0.9, 0.9]);
         assert_eq!(
             super::verdict_text(&fewer, &Decider::Measured(Metric::Faults)),
             "fewer faults"

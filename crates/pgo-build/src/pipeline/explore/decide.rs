@@ -315,7 +315,6 @@ mod tests {
             family_level: None,
             family_ci: None,
             ratios: Vec::new(),
-            seed: 0,
         }
     }
 

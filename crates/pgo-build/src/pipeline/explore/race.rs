@@ -269,7 +269,7 @@ pub(super) fn race_variants(
             reference,
             &[candidate],
             rounds,
-            (alpha, 1, margin),
+            (alpha, margin),
             counted,
             &specs,
         )[candidate]
@@ -356,7 +356,7 @@ pub(super) fn count_undecided(
                     reference,
                     &[name.as_str()],
                     INSTRUCTION_ROUNDS,
-                    (stats::ALPHA, 1, margin),
+                    (stats::ALPHA, margin),
                     true,
                     &[],
                 )[name.as_str()]
@@ -492,7 +492,7 @@ mod tests {
                 wall(candidate) / wall(reference)
             })
             .collect();
-        stats::summarize_at(&ratios, 1, alpha)
+        stats::summarize_at(&ratios, alpha)
     }
 
     /// Simulated runs of variants with the given mean times.

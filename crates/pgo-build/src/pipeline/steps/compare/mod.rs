@@ -298,7 +298,7 @@ pub(crate) fn measure(
         c_compilers_differ: None,
     };
     if names.contains(&PREVIOUS) {
-        result.previous = against_previous(&result, (request.seed, alpha, margin));
+        result.previous = against_previous(&result, (alpha, margin));
     }
     if family == Family::Judged {
         judge_family(&mut result, alpha);

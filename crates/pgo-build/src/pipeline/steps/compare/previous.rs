@@ -105,7 +105,7 @@ pub(in crate::pipeline) fn previous_variant(
 /// by the figure verdicts rest on (the workload's metrics are in its runs).
 pub fn against_previous(
     result: &CompareResult,
-    (seed, alpha, margin): (u64, f64, f64),
+    (alpha, margin): (f64, f64),
 ) -> Vec<PreviousComparison> {
     let decider = result.decider();
     let mut found = Vec::new();
@@ -137,7 +137,7 @@ pub fn against_previous(
             PREVIOUS,
             &candidates,
             rounds,
-            (alpha, seed, margin),
+            (alpha, margin),
             result.counter.is_some(),
             &metrics,
         );

@@ -115,11 +115,11 @@ pub(super) fn compare_workload(
             names[0],
             &judged,
             rounds,
-            (looks.alpha, seed, looks.margin),
+            (looks.alpha, looks.margin),
             counter.is_some(),
             &workload.metrics,
         );
-        if look_settles(&candidates, looks.decider, seed, looks.deciding_level) {
+        if look_settles(&candidates, looks.decider, looks.deciding_level) {
             break;
         }
     }
@@ -212,12 +212,10 @@ pub(super) fn deciding_level(look_alpha: f64, workloads: usize, variants: usize)
 pub(super) fn look_settles(
     candidates: &BTreeMap<String, CandidateSummary>,
     decider: &Decider,
-    seed: u64,
     level: f64,
 ) -> bool {
     candidates.values().all(|c| {
-        stats::summarize_at(&c.judged(decider).ratios, seed, level)
-            .settled(stats::TARGET_HALF_WIDTH)
+        stats::summarize_at(&c.judged(decider).ratios, level).settled(stats::TARGET_HALF_WIDTH)
     })
 }
 

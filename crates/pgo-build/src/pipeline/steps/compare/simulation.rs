@@ -134,11 +134,11 @@ mod tests {
                         VARIANTS[0],
                         &judged,
                         rounds,
-                        (alpha, 1, 0.02),
+                        (alpha, 0.02),
                         false,
                         &metrics,
                     );
-                    if look_settles(&candidates, &Decider::Measured(Metric::Wall), 1, level) {
+                    if look_settles(&candidates, &Decider::Measured(Metric::Wall), level) {
                         break;
                     }
                 }
@@ -168,7 +168,7 @@ mod tests {
                 family: None,
                 c_compilers_differ: None,
             };
-            result.previous = against_previous(&result, (1, alpha, 0.02));
+            result.previous = against_previous(&result, (alpha, 0.02));
             if family {
                 judge_family(&mut result, alpha);
             }

@@ -53,7 +53,7 @@ pub(crate) fn summarize_candidates(
     reference: &str,
     candidates_of: &[&str],
     rounds: usize,
-    (alpha, seed, margin): (f64, u64, f64),
+    (alpha, margin): (f64, f64),
     counted: bool,
     metrics: &[MetricSpec],
 ) -> BTreeMap<String, CandidateSummary> {
@@ -110,10 +110,8 @@ pub(crate) fn summarize_candidates(
         candidates.insert(
             candidate.to_owned(),
             CandidateSummary {
-                wall: stats::summarize_at(&ratios(|r| r.wall_secs), seed, alpha)
-                    .within_margin(margin),
-                cpu: stats::summarize_at(&ratios(|r| r.cpu_secs), seed, alpha)
-                    .within_margin(margin),
+                wall: stats::summarize_at(&ratios(|r| r.wall_secs), alpha).within_margin(margin),
+                cpu: stats::summarize_at(&ratios(|r| r.cpu_secs), alpha).within_margin(margin),
                 instructions: counted.then(|| {
                     stats::summarize_counts(
                         &ratios(|r| r.instructions.unwrap_or(0) as f64),
@@ -121,7 +119,7 @@ pub(crate) fn summarize_candidates(
                     )
                 }),
                 faults: runs.iter().all(|r| r.faults.is_some()).then(|| {
-                    stats::summarize_at(&ratios(|r| r.faults.unwrap_or(0) as f64), seed, alpha)
+                    stats::summarize_at(&ratios(|r| r.faults.unwrap_or(0) as f64), alpha)
                         .within_margin(margin)
                 }),
                 reference_median_wall_secs: stats::median(&walls(reference)),
@@ -130,7 +128,7 @@ pub(crate) fn summarize_candidates(
                     runs,
                     (reference, candidate),
                     rounds,
-                    (alpha, seed, margin),
+                    (alpha, margin),
                     metrics,
                 ),
             },
@@ -259,7 +257,7 @@ pub(super) fn summarize_metrics(
     runs: &[RunSample],
     (reference, candidate): (&str, &str),
     rounds: usize,
-    (alpha, seed, margin): (f64, u64, f64),
+    (alpha, margin): (f64, f64),
     metrics: &[MetricSpec],
 ) -> BTreeMap<String, MetricComparison> {
     let mut compared = BTreeMap::new();
@@ -284,7 +282,7 @@ pub(super) fn summarize_metrics(
                     Direction::Higher => r / c,
                 })
                 .collect();
-            let mut summary = stats::summarize_at(&costs, seed, alpha).within_margin(margin);
+            let mut summary = stats::summarize_at(&costs, alpha).within_margin(margin);
             let both: Vec<f64> = of_reference.iter().chain(&of_candidate).copied().collect();
             // Values in coarse steps bound nothing and show no difference smaller than a step:
             // only a difference of at least one step is judged.
@@ -361,7 +359,7 @@ mod tests {
             runs.push(run(round, "base", &[("p50", bucket(round % 3 == 0))]));
             runs.push(run(round, "pgo", &[("p50", bucket(round % 4 == 0))]));
         }
-        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1, 0.02), &[spec]);
+        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 0.02), &[spec]);
         let p50 = &compared["p50"].summary;
         assert_eq!(p50.verdict, Verdict::TooCoarse, "{p50:?}");
         let note = p50.resolution_note.as_deref().unwrap();
@@ -381,7 +379,7 @@ mod tests {
             runs.push(run(round, "base", &[("rps", 1000.0 + noise)]));
             runs.push(run(round, "pgo", &[("rps", 1200.0 + noise)]));
         }
-        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1, 1.0), &[spec]);
+        let compared = summarize_metrics(&runs, ("base", "pgo"), 10, (0.05, 1.0), &[spec]);
         let rps = &compared["rps"];
         assert_eq!(rps.summary.verdict, Verdict::Faster, "{rps:?}");
         assert!(rps.summary.median_ratio < 0.85, "{rps:?}");
@@ -411,7 +409,7 @@ mod tests {
             &runs,
             ("base", "pgo"),
             10,
-            (0.05, 1, 1.0),
+            (0.05, 1.0),
             std::slice::from_ref(&spec),
         );
         assert_eq!(compared["latency.p50"].summary.verdict, Verdict::Faster);
@@ -430,7 +428,7 @@ mod tests {
                 r
             })
             .collect();
-        let compared = summarize_metrics(&worse, ("base", "pgo"), 10, (0.05, 1, 1.0), &[spec]);
+        let compared = summarize_metrics(&worse, ("base", "pgo"), 10, (0.05, 1.0), &[spec]);
         assert!(!compared["latency.p99"].tail_regression);
     }
 }
