@@ -346,7 +346,11 @@ mod tests {
             // second run of a round sees more of it.
             Noise::Drift => {
                 let step = 0.004 + 0.03 * (round as f64 * std::f64::consts::TAU / 7.0).cos();
-                if rng.next().is_multiple_of(2) { step } else { -step }
+                if rng.next().is_multiple_of(2) {
+                    step
+                } else {
+                    -step
+                }
             }
             _ => 0.0,
         };

@@ -6,6 +6,7 @@
 
 pub mod counter;
 pub mod criterion;
+pub mod decision;
 pub mod family;
 pub mod interval;
 pub mod memory;

@@ -458,22 +458,29 @@ pub fn interval_text(low: f64, high: f64) -> String {
 /// One bound of [`interval_text`]: rounded down (`up`: up) at two digits, more when rounding
 /// would carry it onto or across 1.
 pub fn bound_text(value: f64, up: bool) -> String {
+    outward(value, 1.0, up, 2)
+}
+
+/// `value` rounded away from the interval's inside (down for a lower bound, `up` for an upper
+/// one) to `digits` decimals, or more when rounding would carry it onto or across `pivot`.
+pub fn outward(value: f64, pivot: f64, up: bool, digits: usize) -> String {
     if !value.is_finite() {
         return format!("{value}");
     }
-    for digits in 2..=6 {
-        let scale = 10f64.powi(digits);
+    for digits in digits..=digits + 4 {
+        let scale = 10f64.powi(digits as i32);
         let rounded = if up {
             (value * scale - 1e-9).ceil() / scale
         } else {
             (value * scale + 1e-9).floor() / scale
         };
-        let same_side = (value < 1.0) == (rounded < 1.0) && (value > 1.0) == (rounded > 1.0);
+        let same_side =
+            (value < pivot) == (rounded < pivot) && (value > pivot) == (rounded > pivot);
         if same_side {
-            return format!("{rounded:.*}", digits as usize);
+            return format!("{rounded:.digits$}");
         }
     }
-    format!("{value:.6}")
+    format!("{value:.*}", digits + 4)
 }
 
 fn one() -> f64 {

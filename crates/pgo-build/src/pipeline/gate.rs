@@ -581,3 +581,60 @@ fn gate_verdicts(comparison: &CompareResult, shipped: Stage, margin: f64) -> Vec
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The answer and the gate judge the same comparison by the same rule: where the gate
+    /// passes the optimized build, the answer ships it or says it is not slower beyond the
+    /// margin; where the gate refuses it, the answer says not to ship it or that it is not
+    /// proven yet. Over every kind of outcome (faster, the same, not slower, open, slower, a
+    /// proven slowdown within the margin).
+    #[test]
+    fn the_answer_and_the_gate_agree_on_every_outcome() {
+        let cases: [&[f64]; 6] = [
+            &[0.8, 0.79, 0.81, 0.8, 0.78, 0.82, 0.8, 0.8, 0.79, 0.81],
+            &[
+                1.0, 1.004, 0.996, 1.002, 0.998, 1.001, 0.999, 1.0, 1.003, 0.997,
+            ],
+            &[0.9, 0.95, 1.01, 0.92, 1.005, 0.97, 0.88, 1.0, 0.93, 1.01],
+            &[0.8, 1.2, 0.9, 1.15, 0.85, 1.1, 0.95, 1.05, 0.9, 1.12],
+            &[1.2, 1.22, 1.19, 1.21, 1.2, 1.23, 1.2, 1.21, 1.19, 1.2],
+            &[
+                1.011, 1.012, 1.009, 1.01, 1.011, 1.012, 1.01, 1.009, 1.011, 1.01,
+            ],
+        ];
+        let (mut passed, mut refused) = (0, 0);
+        for ratios in cases {
+            let report = crate::report::answer::fixtures::report(ratios, ratios, 1000);
+            let comparison = report.compare.as_ref().unwrap();
+            let verdicts = gate_verdicts(comparison, Stage::Optimized, comparison.margin);
+            assert_eq!(verdicts.len(), 2);
+            let gate_passes = verdicts.iter().all(|v| v.passed);
+            let answer = crate::report::answer::answer(&report).unwrap();
+            let ships = ["Ship ", "No measurable difference", "No proven gain"]
+                .iter()
+                .any(|start| answer.headline.starts_with(start));
+            let refuses = ["Do not ship", "Not proven yet"]
+                .iter()
+                .any(|start| answer.headline.starts_with(start));
+            assert!(ships != refuses, "{}", answer.headline);
+            assert_eq!(
+                gate_passes,
+                ships,
+                "{ratios:?}: the gate {} but the answer says {:?} ({:?})",
+                if gate_passes { "passes" } else { "refuses" },
+                answer.headline,
+                verdicts.iter().map(|v| &v.detail).collect::<Vec<_>>()
+            );
+            if gate_passes {
+                passed += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        // Both kinds of outcome were judged.
+        assert_eq!((passed, refused), (3, 3));
+    }
+}

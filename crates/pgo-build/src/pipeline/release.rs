@@ -9,58 +9,75 @@ use serde::{Deserialize, Serialize};
 
 use super::context::Context;
 use crate::layout::Stage;
+use crate::measure::decision::{Standing, standing};
 use crate::measure::stats::{PairedSummary, Verdict};
 
 /// Bumped when a field changes meaning or goes; release tooling reads this file.
 pub const PROVENANCE_SCHEMA_VERSION: u32 = 1;
 
-/// Whether one held-out workload lets the variant ship against `against`: only when the
-/// interval of its cost ratio lies below 1 + `margin` (faster, or the same within the
-/// margin). A wide interval is not evidence of "not slower".
+/// Whether one held-out workload lets the variant ship against `against`, by the rule every
+/// decision uses (`measure::decision`): faster, the same within `margin`, or not slower by
+/// more than it; never a measured slowdown, and never a wide interval (missing evidence does
+/// not ship).
 pub fn workload_check(summary: &PairedSummary, margin: f64) -> (bool, String) {
+    let (low, high) = summary.verdict_interval();
     let interval = format!(
-        "{:+.1}% ({:+.1}% … {:+.1}%)",
-        (summary.median_ratio - 1.0) * 100.0,
-        (summary.ci_low - 1.0) * 100.0,
-        (summary.ci_high - 1.0) * 100.0
+        "{} ({} … {})",
+        percent_text(summary.median_ratio),
+        percent_bound(low, false),
+        percent_bound(high, true)
     );
-    if summary.verdict == Verdict::TooFewRounds {
-        // The rounds this verdict needs at its level in the comparison's family, as the
-        // comparison says (never fewer than a verdict needs alone).
-        let needed = (summary.pairs + summary.more_rounds.unwrap_or_default())
-            .max(crate::measure::stats::MIN_PAIRS);
-        return (
-            false,
-            format!(
-                "{interval}: too few rounds for a verdict ({} ran; at least {needed}, \
-                 --rounds {needed})",
-                summary.pairs
-            ),
-        );
-    }
-    if summary.ci_high <= 1.0 + margin {
-        let what = if summary.verdict == Verdict::Faster {
-            "faster".to_owned()
-        } else {
-            format!("not slower by more than the {:.1}% margin", margin * 100.0)
-        };
-        return (true, format!("{interval}: {what}"));
-    }
-    if summary.verdict == Verdict::Slower {
-        return (false, format!("{interval}: slower"));
-    }
-    let more = summary
-        .more_rounds
-        .map(|n| format!("; ~{n} more rounds (--rounds) could settle it"))
-        .unwrap_or_default();
-    (
-        false,
-        format!(
-            "{interval}: not shown within the {:.1}% margin (the interval reaches {:+.1}%){more}",
-            margin * 100.0,
-            (summary.ci_high - 1.0) * 100.0
+    let standing = standing(summary, margin);
+    let margin_text = format!("{:.1}%", margin * 100.0);
+    let detail = match standing {
+        Standing::Better => "faster".to_owned(),
+        Standing::Same => format!("no difference beyond the ±{margin_text} margin"),
+        Standing::NotWorse => {
+            format!("not slower by more than the {margin_text} margin (and not shown faster)")
+        }
+        Standing::Worse if high <= 1.0 + margin => format!(
+            "slower (by less than the {margin_text} margin, but measured: a proven slowdown \
+             does not ship)"
         ),
-    )
+        Standing::Worse => "slower".to_owned(),
+        Standing::Open if summary.verdict == Verdict::TooFewRounds => {
+            // The rounds this verdict needs at its level in the comparison's family, as the
+            // comparison says (never fewer than a verdict needs alone).
+            let needed = (summary.pairs + summary.more_rounds.unwrap_or_default())
+                .max(crate::measure::stats::MIN_PAIRS);
+            format!(
+                "too few rounds for a verdict ({} ran; at least {needed}, --rounds {needed})",
+                summary.pairs
+            )
+        }
+        Standing::Open => {
+            let more = summary
+                .more_rounds
+                .map(|n| format!("; ~{n} more rounds (--rounds) could settle it"))
+                .unwrap_or_default();
+            format!(
+                "not shown within the {margin_text} margin (the interval reaches {}){more}",
+                percent_bound(high, true)
+            )
+        }
+    };
+    (standing.may_ship(), format!("{interval}: {detail}"))
+}
+
+/// A ratio as a signed percentage change, "+1.9%".
+fn percent_text(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+/// A bound of an interval of ratios as a signed percentage, rounded outward and never onto
+/// the other side of no change (see `stats::outward`).
+fn percent_bound(ratio: f64, up: bool) -> String {
+    let text = crate::measure::stats::outward((ratio - 1.0) * 100.0, 0.0, up, 1);
+    if text.starts_with('-') {
+        format!("{text}%")
+    } else {
+        format!("+{text}%")
+    }
 }
 
 /// `provenance.json`: what shipped, from what, and the evidence it may.
@@ -205,7 +222,24 @@ mod tests {
         let (passed, detail) = workload_check(&same, 0.02);
         assert!(passed, "{detail}");
         assert!(
-            detail.contains("not slower by more than the 2.0% margin"),
+            detail.contains("no difference beyond the ±2.0% margin"),
+            "{detail}"
+        );
+        // Not shown faster, and not slower by more than the margin: it may ship, and says so.
+        let not_worse = summary(&[0.9, 0.95, 1.01, 0.92, 1.005, 0.97, 0.88, 1.0, 0.93, 1.01]);
+        let (passed, detail) = workload_check(&not_worse, 0.02);
+        assert!(passed, "{detail}");
+        assert!(
+            detail.contains("not slower by more than the 2.0% margin (and not shown faster)"),
+            "{detail}"
+        );
+        // Instruction counts 1.8% higher, repeated within 0.01%: slower, though inside the
+        // margin. The answer calls it slower, and so does the gate.
+        let counted = crate::measure::stats::summarize_counts(&[1.018, 1.0181], Some(0.0001));
+        let (passed, detail) = workload_check(&counted, 0.02);
+        assert!(!passed, "{detail}");
+        assert!(
+            detail.starts_with("+1.8% (+1.7% … +2.0%): slower (by less than the 2.0% margin"),
             "{detail}"
         );
         let slower = summary(&[1.2, 1.22, 1.19, 1.21, 1.2, 1.23, 1.2, 1.21, 1.19, 1.2]);

@@ -31,10 +31,11 @@ pub use profile_records::{
     Staleness,
 };
 pub use records::{
-    BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidateSummary,
-    CompareResult, CompareRun, CrateFigures, ExploreRecommendation, ExploreResult, ExploreSpeed,
-    ExploreStageCost, ExploreVariantRecord, FamilyRule, GraphBound, LinkSummary, MetricComparison,
-    OrderRecord, PreviousComparison, RejectedProfile, RunSample, RustcSummary, ServiceRecord,
-    StageCache, StepRecord, StoppedProcess, Traces, WorkloadComparison, WorkloadRecord,
-    decider_label, invocation, metric_label, now_unix, verdict_text,
+    BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidatePair,
+    CandidateSummary, CompareResult, CompareRun, CrateFigures, ExploreRecommendation,
+    ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord, FamilyRule, GraphBound,
+    LinkSummary, MetricComparison, OrderRecord, PreviousComparison, RejectedProfile, RunSample,
+    RustcSummary, ServiceRecord, StageCache, StepRecord, StoppedProcess, Traces,
+    WorkloadComparison, WorkloadRecord, decider_label, invocation, metric_label, now_unix,
+    verdict_text,
 };

@@ -202,6 +202,30 @@ pub struct CompareResult {
     /// user's, a cross-language stage's by clang): what the figures measure besides PGO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub c_compilers_differ: Option<String>,
+    /// Each candidate against the candidate it was made from (bolt against optimized), on
+    /// each workload, by the figure verdicts rest on: from the same rounds, judged in the same
+    /// family. What decides whether BOLT is worth shipping over the optimized build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub between: Vec<CandidatePair>,
+    /// `[compare] margin` when it ran: differences within it are too small to matter (absent
+    /// in reports before schema 12: the default, 2%).
+    #[serde(default = "default_margin")]
+    pub margin: f64,
+}
+
+fn default_margin() -> f64 {
+    crate::measure::metric::DEFAULT_MARGIN
+}
+
+/// A candidate against another candidate on one workload (see [`CompareResult::between`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CandidatePair {
+    pub workload: String,
+    /// The later build (`bolt`)…
+    pub candidate: String,
+    /// …and the one it was made from (`optimized`).
+    pub reference: String,
+    pub summary: PairedSummary,
 }
 
 /// The rule that keeps the verdicts of one comparison together at one level (see

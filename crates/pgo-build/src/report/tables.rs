@@ -762,6 +762,8 @@ mod tests {
             previous: Vec::new(),
             family: None,
             c_compilers_differ: None,
+            between: Vec::new(),
+            margin: 0.02,
         }
     }
 

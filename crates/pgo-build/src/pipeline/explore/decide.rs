@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::variants::{BASELINE, PGO};
 use crate::config::{self, Growth};
+use crate::measure::decision::{Outcome, outcome, standing};
 use crate::measure::stats::{self, PairedSummary, Verdict};
 use crate::report::{ExploreRecommendation, ExploreSpeed, ExploreVariantRecord};
 
@@ -138,8 +139,10 @@ pub fn recommend(
             })
         }
         Some((pgo, vs_baseline))
-            if matches!(vs_baseline.verdict, Verdict::Slower | Verdict::NoDifference)
-                || pgo.over_size_limit =>
+            if matches!(
+                outcome_over(&vs_baseline.workloads, margin),
+                Some(Outcome::Worse | Outcome::Mixed | Outcome::Same | Outcome::NotWorse)
+            ) || pgo.over_size_limit =>
         {
             Decision::Recommend(ExploreRecommendation {
                 variant: BASELINE.to_owned(),
@@ -148,13 +151,22 @@ pub fn recommend(
                     "{none_better}, and pgo is {} ({:+.1}%, {})",
                     if pgo.over_size_limit {
                         "over [pgo] max_size_growth".to_owned()
-                    } else if vs_baseline.verdict == Verdict::Slower {
-                        "slower than the baseline".to_owned()
                     } else {
-                        format!(
-                            "the same as the baseline within the margin of {:.1}%",
-                            margin * 100.0
-                        )
+                        match outcome_over(&vs_baseline.workloads, margin) {
+                            Some(Outcome::Worse) => "slower than the baseline".to_owned(),
+                            Some(Outcome::Mixed) => {
+                                "slower than the baseline on some workloads".to_owned()
+                            }
+                            Some(Outcome::NotWorse) => format!(
+                                "not slower than the baseline by more than the margin of \
+                                 {:.1}%, and not shown faster",
+                                margin * 100.0
+                            ),
+                            _ => format!(
+                                "the same as the baseline within the margin of {:.1}%",
+                                margin * 100.0
+                            ),
+                        }
                     },
                     -percent(vs_baseline.ratio),
                     evidence_of(vs_baseline)
@@ -203,36 +215,31 @@ pub(super) fn evidence_of(speed: &ExploreSpeed) -> String {
         .join("; ")
 }
 
-/// Whether a comparison shows the two equivalent: its interval lies within 1 ± `margin`.
-pub(super) fn equivalent(summary: &PairedSummary, margin: f64) -> bool {
-    summary.verdict != Verdict::TooFewRounds
-        && summary.ci_low >= 1.0 - margin
-        && summary.ci_high <= 1.0 + margin
-}
-
-/// The verdict over several workloads: faster when faster on some and equivalent (within
-/// `margin`) on the rest, slower likewise, the same when equivalent on all; otherwise
+/// The verdict over several workloads, by the rule every decision uses
+/// (`measure::decision`): faster when better on some and the same or not worse on the rest,
+/// slower when worse on some and better on none, the same when the same on all; otherwise
 /// inconclusive (or too few rounds).
 pub(super) fn verdict_over(workloads: &BTreeMap<String, PairedSummary>, margin: f64) -> Verdict {
-    let count = |verdict: Verdict| workloads.values().filter(|s| s.verdict == verdict).count();
-    let (faster, slower) = (count(Verdict::Faster), count(Verdict::Slower));
-    let same = workloads
+    if workloads
         .values()
-        .filter(|s| {
-            !matches!(s.verdict, Verdict::Faster | Verdict::Slower) && equivalent(s, margin)
-        })
-        .count();
-    if count(Verdict::TooFewRounds) > 0 {
-        Verdict::TooFewRounds
-    } else if faster > 0 && slower == 0 && faster + same == workloads.len() {
-        Verdict::Faster
-    } else if slower > 0 && faster == 0 && slower + same == workloads.len() {
-        Verdict::Slower
-    } else if same == workloads.len() {
-        Verdict::NoDifference
-    } else {
-        Verdict::Inconclusive
+        .any(|s| s.verdict == Verdict::TooFewRounds)
+    {
+        return Verdict::TooFewRounds;
     }
+    match outcome_over(workloads, margin) {
+        Some(Outcome::Better) => Verdict::Faster,
+        Some(Outcome::Worse) => Verdict::Slower,
+        Some(Outcome::Same) => Verdict::NoDifference,
+        _ => Verdict::Inconclusive,
+    }
+}
+
+/// Where a variant stands over the workloads (see `measure::decision`).
+pub(super) fn outcome_over(
+    workloads: &BTreeMap<String, PairedSummary>,
+    margin: f64,
+) -> Option<Outcome> {
+    outcome(workloads.values().map(|s| standing(s, margin)))
 }
 
 /// A speed over several workloads: the geometric mean of their median ratios, and the

@@ -315,6 +315,8 @@ mod tests {
             previous: Vec::new(),
             family: None,
             c_compilers_differ: None,
+            between: Vec::new(),
+            margin: 0.02,
         };
         let mut html = String::new();
         compare_section(&compare, &mut html);

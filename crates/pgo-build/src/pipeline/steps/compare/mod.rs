@@ -20,7 +20,7 @@ use crate::pipeline::workload_runs::{check_cargo_targets, remove_logs_of_unknown
 use crate::report::CompareResult;
 use crate::report::tables::{benchmark_table, compare_table, metrics_table};
 use checks::emulation_note;
-use previous::previous_variant;
+use previous::{against, previous_variant};
 use rounds::{Looks, compare_workload, compare_workloads};
 use variant::compare_variants;
 
@@ -254,7 +254,9 @@ pub(crate) fn measure(
         .then(|| std::time::Instant::now() + std::time::Duration::from_secs(budget_secs));
     // A look settles a workload only when its verdicts are reached where the family puts
     // them, not merely at the look's own level.
-    let deciding_level = rounds::deciding_level(alpha, workloads.len(), variants.len());
+    let pairs = made_from(variants);
+    let deciding_level =
+        rounds::deciding_level(alpha, workloads.len(), variants.len() - 1 + pairs.len());
     let mut comparisons = Vec::new();
     for workload in &workloads {
         comparisons.push(compare_workload(
@@ -268,6 +270,7 @@ pub(crate) fn measure(
                 margin,
                 deadline,
                 deciding_level,
+                pairs: &pairs,
             },
             request.seed,
             counter.as_ref(),
@@ -296,14 +299,45 @@ pub(crate) fn measure(
         previous: Vec::new(),
         family: None,
         c_compilers_differ: None,
+        between: Vec::new(),
+        margin,
     };
     if names.contains(&PREVIOUS) {
         result.previous = against_previous(&result, (alpha, margin));
+    }
+    for (candidate, reference) in &pairs {
+        result.between.extend(against(
+            &result,
+            reference,
+            &[candidate.as_str()],
+            (alpha, margin),
+        ));
     }
     if family == Family::Judged {
         judge_family(&mut result, alpha);
     }
     Ok(result)
+}
+
+/// The candidates made from another candidate (`bolt` from `optimized`: its stage manifest
+/// names the other as its input), each with that one.
+fn made_from(variants: &[Compared]) -> Vec<(String, String)> {
+    let candidates: Vec<&str> = variants[1..]
+        .iter()
+        .map(|v| v.name.as_str())
+        .filter(|name| *name != PREVIOUS)
+        .collect();
+    variants[1..]
+        .iter()
+        .filter(|v| v.name != PREVIOUS)
+        .flat_map(|v| {
+            v.manifest
+                .upstream
+                .keys()
+                .filter(|input| **input != v.name && candidates.contains(&input.as_str()))
+                .map(|input| (v.name.clone(), input.clone()))
+        })
+        .collect()
 }
 
 /// How the rounds are planned, in words: "10 rounds", or auto's looks, level and budget.

@@ -15,7 +15,7 @@ use crate::cargo::manifest::StagedBinary;
 use crate::layout::{Layout, Stage};
 use crate::measure::metrics::MetricSpec;
 use crate::pipeline::context::Context;
-use crate::report::{CompareResult, PreviousComparison, decider_label};
+use crate::report::{CandidatePair, CompareResult, PreviousComparison, decider_label};
 
 /// The variant's name in tables, logs and the report.
 pub const PREVIOUS: &str = "previous";
@@ -107,16 +107,35 @@ pub fn against_previous(
     result: &CompareResult,
     (alpha, margin): (f64, f64),
 ) -> Vec<PreviousComparison> {
+    let candidates: Vec<&str> = result
+        .candidates
+        .iter()
+        .map(String::as_str)
+        .filter(|c| *c != PREVIOUS)
+        .collect();
+    against(result, PREVIOUS, &candidates, (alpha, margin))
+        .into_iter()
+        .map(|pair| PreviousComparison {
+            workload: pair.workload,
+            candidate: pair.candidate,
+            summary: pair.summary,
+        })
+        .collect()
+}
+
+/// Each of `candidates` against `reference` (another variant of the same rounds) on each
+/// workload of `result`, by the figure verdicts rest on (the workload's metrics are in its
+/// runs).
+pub fn against(
+    result: &CompareResult,
+    reference: &str,
+    candidates: &[&str],
+    (alpha, margin): (f64, f64),
+) -> Vec<CandidatePair> {
     let decider = result.decider();
     let mut found = Vec::new();
     for workload in &result.workloads {
         let rounds = workload.runs.iter().map(|r| r.round).max().unwrap_or(0);
-        let candidates: Vec<&str> = result
-            .candidates
-            .iter()
-            .map(String::as_str)
-            .filter(|c| *c != PREVIOUS)
-            .collect();
         // The workload's metrics as its summaries against the reference declared them.
         let metrics: Vec<MetricSpec> = workload
             .candidates
@@ -134,17 +153,18 @@ pub fn against_previous(
             .unwrap_or_default();
         let summaries = summarize_candidates(
             &workload.runs,
-            PREVIOUS,
-            &candidates,
+            reference,
+            candidates,
             rounds,
             (alpha, margin),
             result.counter.is_some(),
             &metrics,
         );
         for (candidate, summary) in summaries {
-            found.push(PreviousComparison {
+            found.push(CandidatePair {
                 workload: workload.workload.clone(),
                 candidate,
+                reference: reference.to_owned(),
                 summary: summary.judged(&decider).clone(),
             });
         }

@@ -119,7 +119,22 @@ pub(super) fn compare_workload(
             counter.is_some(),
             &workload.metrics,
         );
-        if look_settles(&candidates, looks.decider, looks.deciding_level) {
+        // Each candidate against the one it was made from too (bolt against optimized):
+        // the answer decides by it.
+        let pairs = looks.pairs.iter().flat_map(|(candidate, reference)| {
+            summarize_candidates(
+                &runs,
+                reference,
+                &[candidate.as_str()],
+                rounds,
+                (looks.alpha, looks.margin),
+                counter.is_some(),
+                &workload.metrics,
+            )
+            .into_values()
+        });
+        let judged: Vec<CandidateSummary> = candidates.values().cloned().chain(pairs).collect();
+        if look_settles(&judged, looks.decider, looks.deciding_level) {
             break;
         }
     }
@@ -199,22 +214,19 @@ fn binaries_of(
 }
 
 /// The level a deciding verdict gets in the family at the least: Bonferroni over the deciding
-/// verdicts (one per workload and candidate, the last release included), which Holm never does
-/// worse than, at the deciding figure's share of the look's level.
-pub(super) fn deciding_level(look_alpha: f64, workloads: usize, variants: usize) -> f64 {
-    let deciding_verdicts = (workloads * variants.saturating_sub(1)).max(1);
+/// verdicts (one per workload and candidate, the last release included, and one per pair of
+/// candidates made one from the other), which Holm never does worse than, at the deciding
+/// figure's share of the look's level.
+pub(super) fn deciding_level(look_alpha: f64, workloads: usize, verdicts_each: usize) -> f64 {
+    let deciding_verdicts = (workloads * verdicts_each).max(1);
     look_alpha * crate::measure::family::PRIMARY_SHARE / deciding_verdicts as f64
 }
 
 /// Whether a look settles a workload: every candidate's deciding verdict is reached, or its
 /// interval is within the target half-width, at `level` (a verdict reached only at the look's
 /// own level could still be overruled by the family, so stopping would not conclude).
-pub(super) fn look_settles(
-    candidates: &BTreeMap<String, CandidateSummary>,
-    decider: &Decider,
-    level: f64,
-) -> bool {
-    candidates.values().all(|c| {
+pub(super) fn look_settles(candidates: &[CandidateSummary], decider: &Decider, level: f64) -> bool {
+    candidates.iter().all(|c| {
         stats::summarize_at(&c.judged(decider).ratios, level).settled(stats::TARGET_HALF_WIDTH)
     })
 }
@@ -603,6 +615,8 @@ pub(super) struct Looks<'a> {
     pub(super) deadline: Option<std::time::Instant>,
     /// The level a deciding verdict must be reached at for a look to settle the workload.
     pub(super) deciding_level: f64,
+    /// Candidates judged against the candidate they were made from (bolt, optimized).
+    pub(super) pairs: &'a [(String, String)],
 }
 
 /// Each criterion benchmark's estimate of every candidate against the reference (the first

@@ -113,7 +113,7 @@ mod tests {
         /// each workload's rounds stopped where `compare` would stop them.
         fn compare(&self, rng: &mut stats::SplitMix64, family: bool) -> CompareResult {
             let alpha = stats::ALPHA / self.looks.len() as f64;
-            let level = deciding_level(alpha, self.workloads, VARIANTS.len());
+            let level = deciding_level(alpha, self.workloads, VARIANTS.len() - 1);
             let metrics = metrics();
             let judged = [VARIANTS[1]];
             let work = [1.0, self.work, self.work];
@@ -138,7 +138,8 @@ mod tests {
                         false,
                         &metrics,
                     );
-                    if look_settles(&candidates, &Decider::Measured(Metric::Wall), level) {
+                    let judged: Vec<_> = candidates.values().cloned().collect();
+                    if look_settles(&judged, &Decider::Measured(Metric::Wall), level) {
                         break;
                     }
                 }
@@ -167,6 +168,8 @@ mod tests {
                 previous: Vec::new(),
                 family: None,
                 c_compilers_differ: None,
+                between: Vec::new(),
+                margin: 0.02,
             };
             result.previous = against_previous(&result, (alpha, 0.02));
             if family {

@@ -191,6 +191,9 @@ pub(super) fn visit_family(
     for previous in result.previous.iter().filter(|p| judgeable(&p.summary)) {
         visit(&previous.summary, Rank::Primary);
     }
+    for pair in result.between.iter().filter(|p| judgeable(&p.summary)) {
+        visit(&pair.summary, Rank::Primary);
+    }
 }
 
 /// [`visit_family`], to change each summary.
@@ -206,6 +209,9 @@ fn visit_family_mut(result: &mut CompareResult, visit: &mut dyn FnMut(&mut Paire
     }
     for previous in result.previous.iter_mut().filter(|p| judgeable(&p.summary)) {
         visit(&mut previous.summary);
+    }
+    for pair in result.between.iter_mut().filter(|p| judgeable(&p.summary)) {
+        visit(&mut pair.summary);
     }
 }
 
