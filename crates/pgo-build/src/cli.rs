@@ -246,7 +246,8 @@ pub struct GateArgs {
     /// The binaries of the last release: the build must not be slower than them either
     #[arg(long, value_name = "DIR")]
     pub against: Option<std::path::PathBuf>,
-    /// What decides (default: [compare] metric, else wall), as for `compare`
+    /// What decides (default: [compare] metric, else the services' own CPU time, services.cpu,
+    /// where a held-out workload has services, else wall), as for `compare`
     #[arg(long, value_name = "wall|cpu|instructions|faults|NAME")]
     pub metric: Option<Decider>,
     /// How long the gate may count instructions for the workloads that the deciding metric
@@ -266,7 +267,8 @@ pub struct ExploreArgs {
     /// and a repeat)
     #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::measure::metric::MAX_ROUNDS as u64))]
     pub rounds: Option<usize>,
-    /// What speed is (default: [compare] metric, else wall): wall-clock time, CPU time of the
+    /// What speed is (default: [compare] metric, else the services' own CPU time, services.cpu,
+    /// where a held-out workload has services, else wall): wall-clock time, CPU time of the
     /// process tree, instructions, or a metric the holdout workloads report
     #[arg(long, value_name = "wall|cpu|instructions|NAME")]
     pub metric: Option<Decider>,
@@ -429,7 +431,7 @@ pub struct CompareArgs {
     /// ([[workload.metric]]: `p99_ms`, `latency.p99`)
     #[arg(long, value_name = "wall|cpu|instructions|faults|NAME")]
     pub metric: Option<Decider>,
-    /// Seed of the bootstrap resampling
+    /// Seed of the random order the variants run in, drawn afresh each round
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Exit non-zero when a holdout workload's verdict is "slower"

@@ -455,6 +455,32 @@ pub fn interval_text(low: f64, high: f64) -> String {
     format!("{}–{}", bound_text(low, false), bound_text(high, true))
 }
 
+/// A ratio as a signed change: "+1.9%".
+pub fn change_text(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+/// A bound of an interval of ratios as a signed change, rounded outward and never onto or
+/// across no change (see [`outward`]): "+0.04%" rather than "+0.0%".
+pub fn change_bound(ratio: f64, up: bool) -> String {
+    let text = outward((ratio - 1.0) * 100.0, 0.0, up, 1);
+    if text.starts_with('-') {
+        format!("{text}%")
+    } else {
+        format!("+{text}%")
+    }
+}
+
+/// "-12.3% (-15.0% … -9.1%)": a median ratio and an interval of it, as changes.
+pub fn change_with_interval(median: f64, (low, high): (f64, f64)) -> String {
+    format!(
+        "{} ({} … {})",
+        change_text(median),
+        change_bound(low, false),
+        change_bound(high, true)
+    )
+}
+
 /// One bound of [`interval_text`]: rounded down (`up`: up) at two digits, more when rounding
 /// would carry it onto or across 1.
 pub fn bound_text(value: f64, up: bool) -> String {

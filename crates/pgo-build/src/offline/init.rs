@@ -91,10 +91,11 @@ pub fn config_text(workspace: &Workspace) -> String {
          # [bolt]\n\
          # enabled = false            # true: BOLT after PGO (needs llvm-bolt of rustc's LLVM)\n\
          \n\
-         # [compare]\n\
-         # rounds = 10                # paired A/B rounds of the comparison\n\
+         # [compare]                  # the defaults:\n\
+         # rounds = \"auto\"            # paired rounds: looks after 10, 20, 40, or a number\n\
+         # budget = 300               # seconds the rounds of \"auto\" may take\n\
          # margin = \"2%\"              # differences within ±2% count as none\n\
-         # metric = \"wall\"            # or cpu, instructions, or a metric a workload reports\n\
+         # metric: unset, services.cpu where a held-out workload has services, else wall\n\
          \n",
         quoted.join(", ")
     );

@@ -168,9 +168,9 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     let text = init::config_text(&workspace);
     crate::util::files::write_atomically(&path, text.as_bytes())?;
     printer.info(format!(
-        "wrote {}: {} binaries, training {}",
+        "wrote {}: {}, training {}",
         path.display(),
-        workspace.binaries.len(),
+        crate::util::units::count(workspace.binaries.len(), "binary", "binaries"),
         match workspace.benches.first() {
             Some(bench) => format!("from the benchmark `{}`", bench.name),
             None => "from a placeholder command: replace it with real work".to_owned(),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::context::Context;
 use crate::layout::Stage;
 use crate::measure::decision::{Standing, standing};
-use crate::measure::stats::{PairedSummary, Verdict};
+use crate::measure::stats::{PairedSummary, Verdict, change_bound, change_with_interval};
 
 /// Bumped when a field changes meaning or goes; release tooling reads this file.
 pub const PROVENANCE_SCHEMA_VERSION: u32 = 1;
@@ -21,12 +21,7 @@ pub const PROVENANCE_SCHEMA_VERSION: u32 = 1;
 /// not ship).
 pub fn workload_check(summary: &PairedSummary, margin: f64) -> (bool, String) {
     let (low, high) = summary.verdict_interval();
-    let interval = format!(
-        "{} ({} … {})",
-        percent_text(summary.median_ratio),
-        percent_bound(low, false),
-        percent_bound(high, true)
-    );
+    let interval = change_with_interval(summary.median_ratio, (low, high));
     let standing = standing(summary, margin);
     let margin_text = format!("{:.1}%", margin * 100.0);
     let detail = match standing {
@@ -57,27 +52,11 @@ pub fn workload_check(summary: &PairedSummary, margin: f64) -> (bool, String) {
                 .unwrap_or_default();
             format!(
                 "not shown within the {margin_text} margin (the interval reaches {}){more}",
-                percent_bound(high, true)
+                change_bound(high, true)
             )
         }
     };
     (standing.may_ship(), format!("{interval}: {detail}"))
-}
-
-/// A ratio as a signed percentage change, "+1.9%".
-fn percent_text(ratio: f64) -> String {
-    format!("{:+.1}%", (ratio - 1.0) * 100.0)
-}
-
-/// A bound of an interval of ratios as a signed percentage, rounded outward and never onto
-/// the other side of no change (see `stats::outward`).
-fn percent_bound(ratio: f64, up: bool) -> String {
-    let text = crate::measure::stats::outward((ratio - 1.0) * 100.0, 0.0, up, 1);
-    if text.starts_with('-') {
-        format!("{text}%")
-    } else {
-        format!("+{text}%")
-    }
 }
 
 /// `provenance.json`: what shipped, from what, and the evidence it may.

@@ -238,9 +238,11 @@ fn workload_line(
             summary.pairs,
             summary.more_rounds.unwrap_or_default()
         ),
+        // No interval is implied (no outcome of these rounds could be claimed): the rounds'
+        // range, said as such.
         Verdict::TooFewRounds => format!(
             "{candidate} is not judged: {} rounds are too few (at least {} are needed{}); {} \
-             in the median, {rounds}{by}",
+             in the median, its rounds {}× of {reference}{by}",
             summary.pairs,
             summary.pairs
                 + summary
@@ -252,6 +254,7 @@ fn workload_line(
                 ""
             },
             times(summary.median_ratio, decider),
+            interval_text(low, high)
         ),
         Verdict::TooCoarse => format!(
             "{candidate} is not judged: its figures come in steps too coarse ({})",

@@ -267,12 +267,15 @@ pub fn metrics_table(result: &CompareResult) -> Option<String> {
                         metric.unit
                     )),
                     right(percent(metric.candidate_median / metric.reference_median)),
-                    right(format!(
-                        "{} ({} … {})",
-                        format_args!("{:.3}", s.median_ratio),
-                        format_args!("{:.3}", s.ci_low),
-                        format_args!("{:.3}", s.ci_high)
-                    )),
+                    right({
+                        let (low, high) = s.verdict_interval();
+                        format!(
+                            "{:.3} ({} … {})",
+                            s.median_ratio,
+                            crate::measure::stats::outward(low, 1.0, false, 3),
+                            crate::measure::stats::outward(high, 1.0, true, 3)
+                        )
+                    }),
                     right(format!("{}/{}", s.wins, s.pairs)),
                     Cell::new(verdict),
                 ]);
@@ -348,14 +351,10 @@ fn nanos(ns: f64) -> String {
 /// Where the instruction counts go in [`compare_table`].
 const INSTRUCTIONS_COLUMN: usize = 6;
 
-/// "-12.3% (-15.0% … -9.1%)": a summary's median ratio and its interval, as changes.
+/// "-12.3% (-15.0% … -9.1%)": a summary's median ratio and the interval its verdict was
+/// judged by, as changes.
 fn ratio_with_interval(summary: &crate::measure::stats::PairedSummary) -> String {
-    format!(
-        "{} ({} … {})",
-        percent(summary.median_ratio),
-        percent(summary.ci_low),
-        percent(summary.ci_high)
-    )
+    crate::measure::stats::change_with_interval(summary.median_ratio, summary.verdict_interval())
 }
 
 pub fn compare_table(result: &CompareResult) -> String {
@@ -431,9 +430,11 @@ pub fn compare_table(result: &CompareResult) -> String {
         .unwrap_or(0.95);
     // The two medians are easily read as the change; say which number is which.
     text.push_str(&format!(
-        "\nMedian ratio: the median of the per-round candidate/reference ratios, with its \
-         {:.1}% bootstrap interval (CI); the verdict rests on it. Median wall of each side: \
-         each variant's median time, whose ratio can differ.",
+        "\nMedian ratio: the median of the per-round candidate/reference ratios, with the \
+         interval its verdict was judged by (CI: the paired test inverted, {:.1}% or wider \
+         where many verdicts share the level; it leaves 0% out exactly when the test shows a \
+         difference). Median wall of each side: each variant's median time, whose ratio can \
+         differ.",
         confidence * 100.0
     ));
     if let Some(name) = &result.decided_by {

@@ -50,6 +50,11 @@ pub fn percent(share: f64) -> String {
     }
 }
 
+/// "1 binary", "3 binaries": a count with its noun in the number it takes.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `text` in at most `max` characters: cut, with an ellipsis, where longer (a function's
 /// demangled name in a table).
 pub fn shortened(text: &str, max: usize) -> String {

@@ -66,8 +66,8 @@ pub(super) fn compare_section(compare: &CompareResult, out: &mut String) {
                 escape(&compare.reference),
                 escape(&decider_label(&by)),
                 percent(s.median_ratio),
-                percent(low),
-                percent(high),
+                crate::measure::stats::change_bound(low, false),
+                crate::measure::stats::change_bound(high, true),
                 s.wins,
                 s.pairs,
                 verdict_text(s, &decider)
@@ -120,7 +120,7 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
         let class = verdict_class(s.verdict);
         let _ = write!(
             out,
-            "<tr><td>{} ({})</td><td>{} → {} {}</td><td>{:.3} ({:.3} … {:.3})</td><td>{}/{}</td>\
+            "<tr><td>{} ({})</td><td>{} → {} {}</td><td>{:.3} ({} … {})</td><td>{}/{}</td>\
              <td class=\"{class}\">{}</td></tr>",
             escape(name),
             metric.direction_text(),
@@ -128,8 +128,8 @@ fn metrics_html(workload: &WorkloadComparison, candidate: &str, reference: &str,
             figure(metric.candidate_median),
             escape(&metric.unit),
             s.median_ratio,
-            s.ci_low,
-            s.ci_high,
+            crate::measure::stats::outward(s.verdict_interval().0, 1.0, false, 3),
+            crate::measure::stats::outward(s.verdict_interval().1, 1.0, true, 3),
             s.wins,
             s.pairs,
             metric.verdict_text()

@@ -16,7 +16,7 @@ use crate::report::file::Report;
 use crate::report::records::{
     BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZES_LEGEND, decider_label, verdict_text,
 };
-use crate::report::tables::{PipelineStages, percent, share_of};
+use crate::report::tables::{PipelineStages, share_of};
 use crate::util::units::{figure, human_bytes};
 
 const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
@@ -104,13 +104,14 @@ pub fn markdown(report: &Report) -> String {
                 let s = summary.judged(&decider);
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {candidate} vs {} | {} ({} … {}) | {}/{} | {} |",
+                    "| {} | {} | {candidate} vs {} | {} | {}/{} | {} |",
                     workload.workload,
                     workload.role,
                     compare.reference,
-                    percent(s.median_ratio),
-                    percent(s.ci_low),
-                    percent(s.ci_high),
+                    crate::measure::stats::change_with_interval(
+                        s.median_ratio,
+                        s.verdict_interval()
+                    ),
                     s.wins,
                     s.pairs,
                     verdict_text(s, &decider)
@@ -513,7 +514,7 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
         let s = &metric.summary;
         let _ = writeln!(
             out,
-            "| {} | {name} ({}) | {candidate} vs {} | {} → {} {} | {:.3} ({:.3} … {:.3}) | {} |",
+            "| {} | {name} ({}) | {candidate} vs {} | {} → {} {} | {:.3} ({} … {}) | {} |",
             workload.workload,
             metric.direction_text(),
             compare.reference,
@@ -521,8 +522,8 @@ fn metrics_markdown(compare: &CompareResult, out: &mut String) {
             figure(metric.candidate_median),
             metric.unit,
             s.median_ratio,
-            s.ci_low,
-            s.ci_high,
+            crate::measure::stats::outward(s.verdict_interval().0, 1.0, false, 3),
+            crate::measure::stats::outward(s.verdict_interval().1, 1.0, true, 3),
             metric.verdict_text()
         );
     }

@@ -181,13 +181,11 @@ pub fn describe(result: &CompareResult) -> Vec<String> {
         .map(|p| {
             let s = &p.summary;
             format!(
-                "{}: {} vs {PREVIOUS} (the last release), by {}: {:+.1}% ({:+.1}% … {:+.1}%), {}",
+                "{}: {} vs {PREVIOUS} (the last release), by {}: {}, {}",
                 p.workload,
                 p.candidate,
                 decider_label(&decider),
-                (s.median_ratio - 1.0) * 100.0,
-                (s.ci_low - 1.0) * 100.0,
-                (s.ci_high - 1.0) * 100.0,
+                crate::measure::stats::change_with_interval(s.median_ratio, s.verdict_interval()),
                 crate::report::verdict_text(s, &decider)
             )
         })
