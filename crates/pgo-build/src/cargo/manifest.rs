@@ -320,7 +320,7 @@ mod tests {
         /// Any stage.json: the stage's record, or an error that names the file; never a
         /// panic or a hang.
         #[test]
-        fn any_stage_manifest_loads_or_is_named(
+        fn any_stage_manifest_loads_or_is_named_without_a_panic_or_hang(
             bytes in crate::util::fuzz::seed_mutants("stage.json")
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {

@@ -824,7 +824,7 @@ allow_failure = true
         /// Any pgo-build.toml, near the real ones or not, loads or is refused: never a panic
         /// or a hang (the example's three configurations, and one with every section).
         #[test]
-        fn any_configuration_loads_or_is_refused(
+        fn any_configuration_loads_or_is_refused_without_a_panic_or_hang(
             text in proptest::prop_oneof![
                 crate::util::fuzz::text_mutants(include_str!("../../../../examples/pgo-build.toml")),
                 crate::util::fuzz::text_mutants(

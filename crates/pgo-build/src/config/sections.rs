@@ -10,7 +10,8 @@ use toml::Spanned;
 
 use super::values::{
     CBuild, Growth, deserialize_cross_language, deserialize_growth, deserialize_margin,
-    deserialize_memory_budget, deserialize_rounds, deserialize_share,
+    deserialize_memory_budget, deserialize_optional_duration, deserialize_rounds,
+    deserialize_share,
 };
 use crate::measure::memory::MemoryBudget;
 use crate::measure::metric::{Decider, Rounds};
@@ -177,6 +178,13 @@ pub struct CompareSection {
     #[serde(default)]
     #[schemars(with = "Option<String>", extend("default" = "wall, or services.cpu with services"))]
     pub metric: Option<Spanned<String>>,
+    /// Where the deciding metric leaves a held-out verdict open (a busy machine's noise, too
+    /// few rounds), instruction counts decide it, when counting them takes at most this long
+    /// (estimated from the rounds' times, then from the first workload counted). `0` turns
+    /// that off; `gate --budget` overrides it for the gate.
+    #[serde(default, deserialize_with = "deserialize_optional_duration")]
+    #[schemars(with = "Option<super::described::DurationValue>", extend("default" = "15m"))]
+    pub counting_budget: Option<std::time::Duration>,
 }
 
 impl CompareSection {
@@ -189,6 +197,12 @@ impl CompareSection {
     pub fn margin(&self) -> f64 {
         self.margin
             .unwrap_or(crate::measure::metric::DEFAULT_MARGIN)
+    }
+
+    /// `counting_budget`, else [`crate::measure::metric::DEFAULT_COUNTING_BUDGET`].
+    pub fn counting_budget(&self) -> std::time::Duration {
+        self.counting_budget
+            .unwrap_or(crate::measure::metric::DEFAULT_COUNTING_BUDGET)
     }
 
     /// `metric`, checked at load.

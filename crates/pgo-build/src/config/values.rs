@@ -158,6 +158,13 @@ pub(super) fn deserialize_duration<'de, D: Deserializer<'de>>(
     deserializer.deserialize_any(DurationVisitor)
 }
 
+/// An optional [`deserialize_duration`] (present keys only: serde's default covers absence).
+pub(super) fn deserialize_optional_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    deserialize_duration(deserializer).map(Some)
+}
+
 /// A workload's timeout: a duration above zero (a zero timeout would stop it at once).
 pub(super) fn deserialize_timeout<'de, D: Deserializer<'de>>(
     deserializer: D,

@@ -53,6 +53,16 @@ impl Counter {
         }
     }
 
+    /// How many times longer a workload usually runs under this counter: callgrind ran the
+    /// example about 50× slower. The first estimate of what counting costs, before a count
+    /// measures it.
+    pub fn usual_slowdown(&self) -> u32 {
+        match self {
+            Counter::Perf => 1,
+            Counter::Callgrind => 50,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Counter::Perf => "perf stat -e instructions".to_owned(),

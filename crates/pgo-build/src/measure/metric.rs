@@ -13,6 +13,11 @@ pub const DEFAULT_ROUNDS: usize = 10;
 /// minutes, what a release job waits for a verdict without anyone minding.
 pub const DEFAULT_BUDGET_SECS: u64 = 300;
 
+/// How long counting instructions may take where the deciding metric leaves held-out verdicts
+/// open, when neither `[compare] counting_budget` nor `gate --budget` says: a few workloads of
+/// a few seconds each under callgrind, not a second pipeline.
+pub const DEFAULT_COUNTING_BUDGET: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// With `--metric instructions`: one count per variant and one repeat that measures how
 /// stable the counts are.
 pub const INSTRUCTION_ROUNDS: usize = 2;

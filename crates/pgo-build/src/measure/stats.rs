@@ -108,6 +108,10 @@ pub struct PairedSummary {
     /// the verdict was judged by, wider than the 95% one when many verdicts share the level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family_ci: Option<(f64, f64)>,
+    /// Set on an instruction-count summary that decided in place of the deciding metric,
+    /// which left the verdict open: what that metric said ("wall: too few rounds …").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_open_by: Option<String>,
     /// The per-pair ratios it summarises: to judge it again at a family's level. Not kept in
     /// reports.
     #[serde(skip)]
@@ -378,6 +382,7 @@ pub fn summarize_at(ratios: &[f64], alpha: f64) -> PairedSummary {
         resolution_note,
         family_level: None,
         family_ci: None,
+        left_open_by: None,
         ratios: ratios.to_vec(),
     }
 }
@@ -444,6 +449,7 @@ pub fn summarize_counts(ratios: &[f64], repeat_spread: Option<f64>) -> PairedSum
         }),
         family_level: None,
         family_ci: None,
+        left_open_by: None,
         ratios: ratios.to_vec(),
     }
 }

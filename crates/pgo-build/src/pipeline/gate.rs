@@ -17,14 +17,13 @@ use super::release::{
     TrainingRecord, shipped_stage,
 };
 use super::run::stale_steps;
-use super::steps::compare::{Family, PREVIOUS, compare, measure, variants_of};
+use super::steps::compare::{PREVIOUS, compare};
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::loaded_size;
 use crate::config::Role;
 use crate::exec;
 use crate::layout::Stage;
-use crate::measure::counter::Counter;
-use crate::measure::metric::{CompareRole, Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::measure::metric::CompareRole;
 use crate::pipeline::requests::{CompareRequest, GateRequest};
 use crate::report::{CompareResult, PreviousComparison, decider_label};
 use crate::util::units::human_bytes;
@@ -115,11 +114,15 @@ fn add_previous_verdicts(
         if candidate != shipped.name() || !holdout {
             continue;
         }
-        // Judged by what judged the same workload against the baseline.
-        let metric = verdicts
-            .iter()
-            .find(|v| v.workload == workload)
-            .map_or_else(|| "-".to_owned(), |v| v.metric.clone());
+        // Judged by what judged the same workload against the baseline, or by instruction
+        // counts where they settled it.
+        let metric = match &summary.left_open_by {
+            Some(_) => "instructions".to_owned(),
+            None => verdicts
+                .iter()
+                .find(|v| v.workload == workload)
+                .map_or_else(|| "-".to_owned(), |v| v.metric.clone()),
+        };
         verdicts.push(GateVerdict::judge(
             workload,
             PREVIOUS.to_owned(),
@@ -131,12 +134,13 @@ fn add_previous_verdicts(
 }
 
 fn judge(cx: &Context, run: &mut Run, args: &GateRequest, shipped: Stage) -> Result<()> {
-    let budget = match args.budget.as_deref() {
-        Some(text) => {
-            crate::config::parse_duration(text).map_err(|err| anyhow::anyhow!("--budget: {err}"))?
-        }
-        None => DEFAULT_COUNTING_BUDGET,
-    };
+    let counting_budget = args
+        .budget
+        .as_deref()
+        .map(|text| {
+            crate::config::parse_duration(text).map_err(|err| anyhow::anyhow!("--budget: {err}"))
+        })
+        .transpose()?;
     let holdout: Vec<String> = cx.config.workload_names(Role::Holdout);
     if holdout.is_empty() {
         bail!(
@@ -161,6 +165,7 @@ fn judge(cx: &Context, run: &mut Run, args: &GateRequest, shipped: Stage) -> Res
         role: Some(CompareRole::Holdout),
         metric: args.metric.clone(),
         against: args.against.clone(),
+        counting_budget,
         ..CompareRequest::of(
             vec![Stage::Baseline.name().to_owned(), shipped.name().to_owned()],
             holdout.clone(),
@@ -180,9 +185,6 @@ fn judge(cx: &Context, run: &mut Run, args: &GateRequest, shipped: Stage) -> Res
     // Against the last release too: from the same rounds.
     if let (Some(comparison), Some(_)) = (&comparison, &args.against) {
         add_previous_verdicts(comparison, shipped, margin, &mut verdicts);
-    }
-    if let Some(comparison) = &comparison {
-        settle_by_instructions(cx, comparison, &compare_request, budget, &mut verdicts)?;
     }
     for verdict in verdicts.iter().filter(|v| !v.passed) {
         failures.push(format!(
@@ -232,129 +234,6 @@ fn judge(cx: &Context, run: &mut Run, args: &GateRequest, shipped: Stage) -> Res
             shipped.name(),
             failures.join("\n  - ")
         );
-    }
-    Ok(())
-}
-
-/// How long the gate may count instructions by default: a few workloads of a few seconds
-/// each under callgrind, not a second pipeline.
-const DEFAULT_COUNTING_BUDGET: std::time::Duration = std::time::Duration::from_secs(15 * 60);
-
-/// The workloads the deciding metric left open, decided by instruction counts as `explore`
-/// does: counted side by side where the cores allow, within `budget` (estimated from the
-/// comparison's own wall times and the counter's slowdown). Each settled verdict keeps what
-/// the deciding metric said in `left_open_by`.
-fn settle_by_instructions(
-    cx: &Context,
-    comparison: &CompareResult,
-    args: &CompareRequest,
-    budget: std::time::Duration,
-    verdicts: &mut [GateVerdict],
-) -> Result<()> {
-    if comparison.metric == Metric::Instructions && comparison.decided_by.is_none() {
-        return Ok(());
-    }
-    let mut open: Vec<String> = verdicts
-        .iter()
-        .filter(|v| v.left_open())
-        .map(|v| v.workload.clone())
-        .collect();
-    open.dedup();
-    if open.is_empty() {
-        return Ok(());
-    }
-    if budget.is_zero() {
-        cx.printer.info(format!(
-            "gate: {} left open by {}; instruction counts would decide, but --budget 0 turns \
-             that off",
-            open.join(", "),
-            decider_label(&comparison.decider())
-        ));
-        return Ok(());
-    }
-    let counter = match Counter::detect(&cx.printer) {
-        Ok(counter) => counter,
-        Err(err) => {
-            cx.printer.warn(format!(
-                "gate: {} left open by {}, and instruction counts cannot decide here: {err:#}",
-                open.join(", "),
-                decider_label(&comparison.decider())
-            ));
-            return Ok(());
-        }
-    };
-    // Each open workload: a warm-up of every variant, then its counted rounds under the
-    // counter, as long as the slower side ran.
-    let variants = comparison.variants().len() + usize::from(!comparison.previous.is_empty());
-    let estimate: f64 = comparison
-        .workloads
-        .iter()
-        .filter(|w| open.contains(&w.workload))
-        .flat_map(|w| w.candidates.values())
-        .map(|s| {
-            let run = s
-                .reference_median_wall_secs
-                .max(s.candidate_median_wall_secs);
-            run * variants as f64
-                * (1.0 + f64::from(counter.slowdown()) * INSTRUCTION_ROUNDS as f64)
-        })
-        .sum();
-    if estimate > budget.as_secs_f64() {
-        cx.printer.warn(format!(
-            "gate: {} left open by {}; counting instructions would take about {}, over the \
-             gate's budget of {} (--budget): the verdicts stand",
-            open.join(", "),
-            decider_label(&comparison.decider()),
-            crate::util::printer::duration(std::time::Duration::from_secs_f64(estimate)),
-            crate::util::printer::duration(budget)
-        ));
-        return Ok(());
-    }
-    cx.printer.info(format!(
-        "gate: {} left open by {}: instruction counts decide (about {} with {})",
-        open.join(", "),
-        decider_label(&comparison.decider()),
-        crate::util::printer::duration(std::time::Duration::from_secs_f64(estimate)),
-        counter.describe()
-    ));
-    let counts = measure(
-        cx,
-        &variants_of(cx, args)?,
-        &CompareRequest {
-            workloads: open.clone(),
-            metric: Some(Decider::Measured(Metric::Instructions)),
-            rounds: None,
-            ..args.clone()
-        },
-        Family::Judged,
-    )?;
-    let margin = cx.config.compare.margin();
-    let shipped = args.variants.last().cloned().unwrap_or_default();
-    for verdict in verdicts.iter_mut().filter(|v| v.left_open()) {
-        let summary = if verdict.against == PREVIOUS {
-            counts
-                .previous
-                .iter()
-                .find(|p| p.workload == verdict.workload && p.candidate == shipped)
-                .map(|p| &p.summary)
-        } else {
-            counts
-                .workloads
-                .iter()
-                .find(|w| w.workload == verdict.workload)
-                .and_then(|w| w.candidates.get(&shipped))
-                .and_then(|s| s.instructions.as_ref())
-        };
-        let Some(summary) = summary else { continue };
-        let left_open_by = format!("{} {}", verdict.metric, verdict.detail);
-        *verdict = GateVerdict::judge(
-            verdict.workload.clone(),
-            verdict.against.clone(),
-            "instructions".to_owned(),
-            summary,
-            margin,
-        );
-        verdict.left_open_by = Some(left_open_by);
     }
     Ok(())
 }

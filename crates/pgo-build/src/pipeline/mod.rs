@@ -336,6 +336,7 @@ fn request_of(command: &Command) -> Option<Request> {
             seed: args.seed,
             fail_if_slower: args.fail_if_slower,
             against: args.against.clone(),
+            counting_budget: None,
         }),
         Command::Run(args) => Request::Run(RunRequest {
             steps: StepOptions {

@@ -162,14 +162,8 @@ impl GateVerdict {
             verdict: summary.verdict,
             passed,
             detail,
-            left_open_by: None,
+            left_open_by: summary.left_open_by.clone(),
         }
-    }
-
-    /// Whether the deciding metric left it open: failed without showing it slower (noise,
-    /// too few rounds), so instruction counts may decide it.
-    pub fn left_open(&self) -> bool {
-        !self.passed && !matches!(self.verdict, Verdict::Slower)
     }
 }
 

@@ -143,6 +143,9 @@ pub struct CompareRequest {
     pub fail_if_slower: bool,
     /// The last release's staged binaries (`--against`), judged as the variant `previous`.
     pub against: Option<PathBuf>,
+    /// How long instruction counts may take to decide what the deciding metric leaves open
+    /// (`gate --budget`); `None`: `[compare] counting_budget`.
+    pub counting_budget: Option<std::time::Duration>,
 }
 
 /// A comparison's choices once the flags, the configuration and the defaults have spoken.
@@ -152,6 +155,8 @@ pub struct CompareSettings {
     pub role: CompareRole,
     pub rounds: Rounds,
     pub budget_secs: u64,
+    /// How long instruction counts may take to decide open held-out verdicts.
+    pub counting_budget: std::time::Duration,
 }
 
 impl CompareRequest {
@@ -168,6 +173,7 @@ impl CompareRequest {
             seed: 1,
             fail_if_slower: false,
             against: None,
+            counting_budget: None,
         }
     }
 
@@ -195,6 +201,9 @@ impl CompareRequest {
             budget_secs: self
                 .budget_secs
                 .unwrap_or_else(|| config.compare.budget_secs()),
+            counting_budget: self
+                .counting_budget
+                .unwrap_or_else(|| config.compare.counting_budget()),
         })
     }
 }

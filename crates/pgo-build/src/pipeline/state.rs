@@ -93,7 +93,7 @@ mod tests {
 
         /// Any state.json: its stage records, or none and what was wrong; never a panic.
         #[test]
-        fn any_state_file_loads_or_is_named(
+        fn any_state_file_loads_or_is_named_without_a_panic_or_hang(
             bytes in crate::util::fuzz::seed_mutants("state.json")
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {

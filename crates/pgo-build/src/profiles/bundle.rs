@@ -523,7 +523,7 @@ mod tests {
         /// Bundles and packs whose manifest is garbled, and archives garbled as bytes: read
         /// and extracted, or refused; never a panic or a hang.
         #[test]
-        fn any_bundle_or_pack_is_read_or_refused(
+        fn any_bundle_or_pack_is_read_or_refused_without_a_panic_or_hang(
             bundle in crate::util::fuzz::seed_mutants("bundle-manifest.json"),
             pack in crate::util::fuzz::seed_mutants("pack-manifest.json"),
             archive_edit in crate::util::fuzz::mutants(b""),

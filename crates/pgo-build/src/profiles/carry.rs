@@ -661,7 +661,7 @@ mod tests {
         /// llvm-profdata's text format, cut or garbled: read (and offered under other units'
         /// names) without a panic or a hang, by both of its readers.
         #[test]
-        fn any_text_profile_is_read_without_panic(
+        fn any_text_profile_is_read_without_a_panic_or_hang(
             text in crate::util::fuzz::text_mutants(TEXT_PROFILE)
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {

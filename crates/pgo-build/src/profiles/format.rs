@@ -168,7 +168,7 @@ mod tests {
         /// Raw and indexed profile headers, and an indexed profile's summary, of any bytes:
         /// a version or none, the summary kept or an error; never a panic or a hang.
         #[test]
-        fn any_profile_header_is_read_without_panic(
+        fn any_profile_header_is_read_without_a_panic_or_hang(
             bytes in proptest::prop_oneof![
                 crate::util::fuzz::mutants(&indexed(12, &[3, 1, 2, 3, 4, 5, 6, 7], &[0; 32])),
                 crate::util::fuzz::mutants(&raw_header(10)),

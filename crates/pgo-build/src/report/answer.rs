@@ -160,6 +160,9 @@ pub fn answer(report: &Report) -> Option<Answer> {
             ship.map_or("optimized", |s| s.as_str())
         ));
     }
+    if let Some(note) = compare.not_counted.as_ref().filter(|_| ship.is_none()) {
+        lines.push(format!("Instruction counts did not decide: {note}"));
+    }
     if let Some(cost) = build_cost_line(report) {
         lines.push(cost);
     }
@@ -197,6 +200,14 @@ fn workload_line(
     decider: &Decider,
 ) -> String {
     let by = match decider {
+        _ if summary.left_open_by.is_some() => format!(
+            ", by instructions ({} left it open)",
+            summary
+                .left_open_by
+                .as_deref()
+                .and_then(|said| said.split_once(':'))
+                .map_or("the deciding metric", |(by, _)| by)
+        ),
         Decider::Measured(Metric::Wall) if judged_by == "wall" => String::new(),
         _ if judged_by == SERVICES_CPU => ", by the services' own CPU time".to_owned(),
         _ => match judged_by {
@@ -585,6 +596,7 @@ pub(crate) mod fixtures {
             c_compilers_differ: None,
             between: vec![between("holdout"), between("serve-holdout")],
             margin: 0.02,
+            not_counted: None,
         });
         report.binaries.insert(
             "server".into(),

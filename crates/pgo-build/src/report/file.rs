@@ -22,8 +22,9 @@ use crate::util::files::write_atomically;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore. 11:
-/// `bundles` without the instrumented build's manifest; every section typed.
-pub const SCHEMA_VERSION: u32 = 11;
+/// `bundles` without the instrumented build's manifest; every section typed. 12: intervals
+/// of the paired test inverted, `compare.between`, `margin`, `not_counted`, `left_open_by`.
+pub const SCHEMA_VERSION: u32 = 12;
 
 /// The oldest schema read as the current one: the schemas since only added fields, each with
 /// a default (9: the rustc summaries' `build_secs` and `lower_bound`; 10: the family of
@@ -497,7 +498,7 @@ mod tests {
         /// Any report.json (the one a real run wrote, garbled): read, or a new report and
         /// what was wrong; never a panic or a hang. A report read is also drawn.
         #[test]
-        fn any_report_loads_or_is_named(
+        fn any_report_loads_or_is_named_without_a_panic_or_hang(
             bytes in crate::util::fuzz::seed_mutants("report.json")
         ) {
             crate::util::fuzz::no_panic_or_hang(move || {

@@ -211,6 +211,11 @@ pub struct CompareResult {
     /// in reports before schema 12: the default, 2%).
     #[serde(default = "default_margin")]
     pub margin: f64,
+    /// Held-out verdicts the deciding metric left open and instruction counts did not decide:
+    /// why not, and what counting them would cost ("counting instructions on holdout would
+    /// take about 18 min, over the budget of 15 min ([compare] counting_budget)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_counted: Option<String>,
 }
 
 fn default_margin() -> f64 {
@@ -483,9 +488,13 @@ impl CandidateSummary {
 }
 
 impl CandidateSummary {
-    /// The summary verdicts rest on: the workload metric `decider` names when this workload
-    /// reports it, else what the rounds measured.
+    /// The summary verdicts rest on: instruction counts where they decided what the deciding
+    /// metric left open, else the workload metric `decider` names when this workload reports
+    /// it, else what the rounds measured.
     pub fn judged(&self, decider: &Decider) -> &PairedSummary {
+        if let Some(counted) = self.settled_by_instructions() {
+            return counted;
+        }
         match decider.reported().and_then(|name| self.metrics.get(name)) {
             Some(metric) => &metric.summary,
             None => self.by(decider.measured()),
@@ -495,6 +504,9 @@ impl CandidateSummary {
     /// What [`CandidateSummary::judged`] rests on for this workload: the workload metric, or
     /// the measured one when the workload does not report it.
     pub fn judged_by(&self, decider: &Decider) -> String {
+        if self.settled_by_instructions().is_some() {
+            return metric_label(Metric::Instructions).to_owned();
+        }
         match decider
             .reported()
             .filter(|name| self.metrics.contains_key(*name))
@@ -502,6 +514,13 @@ impl CandidateSummary {
             Some(name) => name.to_owned(),
             None => metric_label(decider.measured()).to_owned(),
         }
+    }
+
+    /// The instruction counts that decided in place of the deciding metric, if they did.
+    pub fn settled_by_instructions(&self) -> Option<&PairedSummary> {
+        self.instructions
+            .as_ref()
+            .filter(|counted| counted.left_open_by.is_some())
     }
 
     pub fn by(&self, metric: Metric) -> &PairedSummary {

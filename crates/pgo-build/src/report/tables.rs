@@ -765,6 +765,7 @@ mod tests {
             c_compilers_differ: None,
             between: Vec::new(),
             margin: 0.02,
+            not_counted: None,
         }
     }
 

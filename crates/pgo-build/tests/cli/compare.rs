@@ -192,6 +192,8 @@ fn auto_rounds_by_default_stop_where_the_budget_would_run_out() {
         "$PGO_BUILD_BIN_APP work 10; if [ \"$PGO_BUILD_STAGE\" = optimized ]; \
          then sleep 0.0$((PGO_BUILD_ROUND % 2 * 8 + 1)); else sleep 0.05; fi",
     );
+    // Instruction counts would decide what wall time leaves open: not within no time.
+    fixture.append_config("\n[compare]\ncounting_budget = 0\n");
     let run = fixture.run(&["compare", "--workload", "holdout", "--budget", "1"]);
     run.success()
         .stderr_contains("looks after 10, 20, 40 rounds")
@@ -207,7 +209,40 @@ fn auto_rounds_by_default_stop_where_the_budget_would_run_out() {
             "{}",
             run.describe()
         );
+        assert!(
+            run.stdout()
+                .contains("Instruction counts did not decide: holdout left open by wall"),
+            "{}",
+            run.describe()
+        );
     }
+}
+
+/// Where wall time leaves a held-out verdict open, the answer concludes by instruction counts,
+/// as the gate does, and says that wall time left it open.
+#[test]
+fn the_answer_concludes_by_instruction_counts_where_wall_time_leaves_it_open() {
+    // Three rounds: too few for wall time to say anything; the optimized binaries do a
+    // hundredth of the baseline's work.
+    let fixture = compared_fixture(
+        "if [ \"$PGO_BUILD_STAGE\" = baseline ]; then $PGO_BUILD_BIN_APP work 30000; \
+         else $PGO_BUILD_BIN_APP work 300; fi",
+    );
+    let run = fixture.run(&["compare", "--workload", "holdout", "--rounds", "3"]);
+    run.success()
+        .stderr_contains("holdout left open by wall: instruction counts decide")
+        .stdout_contains("Ship optimized: ")
+        .stdout_contains("by instructions (wall left it open)");
+    let summary = &fixture.report()["compare"]["workloads"][0]["candidates"]["optimized"];
+    assert_eq!(summary["wall"]["verdict"], "too_few_rounds", "{summary}");
+    assert_eq!(summary["instructions"]["verdict"], "faster", "{summary}");
+    assert!(
+        summary["instructions"]["left_open_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("wall: too few rounds"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -360,15 +395,25 @@ fn a_workloads_timeout_scales_under_callgrind() {
     );
     fixture.run(&["run", "--no-compare"]).success();
     let run = fixture.run(&["compare", "--metric", "instructions"]);
+    // Counted either way, every run within its timeout.
+    run.success();
+    let summary = &fixture.report()["compare"]["workloads"][0]["candidates"]["optimized"];
+    assert!(
+        summary["instructions"]["median_ratio"].as_f64().unwrap() > 0.0,
+        "{summary}"
+    );
     if run
         .stderr()
         .contains("counting instructions with perf stat")
     {
-        return; // A machine with hardware counters: perf does not slow the run down.
+        // A machine with hardware counters: perf does not slow the run down, so the timeout
+        // stays as configured.
+        run.stderr_lacks("under perf")
+            .stderr_lacks("× the workload's");
+    } else {
+        run.stderr_contains("holdout: timeout 200s under valgrind")
+            .stderr_contains("(100× the workload's 2s)");
     }
-    run.success()
-        .stderr_contains("holdout: timeout 200s under valgrind")
-        .stderr_contains("(100× the workload's 2s)");
 }
 
 #[test]

@@ -321,6 +321,7 @@ mod tests {
             resolution_note: None,
             family_level: None,
             family_ci: None,
+            left_open_by: None,
             ratios: Vec::new(),
         }
     }

@@ -317,6 +317,7 @@ mod tests {
             c_compilers_differ: None,
             between: Vec::new(),
             margin: 0.02,
+            not_counted: None,
         };
         let mut html = String::new();
         compare_section(&compare, &mut html);

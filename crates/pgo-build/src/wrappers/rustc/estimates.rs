@@ -443,7 +443,7 @@ mod tests {
         /// A stage's estimates and carried estimates, garbled: read or refused; never a
         /// panic or a hang.
         #[test]
-        fn any_estimates_are_read_or_refused(
+        fn any_estimates_are_read_or_refused_without_a_panic_or_hang(
             stage in crate::util::fuzz::seed_mutants("rustc-estimates.json"),
             carried in crate::util::fuzz::mutants(
                 serde_json::to_string(&CarriedEstimates {

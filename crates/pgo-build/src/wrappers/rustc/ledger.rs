@@ -560,7 +560,7 @@ mod tests {
         /// Any memory ledger: read or rebuilt (and kept aside), admitted from; never a panic
         /// or a hang.
         #[test]
-        fn any_ledger_is_read_or_rebuilt(
+        fn any_ledger_is_read_or_rebuilt_without_a_panic_or_hang(
             bytes in crate::util::fuzz::mutants(
                 serde_json::to_string(&Ledger {
                     running: vec![entry(1, GIB, 5.0)],

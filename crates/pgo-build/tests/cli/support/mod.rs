@@ -240,6 +240,15 @@ impl Run {
         self
     }
 
+    pub fn stdout_contains(&self, text: &str) -> &Run {
+        assert!(
+            self.stdout().contains(text),
+            "stdout lacks {text:?}\n{}",
+            self.describe()
+        );
+        self
+    }
+
     pub fn stderr_lacks(&self, text: &str) -> &Run {
         assert!(
             !self.stderr().contains(text),

@@ -25,6 +25,7 @@ use rounds::{Looks, compare_workload, compare_workloads};
 use variant::compare_variants;
 
 mod checks;
+mod fallback;
 mod previous;
 mod rounds;
 #[cfg(test)]
@@ -84,6 +85,11 @@ fn c_compilers_differ(cx: &Context, run: &Run, result: &CompareResult) -> Option
 pub fn compare(cx: &Context, run: &mut Run, request: &CompareRequest) -> Result<CompareResult> {
     let variants = variants_of(cx, request)?;
     let mut result = measure(cx, &variants, request, Family::Judged)?;
+    let counting_budget = request.settings(&cx.config)?.counting_budget;
+    fallback::settle_by_instructions(cx, &variants, request, counting_budget, &mut result)?;
+    // What decides changed where counts settled a workload: the means follow.
+    result.geometric_mean =
+        geometric_means(&result.workloads, &result.candidates, &result.decider());
     result.c_compilers_differ = c_compilers_differ(cx, run, &result);
     if let Some(note) = &result.c_compilers_differ {
         cx.printer.warn(note);
@@ -215,6 +221,7 @@ pub(crate) fn measure(
         role,
         rounds: plan,
         budget_secs,
+        ..
     } = request.settings(&cx.config)?;
     let metric = decider.measured();
     let workloads = compare_workloads(cx, &request.workloads, role)?;
@@ -301,6 +308,7 @@ pub(crate) fn measure(
         c_compilers_differ: None,
         between: Vec::new(),
         margin,
+        not_counted: None,
     };
     if names.contains(&PREVIOUS) {
         result.previous = against_previous(&result, (alpha, margin));

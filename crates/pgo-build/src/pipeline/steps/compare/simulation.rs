@@ -170,6 +170,7 @@ mod tests {
                 c_compilers_differ: None,
                 between: Vec::new(),
                 margin: 0.02,
+                not_counted: None,
             };
             result.previous = against_previous(&result, (alpha, 0.02));
             if family {

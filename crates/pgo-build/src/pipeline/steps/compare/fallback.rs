@@ -1,0 +1,215 @@
+//! When the deciding metric leaves held-out verdicts open (a busy machine's noise, a time
+//! budget that ran out, too few rounds), instruction counts decide them, as they do for every
+//! command that compares (`run`, `compare`, `gate`): the workloads are counted one at a time,
+//! cheapest first, while the counting fits its budget, estimated from the rounds' own times
+//! and then from what the first count took. What they settle keeps what the deciding metric
+//! said (`left_open_by`); what they could not settle says what counting would cost.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::variant::Compared;
+use super::{Family, measure};
+use crate::measure::counter::Counter;
+use crate::measure::decision::{Standing, standing};
+use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::pipeline::context::Context;
+use crate::pipeline::requests::CompareRequest;
+use crate::report::{CompareResult, decider_label, verdict_text};
+use crate::util::printer::duration;
+
+/// The held-out workloads where some deciding verdict is open: a candidate against the
+/// reference, against the last release, or against the candidate it was made from.
+fn open_workloads(result: &CompareResult) -> Vec<String> {
+    let decider = result.decider();
+    let open = |summary: &crate::measure::stats::PairedSummary| {
+        standing(summary, result.margin) == Standing::Open
+    };
+    result
+        .workloads
+        .iter()
+        .filter(|w| w.role == "holdout")
+        .filter(|w| {
+            w.candidates.values().any(|c| open(c.judged(&decider)))
+                || result
+                    .previous
+                    .iter()
+                    .any(|p| p.workload == w.workload && open(&p.summary))
+                || result
+                    .between
+                    .iter()
+                    .any(|p| p.workload == w.workload && open(&p.summary))
+        })
+        .map(|w| w.workload.clone())
+        .collect()
+}
+
+/// The longest median wall time of any variant on `workload`: what one run of it takes.
+fn run_secs(result: &CompareResult, workload: &str) -> f64 {
+    result
+        .workloads
+        .iter()
+        .filter(|w| w.workload == workload)
+        .flat_map(|w| w.candidates.values())
+        .map(|s| {
+            s.reference_median_wall_secs
+                .max(s.candidate_median_wall_secs)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Decides the open held-out verdicts of `result` by instruction counts, within `budget`.
+pub(super) fn settle_by_instructions(
+    cx: &Context,
+    variants: &[Compared],
+    request: &CompareRequest,
+    budget: Duration,
+    result: &mut CompareResult,
+) -> Result<()> {
+    if result.metric == Metric::Instructions && result.decided_by.is_none() {
+        return Ok(());
+    }
+    let mut open = open_workloads(result);
+    if open.is_empty() {
+        return Ok(());
+    }
+    let label = decider_label(&result.decider());
+    if budget.is_zero() {
+        let note = format!(
+            "{} left open by {label}; instruction counts would decide, but the counting budget \
+             is 0 ([compare] counting_budget, gate --budget)",
+            open.join(", ")
+        );
+        cx.printer.info(&note);
+        result.not_counted = Some(note);
+        return Ok(());
+    }
+    let counter = match Counter::detect(&cx.printer) {
+        Ok(counter) => counter,
+        Err(err) => {
+            let note = format!(
+                "{} left open by {label}, and instruction counts cannot decide here: {err:#}",
+                open.join(", ")
+            );
+            cx.printer.warn(&note);
+            result.not_counted = Some(note);
+            return Ok(());
+        }
+    };
+    open.sort_by(|a, b| run_secs(result, a).total_cmp(&run_secs(result, b)));
+    // A counted workload costs its warm-up uncounted and its rounds counted, for every
+    // variant: the counter's usual slowdown at first, then what the counts took.
+    let mut slowdown = f64::from(counter.usual_slowdown());
+    let cost = |secs: f64, slowdown: f64| {
+        secs * variants.len() as f64 * (1.0 + slowdown * INSTRUCTION_ROUNDS as f64)
+    };
+    let started = Instant::now();
+    for (index, workload) in open.iter().enumerate() {
+        let secs = run_secs(result, workload);
+        let estimate = Duration::from_secs_f64(cost(secs, slowdown));
+        if started.elapsed() + estimate > budget {
+            let rest = &open[index..];
+            let whole: f64 = rest
+                .iter()
+                .map(|w| cost(run_secs(result, w), slowdown))
+                .sum();
+            let note = format!(
+                "{} left open by {label}; counting their instructions ({}) would take about {}, \
+                 over the counting budget of {} ([compare] counting_budget, gate --budget)",
+                rest.join(", "),
+                counter.describe(),
+                duration(Duration::from_secs_f64(whole)),
+                duration(budget.saturating_sub(started.elapsed()))
+            );
+            cx.printer.warn(&note);
+            result.not_counted = Some(note);
+            break;
+        }
+        cx.printer.info(format!(
+            "{workload} left open by {label}: instruction counts decide (about {} with {})",
+            duration(estimate),
+            counter.describe()
+        ));
+        let counting = Instant::now();
+        let counts = measure(
+            cx,
+            variants,
+            &CompareRequest {
+                workloads: vec![workload.clone()],
+                metric: Some(Decider::Measured(Metric::Instructions)),
+                rounds: None,
+                ..request.clone()
+            },
+            Family::SplitByCaller,
+        )?;
+        if secs > 0.0 {
+            let per_run = counting.elapsed().as_secs_f64() / (secs * variants.len() as f64);
+            slowdown = ((per_run - 1.0) / INSTRUCTION_ROUNDS as f64).max(1.0);
+        }
+        settle(result, &counts, workload, &label);
+    }
+    Ok(())
+}
+
+/// Puts the counts of `workload` in place of the open verdicts, each with what the deciding
+/// metric had said.
+fn settle(result: &mut CompareResult, counts: &CompareResult, workload: &str, label: &str) {
+    let decider = result.decider();
+    let margin = result.margin;
+    let said = |summary: &crate::measure::stats::PairedSummary| {
+        format!("{label}: {}", verdict_text(summary, &decider))
+    };
+    let Some(counted) = counts.workloads.iter().find(|w| w.workload == workload) else {
+        return;
+    };
+    let Some(comparison) = result.workloads.iter_mut().find(|w| w.workload == workload) else {
+        return;
+    };
+    for (candidate, summary) in comparison.candidates.iter_mut() {
+        let Some(mut instructions) = counted
+            .candidates
+            .get(candidate)
+            .and_then(|c| c.instructions.clone())
+        else {
+            continue;
+        };
+        if standing(summary.judged(&decider), margin) != Standing::Open {
+            continue;
+        }
+        instructions.left_open_by = Some(said(summary.judged(&decider)));
+        summary.instructions = Some(instructions);
+    }
+    for pair in result.between.iter_mut().filter(|p| p.workload == workload) {
+        if standing(&pair.summary, margin) != Standing::Open {
+            continue;
+        }
+        if let Some(count) = counts.between.iter().find(|c| {
+            c.workload == pair.workload
+                && c.candidate == pair.candidate
+                && c.reference == pair.reference
+        }) {
+            let mut summary = count.summary.clone();
+            summary.left_open_by = Some(said(&pair.summary));
+            pair.summary = summary;
+        }
+    }
+    for previous in result
+        .previous
+        .iter_mut()
+        .filter(|p| p.workload == workload)
+    {
+        if standing(&previous.summary, margin) != Standing::Open {
+            continue;
+        }
+        if let Some(count) = counts
+            .previous
+            .iter()
+            .find(|c| c.workload == workload && c.candidate == previous.candidate)
+        {
+            let mut summary = count.summary.clone();
+            summary.left_open_by = Some(said(&previous.summary));
+            previous.summary = summary;
+        }
+    }
+}
