@@ -1,5 +1,7 @@
-"""Writes a bench's result file, bench/results/<name>.json, with what makes its figures
-checkable: the date, the machine, the commit measured (and whether its tree was clean)."""
+"""Keeps a bench's runs in its result file, bench/results/<name>.json, with what makes its
+figures checkable: the date, the machine, the commit measured (and whether its tree was
+clean). Every run is kept, never replaced: a figure is quoted from the latest with how many
+earlier runs agree."""
 import datetime
 import json
 import os
@@ -33,15 +35,26 @@ def machine():
 
 
 def write(name, commit, payload):
-    """commit: what the bench built (read before it started, so later edits do not show)."""
-    result = {"bench": f"bench/{name}",
-              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "commit": commit, "machine": machine()}
-    result.update(payload)
+    """Appends this run to bench/results/<name>.json, which keeps every run of the bench:
+    {"bench", "runs": [{"date", "commit", "machine", ...payload}, ...]}, oldest first. A file
+    in the one-run shape of earlier versions becomes the first of the runs: nothing measured
+    is dropped. commit: what the bench built (read before it started, so later edits do not
+    show). Returns the path and the number of runs now kept."""
+    run = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "commit": commit, "machine": machine()}
+    run.update(payload)
     os.makedirs("bench/results", exist_ok=True)
     path = f"bench/results/{name}.json"
+    runs = []
+    try:
+        with open(path) as f:
+            kept = json.load(f)
+        runs = kept["runs"] if "runs" in kept else [{k: v for k, v in kept.items() if k != "bench"}]
+    except FileNotFoundError:
+        pass
+    runs.append(run)
     with open(path + ".tmp", "w") as f:
-        json.dump(result, f, indent=2)
+        json.dump({"bench": f"bench/{name}", "runs": runs}, f, indent=2)
         f.write("\n")
     os.replace(path + ".tmp", path)
     return path

@@ -196,6 +196,8 @@ pub enum Generated {
     CliReference,
     /// The book's configuration reference (Markdown)
     ConfigReference,
+    /// The book's page of how verdicts and decisions are made, with every default (Markdown)
+    DecisionRules,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -226,7 +226,6 @@ fn accepted_shifts(logs: &[f64], alpha: f64) -> Option<(Option<(f64, f64)>, (f64
     Some(((low <= high).then_some((low, high)), hull))
 }
 
-#[cfg(test)]
 /// The exact coverage of [`paired_interval`] for `n` rounds at `alpha` (at least `1 - alpha`).
 pub fn exact_coverage(n: usize, alpha: f64) -> f64 {
     acceptance(n, alpha).coverage

@@ -26,6 +26,7 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
         Generated::Schema => write!(out, "{}", crate::config::schema::schema_json())?,
         Generated::CliReference => write!(out, "{}", cli_reference())?,
         Generated::ConfigReference => write!(out, "{}", crate::config::schema::config_reference())?,
+        Generated::DecisionRules => write!(out, "{}", super::rules::decision_rules())?,
     }
     crate::util::printer::stdout_data(&out)
 }

@@ -5,6 +5,7 @@
 
 pub mod generate;
 pub mod init;
+pub mod rules;
 
 use anyhow::{Context, Result, bail};
 

@@ -28,6 +28,9 @@ pub struct Printer {
     /// What [`Printer::warn_once`] and [`Printer::first_showing`] have let through: one
     /// command's stages (and `explore`'s builds) would otherwise repeat each other's warnings.
     shown: Arc<Mutex<BTreeSet<String>>>,
+    /// Where spinners draw: each on its own line, so runs side by side (instruction counts of
+    /// a round's variants at once) do not draw over each other.
+    spinners: indicatif::MultiProgress,
 }
 
 impl Printer {
@@ -35,6 +38,7 @@ impl Printer {
         Printer {
             verbosity,
             shown: Arc::default(),
+            spinners: indicatif::MultiProgress::new(),
         }
     }
 
@@ -132,7 +136,7 @@ impl Printer {
         if self.verbosity != Verbosity::Normal {
             return indicatif::ProgressBar::hidden();
         }
-        let bar = indicatif::ProgressBar::new_spinner();
+        let bar = self.spinners.add(indicatif::ProgressBar::new_spinner());
         if let Ok(style) = indicatif::ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")
         {
             bar.set_style(style);

@@ -277,7 +277,7 @@ fn on_a_busy_machine_instruction_counts_decide_what_wall_time_leaves_open() {
         verdict["left_open_by"]
             .as_str()
             .unwrap()
-            .starts_with("wall "),
+            .starts_with("wall: "),
         "{verdict}"
     );
     let helper = record["binaries"]

@@ -300,10 +300,42 @@ fn at_a_terminal_sentences_fit_its_width() {
 /// What a terminal shows of `output`, line by line: its line ends are `\r\n`, and a spinner
 /// redraws its line with `\r` and an erase (each redraw counted as a line of its own).
 fn on_screen(output: &[u8]) -> String {
-    String::from_utf8_lossy(output)
+    let text = String::from_utf8_lossy(output)
         .replace("\r\n", "\n")
-        .replace("\u{1b}[2K", "")
-        .replace('\r', "\n")
+        .replace('\r', "\n");
+    // Control sequences (`ESC [ … final`): a cursor moved up (spinners drawn on lines of their
+    // own, one per run side by side) starts a line as a terminal shows it; the others, which
+    // erase or color, show nothing.
+    let mut shown = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for code in chars.by_ref() {
+                if ('@'..='~').contains(&code) {
+                    if code == 'A' {
+                        shown.push('\n');
+                    }
+                    break;
+                }
+            }
+        } else {
+            shown.push(c);
+        }
+    }
+    // A spinner's line is padded with spaces to the terminal's 80 columns, and the next one
+    // drawn right after it shows on the next row: split such rows as the terminal wraps them
+    // (text never holds two spaces in a row, so a sentence that overflows is not split).
+    let mut rows = Vec::new();
+    for line in shown.lines() {
+        let mut rest: Vec<char> = line.chars().collect();
+        while rest.len() > 80 && rest[78..80] == [' ', ' '] {
+            rows.push(rest[..80].iter().collect::<String>());
+            rest.drain(..80);
+        }
+        rows.push(rest.into_iter().collect());
+    }
+    rows.join("\n")
 }
 
 /// Help fits an 80-column terminal, and a command's own options come before the global ones.

@@ -85,7 +85,10 @@ pub(super) fn settle_by_instructions(
         result.not_counted = Some(note);
         return Ok(());
     }
-    let counter = match Counter::detect(&cx.printer) {
+    // Counts need the binaries to run here natively, and a counter.
+    let counter = super::checks::emulation_note(cx, Metric::Instructions)
+        .and_then(|_| Counter::detect(&cx.printer));
+    let counter = match counter {
         Ok(counter) => counter,
         Err(err) => {
             let note = format!(
@@ -132,7 +135,7 @@ pub(super) fn settle_by_instructions(
             counter.describe()
         ));
         let counting = Instant::now();
-        let counts = measure(
+        let counted = measure(
             cx,
             variants,
             &CompareRequest {
@@ -142,7 +145,28 @@ pub(super) fn settle_by_instructions(
                 ..request.clone()
             },
             Family::SplitByCaller,
-        )?;
+        );
+        let counts = match counted {
+            Ok(counts) => counts,
+            // An interruption stops the command; anything else only the fallback: what the
+            // deciding metric measured stands, and the answer says the counts failed.
+            Err(err)
+                if err
+                    .downcast_ref::<crate::exec::interrupt::Interrupted>()
+                    .is_some() =>
+            {
+                return Err(err);
+            }
+            Err(err) => {
+                let note = format!(
+                    "{} left open by {label}, and counting its instructions failed: {err:#}",
+                    open[index..].join(", ")
+                );
+                cx.printer.warn(&note);
+                result.not_counted = Some(note);
+                break;
+            }
+        };
         if secs > 0.0 {
             let per_run = counting.elapsed().as_secs_f64() / (secs * variants.len() as f64);
             slowdown = ((per_run - 1.0) / INSTRUCTION_ROUNDS as f64).max(1.0);
