@@ -1,8 +1,10 @@
 //! The documentation holds together: every page of the book is in its table of contents,
 //! every relative link of the book, the README and ARCHITECTURE.md leads to a file (and a
 //! heading) that exists, every `PGO_BUILD_*` variable the source names is documented, and
-//! every figure quoted from a bench names the result file it came from, and its date.
-//! (`mdbook build docs` in `.ci/run` renders the book; this checks what mdbook does not.)
+//! every figure quoted from a bench names the result file it came from and its date, and is a
+//! value that file holds (as written, as a percentage or a change, or inverted), and no page
+//! repeats a claim the code has made false. (`mdbook build docs` in `.ci/run` renders the
+//! book; this checks what mdbook does not.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -312,10 +314,13 @@ fn every_figure_quoted_from_a_bench_names_its_kept_result_and_date() {
                 .map(|t| t.trim_end_matches(['.', ',']))
                 .filter(|t| !t.is_empty())
                 .collect();
+            // A version after the tool's name ("rustc 1.59") is not a figure either.
+            let version =
+                |i: usize| i > 0 && ["rustc", "Rust", "LLVM", "version"].contains(&tokens[i - 1]);
             let figures: Vec<&str> = tokens
                 .iter()
                 .enumerate()
-                .filter(|(i, t)| is_figure(t, tokens.get(i + 1).copied()))
+                .filter(|(i, t)| is_figure(t, tokens.get(i + 1).copied()) && !version(*i))
                 .map(|(_, t)| *t)
                 .collect();
             if benches.is_empty() || figures.is_empty() {
@@ -339,6 +344,19 @@ fn every_figure_quoted_from_a_bench_names_its_kept_result_and_date() {
                     continue;
                 };
                 results += 1;
+                if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
+                    let mut held = Vec::new();
+                    numbers_in(&json, &mut held);
+                    for figure in &figures {
+                        if !holds(&held, figure) {
+                            problems.push(format!(
+                                "{where_} quotes {figure}, which {} does not hold (as written, \
+                                 as a percentage or change, or inverted)",
+                                path.display()
+                            ));
+                        }
+                    }
+                }
                 // Results kept over several runs say these per entry.
                 let has = |key: &str| text.contains(&format!("\"{key}\": "));
                 if !(has("date") && has("commit") && has("machine")) {
@@ -362,6 +380,113 @@ fn every_figure_quoted_from_a_bench_names_its_kept_result_and_date() {
             } else if !dated {
                 problems.push(format!(
                     "{where_} does not say when its result was measured (the result file's date)"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every number of a result file.
+fn numbers_in(value: &serde_json::Value, out: &mut Vec<f64>) {
+    match value {
+        serde_json::Value::Number(n) => out.extend(n.as_f64()),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| numbers_in(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| numbers_in(v, out)),
+        _ => {}
+    }
+}
+
+/// Whether a quoted figure (`1.043×`, `−7.9%`, `388 s`, `0.758`) is one of `held` as written
+/// at its precision: the number itself, or as a percentage (`0.213` → `21.3%`), a change
+/// (`0.921` → `-7.9%`, `1.043` → `+4.3%`), or inverted (`0.8` → `1.25×` faster).
+fn holds(held: &[f64], figure: &str) -> bool {
+    let number = figure
+        .trim_start_matches(['+', '-', '−', '~', '≈'])
+        .trim_end_matches(['%', '×']);
+    let Ok(value) = number.parse::<f64>() else {
+        return true;
+    };
+    let decimals = number.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+    let scale = 10f64.powi(decimals);
+    // Rounded either way at the quoted precision (a bound may be rounded outward).
+    let matches = |x: f64| {
+        x.is_finite()
+            && [(x * scale).round(), (x * scale).floor(), (x * scale).ceil()]
+                .iter()
+                .any(|r| (r / scale - value).abs() < 0.5 / scale / 10.0)
+    };
+    held.iter().any(|&x| {
+        [
+            x,
+            x.abs() * 100.0,
+            (x - 1.0).abs() * 100.0,
+            if x != 0.0 { 1.0 / x } else { f64::NAN },
+            if x != 0.0 {
+                (1.0 / x - 1.0).abs() * 100.0
+            } else {
+                f64::NAN
+            },
+        ]
+        .into_iter()
+        .any(matches)
+    })
+}
+
+#[test]
+fn a_quoted_figure_must_be_a_value_its_result_file_holds() {
+    let held = [0.92095, 1.0432, 388.2, 0.8, 0.213];
+    for figure in [
+        "−7.9%", "1.043×", "+4.3%", "388 ", "1.25×", "21.3%", "0.921",
+    ] {
+        assert!(holds(&held, figure.trim()), "{figure}");
+    }
+    for figure in ["−8.2%", "1.06×", "21.7%", "0.97"] {
+        assert!(!holds(&held, figure), "{figure}");
+    }
+}
+
+/// Claims the code has made false, each with what is true now. A page that repeats one
+/// contradicts the code.
+const CONTRADICTED: [(&str, &str); 8] = [
+    (
+        "ABBA",
+        "rounds run in a random order drawn afresh each round",
+    ),
+    (
+        "in alternating order",
+        "rounds run in a random order drawn afresh each round",
+    ),
+    (
+        "bootstrap interval",
+        "the interval is the paired test inverted",
+    ),
+    (
+        "each at 2.5%",
+        "the two paired tests are combined into one exact test",
+    ),
+    ("rounds = 10", "the default rounds are auto"),
+    ("(default 10)", "the default rounds are auto"),
+    ("Seed of the bootstrap", "the seed draws the rounds' order"),
+    (
+        "twice the cores",
+        "cargo gets twice the cores' job slots only when memory could wait",
+    ),
+];
+
+#[test]
+fn no_page_repeats_a_claim_the_code_made_false() {
+    let repo = repo();
+    let mut pages = vec![repo.join("README.md"), repo.join("ARCHITECTURE.md")];
+    files_under(&repo.join("docs/src"), "md", &mut pages);
+    let mut problems = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for (claim, truth) in CONTRADICTED {
+            if text.contains(claim) {
+                problems.push(format!(
+                    "{} says {claim:?}, but {truth}",
+                    page.strip_prefix(&repo).unwrap_or(page).display()
                 ));
             }
         }
