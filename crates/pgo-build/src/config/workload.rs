@@ -16,13 +16,41 @@ use super::values::{
 use crate::measure::metrics::MetricSpec;
 
 /// What a workload is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Run against the instrumented binaries: its profile trains the optimized build.
     Train,
     /// Measured, never trained on: what comparisons and the gate judge by.
     Holdout,
+}
+
+impl Role {
+    /// As `pgo-build.toml`, `report.json` and the tables write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Train => "train",
+            Role::Holdout => "holdout",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// `[[workload]]`: a command pgo-build runs against a stage's binaries

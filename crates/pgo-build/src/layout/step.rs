@@ -5,7 +5,19 @@
 use crate::layout::Stage;
 
 /// A command's timed step. Declaration order is pipeline order (`run --from` compares).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Step {
     #[value(skip)]
     Doctor,
@@ -31,6 +43,7 @@ pub enum Step {
 
 impl Step {
     /// Every step, in pipeline order.
+    #[cfg(test)]
     pub const ALL: [Step; 13] = [
         Step::Doctor,
         Step::Build,
@@ -82,7 +95,8 @@ impl Step {
         )
     }
 
-    /// The step a report or state record names.
+    /// The step a name names.
+    #[cfg(test)]
     pub fn from_name(name: &str) -> Option<Step> {
         Step::ALL.into_iter().find(|step| step.name() == name)
     }
@@ -104,6 +118,12 @@ impl Step {
             Step::Build | Step::Instrument | Step::Optimize => self.rewrites().first().copied(),
             _ => None,
         }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

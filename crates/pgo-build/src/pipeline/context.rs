@@ -29,7 +29,7 @@ use crate::layout::step::Step;
 use crate::measure::memory::PeakSampler;
 use crate::pipeline::requests::GlobalOptions;
 use crate::profiles::ExportedProfile;
-use crate::report::{CompareRun, Report, invocation, now_unix};
+use crate::report::{CompareRun, Report, StepResult, invocation, now_unix};
 use crate::toolchain::cross_language::{self, CSettings};
 use crate::toolchain::targets::{self, Platform};
 use crate::toolchain::{self, LlvmTool, Rustc, TargetPrint};
@@ -431,7 +431,7 @@ pub fn timed_step<T>(
     // only in memory: a step that fails before its commit point (`begin_outputs`) gets
     // the report back as it was, so a refusal loses nothing.
     let report_before = run.report.clone();
-    run.report.forget_outputs_of(name);
+    run.report.forget_outputs_of(step);
     for stage in step.rewrites() {
         for per_stage in run.report.binaries.values_mut() {
             per_stage.remove(stage.name());
@@ -458,14 +458,18 @@ pub fn timed_step<T>(
         Ok(value) if !running.outputs_begun => run.forget_stage(cx, step).map(|()| value),
         other => other,
     };
-    let outcome = if result.is_ok() { "ok" } else { "failed" };
+    let outcome = if result.is_ok() {
+        StepResult::Ok
+    } else {
+        StepResult::Failed
+    };
     if let (Step::Compare, Err(err)) = (step, &result) {
         run.report
             .record_compare_run(CompareRun::failed(err, invocation(), started_unix));
     }
-    cx.printer.step_end(name, outcome, started.elapsed());
+    cx.printer.step_end(name, outcome.name(), started.elapsed());
     run.report
-        .record_step(name, outcome, started.elapsed(), Some(peak));
+        .record_step(step, outcome, started.elapsed(), Some(peak));
     if let Err(err) = run.report.save(&cx.layout.report()) {
         cx.printer
             .warn(format!("could not write the report: {err:#}"));

@@ -110,7 +110,7 @@ fn add_previous_verdicts(
         let holdout = comparison
             .workloads
             .iter()
-            .any(|w| w.workload == workload && w.role == "holdout");
+            .any(|w| w.workload == workload && w.role == Role::Holdout);
         if candidate != shipped.name() || !holdout {
             continue;
         }
@@ -447,7 +447,7 @@ fn gate_verdicts(comparison: &CompareResult, shipped: Stage, margin: f64) -> Vec
     comparison
         .workloads
         .iter()
-        .filter(|w| w.role == "holdout")
+        .filter(|w| w.role == Role::Holdout)
         .filter_map(|w| {
             let candidate = w.candidates.get(shipped.name())?;
             Some(GateVerdict::judge(

@@ -215,7 +215,7 @@ fn dispatch(request: &Request, cx: &Context, run: &mut Run) -> Result<()> {
                 cx.printer.table(answer.text());
             }
             // Measuring chosen variants is not part of building the release.
-            run.report.mark_standalone(Step::Compare.name());
+            run.report.mark_standalone(Step::Compare);
             if let Err(err) = run.report.save(&cx.layout.report()) {
                 cx.printer
                     .warn(format!("could not write the report: {err:#}"));

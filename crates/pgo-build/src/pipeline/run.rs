@@ -24,13 +24,13 @@ use crate::config::Role;
 use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::pipeline::requests::{CompareRequest, RunRequest, StepOptions, TrainRequest};
-use crate::report::render;
+use crate::report::{StepResult, render};
 use crate::util::fingerprint::Fingerprint;
 
 /// doctor → build → instrument → train → optimize → compare, then the stage table.
 pub fn run_all(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
     // Sections of stages that turn out to be cached stay; the stage records start afresh.
-    run.report.stages.clear();
+    run.report.steps.clear();
     let result = run_steps(cx, run, args);
     // CI: GitHub Actions shows this file on the run's page.
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
@@ -55,9 +55,9 @@ pub fn run_all(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
     // The answer last, on the screen a user sees when the run ends: only this run's.
     let compared = run
         .report
-        .stages
+        .steps
         .iter()
-        .any(|s| s.name == Step::Compare.name() && s.result == "ok");
+        .any(|s| s.name == Step::Compare && s.result == StepResult::Ok);
     if compared && let Some(answer) = crate::report::answer::answer(&run.report) {
         cx.printer.table(answer.text());
     }
@@ -159,9 +159,10 @@ fn cached_step<T>(
         && run.state.steps.get(name) == Some(&fingerprint)
         && outputs_intact(cx, run, step)
     {
-        cx.printer.step_end(name, "cached", started.elapsed());
+        cx.printer
+            .step_end(name, StepResult::Cached.name(), started.elapsed());
         run.report
-            .record_cached_step(name, run.state.runs.get(name));
+            .record_cached_step(step, run.state.runs.get(name));
         run.report.save(&cx.layout.report())?;
         return Ok(None);
     }
@@ -181,7 +182,7 @@ pub fn record_completed(
 ) -> Result<()> {
     if let Some(fingerprint) = fingerprint(cx, step, options)? {
         run.state.steps.insert(step.name().to_owned(), fingerprint);
-        if let Some(record) = run.report.step_record(step.name()) {
+        if let Some(record) = run.report.step_record(step) {
             run.state
                 .runs
                 .insert(step.name().to_owned(), record.clone());

@@ -34,6 +34,42 @@ pub struct ExploreResult {
     pub stopped: Option<String>,
 }
 
+/// Where an explored variant is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VariantStatus {
+    #[serde(rename = "measured")]
+    Measured,
+    /// Built, but a holdout run against it failed: never recommended.
+    #[serde(rename = "failed")]
+    Failed,
+    #[serde(rename = "build failed")]
+    BuildFailed,
+    #[serde(rename = "not built")]
+    NotBuilt,
+    /// Built, not measured yet (the budget ran out first).
+    #[serde(rename = "not measured")]
+    NotMeasured,
+}
+
+impl VariantStatus {
+    /// As tables and `report.json` write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            VariantStatus::Measured => "measured",
+            VariantStatus::Failed => "failed",
+            VariantStatus::BuildFailed => "build failed",
+            VariantStatus::NotBuilt => "not built",
+            VariantStatus::NotMeasured => "not measured",
+        }
+    }
+}
+
+impl std::fmt::Display for VariantStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExploreVariantRecord {
     pub name: String,
@@ -42,8 +78,7 @@ pub struct ExploreVariantRecord {
     /// Cargo profile overrides (`cargo --config profile.<name>.<key>=<value>`).
     pub profile_overrides: BTreeMap<String, String>,
     pub rustflags: Vec<String>,
-    /// measured | failed | build failed | not built | not measured
-    pub status: String,
+    pub status: VariantStatus,
     /// What failed, or why it was not built or measured.
     #[serde(default)]
     pub detail: Option<String>,

@@ -15,9 +15,10 @@ use super::profile_records::{
 };
 use super::records::{
     BinaryRecord, BoltRecord, CCompilerRecord, CompareResult, CompareRun, ExploreResult,
-    LinkSummary, OrderRecord, RejectedProfile, RustcSummary, StageCache, StepRecord,
+    LinkSummary, OrderRecord, RejectedProfile, RustcSummary, StageCache, StepRecord, StepResult,
     WorkloadRecord, now_unix,
 };
+use crate::layout::step::Step;
 use crate::util::files::write_atomically;
 
 /// 2: verdicts faster | slower | no_difference | inconclusive, Wilcoxon and bounds (see the
@@ -46,7 +47,9 @@ pub struct Report {
     pub target: Option<String>,
     pub rustc: Option<String>,
     pub llvm_profdata: Option<String>,
-    pub stages: Vec<StepRecord>,
+    /// Every step that ran, in order (`stages` before schema 12).
+    #[serde(alias = "stages")]
+    pub steps: Vec<StepRecord>,
     /// Binary → stage → figures.
     pub binaries: BTreeMap<String, BTreeMap<String, BinaryRecord>>,
     pub training: Vec<WorkloadRecord>,
@@ -162,19 +165,19 @@ impl Report {
 
     pub fn record_step(
         &mut self,
-        name: &str,
-        result: &str,
+        name: Step,
+        result: StepResult,
         duration: Duration,
         peak_memory_bytes: Option<u64>,
     ) {
-        // A failed attempt does not erase the stage's last good run: both are shown, and
+        // A failed attempt does not erase the step's last good run: both are shown, and
         // only the good one counts in the pipeline's total.
-        let keeps_good = result == "failed";
-        self.stages
-            .retain(|stage| stage.name != name || (keeps_good && stage.result != "failed"));
-        self.stages.push(StepRecord {
-            name: name.to_owned(),
-            result: result.to_owned(),
+        let keeps_good = result == StepResult::Failed;
+        self.steps
+            .retain(|step| step.name != name || (keeps_good && step.result != StepResult::Failed));
+        self.steps.push(StepRecord {
+            name,
+            result,
             duration_secs: duration.as_secs_f64(),
             peak_memory_bytes,
             ran_at_unix: Some(now_unix()),
@@ -183,9 +186,9 @@ impl Report {
     }
 
     /// Marks the stage's latest record as run by its own command, outside the pipeline.
-    pub fn mark_standalone(&mut self, name: &str) {
-        if let Some(stage) = self.stages.iter_mut().rev().find(|s| s.name == name) {
-            stage.standalone = true;
+    pub fn mark_standalone(&mut self, name: Step) {
+        if let Some(step) = self.steps.iter_mut().rev().find(|s| s.name == name) {
+            step.standalone = true;
         }
     }
 
@@ -199,11 +202,11 @@ impl Report {
 
     /// Records a stage that was reused: with the duration, peak memory and time of the run
     /// that did its work (`earlier`), when known.
-    pub fn record_cached_step(&mut self, name: &str, earlier: Option<&StepRecord>) {
-        self.stages.retain(|stage| stage.name != name);
-        self.stages.push(StepRecord {
-            name: name.to_owned(),
-            result: "cached".to_owned(),
+    pub fn record_cached_step(&mut self, name: Step, earlier: Option<&StepRecord>) {
+        self.steps.retain(|step| step.name != name);
+        self.steps.push(StepRecord {
+            name,
+            result: StepResult::Cached,
             duration_secs: earlier.map_or(0.0, |e| e.duration_secs),
             peak_memory_bytes: earlier.and_then(|e| e.peak_memory_bytes),
             ran_at_unix: earlier.and_then(|e| e.ran_at_unix),
@@ -213,21 +216,21 @@ impl Report {
 
     /// Drops what a stage wrote into the report, when it starts again: a stage that then
     /// fails or is interrupted leaves no section of an earlier run behind.
-    pub fn forget_outputs_of(&mut self, stage: &str) {
-        match stage {
-            "train" | "merge" => {
+    pub fn forget_outputs_of(&mut self, step: Step) {
+        match step {
+            Step::Train | Step::Merge => {
                 self.profiles.clear();
                 self.rejected_profiles.clear();
                 self.bundles = None;
             }
-            "optimize" => {
+            Step::Optimize => {
                 self.merged_profile = None;
                 self.optimize_diagnostics = None;
                 self.staleness = None;
                 self.startup_order = None;
             }
-            "bolt" => self.bolt.clear(),
-            "overlap" => self.overlap.clear(),
+            Step::Bolt => self.bolt.clear(),
+            Step::Overlap => self.overlap.clear(),
             // "compare" keeps its last good result: a new one replaces it (`record_compare`),
             // a failed one goes into the history only.
             _ => {}
@@ -255,13 +258,13 @@ impl Report {
     }
 
     /// The stage's record: its last good run when it has one.
-    pub fn step_record(&self, name: &str) -> Option<&StepRecord> {
-        let mut records = self.stages.iter().filter(|stage| stage.name == name);
+    pub fn step_record(&self, name: Step) -> Option<&StepRecord> {
+        let mut records = self.steps.iter().filter(|step| step.name == name);
         let first = records.next()?;
         Some(
             std::iter::once(first)
                 .chain(records)
-                .find(|stage| stage.result != "failed")
+                .find(|step| step.result != StepResult::Failed)
                 .unwrap_or(first),
         )
     }
@@ -286,11 +289,16 @@ mod tests {
     #[test]
     fn step_table_shows_shares_and_total() {
         let mut report = Report::new(Path::new("/ws"));
-        report.record_step("build", "ok", Duration::from_secs(30), None);
-        report.record_step("train", "ok", Duration::from_secs(10), Some(1 << 20));
-        report.record_step("build", "ok", Duration::from_secs(30), None);
+        report.record_step(Step::Build, StepResult::Ok, Duration::from_secs(30), None);
+        report.record_step(
+            Step::Train,
+            StepResult::Ok,
+            Duration::from_secs(10),
+            Some(1 << 20),
+        );
+        report.record_step(Step::Build, StepResult::Ok, Duration::from_secs(30), None);
         let table = report.step_table();
-        assert_eq!(report.stages.len(), 2, "a re-run stage replaces its record");
+        assert_eq!(report.steps.len(), 2, "a re-run stage replaces its record");
         assert!(table.contains("75.0%"), "{table}");
         assert!(table.contains("25.0%"), "{table}");
         assert!(table.contains("40.00s"), "{table}");
@@ -299,11 +307,16 @@ mod tests {
     #[test]
     fn the_total_counts_one_pipeline_run_not_other_commands_or_failed_retries() {
         let mut report = Report::new(Path::new("/ws"));
-        report.record_step("build", "ok", Duration::from_secs(30), None);
-        report.record_step("train", "ok", Duration::from_secs(10), None);
-        report.record_step("compare", "ok", Duration::from_secs(60), None);
-        report.record_step("pack", "ok", Duration::from_secs(5), None);
-        report.record_step("compare", "failed", Duration::from_secs(1112), None);
+        report.record_step(Step::Build, StepResult::Ok, Duration::from_secs(30), None);
+        report.record_step(Step::Train, StepResult::Ok, Duration::from_secs(10), None);
+        report.record_step(Step::Compare, StepResult::Ok, Duration::from_secs(60), None);
+        report.record_step(Step::Pack, StepResult::Ok, Duration::from_secs(5), None);
+        report.record_step(
+            Step::Compare,
+            StepResult::Failed,
+            Duration::from_secs(1112),
+            None,
+        );
         let table = report.step_table();
         assert!(table.contains("100.00s"), "{table}");
         assert!(
@@ -311,15 +324,27 @@ mod tests {
             "the failed retry is shown: {table}"
         );
         assert!(table.contains("not in the total"), "{table}");
-        assert_eq!(report.step_record("compare").unwrap().result, "ok");
-        // A good run replaces both.
-        report.record_step("compare", "ok", Duration::from_secs(50), None);
         assert_eq!(
-            report.stages.iter().filter(|s| s.name == "compare").count(),
+            report.step_record(Step::Compare).unwrap().result,
+            StepResult::Ok
+        );
+        // A good run replaces both.
+        report.record_step(Step::Compare, StepResult::Ok, Duration::from_secs(50), None);
+        assert_eq!(
+            report
+                .steps
+                .iter()
+                .filter(|s| s.name == Step::Compare)
+                .count(),
             1
         );
         // A pipeline that failed at a stage with no good run: the failure is part of it.
-        report.record_step("optimize", "failed", Duration::from_secs(20), None);
+        report.record_step(
+            Step::Optimize,
+            StepResult::Failed,
+            Duration::from_secs(20),
+            None,
+        );
         assert!(
             report.step_table().contains("110.00s"),
             "{}",
@@ -343,10 +368,15 @@ mod tests {
                 },
             );
         }
-        report.record_step("build", "ok", Duration::from_secs(3), None);
-        report.record_step("optimize", "ok", Duration::from_secs(3), None);
+        report.record_step(Step::Build, StepResult::Ok, Duration::from_secs(3), None);
+        report.record_step(Step::Optimize, StepResult::Ok, Duration::from_secs(3), None);
         assert!(!report.size_table().contains("earlier build"));
-        report.record_step("optimize", "failed", Duration::from_secs(3), None);
+        report.record_step(
+            Step::Optimize,
+            StepResult::Failed,
+            Duration::from_secs(3),
+            None,
+        );
         let table = report.size_table();
         assert!(
             table.contains("2.0 MiB (file 3.0 MiB) (an earlier build: this one failed)"),
@@ -365,14 +395,14 @@ mod tests {
                 bolted: true,
             },
         );
-        report.record_step("bolt", "ok", Duration::from_secs(3), None);
-        report.stages.last_mut().unwrap().ran_at_unix = Some(1);
+        report.record_step(Step::Bolt, StepResult::Ok, Duration::from_secs(3), None);
+        report.steps.last_mut().unwrap().ran_at_unix = Some(1);
         let table = report.size_table();
         assert!(table.contains("optimize failed)"), "{table}");
         assert_eq!(table.matches("earlier").count(), 2, "{table}");
         // Built again after that, they are this build's.
-        report.record_step("bolt", "ok", Duration::from_secs(3), None);
-        report.stages.last_mut().unwrap().ran_at_unix = Some(u64::MAX);
+        report.record_step(Step::Bolt, StepResult::Ok, Duration::from_secs(3), None);
+        report.steps.last_mut().unwrap().ran_at_unix = Some(u64::MAX);
         assert!(!report.size_table().contains("optimize failed"));
     }
 
@@ -391,10 +421,10 @@ mod tests {
                 missed_by_training: Vec::new(),
             },
         );
-        report.forget_outputs_of("optimize");
+        report.forget_outputs_of(Step::Optimize);
         assert!(report.merged_profile.is_none());
         assert!(!report.overlap.is_empty(), "other stages' sections stay");
-        report.forget_outputs_of("overlap");
+        report.forget_outputs_of(Step::Overlap);
         assert!(report.overlap.is_empty());
     }
 
@@ -403,10 +433,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         let mut report = Report::new(Path::new("/ws"));
-        report.record_step("build", "ok", Duration::from_millis(1500), None);
+        report.record_step(
+            Step::Build,
+            StepResult::Ok,
+            Duration::from_millis(1500),
+            None,
+        );
         report.save(&path).unwrap();
         let (loaded, problem) = Report::load_or_new(&path, Path::new("/ws"));
-        assert_eq!(loaded.stages[0].duration_secs, 1.5);
+        assert_eq!(loaded.steps[0].duration_secs, 1.5);
         assert_eq!(problem, None);
         // A report of the last schema that only lacked fields is kept, as the current one.
         let mut older: serde_json::Value =
@@ -414,21 +449,21 @@ mod tests {
         older["schema_version"] = READS_SCHEMAS_FROM.into();
         std::fs::write(&path, older.to_string()).unwrap();
         let (kept, problem) = Report::load_or_new(&path, Path::new("/ws"));
-        assert_eq!((kept.stages.len(), problem), (1, None));
+        assert_eq!((kept.steps.len(), problem), (1, None));
         assert_eq!(kept.schema_version, SCHEMA_VERSION);
         older["schema_version"] = (READS_SCHEMAS_FROM - 1).into();
         std::fs::write(&path, older.to_string()).unwrap();
         let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
-        assert!(fresh.stages.is_empty());
+        assert!(fresh.steps.is_empty());
         assert!(problem.unwrap().contains("has report schema 7"));
         std::fs::write(&path, r#"{"schema_version": 999}"#).unwrap();
         let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
-        assert!(fresh.stages.is_empty());
+        assert!(fresh.steps.is_empty());
         assert!(problem.unwrap().contains("has report schema 999"));
         // Garbled: called corrupt, with its path.
         std::fs::write(&path, "{ garbled").unwrap();
         let (fresh, problem) = Report::load_or_new(&path, Path::new("/ws"));
-        assert!(fresh.stages.is_empty());
+        assert!(fresh.steps.is_empty());
         let problem = problem.unwrap();
         assert!(problem.contains("report.json is corrupt"), "{problem}");
         assert!(matches!(
@@ -442,7 +477,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         let mut report = Report::new(Path::new("/ws"));
-        report.record_step("build", "ok", Duration::from_millis(1500), None);
+        report.record_step(
+            Step::Build,
+            StepResult::Ok,
+            Duration::from_millis(1500),
+            None,
+        );
         report.save(&path).unwrap();
         let mut older: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -456,7 +496,7 @@ mod tests {
         std::fs::write(&path, older.to_string()).unwrap();
         let (kept, problem) = Report::load_or_new(&path, Path::new("/ws"));
         assert_eq!(problem, None);
-        assert_eq!(kept.stages.len(), 1, "the report was started afresh");
+        assert_eq!(kept.steps.len(), 1, "the report was started afresh");
         assert!(kept.staleness.is_none() && kept.overlap.is_empty());
     }
 

@@ -12,7 +12,7 @@ pub fn cells(run: &CompareRun) -> [String; 6] {
     let elapsed = std::time::Duration::from_secs(now_unix().saturating_sub(run.ran_at_unix));
     let holdout = run
         .geometric_mean
-        .get("holdout")
+        .get(&crate::config::Role::Holdout)
         .map(|per_candidate| {
             per_candidate
                 .iter()

@@ -35,7 +35,7 @@ pub use records::{
     CandidateSummary, CompareResult, CompareRun, CrateFigures, ExploreRecommendation,
     ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord, FamilyRule, GraphBound,
     LinkSummary, MetricComparison, OrderRecord, PreviousComparison, RejectedProfile, RunSample,
-    RustcSummary, ServiceRecord, StageCache, StepRecord, StoppedProcess, Traces,
-    WorkloadComparison, WorkloadRecord, decider_label, invocation, metric_label, now_unix,
-    verdict_text,
+    RustcSummary, ServiceRecord, StageCache, StepRecord, StepResult, StoppedProcess, Traces,
+    VariantStatus, WorkloadComparison, WorkloadRecord, decider_label, invocation, metric_label,
+    now_unix, verdict_text,
 };

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::StartupOrder;
+use crate::config::{Role, StartupOrder};
+use crate::layout::step::Step;
 use crate::measure::metric::{Decider, Metric};
 use crate::measure::metrics::Direction;
 use crate::measure::stats::PairedSummary;
@@ -14,13 +15,39 @@ use crate::util::units::human_bytes;
 
 pub use super::explore_records::{
     ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord,
+    VariantStatus,
 };
+
+/// How a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepResult {
+    Ok,
+    Failed,
+    /// Reused: `run` found its inputs and outputs unchanged since the run that did its work.
+    Cached,
+}
+
+impl std::fmt::Display for StepResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl StepResult {
+    pub fn name(self) -> &'static str {
+        match self {
+            StepResult::Ok => "ok",
+            StepResult::Failed => "failed",
+            StepResult::Cached => "cached",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepRecord {
-    pub name: String,
-    /// ok | failed | cached
-    pub result: String,
+    pub name: Step,
+    pub result: StepResult,
     /// How long the stage's work took; for a cached stage, the run that did the work.
     pub duration_secs: f64,
     /// Peak resident memory of pgo-build's whole process tree during the stage.
@@ -38,12 +65,12 @@ pub struct StepRecord {
 impl StepRecord {
     /// "ok", or "cached (ran 5 min ago)".
     pub fn result_text(&self) -> String {
-        match (self.result.as_str(), self.ran_at_unix) {
-            ("cached", Some(ran_at)) => {
+        match (self.result, self.ran_at_unix) {
+            (StepResult::Cached, Some(ran_at)) => {
                 let elapsed = std::time::Duration::from_secs(now_unix().saturating_sub(ran_at));
                 format!("cached (ran {})", crate::util::printer::ago(elapsed))
             }
-            (result, _) => result.to_owned(),
+            (result, _) => result.name().to_owned(),
         }
     }
 }
@@ -186,7 +213,7 @@ pub struct CompareResult {
     pub workloads: Vec<WorkloadComparison>,
     /// Role → candidate → geometric mean of the per-workload median ratios (of what decides:
     /// `metric`, or `decided_by` where a workload reports it).
-    pub geometric_mean: BTreeMap<String, BTreeMap<String, f64>>,
+    pub geometric_mean: BTreeMap<Role, BTreeMap<String, f64>>,
     /// The workload metric verdicts rest on (`--metric NAME`, `[compare] metric`), if any;
     /// workloads that do not report it are judged by `metric`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -310,7 +337,7 @@ impl CompareResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkloadComparison {
     pub workload: String,
-    pub role: String,
+    pub role: Role,
     /// Every counted run, in the order they ran.
     pub runs: Vec<RunSample>,
     /// Candidate → summaries of candidate/reference ratios.
@@ -552,7 +579,7 @@ pub struct CompareRun {
     pub rounds: usize,
     /// Role → candidate → geometric mean of the per-workload median ratios.
     #[serde(default)]
-    pub geometric_mean: BTreeMap<String, BTreeMap<String, f64>>,
+    pub geometric_mean: BTreeMap<Role, BTreeMap<String, f64>>,
 }
 
 impl CompareRun {

@@ -10,9 +10,10 @@ use crate::util::units::{figure, human_bytes};
 use super::file::Report;
 use super::records::{
     BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed, SIZES_LEGEND, StepRecord,
-    decider_label, metric_label, verdict_text,
+    StepResult, decider_label, metric_label, verdict_text,
 };
 use crate::layout::step::Step;
+use crate::report::records::VariantStatus;
 
 impl Report {
     /// The stage table: duration and share of the total, like rustc's release pipeline prints.
@@ -35,21 +36,23 @@ impl Report {
         let blank = || cache.then(|| Cell::new(""));
         let row = |stage: &StepRecord, share: String| {
             [
-                Cell::new(&stage.name),
+                Cell::new(stage.name.name()),
                 Cell::new(stage.result_text()),
                 // A stage reused from a run that left no record of its duration: unknown, not 0.
-                Cell::new(if stage.result == "cached" && stage.ran_at_unix.is_none() {
-                    "-".to_owned()
-                } else {
-                    format!("{:.2}s", stage.duration_secs)
-                })
+                Cell::new(
+                    if stage.result == StepResult::Cached && stage.ran_at_unix.is_none() {
+                        "-".to_owned()
+                    } else {
+                        format!("{:.2}s", stage.duration_secs)
+                    },
+                )
                 .set_alignment(CellAlignment::Right),
                 Cell::new(share).set_alignment(CellAlignment::Right),
                 Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
                     .set_alignment(CellAlignment::Right),
             ]
             .into_iter()
-            .chain(cache.then(|| Cell::new(self.cache_hits_of(&stage.name))))
+            .chain(cache.then(|| Cell::new(self.cache_hits_of(stage.name))))
         };
         for stage in &counted {
             let share = 100.0 * share_of(stage, total);
@@ -66,12 +69,15 @@ impl Report {
             .into_iter()
             .chain(blank()),
         );
-        let cached = counted.iter().filter(|s| s.result == "cached").count();
+        let cached = counted
+            .iter()
+            .filter(|s| s.result == StepResult::Cached)
+            .count();
         if cached > 0 {
             // What this run itself spent; the total is what the pipeline costs from scratch.
             let spent: f64 = counted
                 .iter()
-                .filter(|s| s.result != "cached")
+                .filter(|s| s.result != StepResult::Cached)
                 .map(|s| s.duration_secs)
                 .sum();
             table.add_row(
@@ -97,11 +103,11 @@ impl Report {
     /// a good run.
     pub fn pipeline_stages(&self) -> PipelineStages<'_> {
         let (counted, other): (Vec<&StepRecord>, Vec<&StepRecord>) =
-            self.stages.iter().partition(|stage| {
+            self.steps.iter().partition(|stage| {
                 !stage.standalone
-                    && Step::from_name(&stage.name).is_some_and(Step::builds_the_release)
+                    && stage.name.builds_the_release()
                     && self
-                        .step_record(&stage.name)
+                        .step_record(stage.name)
                         .is_some_and(|record| std::ptr::eq(record, *stage))
             });
         // + 0.0: a float sum of nothing is -0.0, printed "-0.00s".
@@ -114,14 +120,11 @@ impl Report {
     }
 
     /// "30/32" for a command whose build sccache served, else "-".
-    fn cache_hits_of(&self, command: &str) -> String {
-        let stage = match command {
-            "build" => "baseline",
-            "instrument" => "instrumented",
-            "optimize" => "optimized",
-            _ => return "-".to_owned(),
+    fn cache_hits_of(&self, step: Step) -> String {
+        let Some(stage) = step.cargo_build() else {
+            return "-".to_owned();
         };
-        match self.sccache.get(stage) {
+        match self.sccache.get(stage.name()) {
             Some(cache) => format!("{}/{}", cache.hits, cache.hits + cache.misses),
             None => "-".to_owned(),
         }
@@ -188,19 +191,19 @@ impl Report {
             _ => &[Step::Build],
         };
         let own = built_from.last()?;
-        let last = |step: &Step| self.stages.iter().rev().find(|r| r.name == step.name());
-        if last(own).is_some_and(|record| record.result == "failed") {
+        let last = |step: &Step| self.steps.iter().rev().find(|r| r.name == *step);
+        if last(own).is_some_and(|record| record.result == StepResult::Failed) {
             return Some("this one failed".to_owned());
         }
         let built_at = self
-            .stages
+            .steps
             .iter()
             .rev()
-            .find(|r| r.name == own.name() && r.result != "failed")
+            .find(|r| r.name == *own && r.result != StepResult::Failed)
             .and_then(|r| r.ran_at_unix);
         built_from.iter().rev().skip(1).find_map(|step| {
             let record = last(step)?;
-            (record.result == "failed" && record.ran_at_unix >= built_at)
+            (record.result == StepResult::Failed && record.ran_at_unix >= built_at)
                 .then(|| format!("{} failed", step.name()))
         })
     }
@@ -390,7 +393,7 @@ pub fn compare_table(result: &CompareResult) -> String {
             let chosen = summary.judged(&decider);
             let mut row = vec![
                 Cell::new(&comparison.workload),
-                Cell::new(&comparison.role),
+                Cell::new(comparison.role),
                 Cell::new(format!("{candidate} vs {}", result.reference)),
                 right(format!(
                     "{:.3}s → {:.3}s",
@@ -570,12 +573,11 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
     };
     for (stage, figures) in &report.rustc_memory {
         let peak = report
-            .stages
+            .steps
             .iter()
             .filter(|s| {
-                crate::layout::Stage::from_name(stage).is_some_and(|st| {
-                    Step::from_name(&s.name).and_then(Step::cargo_build) == Some(st)
-                })
+                crate::layout::Stage::from_name(stage)
+                    .is_some_and(|st| s.name.cargo_build() == Some(st))
             })
             .find_map(|s| s.peak_memory_bytes);
         stages.add_row([
@@ -679,26 +681,28 @@ pub fn explore_table(result: &ExploreResult) -> String {
         table.add_row([
             Cell::new(&variant.name),
             Cell::new(
-                if variant.name == "baseline" && variant.status == "measured" {
+                if variant.name == "baseline" && variant.status == VariantStatus::Measured {
                     "reference".to_owned()
                 } else {
                     speed(&variant.vs_baseline)
                 },
             ),
-            Cell::new(if variant.name == "pgo" && variant.status == "measured" {
-                "reference".to_owned()
-            } else {
-                speed(&variant.vs_pgo)
-            }),
+            Cell::new(
+                if variant.name == "pgo" && variant.status == VariantStatus::Measured {
+                    "reference".to_owned()
+                } else {
+                    speed(&variant.vs_pgo)
+                },
+            ),
             Cell::new(variant.build_time_text()).set_alignment(CellAlignment::Right),
             Cell::new(variant.peak_memory_text()).set_alignment(CellAlignment::Right),
             Cell::new(variant.size_text()).set_alignment(CellAlignment::Right),
             Cell::new(variant.front.join(", ")),
             Cell::new(match variant.rounds {
-                Some(rounds) if variant.status == "measured" => {
+                Some(rounds) if variant.status == VariantStatus::Measured => {
                     format!("measured ({rounds} rounds)")
                 }
-                _ => variant.status.clone(),
+                _ => variant.status.name().to_owned(),
             }),
         ]);
     }
@@ -752,7 +756,7 @@ mod tests {
             candidates: vec!["optimized".into()],
             workloads: vec![WorkloadComparison {
                 workload: "w".into(),
-                role: "holdout".into(),
+                role: crate::config::Role::Holdout,
                 runs: Vec::new(),
                 candidates: [("optimized".to_owned(), summary)].into(),
                 benchmarks: Vec::new(),

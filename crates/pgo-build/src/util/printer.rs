@@ -69,11 +69,11 @@ impl Printer {
         self.verbosity == Verbosity::Verbose
     }
 
-    /// Greppable step boundary: `pgo-build stage <name> start` (the words scripts grep for
+    /// Greppable step boundary: `pgo-build step <name> start` (the words scripts grep for
     /// predate the name "step").
     pub fn step_start(&self, step: &str) {
         if self.verbosity > Verbosity::Quiet {
-            stderr_line(&format!("pgo-build stage {step} start"));
+            stderr_line(&format!("pgo-build step {step} start"));
         }
     }
 
@@ -84,11 +84,11 @@ impl Printer {
         }
     }
 
-    /// Greppable step boundary: `pgo-build stage <name> ok|failed|skipped <seconds>s`.
+    /// Greppable step boundary: `pgo-build step <name> ok|failed|skipped <seconds>s`.
     pub fn step_end(&self, step: &str, result: &str, duration: Duration) {
         if self.verbosity > Verbosity::Quiet || result != "ok" {
             stderr_line(&format!(
-                "pgo-build stage {step} {result} {:.2}s",
+                "pgo-build step {step} {result} {:.2}s",
                 duration.as_secs_f64()
             ));
         }

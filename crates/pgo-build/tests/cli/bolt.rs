@@ -11,7 +11,7 @@ fn bolted_binaries_run_and_match_the_baseline() {
     fixture
         .run(&["run", "--no-compare"])
         .success()
-        .stderr_contains("pgo-build stage bolt ok");
+        .stderr_contains("pgo-build step bolt ok");
     for (name, args) in [("app", &["work", "3000"][..]), ("helper", &[][..])] {
         let bolted = fixture.stage_bin("bolt", name);
         assert!(

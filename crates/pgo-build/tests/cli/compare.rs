@@ -445,7 +445,7 @@ fn a_failed_compare_does_not_replace_the_last_good_one_in_the_report() {
     );
     // The stage table keeps the good run's record and shows the failed retry beside it, out
     // of the pipeline's total; the history has both, with how they ran.
-    let results: Vec<&str> = report["stages"]
+    let results: Vec<&str> = report["steps"]
         .as_array()
         .unwrap()
         .iter()
@@ -455,14 +455,14 @@ fn a_failed_compare_does_not_replace_the_last_good_one_in_the_report() {
     assert_eq!(results, ["ok", "failed"]);
     // Both ran as `pgo-build compare`, outside any pipeline: marked so, and out of its total.
     assert!(
-        report["stages"]
+        report["steps"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|s| s["name"] == "compare")
             .all(|s| s["standalone"] == true),
         "{}",
-        report["stages"]
+        report["steps"]
     );
     let history = report["compare_history"].as_array().unwrap();
     assert_eq!(history.len(), 2, "{history:?}");

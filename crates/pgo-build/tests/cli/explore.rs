@@ -84,7 +84,7 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
     assert_eq!(
         second
             .stderr()
-            .matches("pgo-build stage instrument cached")
+            .matches("pgo-build step instrument cached")
             .count(),
         2,
         "pgo and pgo+cgu1 reuse their builds: {}",

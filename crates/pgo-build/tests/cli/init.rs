@@ -90,7 +90,7 @@ fn without_benchmarks_one_edited_line_makes_init_s_configuration_run() {
     fixture
         .run(&["run", "--no-compare"])
         .success()
-        .stderr_contains("pgo-build stage optimize ok");
+        .stderr_contains("pgo-build step optimize ok");
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn cargo_runs_the_installed_cargo_pgo_build_beside_pgo_build() {
     }
     cargo_pgo_build_doctor(&fixture, bin.path())
         .success()
-        .stderr_contains("pgo-build stage doctor ok");
+        .stderr_contains("pgo-build step doctor ok");
     // Alone, it says what is missing.
     std::fs::remove_file(bin.path().join("pgo-build")).unwrap();
     let output = Command::new(bin.path().join("cargo-pgo-build"))
@@ -127,7 +127,7 @@ fn cargo_runs_pgo_build_as_its_pgo_build_subcommand() {
     .unwrap();
     cargo_pgo_build_doctor(&fixture, bin.path())
         .success()
-        .stderr_contains("pgo-build stage doctor ok");
+        .stderr_contains("pgo-build step doctor ok");
 }
 
 /// `cargo pgo-build doctor` in the fixture, with `bin` first on PATH (where cargo finds
@@ -221,7 +221,7 @@ fn at_a_terminal_sentences_fit_its_width() {
         .output()
         .unwrap();
     let shown = on_screen(&output.stdout);
-    assert!(shown.contains("pgo-build stage compare ok"), "{shown}");
+    assert!(shown.contains("pgo-build step compare ok"), "{shown}");
     for line in shown.lines().filter(|l| !l.contains('/')) {
         assert!(line.chars().count() <= 80, "{line:?}\n{shown}");
     }

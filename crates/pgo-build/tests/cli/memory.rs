@@ -30,7 +30,7 @@ fn with_one_link_job_links_never_overlap() {
     assert_eq!(summary["links"], 2);
     assert!(summary["max_rss_bytes"].as_u64().unwrap() > 0);
     assert!(
-        fixture.report()["stages"][0]["peak_memory_bytes"]
+        fixture.report()["steps"][0]["peak_memory_bytes"]
             .as_u64()
             .unwrap()
             > 0
@@ -460,7 +460,7 @@ fn a_guessed_crate_runs_on_probation_beside_one_whose_guess_leaves_room() {
         "{records:?}"
     );
     // Within its allowance, or paused at it: never past the budget.
-    let peak = fixture.report()["stages"][0]["peak_memory_bytes"]
+    let peak = fixture.report()["steps"][0]["peak_memory_bytes"]
         .as_u64()
         .unwrap();
     assert!(peak < 1400 << 20, "{peak}");

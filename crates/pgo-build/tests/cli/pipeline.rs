@@ -14,8 +14,8 @@ fn full_pipeline_produces_optimized_binaries_that_run() {
     ]);
     let run = fixture.run(&["run"]);
     run.success()
-        .stderr_contains("pgo-build stage instrument start")
-        .stderr_contains("pgo-build stage optimize ok");
+        .stderr_contains("pgo-build step instrument start")
+        .stderr_contains("pgo-build step optimize ok");
     insta::assert_snapshot!("run_tables", normalized(&fixture, &run.stdout()));
     // Not a terminal: nothing animated.
     assert!(
@@ -410,7 +410,7 @@ fn a_workspace_under_a_path_with_spaces_and_quotes_runs_end_to_end() {
     fixture
         .run(&["run", "--no-compare"])
         .success()
-        .stderr_contains("pgo-build stage optimize ok");
+        .stderr_contains("pgo-build step optimize ok");
     assert!(fixture.stage_bin("optimized", "app").exists());
 }
 

@@ -51,7 +51,7 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
     ] {
         assert!(html.contains(text), "report.html lacks {text:?}");
     }
-    let duration = fixture.report()["stages"][1]["duration_secs"]
+    let duration = fixture.report()["steps"][1]["duration_secs"]
         .as_f64()
         .unwrap();
     assert!(

@@ -4,7 +4,7 @@ use crate::support::*;
 
 /// Stage name → result ("ok", "cached", "failed") of the last `run`, from the report.
 fn stage_results(fixture: &Fixture) -> Vec<(String, String)> {
-    fixture.report()["stages"]
+    fixture.report()["steps"]
         .as_array()
         .unwrap()
         .iter()
@@ -35,7 +35,7 @@ fn a_second_run_with_nothing_changed_reuses_every_stage() {
     fixture
         .run(&["run", "--compare-rounds", "2"])
         .success()
-        .stderr_contains("pgo-build stage build cached");
+        .stderr_contains("pgo-build step build cached");
     let results = stage_results(&fixture);
     for stage in ["build", "instrument", "train", "optimize", "compare"] {
         assert_eq!(result_of(&results, stage), "cached", "{stage}: {results:?}");
@@ -45,7 +45,7 @@ fn a_second_run_with_nothing_changed_reuses_every_stage() {
         "cached stages keep their report sections"
     );
     // Each cached stage keeps the duration and time of the run that did its work.
-    for stage in fixture.report()["stages"].as_array().unwrap() {
+    for stage in fixture.report()["steps"].as_array().unwrap() {
         if stage["result"] == "cached" {
             assert!(stage["duration_secs"].as_f64().unwrap() > 0.0, "{stage}");
             assert!(stage["ran_at_unix"].as_u64().is_some(), "{stage}");

@@ -19,7 +19,7 @@ use crate::pipeline::run::pipeline_step;
 use crate::pipeline::steps::compare::Compared;
 use crate::pipeline::steps::profile;
 use crate::profiles::ExportedProfile;
-use crate::report::ExploreStageCost;
+use crate::report::{ExploreStageCost, StepResult};
 use crate::util::files::write_atomically;
 use crate::util::fingerprint::Fingerprint;
 
@@ -90,13 +90,13 @@ pub(super) fn run_steps(
         if let Some(handed) = pipeline_step(cx, run, step, args, trained.as_ref())? {
             trained = Some(handed);
         }
-        let record = run.report.step_record(step.name());
+        let record = run.report.step_record(step);
         costs.push(ExploreStageCost {
             build: label.to_owned(),
             stage: step.name().to_owned(),
             secs: record.map_or(0.0, |r| r.duration_secs),
             peak_memory_bytes: record.and_then(|r| r.peak_memory_bytes),
-            cached: record.is_some_and(|r| r.result == "cached"),
+            cached: record.is_some_and(|r| r.result == StepResult::Cached),
         });
     }
     Ok(true)

@@ -7,6 +7,7 @@ use super::variants::{BASELINE, PGO};
 use crate::config::{self, Growth};
 use crate::measure::decision::{Outcome, outcome, standing};
 use crate::measure::stats::{self, PairedSummary, Verdict};
+use crate::report::VariantStatus;
 use crate::report::{ExploreRecommendation, ExploreSpeed, ExploreVariantRecord};
 
 /// Marks the variants on the Pareto front of speed against each cost: no other measured
@@ -23,7 +24,7 @@ pub fn mark_fronts(records: &mut [ExploreVariantRecord]) {
         .map(|r| {
             let speed = r.vs_baseline.as_ref().map(|s| s.ratio).or(
                 // The baseline is the unit of speed.
-                (r.name == BASELINE && r.status == "measured").then_some(1.0),
+                (r.name == BASELINE && r.status == VariantStatus::Measured).then_some(1.0),
             )?;
             Some((speed, costs.map(|(_, cost)| cost(r))))
         })
@@ -86,7 +87,7 @@ pub fn recommend(
     let pgo = records.iter().find(|r| r.name == PGO);
     let better = records
         .iter()
-        .filter(|r| r.name != PGO && r.name != BASELINE && r.status == "measured")
+        .filter(|r| r.name != PGO && r.name != BASELINE && r.status == VariantStatus::Measured)
         .filter(|r| !r.over_size_limit)
         .filter(|r| {
             r.vs_pgo
@@ -115,7 +116,7 @@ pub fn recommend(
     }
     let candidates = records
         .iter()
-        .filter(|r| r.name != PGO && r.name != BASELINE && r.status == "measured")
+        .filter(|r| r.name != PGO && r.name != BASELINE && r.status == VariantStatus::Measured)
         .count();
     let none_better = format!(
         "no variant is better than pgo ({candidates} measured against it{})",

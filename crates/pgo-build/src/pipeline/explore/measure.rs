@@ -14,6 +14,7 @@ use crate::config::{self, Role};
 use crate::measure::metric::{Decider, Metric};
 use crate::pipeline::context::Context;
 use crate::pipeline::steps::compare::{Compared, run_once};
+use crate::report::VariantStatus;
 use crate::report::{ExploreSpeed, ExploreVariantRecord};
 use crate::util::files::write_atomically;
 use crate::util::fingerprint::Fingerprint;
@@ -74,13 +75,13 @@ fn apply_measurements(
 ) {
     for record in records.iter_mut() {
         if record.name == BASELINE && built.contains_key(BASELINE) {
-            record.status = "measured".to_owned();
+            record.status = VariantStatus::Measured;
             continue;
         }
         let Some(variant) = built.get(&record.name) else {
             continue;
         };
-        if record.status == "failed" {
+        if record.status == VariantStatus::Failed {
             continue;
         }
         if let Some(measurement) = cache
@@ -88,7 +89,7 @@ fn apply_measurements(
             .get(&record.name)
             .filter(|m| m.key == key_of(variant))
         {
-            record.status = "measured".to_owned();
+            record.status = VariantStatus::Measured;
             record.detail = None;
             record.vs_baseline = Some(measurement.vs_baseline.clone());
             record.vs_pgo = measurement.vs_pgo.clone();
@@ -164,7 +165,7 @@ pub(super) fn measure_variants(
                 .iter_mut()
                 .find(|r| &r.name == name)
                 .expect("every measured variant has a record");
-            record.status = "failed".to_owned();
+            record.status = VariantStatus::Failed;
             record.detail = Some(reason.clone());
         }
         measured.retain(|v| !refused.contains_key(&v.name));

@@ -38,6 +38,7 @@ use super::steps::doctor::no_training;
 use crate::config::{self, Role};
 use crate::exec::interrupt;
 use crate::pipeline::requests::{ExploreRequest, decider};
+use crate::report::VariantStatus;
 use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 
@@ -71,7 +72,7 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
     for variant in &variants {
         let mut record = new_record(variant);
         if clock.exhausted() {
-            record.status = "not built".to_owned();
+            record.status = VariantStatus::NotBuilt;
             record.detail = Some("the budget ran out first".to_owned());
             stopped.get_or_insert_with(|| budget_note(&clock));
             records.push(record);
@@ -82,11 +83,11 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
         match build_variant(cx, run, variant, &clock) {
             Ok(Some(done)) => {
                 record_built(cx, &variant.name, &mut record, &done)?;
-                record.status = "not measured".to_owned();
+                record.status = VariantStatus::NotMeasured;
                 built.insert(variant.name.clone(), done.compared);
             }
             Ok(None) => {
-                record.status = "not built".to_owned();
+                record.status = VariantStatus::NotBuilt;
                 record.detail = Some("the budget ran out while building it".to_owned());
                 stopped.get_or_insert_with(|| budget_note(&clock));
             }
@@ -105,7 +106,7 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
                     "variant `{}` could not be built, so it is left out: {err:#}",
                     variant.name
                 ))?;
-                record.status = "build failed".to_owned();
+                record.status = VariantStatus::BuildFailed;
                 record.detail = Some(format!("{err:#}"));
             }
         }
@@ -114,12 +115,16 @@ pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()>
     mark_size_changes(&mut records, cx.config.pgo.max_size_growth.as_ref());
     if stopped.is_none() {
         measure_variants(cx, &built, &mut records, &decider, rounds, &clock)?;
-        if clock.exhausted() && records.iter().any(|r| r.status == "not measured") {
+        if clock.exhausted()
+            && records
+                .iter()
+                .any(|r| r.status == VariantStatus::NotMeasured)
+        {
             stopped = Some(budget_note(&clock));
         }
     } else {
         for record in &mut records {
-            if record.status == "not measured" {
+            if record.status == VariantStatus::NotMeasured {
                 record.detail = Some("the budget ran out first".to_owned());
             }
         }

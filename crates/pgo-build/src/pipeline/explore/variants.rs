@@ -5,6 +5,7 @@ use anyhow::{Result, bail};
 
 use crate::config::{self, BuildVariant, CBuild};
 use crate::report::ExploreVariantRecord;
+use crate::report::VariantStatus;
 
 /// Machine function splitting: the cold blocks of hot functions move out of the hot code, by
 /// the profile (rustc 1.95 passes it to LLVM; whether it helps is what explore measures).
@@ -177,7 +178,7 @@ pub(super) fn measured_record(name: &str) -> ExploreVariantRecord {
         pgo: name != BASELINE,
         bolt: false,
     });
-    record.status = "measured".to_owned();
+    record.status = VariantStatus::Measured;
     record
 }
 
@@ -193,7 +194,8 @@ pub(super) fn new_record(variant: &Variant) -> ExploreVariantRecord {
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect(),
         rustflags: variant.build.rustflags.clone(),
-        status: String::new(),
+        // Until it is built.
+        status: VariantStatus::NotBuilt,
         detail: None,
         bin_dir: None,
         stages: Vec::new(),

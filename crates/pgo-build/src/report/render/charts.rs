@@ -62,7 +62,7 @@ pub(super) fn compare_section(compare: &CompareResult, out: &mut String) {
                 "<h3>{} ({}): {candidate} vs {}</h3><p>by {}: median of per-round ratios {} \
                  (the verdict's interval {} … {}), wins {}/{}: <span class=\"{class}\">{}</span></p>",
                 escape(&workload.workload),
-                escape(&workload.role),
+                escape(workload.role.name()),
                 escape(&compare.reference),
                 escape(&decider_label(&by)),
                 percent(s.median_ratio),
@@ -272,7 +272,7 @@ mod tests {
         let summary = CandidateSummary::of_ratios(ratios);
         WorkloadComparison {
             workload: name.into(),
-            role: "holdout".into(),
+            role: crate::config::Role::Holdout,
             runs,
             candidates: [("optimized".to_owned(), summary)].into(),
             benchmarks: Vec::new(),

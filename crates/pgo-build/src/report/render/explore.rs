@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::text::{escape, verdict_label};
 use crate::measure::metric::Decider;
 use crate::measure::stats::Verdict;
+use crate::report::records::VariantStatus;
 use crate::report::records::{ExploreResult, ExploreSpeed, decider_label};
 use crate::report::tables::percent;
 
@@ -189,9 +190,9 @@ pub(super) fn explore_section(explore: &ExploreResult, out: &mut String) {
         .variants
         .iter()
         .filter_map(|v| {
-            let speed = match (&v.vs_baseline, v.name.as_str(), v.status.as_str()) {
+            let speed = match (&v.vs_baseline, v.name.as_str(), v.status) {
                 (Some(s), _, _) => s.ratio,
-                (None, "baseline", "measured") => 1.0,
+                (None, "baseline", VariantStatus::Measured) => 1.0,
                 _ => return None,
             };
             Some((
@@ -231,7 +232,7 @@ pub(super) fn explore_section(explore: &ExploreResult, out: &mut String) {
             v.peak_memory_text(),
             v.size_text(),
             escape(&v.front.join(", ")),
-            escape(&v.status)
+            escape(v.status.name())
         );
     }
     out.push_str("</table>");

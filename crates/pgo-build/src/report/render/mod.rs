@@ -14,7 +14,8 @@ use text::escape;
 
 use crate::report::file::Report;
 use crate::report::records::{
-    BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZES_LEGEND, decider_label, verdict_text,
+    BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZES_LEGEND, StepResult, decider_label,
+    verdict_text,
 };
 use crate::report::tables::{PipelineStages, share_of};
 use crate::util::units::{figure, human_bytes};
@@ -304,7 +305,7 @@ fn c_compiler_rows(report: &Report) -> Vec<(String, [String; 3])> {
 }
 
 fn stages_section(report: &Report, out: &mut String) {
-    if report.stages.is_empty() {
+    if report.steps.is_empty() {
         return;
     }
     let PipelineStages {
@@ -320,11 +321,15 @@ fn stages_section(report: &Report, out: &mut String) {
         let w = width * share_of(stage, total);
         let color = COLORS[i % COLORS.len()];
         // A reused stage is drawn faded: its duration is that of the run that did the work.
-        let opacity = if stage.result == "cached" { 0.4 } else { 1.0 };
+        let opacity = if stage.result == StepResult::Cached {
+            0.4
+        } else {
+            1.0
+        };
         let _ = write!(
             svg,
             "<rect x=\"{x:.1}\" y=\"10\" width=\"{w:.1}\" height=\"30\" fill=\"{color}\" fill-opacity=\"{opacity}\"><title>{}: {:.2}s, {}</title></rect>",
-            escape(&stage.name),
+            escape(stage.name.name()),
             stage.duration_secs,
             escape(&stage.result_text())
         );
@@ -333,7 +338,7 @@ fn stages_section(report: &Report, out: &mut String) {
                 svg,
                 "<text x=\"{:.1}\" y=\"30\" fill=\"white\">{}</text>",
                 x + 4.0,
-                escape(&stage.name)
+                escape(stage.name.name())
             );
         }
         x += w;
@@ -349,7 +354,7 @@ fn stages_section(report: &Report, out: &mut String) {
             out,
             "<tr><td><span style=\"color:{}\">■</span> {}</td><td>{}</td><td>{:.2}s</td><td>{share:.1}%</td></tr>",
             COLORS[i % COLORS.len()],
-            escape(&stage.name),
+            escape(stage.name.name()),
             escape(&stage.result_text()),
             stage.duration_secs
         );
@@ -362,7 +367,7 @@ fn stages_section(report: &Report, out: &mut String) {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{:.2}s</td><td>not in the total</td></tr>",
-            escape(&stage.name),
+            escape(stage.name.name()),
             escape(&stage.result_text()),
             stage.duration_secs
         );

@@ -123,7 +123,53 @@ impl Fixture {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
-        self.run_with(self.command(args))
+        let run = self.run_with(self.command(args));
+        if args.iter().find(|a| !a.starts_with('-')) == Some(&"gate") {
+            self.gate_agrees_with_the_answer();
+        }
+        run
+    }
+
+    /// Every gate of the suite is checked against the answer of the comparison it made: the
+    /// gate passes its verdicts against the baseline exactly where the answer ships or says
+    /// "no measurable difference" or "no proven gain" (one rule decides both).
+    fn gate_agrees_with_the_answer(&self) {
+        let path = self.layout().path("provenance.json");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let provenance: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let verdicts: Vec<&serde_json::Value> = provenance["verdicts"]
+            .as_array()
+            .map(|v| v.iter().filter(|v| v["against"] == "baseline").collect())
+            .unwrap_or_default();
+        if verdicts.is_empty() {
+            return;
+        }
+        let passes = verdicts.iter().all(|v| v["passed"] == true);
+        let report = self.run_with(self.command(&["report"]));
+        let headline = report
+            .stdout()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let ships = ["Ship ", "No measurable difference", "No proven gain"]
+            .iter()
+            .any(|start| headline.starts_with(start));
+        let refuses = ["Do not ship", "Not proven yet"]
+            .iter()
+            .any(|start| headline.starts_with(start));
+        assert!(
+            ships != refuses && ships == passes,
+            "the gate {} its verdicts ({}) but the answer says {headline:?}",
+            if passes { "passed" } else { "refused" },
+            verdicts
+                .iter()
+                .map(|v| v["detail"].to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
     }
 
     pub fn run_with(&self, mut command: Command) -> Run {
@@ -507,7 +553,7 @@ pub fn normalized(fixture: &Fixture, text: &str) -> String {
 
 /// The names of a report's stage records, in order.
 pub fn stage_names(report: &serde_json::Value) -> Vec<&str> {
-    report["stages"]
+    report["steps"]
         .as_array()
         .unwrap()
         .iter()
