@@ -106,7 +106,7 @@ impl Null {
         let n = self.n;
         let all = 2f64.powi(n as i32);
         let rank_p = self.rank_sum_p();
-        let sign_p: Vec<f64> = (0..=n).map(|k| super::stats::sign_test(k, n - k)).collect();
+        let sign_p: Vec<f64> = (0..=n).map(|k| sign_test(k, n - k)).collect();
         // The chance of each value of the statistic, min(p_W, p_S).
         let mut outcomes: Vec<(f64, f64)> = Vec::new();
         for (k, row) in self.ways.iter().enumerate() {
@@ -172,7 +172,12 @@ pub fn paired_interval(ratios: &[f64], alpha: f64) -> Option<(f64, f64)> {
     let (accepted, hull) = accepted_shifts(&logs, alpha)?;
     // No shift both tests accept (rare data; a chance below alpha): the shifts either does.
     let (low, high) = accepted.unwrap_or(hull);
-    let median = super::stats::median(&logs);
+    let n = logs.len();
+    let median = if n % 2 == 1 {
+        logs[n / 2]
+    } else {
+        (logs[n / 2 - 1] + logs[n / 2]) / 2.0
+    };
     Some((low.min(median).exp(), high.max(median).exp()))
 }
 
@@ -224,6 +229,24 @@ fn accepted_shifts(logs: &[f64], alpha: f64) -> Option<(Option<(f64, f64)>, (f64
         bounds.iter().map(|b| b.1).fold(f64::NEG_INFINITY, f64::max),
     );
     Some(((low <= high).then_some((low, high)), hull))
+}
+
+/// Exact two-sided binomial test of `wins` against `losses` with p = 1/2.
+pub fn sign_test(wins: usize, losses: usize) -> f64 {
+    let n = wins + losses;
+    if n == 0 {
+        return 1.0;
+    }
+    let k = wins.min(losses);
+    let mut tail = 0.0;
+    let mut coefficient = 1.0f64; // C(n, 0)
+    for i in 0..=k {
+        if i > 0 {
+            coefficient = coefficient * (n - i + 1) as f64 / i as f64;
+        }
+        tail += coefficient;
+    }
+    (2.0 * tail / 2f64.powi(n as i32)).min(1.0)
 }
 
 /// The exact coverage of [`paired_interval`] for `n` rounds at `alpha` (at least `1 - alpha`).

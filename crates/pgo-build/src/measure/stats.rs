@@ -17,6 +17,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::interval::sign_test;
+
 /// Below this many pairs no verdict other than "too few rounds" is given: each test runs at
 /// 2.5%, and with 6 pairs not even 6 of 6 could reach it (2/64 = 3.1%; 7 of 7: 1.6%).
 pub const MIN_PAIRS: usize = 7;
@@ -676,24 +678,6 @@ fn interval_or_range(ratios: &[f64], alpha: f64) -> (f64, f64) {
             (f64::NAN, f64::NAN)
         }
     })
-}
-
-/// Exact two-sided binomial test of `wins` against `losses` with p = 1/2.
-pub(crate) fn sign_test(wins: usize, losses: usize) -> f64 {
-    let n = wins + losses;
-    if n == 0 {
-        return 1.0;
-    }
-    let k = wins.min(losses);
-    let mut tail = 0.0;
-    let mut coefficient = 1.0f64; // C(n, 0)
-    for i in 0..=k {
-        if i > 0 {
-            coefficient = coefficient * (n - i + 1) as f64 / i as f64;
-        }
-        tail += coefficient;
-    }
-    (2.0 * tail / 2f64.powi(n as i32)).min(1.0)
 }
 
 /// A small seeded generator: round orders and simulations must repeat for a seed.

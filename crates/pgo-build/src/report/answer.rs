@@ -6,11 +6,15 @@
 //! the HTML page), so a figure a user quotes is one the tool concluded. A pure function of the
 //! [`Report`], deciding by `measure::decision`, the rule `gate` and `explore` apply too.
 
+use crate::config::Role;
+use crate::layout::step::Step;
 use crate::measure::decision::{Outcome, Standing, outcome, standing};
 use crate::measure::metric::{CLIENT_CPU, Decider, Metric, SERVICES_CPU};
 use crate::measure::stats::{MIN_PAIRS, PairedSummary, Verdict, interval_text, outward};
 use crate::report::file::Report;
-use crate::report::records::{CandidatePair, CompareResult, WorkloadComparison, decider_label};
+use crate::report::records::{
+    CandidatePair, CompareResult, StepResult, WorkloadComparison, decider_label,
+};
 
 /// The answer: a headline, then the lines that support it.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,56 +52,20 @@ pub fn answer(report: &Report) -> Option<Answer> {
     let held_out: Vec<&WorkloadComparison> = compare
         .workloads
         .iter()
-        .filter(|w| w.role == "holdout")
+        .filter(|w| w.role == Role::Holdout)
         .collect();
     let (judged, on_training) = if held_out.is_empty() {
         (compare.workloads.iter().collect::<Vec<_>>(), true)
     } else {
         (held_out, false)
     };
-    let mut lines = Vec::new();
-    for workload in &judged {
-        for (candidate, summary) in workload.in_order(&compare.candidates) {
-            let judged = summary.judged(&decider);
-            let open = !matches!(
-                judged.verdict,
-                Verdict::Faster | Verdict::Slower | Verdict::NoDifference
-            );
-            lines.push(format!(
-                "{}: {}{}",
-                workload.workload,
-                workload_line(
-                    candidate,
-                    &compare.reference,
-                    judged,
-                    &summary.judged_by(&decider),
-                    &decider
-                ),
-                if open && workload.budget_ran_out {
-                    " (stopped by the time budget: --budget or [compare] budget)"
-                } else {
-                    ""
-                }
-            ));
-        }
-    }
-    let role = if on_training { "train" } else { "holdout" };
-    let means = compare.geometric_mean.get(role);
-    if judged.len() > 1
-        && let Some(means) = means
-    {
-        let said: Vec<String> = compare
-            .candidates
-            .iter()
-            .filter_map(|c| Some(format!("{c} {}", times(*means.get(c)?, &decider))))
-            .collect();
-        lines.push(format!(
-            "Geometric mean over the {} {} workloads: {}",
-            judged.len(),
-            if on_training { "training" } else { "held-out" },
-            said.join(", ")
-        ));
-    }
+    let role = if on_training {
+        Role::Train
+    } else {
+        Role::Holdout
+    };
+    let means = compare.geometric_mean.get(&role);
+    let mut lines = evidence_lines(compare, &judged, means, on_training);
     // Where each candidate stands over the judged workloads, by the one rule.
     let outcomes: Vec<(&String, Outcome)> = compare
         .candidates
@@ -146,6 +114,73 @@ pub fn answer(report: &Report) -> Option<Answer> {
     };
     // Unproven, the size of a variant nobody should ship yet is beside the point.
     let ship = ship.filter(|_| !on_training);
+    lines.extend(closing_lines(report, compare, &judged, ship));
+    Some(Answer { headline, lines })
+}
+
+/// One line per judged workload and candidate (its verdict, interval and rounds), then the
+/// geometric mean over them.
+fn evidence_lines(
+    compare: &CompareResult,
+    judged: &[&WorkloadComparison],
+    means: Option<&std::collections::BTreeMap<String, f64>>,
+    on_training: bool,
+) -> Vec<String> {
+    let decider = compare.decider();
+    let mut lines = Vec::new();
+    for workload in judged {
+        for (candidate, summary) in workload.in_order(&compare.candidates) {
+            let judged = summary.judged(&decider);
+            let open = !matches!(
+                judged.verdict,
+                Verdict::Faster | Verdict::Slower | Verdict::NoDifference
+            );
+            lines.push(format!(
+                "{}: {}{}",
+                workload.workload,
+                workload_line(
+                    candidate,
+                    &compare.reference,
+                    judged,
+                    &summary.judged_by(&decider),
+                    &decider
+                ),
+                if open && workload.budget_ran_out {
+                    " (stopped by the time budget: --budget or [compare] budget)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    if judged.len() > 1
+        && let Some(means) = means
+    {
+        let said: Vec<String> = compare
+            .candidates
+            .iter()
+            .filter_map(|c| Some(format!("{c} {}", times(*means.get(c)?, &decider))))
+            .collect();
+        lines.push(format!(
+            "Geometric mean over the {} {} workloads: {}",
+            judged.len(),
+            if on_training { "training" } else { "held-out" },
+            said.join(", ")
+        ));
+    }
+    lines
+}
+
+/// What follows the evidence: the shipped build's size, what the gate would ship instead,
+/// why instruction counts did not decide, the build's cost and what the intervals are.
+fn closing_lines(
+    report: &Report,
+    compare: &CompareResult,
+    judged: &[&WorkloadComparison],
+    ship: Option<&String>,
+) -> Vec<String> {
+    let decider = compare.decider();
+    let mut lines = Vec::new();
     if let Some(sizes) = ship.and_then(|ship| size_line(report, ship, &compare.reference)) {
         lines.push(sizes);
     }
@@ -178,7 +213,7 @@ pub fn answer(report: &Report) -> Option<Answer> {
                 .to_owned(),
         );
     }
-    Some(Answer { headline, lines })
+    lines
 }
 
 /// The factor a faster interval's ends read as ("1.13–1.43"): the reciprocals of its bounds,
@@ -290,14 +325,18 @@ fn words(decider: &Decider) -> (&'static str, &'static str) {
     }
 }
 
-/// A candidate/reference ratio as "1.27× faster" or "1.10× slower".
+/// A candidate/reference ratio as "1.27× faster" or "1.10× slower", with as many digits as
+/// it takes not to read 1.00 ("1.004× faster").
 fn times(ratio: f64, decider: &Decider) -> String {
     let (better, worse) = words(decider);
-    if ratio <= 1.0 {
-        format!("{:.2}× {better}", 1.0 / ratio)
-    } else {
-        format!("{ratio:.2}× {worse}")
-    }
+    let factor = if ratio <= 1.0 { 1.0 / ratio } else { ratio };
+    let digits = match (factor - 1.0).abs() {
+        d if d >= 0.005 => 2,
+        d if d >= 0.0005 => 3,
+        _ => 4,
+    };
+    let word = if ratio <= 1.0 { better } else { worse };
+    format!("{factor:.digits$}× {word}")
 }
 
 /// Which of the candidates proven better to ship, with the line saying whether BOLT is worth
@@ -440,17 +479,17 @@ fn size_line(report: &Report, ship: &str, reference: &str) -> Option<String> {
 /// the plain build only when it compiled: a build cargo found up to date took no time worth
 /// a ratio.
 fn build_cost_line(report: &Report) -> Option<String> {
-    let took = |name: &str| {
+    let took = |name: Step| {
         report
-            .stages
+            .steps
             .iter()
             .rev()
-            .find(|s| s.name == name && s.result != "failed")
+            .find(|s| s.name == name && s.result != StepResult::Failed)
             .map(|s| s.duration_secs)
     };
-    let steps: Vec<(&str, f64)> = ["instrument", "train", "optimize", "bolt"]
+    let steps: Vec<(&str, f64)> = [Step::Instrument, Step::Train, Step::Optimize, Step::Bolt]
         .into_iter()
-        .filter_map(|name| Some((name, took(name)?)))
+        .filter_map(|step| Some((step.name(), took(step)?)))
         .collect();
     if steps.is_empty() {
         return None;
@@ -461,7 +500,7 @@ fn build_cost_line(report: &Report) -> Option<String> {
         .rustc_memory
         .get("baseline")
         .is_none_or(|rustc| rustc.invocations > 0);
-    match took("build").filter(|secs| *secs > 0.0) {
+    match took(Step::Build).filter(|secs| *secs > 0.0) {
         Some(plain) if compiled => Some(format!(
             "Build time: {} took {total:.1} s, {:.1}× the plain build's {plain:.1} s",
             names.join(" + "),
@@ -552,7 +591,7 @@ pub(crate) mod fixtures {
         let mut report = Report::new(std::path::Path::new("/w"));
         let workload = |name: &str| WorkloadComparison {
             workload: name.into(),
-            role: "holdout".into(),
+            role: Role::Holdout,
             runs: Vec::new(),
             candidates: [
                 ("optimized".to_owned(), summary(optimized)),
@@ -583,7 +622,7 @@ pub(crate) mod fixtures {
             candidates: vec!["optimized".into(), "bolt".into()],
             workloads: vec![workload("holdout"), workload("serve-holdout")],
             geometric_mean: [(
-                "holdout".to_owned(),
+                Role::Holdout,
                 [
                     ("optimized".to_owned(), median(optimized)),
                     ("bolt".to_owned(), median(bolt)),
@@ -608,14 +647,14 @@ pub(crate) mod fixtures {
             .into(),
         );
         for (name, secs) in [
-            ("build", 3.0),
-            ("instrument", 3.0),
-            ("train", 4.0),
-            ("optimize", 3.0),
+            (Step::Build, 3.0),
+            (Step::Instrument, 3.0),
+            (Step::Train, 4.0),
+            (Step::Optimize, 3.0),
         ] {
-            report.stages.push(StepRecord {
-                name: name.into(),
-                result: "ok".into(),
+            report.steps.push(StepRecord {
+                name,
+                result: StepResult::Ok,
                 duration_secs: secs,
                 peak_memory_bytes: None,
                 ran_at_unix: None,
@@ -748,13 +787,10 @@ mod tests {
         let mut trained = report(&FASTER, &FASTER, 1000);
         let compare = trained.compare.as_mut().unwrap();
         for workload in &mut compare.workloads {
-            workload.role = "train".into();
+            workload.role = Role::Train;
         }
-        compare.geometric_mean = [(
-            "train".to_owned(),
-            compare.geometric_mean["holdout"].clone(),
-        )]
-        .into();
+        compare.geometric_mean =
+            [(Role::Train, compare.geometric_mean[&Role::Holdout].clone())].into();
         let answer = super::answer(&trained).unwrap();
         assert!(
             answer

@@ -9,18 +9,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::variant::Compared;
-use super::{Family, measure};
+use crate::config::Role;
 use crate::measure::counter::Counter;
 use crate::measure::decision::{Standing, standing};
-use crate::measure::metric::{Decider, INSTRUCTION_ROUNDS, Metric};
+use crate::measure::metric::{INSTRUCTION_ROUNDS, Metric};
 use crate::pipeline::context::Context;
-use crate::pipeline::requests::CompareRequest;
 use crate::report::{CompareResult, decider_label, verdict_text};
 use crate::util::printer::duration;
 
 /// The held-out workloads where some deciding verdict is open: a candidate against the
-/// reference, against the last release, or against the candidate it was made from.
+/// reference or against the last release. (A candidate against the one it was made from,
+/// bolt against optimized, is not counted for: without a verdict the simpler build ships,
+/// which is a conclusion, not an open question.)
 fn open_workloads(result: &CompareResult) -> Vec<String> {
     let decider = result.decider();
     let open = |summary: &crate::measure::stats::PairedSummary| {
@@ -29,20 +29,28 @@ fn open_workloads(result: &CompareResult) -> Vec<String> {
     result
         .workloads
         .iter()
-        .filter(|w| w.role == "holdout")
+        .filter(|w| w.role == Role::Holdout)
         .filter(|w| {
             w.candidates.values().any(|c| open(c.judged(&decider)))
                 || result
                     .previous
                     .iter()
                     .any(|p| p.workload == w.workload && open(&p.summary))
-                || result
-                    .between
-                    .iter()
-                    .any(|p| p.workload == w.workload && open(&p.summary))
         })
         .map(|w| w.workload.clone())
         .collect()
+}
+
+/// What judged `workload`'s verdicts: the deciding metric, or wall time where the workload
+/// does not report it.
+fn judged_by(result: &CompareResult, workload: &str) -> String {
+    let decider = result.decider();
+    result
+        .workloads
+        .iter()
+        .find(|w| w.workload == workload)
+        .and_then(|w| w.candidates.values().next())
+        .map_or_else(|| decider_label(&decider), |c| c.judged_by(&decider))
 }
 
 /// The longest median wall time of any variant on `workload`: what one run of it takes.
@@ -59,11 +67,12 @@ fn run_secs(result: &CompareResult, workload: &str) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Decides the open held-out verdicts of `result` by instruction counts, within `budget`.
+/// Decides the open held-out verdicts of `result` by instruction counts, within `budget`:
+/// `count(workload)` counts the instructions of every one of the `variants` compared on it.
 pub(super) fn settle_by_instructions(
     cx: &Context,
-    variants: &[Compared],
-    request: &CompareRequest,
+    variants: usize,
+    count: &dyn Fn(&str) -> Result<CompareResult>,
     budget: Duration,
     result: &mut CompareResult,
 ) -> Result<()> {
@@ -105,7 +114,7 @@ pub(super) fn settle_by_instructions(
     // variant: the counter's usual slowdown at first, then what the counts took.
     let mut slowdown = f64::from(counter.usual_slowdown());
     let cost = |secs: f64, slowdown: f64| {
-        secs * variants.len() as f64 * (1.0 + slowdown * INSTRUCTION_ROUNDS as f64)
+        secs * variants as f64 * (1.0 + slowdown * INSTRUCTION_ROUNDS as f64)
     };
     let started = Instant::now();
     for (index, workload) in open.iter().enumerate() {
@@ -130,22 +139,13 @@ pub(super) fn settle_by_instructions(
             break;
         }
         cx.printer.info(format!(
-            "{workload} left open by {label}: instruction counts decide (about {} with {})",
+            "{workload} left open by {}: instruction counts decide (about {} with {})",
+            judged_by(result, workload),
             duration(estimate),
             counter.describe()
         ));
         let counting = Instant::now();
-        let counted = measure(
-            cx,
-            variants,
-            &CompareRequest {
-                workloads: vec![workload.clone()],
-                metric: Some(Decider::Measured(Metric::Instructions)),
-                rounds: None,
-                ..request.clone()
-            },
-            Family::SplitByCaller,
-        );
+        let counted = count(workload);
         let counts = match counted {
             Ok(counts) => counts,
             // An interruption stops the command; anything else only the fallback: what the
@@ -168,10 +168,11 @@ pub(super) fn settle_by_instructions(
             }
         };
         if secs > 0.0 {
-            let per_run = counting.elapsed().as_secs_f64() / (secs * variants.len() as f64);
+            let per_run = counting.elapsed().as_secs_f64() / (secs * variants as f64);
             slowdown = ((per_run - 1.0) / INSTRUCTION_ROUNDS as f64).max(1.0);
         }
-        settle(result, &counts, workload, &label);
+        let by = judged_by(result, workload);
+        settle(result, &counts, workload, &by);
     }
     Ok(())
 }

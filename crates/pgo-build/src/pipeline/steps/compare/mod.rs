@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 
+use crate::config::Role;
 use crate::measure::counter::Counter;
-use crate::measure::metric::{Metric, Rounds};
+use crate::measure::metric::{Decider, Metric, Rounds};
 use crate::measure::stats::{self, Verdict};
 use crate::pipeline::context::{Context, Run};
 use crate::pipeline::requests::{CompareRequest, CompareSettings};
@@ -86,7 +87,16 @@ pub fn compare(cx: &Context, run: &mut Run, request: &CompareRequest) -> Result<
     let variants = variants_of(cx, request)?;
     let mut result = measure(cx, &variants, request, Family::Judged)?;
     let counting_budget = request.settings(&cx.config)?.counting_budget;
-    fallback::settle_by_instructions(cx, &variants, request, counting_budget, &mut result)?;
+    let count = |workload: &str| {
+        let counting = CompareRequest {
+            workloads: vec![workload.to_owned()],
+            metric: Some(Decider::Measured(Metric::Instructions)),
+            rounds: None,
+            ..request.clone()
+        };
+        measure(cx, &variants, &counting, Family::SplitByCaller)
+    };
+    fallback::settle_by_instructions(cx, variants.len(), &count, counting_budget, &mut result)?;
     // What decides changed where counts settled a workload: the means follow.
     result.geometric_mean =
         geometric_means(&result.workloads, &result.candidates, &result.decider());
@@ -148,55 +158,62 @@ pub fn compare(cx: &Context, run: &mut Run, request: &CompareRequest) -> Result<
     run.report
         .record_compare(&result, crate::report::invocation());
     if request.fail_if_slower {
-        let slower: Vec<String> = result
-            .workloads
-            .iter()
-            .filter(|c| c.role == "holdout")
-            .flat_map(|c| {
-                c.candidates
-                    .iter()
-                    .filter(|(_, s)| s.judged(&decider).verdict == Verdict::Slower)
-                    .map(|(candidate, s)| {
-                        format!(
-                            "{} is {:.1}% {} on `{}`",
-                            candidate,
-                            (s.judged(&decider).median_ratio - 1.0) * 100.0,
-                            if decider.reported().is_some() {
-                                "worse"
-                            } else {
-                                "slower"
-                            },
-                            c.workload
-                        )
-                    })
-            })
-            .collect();
-        let mut slower = slower;
-        slower.extend(
-            result
-                .previous
-                .iter()
-                .filter(|p| {
-                    p.summary.verdict == Verdict::Slower
-                        && result
-                            .workloads
-                            .iter()
-                            .any(|w| w.workload == p.workload && w.role == "holdout")
-                })
-                .map(|p| {
-                    format!(
-                        "{} is {:.1}% slower than {PREVIOUS} (the last release) on `{}`",
-                        p.candidate,
-                        (p.summary.median_ratio - 1.0) * 100.0,
-                        p.workload
-                    )
-                }),
-        );
-        if !slower.is_empty() {
-            bail!("--fail-if-slower: {}", slower.join("; "));
-        }
+        fail_if_slower(&result, &decider)?;
     }
     Ok(result)
+}
+
+/// `--fail-if-slower`: an error naming every held-out slowdown the result proves, against
+/// the baseline or the last release.
+fn fail_if_slower(result: &CompareResult, decider: &Decider) -> Result<()> {
+    let slower: Vec<String> = result
+        .workloads
+        .iter()
+        .filter(|c| c.role == Role::Holdout)
+        .flat_map(|c| {
+            c.candidates
+                .iter()
+                .filter(|(_, s)| s.judged(decider).verdict == Verdict::Slower)
+                .map(|(candidate, s)| {
+                    format!(
+                        "{} is {:.1}% {} on `{}`",
+                        candidate,
+                        (s.judged(decider).median_ratio - 1.0) * 100.0,
+                        if decider.reported().is_some() {
+                            "worse"
+                        } else {
+                            "slower"
+                        },
+                        c.workload
+                    )
+                })
+        })
+        .collect();
+    let mut slower = slower;
+    slower.extend(
+        result
+            .previous
+            .iter()
+            .filter(|p| {
+                p.summary.verdict == Verdict::Slower
+                    && result
+                        .workloads
+                        .iter()
+                        .any(|w| w.workload == p.workload && w.role == Role::Holdout)
+            })
+            .map(|p| {
+                format!(
+                    "{} is {:.1}% slower than {PREVIOUS} (the last release) on `{}`",
+                    p.candidate,
+                    (p.summary.median_ratio - 1.0) * 100.0,
+                    p.workload
+                )
+            }),
+    );
+    if !slower.is_empty() {
+        bail!("--fail-if-slower: {}", slower.join("; "));
+    }
+    Ok(())
 }
 
 /// Whether a measurement's verdicts are judged as one family (see `measure::family`), or by
@@ -262,8 +279,7 @@ pub(crate) fn measure(
     // A look settles a workload only when its verdicts are reached where the family puts
     // them, not merely at the look's own level.
     let pairs = made_from(variants);
-    let deciding_level =
-        rounds::deciding_level(alpha, workloads.len(), variants.len() - 1 + pairs.len());
+    let deciding_level = rounds::deciding_level(alpha, workloads.len(), variants.len() - 1);
     let mut comparisons = Vec::new();
     for workload in &workloads {
         comparisons.push(compare_workload(
@@ -277,7 +293,6 @@ pub(crate) fn measure(
                 margin,
                 deadline,
                 deciding_level,
-                pairs: &pairs,
             },
             request.seed,
             counter.as_ref(),
@@ -375,9 +390,9 @@ fn geometric_means(
     comparisons: &[crate::report::WorkloadComparison],
     candidates: &[String],
     decider: &crate::measure::metric::Decider,
-) -> BTreeMap<String, BTreeMap<String, f64>> {
-    let mut geometric_mean: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
-    for role in ["holdout", "train"] {
+) -> BTreeMap<Role, BTreeMap<String, f64>> {
+    let mut geometric_mean: BTreeMap<Role, BTreeMap<String, f64>> = BTreeMap::new();
+    for role in [Role::Holdout, Role::Train] {
         for candidate in candidates {
             let medians: Vec<f64> = comparisons
                 .iter()
@@ -386,7 +401,7 @@ fn geometric_means(
                 .collect();
             if !medians.is_empty() {
                 geometric_mean
-                    .entry(role.to_owned())
+                    .entry(role)
                     .or_default()
                     .insert(candidate.clone(), stats::geometric_mean(&medians));
             }

@@ -119,32 +119,18 @@ pub(super) fn compare_workload(
             counter.is_some(),
             &workload.metrics,
         );
-        // Each candidate against the one it was made from too (bolt against optimized):
-        // the answer decides by it.
-        let pairs = looks.pairs.iter().flat_map(|(candidate, reference)| {
-            summarize_candidates(
-                &runs,
-                reference,
-                &[candidate.as_str()],
-                rounds,
-                (looks.alpha, looks.margin),
-                counter.is_some(),
-                &workload.metrics,
-            )
-            .into_values()
-        });
-        let judged: Vec<CandidateSummary> = candidates.values().cloned().chain(pairs).collect();
+        // Against the reference only: a candidate against the one it was made from (bolt
+        // against optimized) decides which of two good builds ships, and without a verdict
+        // the simpler one does, so it never keeps the rounds going.
+        let judged: Vec<CandidateSummary> = candidates.values().cloned().collect();
         if look_settles(&judged, looks.decider, looks.deciding_level) {
             break;
         }
     }
-    let role = match workload.role {
-        Role::Train => "train",
-        Role::Holdout => "holdout",
-    };
     cx.printer.info(format!(
-        "compared on {} ({role}): {rounds} rounds{}",
+        "compared on {} ({}): {rounds} rounds{}",
         workload.name(),
+        workload.role,
         if budget_ran_out {
             " (the time budget, --budget or [compare] budget, ran out before the next look)"
         } else {
@@ -163,7 +149,7 @@ pub(super) fn compare_workload(
     let binaries = binaries_of(cx, workload, variants, seen);
     Ok(WorkloadComparison {
         workload: workload.name().to_owned(),
-        role: role.to_owned(),
+        role: workload.role,
         runs,
         candidates,
         benchmarks,
@@ -214,9 +200,8 @@ fn binaries_of(
 }
 
 /// The level a deciding verdict gets in the family at the least: Bonferroni over the deciding
-/// verdicts (one per workload and candidate, the last release included, and one per pair of
-/// candidates made one from the other), which Holm never does worse than, at the deciding
-/// figure's share of the look's level.
+/// verdicts (one per workload and candidate, the last release included), which Holm never
+/// does worse than, at the deciding figure's share of the look's level.
 pub(super) fn deciding_level(look_alpha: f64, workloads: usize, verdicts_each: usize) -> f64 {
     let deciding_verdicts = (workloads * verdicts_each).max(1);
     look_alpha * crate::measure::family::PRIMARY_SHARE / deciding_verdicts as f64
@@ -615,8 +600,6 @@ pub(super) struct Looks<'a> {
     pub(super) deadline: Option<std::time::Instant>,
     /// The level a deciding verdict must be reached at for a look to settle the workload.
     pub(super) deciding_level: f64,
-    /// Candidates judged against the candidate they were made from (bolt, optimized).
-    pub(super) pairs: &'a [(String, String)],
 }
 
 /// Each criterion benchmark's estimate of every candidate against the reference (the first

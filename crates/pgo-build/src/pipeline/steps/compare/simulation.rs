@@ -145,7 +145,7 @@ mod tests {
                 }
                 comparisons.push(WorkloadComparison {
                     workload: name,
-                    role: "holdout".to_owned(),
+                    role: crate::config::Role::Holdout,
                     runs,
                     candidates,
                     benchmarks: Vec::new(),

@@ -191,8 +191,10 @@ pub(super) fn visit_family(
     for previous in result.previous.iter().filter(|p| judgeable(&p.summary)) {
         visit(&previous.summary, Rank::Primary);
     }
+    // Which of two good builds ships: a question after the deciding ones, judged with what
+    // the family leaves (without a verdict the simpler build ships).
     for pair in result.between.iter().filter(|p| judgeable(&p.summary)) {
-        visit(&pair.summary, Rank::Primary);
+        visit(&pair.summary, Rank::Secondary);
     }
 }
 
