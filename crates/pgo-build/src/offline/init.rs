@@ -227,6 +227,40 @@ mod tests {
     }
 
     #[test]
+    fn the_commented_compare_section_states_the_defaults() {
+        // Uncommented, the `[compare]` lines init writes give what leaving them out gives: the
+        // comments say the defaults, not one the code no longer has.
+        let text = config_text(&workspace(&[]));
+        let section: String = text
+            .lines()
+            .skip_while(|line| !line.starts_with("# [compare]"))
+            .take_while(|line| line.starts_with('#'))
+            .filter_map(|line| line.strip_prefix("# "))
+            .filter(|line| line.starts_with('[') || line.contains(" = "))
+            .map(|line| format!("{}\n", line.split("  #").next().unwrap_or(line)))
+            .collect();
+        assert!(section.starts_with("[compare]"), "{text}");
+        assert!(section.lines().count() >= 4, "{section}");
+        let path = std::path::Path::new("/ws/x.toml");
+        let base = text.replace("# [compare]", "");
+        let stated = crate::config::Config::parse(&format!("{base}\n{section}"), path)
+            .unwrap_or_else(|err| panic!("{err:#}\n{section}"));
+        let default = crate::config::Config::parse(&base, path).unwrap();
+        let (stated, default) = (&stated.compare, &default.compare);
+        assert_eq!(
+            stated
+                .rounds
+                .unwrap_or(crate::measure::metric::Rounds::Auto),
+            default
+                .rounds
+                .unwrap_or(crate::measure::metric::Rounds::Auto),
+            "{section}"
+        );
+        assert_eq!(stated.budget_secs(), default.budget_secs(), "{section}");
+        assert_eq!(stated.margin(), default.margin(), "{section}");
+    }
+
+    #[test]
     fn every_variant_of_the_text_is_a_valid_configuration() {
         for benches in [&[][..], &["parse"][..], &["parse", "serve"][..]] {
             let text = config_text(&workspace(benches));
