@@ -59,8 +59,9 @@ pub enum PackedStage {
     Shipped,
 }
 
-/// A build stage whose binaries get staged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A build stage whose binaries get staged (by its name in `report.json` too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Stage {
     Baseline,
     Instrumented,
@@ -294,6 +295,16 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_is_written_in_report_json_by_its_directory_name() {
+        // report.json's training records and target/pgo-build/<stage>/ name a stage alike.
+        for stage in Stage::ALL {
+            let written = serde_json::to_string(&stage).unwrap();
+            assert_eq!(written, format!("\"{}\"", stage.name()));
+            assert_eq!(serde_json::from_str::<Stage>(&written).unwrap(), stage);
+        }
+    }
 
     #[test]
     fn paths_relative_to_the_workspace_root() {

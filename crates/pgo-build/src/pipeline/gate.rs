@@ -365,7 +365,7 @@ fn training_records(cx: &Context, run: &Run) -> Result<Vec<TrainingRecord>> {
                 .report
                 .training
                 .iter()
-                .find(|w| w.name == workload.run_name() && w.stage == Stage::Instrumented.name())
+                .find(|w| w.name == workload.run_name() && w.stage == Stage::Instrumented)
                 .map(|w| w.status.clone())
                 .or_else(|| {
                     crate::profiles::training_record::TrainingRecord::status_in(

@@ -207,10 +207,10 @@ fn run_compacting(
 fn record_training_run(run: &mut Run, stage: Stage, workload: &Workload, outcome: &exec::Outcome) {
     run.report
         .training
-        .retain(|w| !(w.name == workload.run_name() && w.stage == stage.name()));
+        .retain(|w| !(w.name == workload.run_name() && w.stage == stage));
     run.report.training.push(WorkloadRecord {
         name: workload.run_name().to_owned(),
-        stage: stage.name().to_owned(),
+        stage,
         status: outcome.status.clone(),
         success: outcome.success,
         duration_secs: outcome.duration.as_secs_f64(),

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Role, StartupOrder};
+use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::measure::metric::{Decider, Metric};
 use crate::measure::metrics::Direction;
@@ -138,7 +139,7 @@ impl BinaryRecord {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkloadRecord {
     pub name: String,
-    pub stage: String,
+    pub stage: Stage,
     pub status: String,
     pub success: bool,
     pub duration_secs: f64,

@@ -220,7 +220,7 @@ fn training_to_export(cx: &Context, run: &Run) -> Result<TrainingToExport> {
                 .iter()
                 // Holdout runs of `profile overlap` are recorded too, but did not train.
                 .filter(|w| {
-                    w.stage == Stage::Instrumented.name()
+                    w.stage == Stage::Instrumented
                         && w.success
                         && runs.iter().any(|run| run.run_name() == w.name)
                 })

@@ -101,21 +101,23 @@ pub fn write_bundle(cx: &Context, run: &mut Run, path: &Path, trained: &Trained)
         });
         files.push((member, file));
     }
-    let workloads =
-        runs.iter()
-            .map(|workload| {
-                let record = run.report.training.iter().find(|w| {
-                    w.name == workload.run_name() && w.stage == Stage::Instrumented.name()
-                });
-                BundleWorkload {
-                    run: workload.run_name(),
-                    workload: workload.name().to_owned(),
-                    fingerprint: workload.fingerprint(),
-                    status: record.map_or_else(|| "unknown".to_owned(), |r| r.status.clone()),
-                    duration_secs: record.map_or(0.0, |r| r.duration_secs),
-                }
-            })
-            .collect();
+    let workloads = runs
+        .iter()
+        .map(|workload| {
+            let record = run
+                .report
+                .training
+                .iter()
+                .find(|w| w.name == workload.run_name() && w.stage == Stage::Instrumented);
+            BundleWorkload {
+                run: workload.run_name(),
+                workload: workload.name().to_owned(),
+                fingerprint: workload.fingerprint(),
+                status: record.map_or_else(|| "unknown".to_owned(), |r| r.status.clone()),
+                duration_secs: record.map_or(0.0, |r| r.duration_secs),
+            }
+        })
+        .collect();
     let manifest = BundleManifest {
         format: BUNDLE_FORMAT.to_owned(),
         format_version: FORMAT_VERSION,
