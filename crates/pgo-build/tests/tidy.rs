@@ -13,18 +13,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The steps of the pipeline (`crates/pgo-build/src/pipeline/steps/<step>`): each may use the
-/// shared pipeline modules, never another step.
-const STEPS: [&str; 8] = [
-    "doctor",
-    "plain_builds",
-    "train",
-    "optimize",
-    "bolt",
-    "compare",
-    "profile",
-    "shard",
-];
+/// The steps of the pipeline: every module of `crates/pgo-build/src/pipeline/steps/` (a file
+/// or a folder), read from the folder so a new step is held to the rule at once. Each may use
+/// the shared pipeline modules, never another step.
+fn steps() -> BTreeSet<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pipeline/steps");
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|err| panic!("{}: {err}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter_map(|path| {
+            let name = path.file_stem()?.to_str()?.to_owned();
+            let module = path.is_dir() || path.extension().is_some_and(|e| e == "rs");
+            (module && name != "mod").then_some(name)
+        })
+        .collect()
+}
 
 /// What ties steps together (besides the dispatcher, `pipeline/mod.rs`): these may call a
 /// step's entry points (its root module), never its submodules.
@@ -420,8 +423,15 @@ fn problems(src: &Path) -> Vec<String> {
             ));
         }
     }
+    let steps = steps();
+    assert!(
+        ["compare", "train", "optimize"]
+            .iter()
+            .all(|step| steps.contains(*step)),
+        "the steps read from pipeline/steps/ miss a step: {steps:?}"
+    );
     let step_of = |m: &Module| -> Option<String> {
-        (m.len() >= 3 && m[0] == "pipeline" && m[1] == "steps" && STEPS.contains(&m[2].as_str()))
+        (m.len() >= 3 && m[0] == "pipeline" && m[1] == "steps" && steps.contains(&m[2]))
             .then(|| m[2].clone())
     };
     for (from, targets) in &edges {
@@ -492,6 +502,31 @@ fn the_layering_holds() {
 }
 
 /// pgo-build-rt runs inside the user's programs: a closed stderr must not panic them either.
+#[test]
+fn architecture_names_every_cli_test_file() {
+    // ARCHITECTURE.md's Tests section lists the files of tests/cli/ by command family; a file
+    // it does not name is a command's tests a newcomer cannot find from there.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("../../ARCHITECTURE.md")).unwrap();
+    let section = architecture
+        .split("\n## Tests\n")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a Tests section");
+    let mut unnamed: Vec<String> = std::fs::read_dir(root.join("tests/cli"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|path| Some(path.file_stem()?.to_str()?.to_owned()))
+        .filter(|name| name != "main" && !section.contains(&format!("`{name}`")))
+        .collect();
+    unnamed.sort();
+    assert!(
+        unnamed.is_empty(),
+        "ARCHITECTURE.md's Tests section does not name tests/cli/{{{}}}.rs",
+        unnamed.join(",")
+    );
+}
+
 #[test]
 fn the_runtime_crate_prints_nothing_with_macros_that_panic() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pgo-build-rt/src");
