@@ -404,10 +404,39 @@ fn choose<'a>(
         if worth {
             "worth shipping".to_owned()
         } else {
-            format!("ship {optimized}, the simpler build (no proven gain from BOLT)")
+            format!(
+                "ship {optimized}, the simpler build ({})",
+                why_not_bolt(bolt_outcome, &pairs, compare.margin)
+            )
         }
     ));
     if worth { bolt } else { optimized }
+}
+
+/// Why BOLT does not ship, in the words of its verdicts: a gain proven on one workload does
+/// not ship it while another is open or slower, and the reason must not deny that gain.
+fn why_not_bolt(outcome: Outcome, pairs: &[&CandidatePair], margin: f64) -> String {
+    let named = |wanted: &[Standing]| -> String {
+        pairs
+            .iter()
+            .filter(|p| wanted.contains(&standing(&p.summary, margin)))
+            .map(|p| p.workload.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match outcome {
+        Outcome::Worse | Outcome::Mixed => {
+            format!("BOLT is slower on {}", named(&[Standing::Worse]))
+        }
+        Outcome::Open if !named(&[Standing::Better]).is_empty() => format!(
+            "BOLT is proven faster on {} only; {} still open",
+            named(&[Standing::Better]),
+            named(&[Standing::Open])
+        ),
+        Outcome::Open | Outcome::Same | Outcome::NotWorse | Outcome::Better => {
+            "no proven gain from BOLT".to_owned()
+        }
+    }
 }
 
 /// One pair's verdict in words: "1.03× faster (1.01–1.05×)", "no proven difference
@@ -780,6 +809,34 @@ mod tests {
             "{}",
             text(&answer)
         );
+    }
+
+    #[test]
+    fn the_reason_bolt_does_not_ship_never_denies_a_gain_it_proved() {
+        // Seen on the example: BOLT proven 1.07× faster on one workload, the other still open.
+        // "No proven gain from BOLT" beside "1.07× faster" contradicted the line it ends.
+        let pair = |workload: &str, ratios: &[f64]| CandidatePair {
+            workload: workload.to_owned(),
+            candidate: "bolt".to_owned(),
+            reference: "optimized".to_owned(),
+            summary: crate::measure::stats::summarize(ratios).within_margin(0.02),
+        };
+        let faster = pair("holdout", &[0.93; 10]);
+        let open = pair(
+            "serve",
+            &[0.9, 1.1, 0.95, 1.05, 0.9, 1.1, 0.97, 1.03, 0.92, 1.08],
+        );
+        let slower = pair("serve", &[1.07; 10]);
+        let why = |pairs: &[&CandidatePair]| {
+            let standings = pairs.iter().map(|p| standing(&p.summary, 0.02));
+            why_not_bolt(outcome(standings).unwrap(), pairs, 0.02)
+        };
+        assert_eq!(
+            why(&[&faster, &open]),
+            "BOLT is proven faster on holdout only; serve still open"
+        );
+        assert_eq!(why(&[&faster, &slower]), "BOLT is slower on serve");
+        assert_eq!(why(&[&open]), "no proven gain from BOLT");
     }
 
     #[test]
