@@ -406,7 +406,7 @@ fn choose<'a>(
         } else {
             format!(
                 "ship {optimized}, the simpler build ({})",
-                why_not_bolt(bolt_outcome, &pairs, compare.margin)
+                why_not_bolt(bolt_outcome, &pairs, compare.margin, &decider)
             )
         }
     ));
@@ -414,28 +414,36 @@ fn choose<'a>(
 }
 
 /// Why BOLT does not ship, in the words of its verdicts: a gain proven on one workload does
-/// not ship it while another is open or slower, and the reason must not deny that gain.
-fn why_not_bolt(outcome: Outcome, pairs: &[&CandidatePair], margin: f64) -> String {
-    let named = |wanted: &[Standing]| -> String {
+/// not ship it while another is open or worse, and the reason must not deny that gain.
+fn why_not_bolt(
+    outcome: Outcome,
+    pairs: &[&CandidatePair],
+    margin: f64,
+    decider: &Decider,
+) -> String {
+    let (better, worse) = words(decider);
+    let named = |wanted: Standing| -> String {
         pairs
             .iter()
-            .filter(|p| wanted.contains(&standing(&p.summary, margin)))
+            .filter(|p| standing(&p.summary, margin) == wanted)
             .map(|p| p.workload.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let (gained, lost, open) = (
+        named(Standing::Better),
+        named(Standing::Worse),
+        named(Standing::Open),
+    );
     match outcome {
-        Outcome::Worse | Outcome::Mixed => {
-            format!("BOLT is slower on {}", named(&[Standing::Worse]))
+        Outcome::Mixed => format!("BOLT: {better} on {gained} but {worse} on {lost}"),
+        Outcome::Worse => format!("BOLT: {worse} on {lost}"),
+        Outcome::Open if !gained.is_empty() => {
+            format!("BOLT: {better} on {gained} only, with {open} still open")
         }
-        Outcome::Open if !named(&[Standing::Better]).is_empty() => format!(
-            "BOLT is proven faster on {} only; {} still open",
-            named(&[Standing::Better]),
-            named(&[Standing::Open])
-        ),
-        Outcome::Open | Outcome::Same | Outcome::NotWorse | Outcome::Better => {
-            "no proven gain from BOLT".to_owned()
-        }
+        Outcome::Open | Outcome::Same | Outcome::NotWorse => "no proven gain from BOLT".to_owned(),
+        // `choose` ships BOLT on this outcome and asks for no reason.
+        Outcome::Better => "BOLT is worth shipping".to_owned(),
     }
 }
 
@@ -827,16 +835,31 @@ mod tests {
             &[0.9, 1.1, 0.95, 1.05, 0.9, 1.1, 0.97, 1.03, 0.92, 1.08],
         );
         let slower = pair("serve", &[1.07; 10]);
-        let why = |pairs: &[&CandidatePair]| {
-            let standings = pairs.iter().map(|p| standing(&p.summary, 0.02));
-            why_not_bolt(outcome(standings).unwrap(), pairs, 0.02)
-        };
-        assert_eq!(
-            why(&[&faster, &open]),
-            "BOLT is proven faster on holdout only; serve still open"
+        let same = pair(
+            "serve",
+            &[1.0, 1.001, 0.999, 1.0, 1.002, 0.998, 1.0, 1.001, 0.999, 1.0],
         );
-        assert_eq!(why(&[&faster, &slower]), "BOLT is slower on serve");
-        assert_eq!(why(&[&open]), "no proven gain from BOLT");
+        let why = |pairs: &[&CandidatePair], decider: &Decider| {
+            let standings = pairs.iter().map(|p| standing(&p.summary, 0.02));
+            why_not_bolt(outcome(standings).unwrap(), pairs, 0.02, decider)
+        };
+        let wall = Decider::Measured(Metric::Wall);
+        assert_eq!(
+            why(&[&faster, &open], &wall),
+            "BOLT: faster on holdout only, with serve still open"
+        );
+        assert_eq!(
+            why(&[&faster, &slower], &wall),
+            "BOLT: faster on holdout but slower on serve"
+        );
+        assert_eq!(why(&[&slower], &wall), "BOLT: slower on serve");
+        assert_eq!(why(&[&open], &wall), "no proven gain from BOLT");
+        assert_eq!(why(&[&same], &wall), "no proven gain from BOLT");
+        // In the decider's own words: fewer page faults is not "faster".
+        assert_eq!(
+            why(&[&faster, &open], &Decider::Measured(Metric::Faults)),
+            "BOLT: fewer page faults on holdout only, with serve still open"
+        );
     }
 
     #[test]
