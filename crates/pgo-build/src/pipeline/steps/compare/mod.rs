@@ -166,7 +166,7 @@ pub fn compare(cx: &Context, run: &mut Run, request: &CompareRequest) -> Result<
 /// `--fail-if-slower`: an error naming every held-out slowdown the result proves, against
 /// the baseline or the last release.
 fn fail_if_slower(result: &CompareResult, decider: &Decider) -> Result<()> {
-    let slower: Vec<String> = result
+    let mut slower: Vec<String> = result
         .workloads
         .iter()
         .filter(|c| c.role == Role::Holdout)
@@ -189,7 +189,6 @@ fn fail_if_slower(result: &CompareResult, decider: &Decider) -> Result<()> {
                 })
         })
         .collect();
-    let mut slower = slower;
     slower.extend(
         result
             .previous
