@@ -10,5 +10,6 @@ pub mod rustflags;
 pub mod sccache;
 pub mod settings;
 pub mod sources;
+pub mod target_source;
 pub mod timings;
 pub mod workspace;

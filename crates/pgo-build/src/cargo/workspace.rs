@@ -51,6 +51,9 @@ pub struct Workspace {
     pub targets: Vec<(String, String)>,
     /// Every bench target of every member, with its package (what `init` trains on).
     pub benches: Vec<BinTarget>,
+    /// Every bench and test target of every member, with its source: what `init` and
+    /// `doctor` check runs here before proposing or running it.
+    pub target_sources: Vec<crate::cargo::target_source::TargetSource>,
     /// `cargo metadata` with dependencies, by target, once per command: a stage build asks
     /// before (duplicated packages) and after (the graph's bound), `profile check` and
     /// `export` for sources, and each call costs about a tenth of a second.
@@ -265,6 +268,29 @@ impl Workspace {
         };
         let binaries = of_kind(TargetKind::Bin);
         let benches = of_kind(TargetKind::Bench);
+        let target_sources = metadata
+            .workspace_packages()
+            .iter()
+            .flat_map(|package| {
+                let package_root = package
+                    .manifest_path
+                    .parent()
+                    .map(|dir| dir.as_std_path().to_owned())
+                    .unwrap_or_default();
+                package.targets.iter().filter_map(move |target| {
+                    let kind = [TargetKind::Bench, TargetKind::Test]
+                        .into_iter()
+                        .find(|kind| target.kind.contains(kind))?;
+                    Some(crate::cargo::target_source::TargetSource {
+                        kind: kind.to_string(),
+                        name: target.name.clone(),
+                        package: package.name.to_string(),
+                        src_path: target.src_path.clone().into_std_path_buf(),
+                        package_root: package_root.clone(),
+                    })
+                })
+            })
+            .collect();
         let targets = metadata
             .workspace_packages()
             .iter()
@@ -328,6 +354,7 @@ impl Workspace {
             direct_dependencies,
             targets,
             benches,
+            target_sources,
             full_metadata: FullMetadata::default(),
         }
     }
@@ -560,6 +587,7 @@ mod tests {
             ],
             targets: Vec::new(),
             benches: Vec::new(),
+            target_sources: Vec::new(),
             outside_path_dependencies: Default::default(),
             member_dependencies: Default::default(),
             direct_dependencies: Default::default(),

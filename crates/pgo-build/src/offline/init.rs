@@ -13,6 +13,45 @@ use crate::exec::bin_env_var;
 /// What the placeholder train command says until it is replaced.
 pub const PLACEHOLDER: &str = "replace the command of the train workload with real work";
 
+/// What the placeholder held-out command says until it is replaced.
+pub const HOLDOUT_PLACEHOLDER: &str =
+    "replace the command of the holdout workload with work training never sees";
+
+/// What every placeholder starts with (`doctor` finds them by it, those of older versions too).
+pub const PLACEHOLDER_MARK: &str = "replace the command of the ";
+
+/// The benchmarks `init` may train and measure on, and those it leaves out with why.
+pub struct Proposal<'a> {
+    pub benches: Vec<&'a BinTarget>,
+    pub skipped: Vec<(&'a BinTarget, String)>,
+}
+
+impl<'a> Proposal<'a> {
+    /// The workspace's benchmarks whose source runs with a compiler that is `nightly` or
+    /// not, and whose named inputs exist; the others with their reasons.
+    pub fn of(workspace: &'a Workspace, nightly: bool) -> Proposal<'a> {
+        let mut proposal = Proposal {
+            benches: Vec::new(),
+            skipped: Vec::new(),
+        };
+        for bench in &workspace.benches {
+            let reasons: Vec<String> = workspace
+                .target_sources
+                .iter()
+                .filter(|s| s.kind == "bench" && s.name == bench.name && s.package == bench.package)
+                .flat_map(|s| s.unrunnable(nightly))
+                .map(|why| why.to_string())
+                .collect();
+            if reasons.is_empty() {
+                proposal.benches.push(bench);
+            } else {
+                proposal.skipped.push((bench, reasons.join("; ")));
+            }
+        }
+        proposal
+    }
+}
+
 /// The file name of the schema `init` writes beside `pgo-build.toml`.
 pub const SCHEMA_FILE_NAME: &str = "pgo-build.schema.json";
 
@@ -60,7 +99,7 @@ pub fn likely_servers(workspace: &Workspace) -> Vec<&BinTarget> {
         .collect()
 }
 
-pub fn config_text(workspace: &Workspace) -> String {
+pub fn config_text(workspace: &Workspace, proposal: &Proposal) -> String {
     let name = workspace.root.file_name().map_or_else(
         || "the workspace".to_owned(),
         |n| n.to_string_lossy().into_owned(),
@@ -99,10 +138,19 @@ pub fn config_text(workspace: &Workspace) -> String {
          \n",
         quoted.join(", ")
     );
-    let mut benches = workspace.benches.iter();
+    for (bench, why) in &proposal.skipped {
+        text += &format!(
+            "# Not proposed: the benchmark `{}` (package `{}`) cannot run here: {why}.\n",
+            bench.name, bench.package
+        );
+    }
+    if !proposal.skipped.is_empty() {
+        text += "\n";
+    }
+    let mut benches = proposal.benches.iter();
     // The service stubs are live when the placeholder workload names them; beside a
     // benchmark (which needs no server) they are written commented.
-    let live_services = workspace.benches.is_empty();
+    let live_services = proposal.benches.is_empty();
     for server in &servers {
         text += &service_stub(server, live_services);
     }
@@ -156,11 +204,13 @@ pub fn config_text(workspace: &Workspace) -> String {
         None => {
             text += &format!(
                 "# Held out: work training never sees, on other inputs. `run` ends by measuring the\n\
-                 # speedup on it; without one nothing is measured. Uncomment and fill in:\n\
-                 # [[workload]]\n\
-                 # name = \"holdout\"\n\
-                 # role = \"holdout\"\n\
-                 # command = '\"{}\" <other inputs than training>'\n",
+                 # speedup on it; `doctor` refuses this placeholder until it is replaced, e.g. with\n\
+                 # command = '\"{}\" <other inputs than training>'\n\
+                 [[workload]]\n\
+                 name = \"holdout\"\n\
+                 role = \"holdout\"\n\
+                 command = 'echo \"pgo-build.toml: {HOLDOUT_PLACEHOLDER}\" >&2; exit 1'\n\
+                 timeout = \"30m\"\n",
                 variables
                     .first()
                     .map_or("$PGO_BUILD_BIN_<NAME>", String::as_str)
@@ -222,15 +272,20 @@ mod tests {
             direct_dependencies: Default::default(),
             targets: Vec::new(),
             benches: benches.iter().map(|b| target(b)).collect(),
+            target_sources: Vec::new(),
             full_metadata: Default::default(),
         }
+    }
+
+    fn text_of(workspace: &Workspace) -> String {
+        config_text(workspace, &Proposal::of(workspace, false))
     }
 
     #[test]
     fn the_commented_compare_section_states_the_defaults() {
         // Uncommented, the `[compare]` lines init writes give what leaving them out gives: the
         // comments say the defaults, not one the code no longer has.
-        let text = config_text(&workspace(&[]));
+        let text = text_of(&workspace(&[]));
         let section: String = text
             .lines()
             .skip_while(|line| !line.starts_with("# [compare]"))
@@ -263,23 +318,33 @@ mod tests {
     #[test]
     fn every_variant_of_the_text_is_a_valid_configuration() {
         for benches in [&[][..], &["parse"][..], &["parse", "serve"][..]] {
-            let text = config_text(&workspace(benches));
+            let text = text_of(&workspace(benches));
             let config = crate::config::Config::parse(&text, std::path::Path::new("/ws/x.toml"))
                 .unwrap_or_else(|err| panic!("{err:#}\n{text}"));
-            assert_eq!(config.workloads.len(), benches.len().max(1), "{text}");
+            // A train and a held-out workload, always: without a held-out one `run`
+            // measures nothing.
+            let roles: Vec<crate::config::Role> = config.workloads.iter().map(|w| w.role).collect();
+            assert_eq!(
+                roles,
+                [crate::config::Role::Train, crate::config::Role::Holdout],
+                "{text}"
+            );
             assert_eq!(
                 config.build.bins.as_deref(),
                 Some(&["server".to_owned(), "cli-tool".to_owned()][..])
             );
         }
-        let two = config_text(&workspace(&["parse", "serve"]));
+        let two = text_of(&workspace(&["parse", "serve"]));
         assert!(
             two.contains("name = \"bench-serve\"\nrole = \"holdout\""),
             "{two}"
         );
-        let none = config_text(&workspace(&[]));
+        let none = text_of(&workspace(&[]));
         assert!(none.contains("$PGO_BUILD_BIN_SERVER"), "{none}");
         assert!(none.contains(PLACEHOLDER), "{none}");
+        assert!(none.contains(HOLDOUT_PLACEHOLDER), "{none}");
+        assert!(PLACEHOLDER.starts_with(PLACEHOLDER_MARK));
+        assert!(HOLDOUT_PLACEHOLDER.starts_with(PLACEHOLDER_MARK));
         assert!(
             none.starts_with("#:schema ./pgo-build.schema.json\n"),
             "{none}"
@@ -293,14 +358,14 @@ mod tests {
                 .unwrap_or_else(|err| panic!("{err:#}\n{text}"))
         };
         // "server" by its name; "cli-tool" is not one.
-        let text = config_text(&workspace(&[]));
+        let text = text_of(&workspace(&[]));
         let parsed = config(&text);
         let names: Vec<&str> = parsed.services.iter().map(|s| s.name()).collect();
         assert_eq!(names, ["server"], "{text}");
         assert_eq!(parsed.workloads[0].services, ["server"], "{text}");
         assert_eq!(parsed.services[0].stop.signal.as_deref(), Some("SIGINT"));
         // Beside a benchmark the stub is there to uncomment, not live.
-        let text = config_text(&workspace(&["parse"]));
+        let text = text_of(&workspace(&["parse"]));
         assert!(config(&text).services.is_empty(), "{text}");
         assert!(
             text.contains("# [[service]]\n# name = \"server\""),
@@ -330,6 +395,60 @@ mod tests {
             .collect();
         assert_eq!(servers, ["api"]);
     }
+    /// A benchmark that cannot run here (nightly-only, inputs missing) is named in a comment
+    /// and not proposed; the next one that can run trains instead.
+    #[test]
+    fn benchmarks_that_cannot_run_here_are_not_proposed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("benches")).unwrap();
+        let mut ws = workspace(&["nightly", "data", "plain"]);
+        for (name, source) in [
+            ("nightly", "#![feature(test)]\nextern crate test;\n"),
+            (
+                "data",
+                "fn main() { std::fs::read(\"tests/corpus/a.md\").unwrap(); }\n",
+            ),
+            ("plain", "fn main() {}\n"),
+        ] {
+            let src_path = dir.path().join(format!("benches/{name}.rs"));
+            std::fs::write(&src_path, source).unwrap();
+            ws.target_sources
+                .push(crate::cargo::target_source::TargetSource {
+                    kind: "bench".into(),
+                    name: name.into(),
+                    package: "pkg".into(),
+                    src_path,
+                    package_root: dir.path().to_owned(),
+                });
+        }
+        let proposal = Proposal::of(&ws, false);
+        let names: Vec<&str> = proposal.benches.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["plain"]);
+        let text = config_text(&ws, &proposal);
+        assert!(
+            text.contains(
+                "# Not proposed: the benchmark `nightly` (package `pkg`) cannot run \
+                 here: its source uses #![feature(test)]"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("`tests/corpus/a.md`"), "{text}");
+        let config = crate::config::Config::parse(&text, std::path::Path::new("/ws/x.toml"))
+            .unwrap_or_else(|err| panic!("{err:#}\n{text}"));
+        assert_eq!(
+            config.workloads[0].cargo.as_deref(),
+            Some(&["bench", "-p", "pkg", "--bench", "plain"].map(String::from)[..]),
+            "{text}"
+        );
+        // A nightly compiler runs the first.
+        let names: Vec<String> = Proposal::of(&ws, true)
+            .benches
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        assert_eq!(names, ["nightly", "plain"]);
+    }
+
     /// What `init` writes validates against the schema editors get, and the schema catches
     /// what loading refuses: a misspelt key, a wrong type.
     #[test]
@@ -341,7 +460,7 @@ mod tests {
         };
         let benches_sets: [&[&str]; 3] = [&[], &["parse"], &["parse", "serve"]];
         for benches in benches_sets {
-            let text = config_text(&workspace(benches));
+            let text = text_of(&workspace(benches));
             let errors: Vec<String> = validator
                 .iter_errors(&as_json(&text))
                 .map(|e| e.to_string())

@@ -166,17 +166,35 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
             workspace.root.display()
         );
     }
-    let text = init::config_text(&workspace);
+    // Whether `#![feature]` benchmarks can run is the active compiler's to say; when rustc
+    // cannot be asked, they are taken for stable (a proposal that runs beats one that may not).
+    let nightly = crate::toolchain::Rustc::detect(&workspace.root, printer)
+        .is_ok_and(|rustc| crate::cargo::target_source::accepts_feature_gates(&rustc.version_line));
+    let proposal = init::Proposal::of(&workspace, nightly);
+    let text = init::config_text(&workspace, &proposal);
     crate::util::files::write_atomically(&path, text.as_bytes())?;
     printer.info(format!(
         "wrote {}: {}, training {}",
         path.display(),
         crate::util::units::count(workspace.binaries.len(), "binary", "binaries"),
-        match workspace.benches.first() {
+        match proposal.benches.first() {
             Some(bench) => format!("from the benchmark `{}`", bench.name),
             None => "from a placeholder command: replace it with real work".to_owned(),
         }
     ));
+    for (bench, why) in &proposal.skipped {
+        printer.info(format!(
+            "not proposed: the benchmark `{}` cannot run here: {why}",
+            bench.name
+        ));
+    }
+    if proposal.benches.len() < 2 {
+        printer.info(format!(
+            "the held-out workload `holdout` is a placeholder: give it work training never \
+             sees (edit its `command` in {})",
+            path.display()
+        ));
+    }
     for server in init::likely_servers(&workspace) {
         printer.info(format!(
             "`{}` looks like a server: its [[service]] stops it with SIGINT; make that a \

@@ -612,22 +612,36 @@ pub(super) fn check_bolt_compatible_profile(cx: &Context) -> Result<()> {
     if !cx.config.bolt.enabled {
         return Ok(());
     }
-    if let Some((strip, origin)) = cargo_config::strip_setting(
-        cx.manifest_profiles.as_ref(),
-        &cx.cargo_config,
-        &cx.settings.profile,
-    ) && strip != "none"
+    // `profile_overrides` reach cargo as `--config`, which beats the variable and the files.
+    let strip = match cx.config.build.profile_overrides.get("strip") {
+        Some(value) => Some((
+            value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned),
+            format!("[build] profile_overrides of {}", cx.config.display_path()),
+        )),
+        None => cargo_config::strip_setting(
+            cx.manifest_profiles.as_ref(),
+            &cx.cargo_config,
+            &cx.settings.profile,
+        ),
+    };
+    if let Some((strip, origin)) = strip
+        && strip != "none"
         && strip != "false"
         && strip != "debuginfo"
     {
         bail!(
-            "[bolt] enabled = true in {}, but the `{}` profile strips symbols (strip = {strip} \
-             in {origin}): BOLT needs the symbol table, and linking with relocations \
-             (-Wl,--emit-relocs) cannot be combined with stripping. Remove `strip` (or use \
-             strip = \"debuginfo\") for the profile, and strip the BOLTed binaries afterwards \
-             if needed.",
+            "[bolt] enabled = true in {}, but the `{profile}` profile strips symbols (strip = \
+             {strip} in {origin}): BOLT needs the symbol table, and linking with relocations \
+             (-Wl,--emit-relocs) cannot be combined with stripping. Keep the symbols for \
+             pgo-build's builds without editing the profile: `[build] profile_overrides = {{ \
+             strip = \"debuginfo\" }}` in {} (or CARGO_PROFILE_{}_STRIP=debuginfo in the \
+             environment); strip the BOLTed binaries afterwards if needed.",
             cx.config.display_path(),
-            cx.settings.profile
+            cx.config.display_path(),
+            cx.settings.profile.to_uppercase().replace('-', "_"),
+            profile = cx.settings.profile
         );
     }
     if let Some(flag) = rustflags::stripping_flag(&cx.user_flags.flags) {

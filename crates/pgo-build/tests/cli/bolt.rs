@@ -81,11 +81,28 @@ fn bolt_with_a_stripping_profile_is_refused_before_building() {
         "Cargo.toml",
         &format!("{manifest}\n[profile.release]\nstrip = true\n"),
     );
+    for command in ["doctor", "build"] {
+        fixture
+            .run(&[command])
+            .failure()
+            .stderr_contains("the `release` profile strips symbols (strip = true in")
+            .stderr_contains("`[build] profile_overrides = { strip = \"debuginfo\" }`");
+    }
+    assert!(!fixture.layout().path("baseline/cargo-target").exists());
+    // The fix it names works, the profile left as it is: the override is what cargo uses.
+    fixture.edit("pgo-build.toml", |text| {
+        format!("[build]\nprofile_overrides = {{ strip = \"debuginfo\" }}\n\n{text}")
+    });
+    fixture.run(&["doctor"]).success();
+    fixture.run(&["build"]).success();
+    // And the other way round: an override that strips is refused whatever the profile says.
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace("strip = \"debuginfo\"", "strip = \"symbols\"")
+    });
     fixture
         .run(&["build"])
         .failure()
-        .stderr_contains("the `release` profile strips symbols (strip = true in")
-        .stderr_contains("strip = \"debuginfo\"");
+        .stderr_contains("(strip = symbols in [build] profile_overrides of");
 }
 
 #[test]

@@ -19,11 +19,27 @@ fn init_trains_on_the_workspaces_own_benchmark_and_never_overwrites() {
         "{written}"
     );
     assert!(written.contains(r#"bins = ["calc"]"#), "{written}");
-    // It parses: doctor reads it and finds one train workload.
+    // It parses: doctor reads it, finds the train workload and the held-out placeholder, and
+    // names the line to edit.
+    let line = written
+        .lines()
+        .position(|l| l.contains("replace the command of the holdout workload"))
+        .unwrap()
+        + 1;
     fixture
         .run(&["doctor"])
-        .success()
-        .stderr_contains("(1 train, 0 holdout workloads)");
+        .failure()
+        .stderr_contains("(1 train, 1 holdout workloads)")
+        .stderr_contains(&format!(
+            "  - `holdout` (line {line}): replace its `command` with work training never sees"
+        ));
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace(
+            text.lines().nth(line - 1).unwrap(),
+            r#"command = '"$PGO_BUILD_BIN_CALC" 50000'"#,
+        )
+    });
+    fixture.run(&["doctor"]).success();
     // Never over an existing file, which stays as it was.
     fixture.write("pgo-build.toml", "# mine\n");
     fixture
@@ -36,8 +52,59 @@ fn init_trains_on_the_workspaces_own_benchmark_and_never_overwrites() {
     );
 }
 
+/// Benchmarks that cannot run here are not proposed, each named with why; a workload that
+/// runs one anyway is refused by `doctor` before any build, with what to do.
 #[test]
-fn without_benchmarks_one_edited_line_makes_init_s_configuration_run() {
+fn init_and_doctor_name_benchmarks_that_cannot_run_here() {
+    let fixture = Fixture::new("criterion");
+    let _ = std::fs::remove_file(fixture.root().join("pgo-build.toml"));
+    fixture.write(
+        "calc/benches/gated.rs",
+        "#![feature(test)]\nextern crate test;\n#[bench]\nfn b(_: &mut test::Bencher) {}\n",
+    );
+    fixture.write(
+        "calc/benches/corpus.rs",
+        "fn main() { let _ = std::fs::read(\"tests/corpus/big.md\"); }\n",
+    );
+    fixture
+        .run(&["init"])
+        .success()
+        .stderr_contains("training from the benchmark `sums`")
+        .stderr_contains("not proposed: the benchmark `gated` cannot run here: its source uses #![feature(test)]")
+        .stderr_contains("not proposed: the benchmark `corpus` cannot run here: it reads `tests/corpus/big.md` that does not exist here");
+    let written = std::fs::read_to_string(fixture.root().join("pgo-build.toml")).unwrap();
+    assert!(!written.contains("\"--bench\", \"gated\"]"), "{written}");
+    assert!(!written.contains("\"--bench\", \"corpus\"]"), "{written}");
+    fixture.edit("pgo-build.toml", |text| {
+        let line = text
+            .lines()
+            .find(|l| l.contains("replace the command of the holdout workload"))
+            .unwrap();
+        text.replace(
+            line,
+            r#"cargo = ["bench", "-p", "calc", "--bench", "gated"]"#,
+        )
+    });
+    fixture
+        .run(&["doctor"])
+        .failure()
+        .stderr_contains(
+            "workload `holdout` runs the bench target `gated` (package `calc`), but its source \
+             uses #![feature(test)], which only a nightly rustc compiles",
+        )
+        .stderr_contains("train on a target that builds on this toolchain");
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace("\"--bench\", \"gated\"]", "\"--bench\", \"corpus\"]")
+    });
+    fixture.run(&["doctor"]).failure().stderr_contains(
+        "it reads `tests/corpus/big.md` that does not exist here: put the files there",
+    );
+    fixture.write("calc/tests/corpus/big.md", "# big\n");
+    fixture.run(&["doctor"]).success();
+}
+
+#[test]
+fn without_benchmarks_two_edited_lines_make_init_s_configuration_run() {
     let fixture = Fixture::new("twobins");
     let _ = std::fs::remove_file(fixture.root().join("pgo-build.toml"));
     // Without a configuration, doctor and run point to init.
@@ -62,13 +129,23 @@ fn without_benchmarks_one_edited_line_makes_init_s_configuration_run() {
     let schema = std::fs::read_to_string(fixture.root().join("pgo-build.schema.json")).unwrap();
     let generated = fixture.run(&["generate", "schema"]);
     assert_eq!(schema, generated.success().stdout());
-    // The placeholder fails doctor, and run before it builds anything, with what to do.
+    // The placeholders fail doctor, and run before it builds anything, each named with its
+    // line and what to put there.
+    let line_of = |text: &str, what: &str| text.lines().position(|l| l.contains(what)).unwrap() + 1;
+    let train_line = line_of(&written, "replace the command of the train workload");
+    let holdout_line = line_of(&written, "replace the command of the holdout workload");
     for args in [&["doctor"][..], &["run", "--no-compare"]] {
         fixture
             .run(args)
             .failure()
-            .stderr_contains("workload `train` in")
-            .stderr_contains("still runs the placeholder `pgo-build init` wrote");
+            .stderr_contains("2 workloads still run the placeholders `pgo-build init` wrote")
+            .stderr_contains(&format!(
+                "  - `train` (line {train_line}): replace its `command` with real work"
+            ))
+            .stderr_contains(&format!(
+                "  - `holdout` (line {holdout_line}): replace its `command` with work training \
+                 never sees"
+            ));
     }
     assert!(
         !fixture
@@ -76,17 +153,36 @@ fn without_benchmarks_one_edited_line_makes_init_s_configuration_run() {
             .join("target/pgo-build/instrumented")
             .exists()
     );
-    fixture.edit("pgo-build.toml", |text| {
-        let placeholder = text
-            .lines()
-            .find(|l| l.starts_with("command = 'echo"))
-            .unwrap()
-            .to_owned();
-        text.replace(
-            &placeholder,
-            r#"command = '"$PGO_BUILD_BIN_APP" work 1000 && "$PGO_BUILD_BIN_HELPER"'"#,
+    let edit = |train: &str| {
+        fixture.edit("pgo-build.toml", |_| {
+            written
+                .replace(
+                    written.lines().nth(train_line - 1).unwrap(),
+                    &format!("command = '{train}'"),
+                )
+                .replace(
+                    written.lines().nth(holdout_line - 1).unwrap(),
+                    r#"command = '"$PGO_BUILD_BIN_APP" primes 3000'"#,
+                )
+        });
+    };
+    // A binary no train workload runs is named before any build, with the ways out.
+    edit(r#""$PGO_BUILD_BIN_APP" work 1000"#);
+    fixture
+        .run(&["doctor"])
+        .success()
+        .stderr_contains(
+            "no train workload names `helper` (by $PGO_BUILD_BIN_HELPER or $PGO_BUILD_BIN_DIR",
         )
-    });
+        .stderr_contains("or leave it out with `[build] bins = [\"app\"]`");
+    edit(r#""$PGO_BUILD_BIN_APP" work 1000 && "$PGO_BUILD_BIN_HELPER""#);
+    let doctor = fixture.run(&["doctor"]);
+    doctor.success();
+    assert!(
+        !doctor.stderr().contains("no train workload names"),
+        "{}",
+        doctor.stderr()
+    );
     fixture
         .run(&["run", "--no-compare"])
         .success()
@@ -161,10 +257,10 @@ fn at_a_terminal_sentences_fit_its_width() {
     let message = piped
         .stderr()
         .lines()
-        .find(|l| l.starts_with("error: workload `train`"))
+        .find(|l| l.starts_with("  - `train` (line "))
         .unwrap_or_else(|| panic!("{}", piped.describe()))
         .to_owned();
-    assert!(message.len() > 200, "{message}");
+    assert!(message.len() > 160, "{message}");
     let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
     for width in [80, 120] {
         let command = format!(
@@ -193,7 +289,7 @@ fn at_a_terminal_sentences_fit_its_width() {
             "{width}:\n{shown}"
         );
         // Nothing is lost: the same words as the piped message.
-        let start = shown.find("error: workload `train`").expect("the error");
+        let start = shown.find("- `train` (line ").expect("the error");
         assert!(
             words(&shown[start..]).starts_with(&words(&message)),
             "{width}:\n{shown}"
@@ -418,13 +514,19 @@ fn doctor_names_every_problem_it_finds() {
     );
     let mut doctor = fixture.command(&["doctor"]);
     doctor.env("PGO_BUILD_LLVM_BOLT", "/nonexistent/llvm-bolt");
+    // What `run` would refuse at its first build, said here: BOLT on a stripping profile.
+    doctor.env("CARGO_PROFILE_RELEASE_STRIP", "symbols");
     let run = fixture.run_with(doctor);
     run.failure()
-        .stderr_contains("doctor found 3 problems")
-        .stderr_contains("still runs the placeholder `pgo-build init` wrote")
+        .stderr_contains("doctor found 4 problems")
+        .stderr_contains("still run the placeholders `pgo-build init` wrote")
         .stderr_contains("this link runs `cc` without lld")
         .stderr_contains("[bolt] enabled = true needs it")
-        .stderr_contains("has no holdout workload");
+        .stderr_contains(
+            "the `release` profile strips symbols (strip = symbols in \
+             CARGO_PROFILE_RELEASE_STRIP)",
+        );
+    assert!(!fixture.layout().path("baseline").exists());
 }
 
 /// The example copied out of the repository, as a template for a user's own workspace, builds

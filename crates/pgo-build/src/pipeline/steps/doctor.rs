@@ -92,6 +92,12 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
         printer.warn(note);
     }
     problems.extend(placeholder_left(cx).err());
+    problems.extend(unrunnable_cargo_targets(cx).err());
+    problems.extend(crate::pipeline::stage_build::check_bolt_compatible_profile(cx).err());
+    let unnamed = binaries_no_workload_names(cx);
+    if !unnamed.is_empty() {
+        printer.warn(unnamed_binaries_warning(cx, &unnamed));
+    }
     problems.extend(crate::pipeline::stage_build::check_lld_before_building(cx).err());
     problems.extend(doctor_c(cx).err());
     if cx.platform.explicit {
@@ -560,35 +566,223 @@ pub(in crate::pipeline) fn no_training(cx: &Context) -> Option<String> {
     Some(cx.no_train_workloads())
 }
 
-/// Refuses a configuration whose workload still runs `init`'s placeholder: it would fail
-/// only after the instrumented build, and `doctor` should not pass it.
+/// Refuses a configuration whose workload still runs a placeholder `pgo-build init` wrote: it
+/// would fail only after the instrumented build, and `doctor` should not pass it. Each is named
+/// with the line of the file to edit and what to put there.
 fn placeholder_left(cx: &Context) -> Result<()> {
-    let left: Vec<&str> = cx
+    use crate::offline::init::PLACEHOLDER_MARK;
+    let left: Vec<&crate::config::Workload> = cx
         .config
         .workloads
         .iter()
         .filter(|w| match &w.command {
-            crate::config::WorkloadCommand::Shell(text) => {
-                text.contains(crate::offline::init::PLACEHOLDER)
+            crate::config::WorkloadCommand::Shell(text) => text.contains(PLACEHOLDER_MARK),
+            crate::config::WorkloadCommand::Argv(words) => {
+                words.iter().any(|w| w.contains(PLACEHOLDER_MARK))
             }
-            crate::config::WorkloadCommand::Argv(words) => words
-                .iter()
-                .any(|w| w.contains(crate::offline::init::PLACEHOLDER)),
         })
-        .map(|w| w.name())
         .collect();
     if left.is_empty() {
         return Ok(());
     }
+    // The placeholders' lines, in the order of the workloads that run them.
+    let text = cx
+        .config
+        .path
+        .as_ref()
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .unwrap_or_default();
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.contains(PLACEHOLDER_MARK) && !line.trim_start().starts_with('#'))
+        .map(|(i, _)| i + 1);
+    let what = left
+        .iter()
+        .map(|workload| {
+            let at = lines
+                .next()
+                .map_or_else(String::new, |line| format!(" (line {line})"));
+            let with = match workload.role {
+                Role::Holdout => {
+                    "work training never sees: the binaries on other inputs, the speedup is \
+                     measured there"
+                }
+                Role::Train => {
+                    "real work for the binaries, like production's (a benchmark script, a replay \
+                     of requests, a test corpus), or `cargo = [\"test\", \"--workspace\"]` to \
+                     train on the tests"
+                }
+            };
+            format!(
+                "  - `{}`{at}: replace its `command` with {with}",
+                workload.name()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     bail!(
-        "workload `{}` in {} still runs the placeholder `pgo-build init` wrote: replace its \
-         `command` with real work for the binaries (a benchmark script, a replay of requests, \
-         a test corpus), or train on the tests with `cargo = [\"test\", \"--workspace\"]`",
-        left.join("`, `"),
-        cx.config.path.as_ref().map_or_else(
-            || "the configuration".to_owned(),
-            |p| p.display().to_string()
+        "{} `pgo-build init` wrote; edit {}:\n{what}",
+        if left.len() == 1 {
+            "1 workload still runs the placeholder".to_owned()
+        } else {
+            format!("{} workloads still run the placeholders", left.len())
+        },
+        cx.config.display_path()
+    )
+}
+
+/// Cargo workloads running a bench or test target whose source cannot run here: a
+/// `#![feature]` on a stable compiler (E0554 at its build), files it reads that are missing.
+/// Found before any build, each with what to do.
+fn unrunnable_cargo_targets(cx: &Context) -> Result<()> {
+    let nightly = crate::cargo::target_source::accepts_feature_gates(&cx.rustc.version_line);
+    let mut problems = Vec::new();
+    for workload in &cx.config.workloads {
+        let Some(args) = &workload.cargo else {
+            continue;
+        };
+        let subcommand = args.first().map(String::as_str).unwrap_or_default();
+        let named = crate::config::cargo_workload::named_targets(args);
+        let sources = cx.workspace.target_sources.iter().filter(|source| {
+            if named.is_empty() {
+                // `cargo bench` / `cargo test` alone runs every target of its kind.
+                source.kind == subcommand
+            } else {
+                named
+                    .iter()
+                    .any(|(kind, name)| *kind == source.kind && *name == source.name)
+            }
+        });
+        for source in sources {
+            for why in source.unrunnable(nightly) {
+                let fix = match why {
+                    crate::cargo::target_source::Unrunnable::NightlyOnly { .. } => {
+                        "train on a target that builds on this toolchain, or run pgo-build with a \
+                         nightly one (`cargo +nightly pgo-build`)"
+                    }
+                    crate::cargo::target_source::Unrunnable::MissingInputs { .. } => {
+                        "put the files there (a published crate often ships without its test \
+                         data), or train on another target"
+                    }
+                };
+                problems.push(format!(
+                    "workload `{}` runs the {} target `{}` (package `{}`), but {why}: {fix}",
+                    workload.name(),
+                    source.kind,
+                    source.name,
+                    source.package
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{} in {}:\n  - {}",
+        if problems.len() == 1 {
+            "a cargo workload cannot run here"
+        } else {
+            "cargo workloads cannot run here"
+        },
+        cx.config.display_path(),
+        problems.join("\n  - ")
+    )
+}
+
+/// Binaries that no train workload or service names (`$PGO_BUILD_BIN_<NAME>`, or
+/// `$PGO_BUILD_BIN_DIR`), in its command or in a script file of the workspace it runs, when no
+/// cargo workload trains the shared code: `optimize` would refuse them after two builds and
+/// training. Said, not refused: a binary may start another by its variable (what the
+/// command line cannot show).
+fn binaries_no_workload_names(cx: &Context) -> Vec<String> {
+    let training: Vec<&crate::config::Workload> =
+        cx.config.workloads_with_role(Role::Train).collect();
+    if cx.config.pgo.profile.is_some()
+        || training.is_empty()
+        || training.iter().any(|w| w.cargo.is_some())
+    {
+        return Vec::new();
+    }
+    let mut texts: Vec<String> = Vec::new();
+    let mut add = |command: &crate::config::WorkloadCommand,
+                   env: &std::collections::BTreeMap<String, String>| {
+        let words: Vec<String> = match command {
+            crate::config::WorkloadCommand::Shell(text) => {
+                text.split_whitespace().map(str::to_owned).collect()
+            }
+            crate::config::WorkloadCommand::Argv(words) => words.clone(),
+        };
+        for word in &words {
+            // A script the command runs, read as well (its own calls stay unseen).
+            let path = cx.workspace.root.join(word.trim_matches(['"', '\'']));
+            if path.is_file()
+                && let Ok(script) = std::fs::read(&path)
+                && script.len() < 1 << 20
+            {
+                texts.push(String::from_utf8_lossy(&script).into_owned());
+            }
+        }
+        texts.push(words.join(" "));
+        texts.extend(env.values().cloned());
+    };
+    for workload in &training {
+        add(&workload.command, &workload.env);
+        for service in cx
+            .config
+            .services
+            .iter()
+            .filter(|s| workload.services.iter().any(|n| n == s.name()))
+        {
+            add(&service.command, &service.env);
+        }
+    }
+    if texts.iter().any(|text| text.contains("PGO_BUILD_BIN_DIR")) {
+        return Vec::new();
+    }
+    cx.bins
+        .iter()
+        .filter(|bin| {
+            let var = crate::exec::bin_env_var(&bin.name);
+            !texts.iter().any(|text| text.contains(&var))
+        })
+        .map(|bin| bin.name.clone())
+        .collect()
+}
+
+/// The warning for [`binaries_no_workload_names`], with the two ways out.
+fn unnamed_binaries_warning(cx: &Context, names: &[String]) -> String {
+    let listed = names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let kept: Vec<String> = cx
+        .bins
+        .iter()
+        .filter(|bin| !names.contains(&bin.name))
+        .map(|bin| format!("{:?}", bin.name))
+        .collect();
+    let them = if names.len() == 1 { "it" } else { "them" };
+    let variable = match names {
+        [one] => format!("${}", crate::exec::bin_env_var(one)),
+        _ => "$PGO_BUILD_BIN_<NAME>".to_owned(),
+    };
+    let leave_out = if kept.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", or leave {them} out with `[build] bins = [{}]`",
+            kept.join(", ")
         )
+    };
+    format!(
+        "no train workload names {listed} (by {variable} or $PGO_BUILD_BIN_DIR, in its \
+         command, a script it runs, or a service): unless another binary starts {them}, \
+         `optimize` will refuse {them} after building and training, for want of a profile. Add \
+         a train workload that runs {them}{leave_out} in {}",
+        cx.config.display_path()
     )
 }
 
