@@ -94,8 +94,21 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
     } else if report_args.markdown {
         printer.table(render::markdown(&report));
     } else if report_args.html.is_none() {
+        // A verdict on binaries rebuilt since is said to be one, above it.
+        let current_build = |variant: &str| {
+            let stage = crate::layout::Stage::from_variant(variant)?;
+            crate::cargo::manifest::StageManifest::load(layout, stage, "")
+                .ok()
+                .map(|manifest| manifest.id)
+        };
+        let rebuilt_note = |compare: &crate::report::CompareResult| {
+            crate::report::CompareResult::rebuilt_note(&compare.rebuilt_since(current_build))
+        };
         // The answer first: the tables are its evidence.
         if let Some(answer) = crate::report::answer::answer(&report) {
+            if let Some(note) = report.compare.as_ref().and_then(rebuilt_note) {
+                printer.warn(note);
+            }
             printer.table(answer.text());
         }
         printer.table(report.step_table());
@@ -107,6 +120,9 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
             .iter()
             .chain(report.earlier_compares.iter().rev())
         {
+            if let Some(note) = rebuilt_note(compare) {
+                printer.warn(note);
+            }
             printer.table(tables::compare_table(compare));
         }
         if let Some(history) = crate::report::compare_history_table(&report.compare_history) {

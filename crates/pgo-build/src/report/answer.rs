@@ -673,6 +673,7 @@ pub(crate) mod fixtures {
             between: vec![between("holdout"), between("serve-holdout")],
             margin: 0.02,
             not_counted: None,
+            builds: Default::default(),
         });
         report.binaries.insert(
             "server".into(),

@@ -244,6 +244,40 @@ pub struct CompareResult {
     /// take about 18 min, over the budget of 15 min ([compare] counting_budget)").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_counted: Option<String>,
+    /// Variant → the id of the stage build it measured (`<stage>/stage.json`'s `id`): what
+    /// `report` checks the staged binaries against, so a verdict on binaries rebuilt since is
+    /// never shown as theirs. Absent in reports before it was recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub builds: BTreeMap<String, String>,
+}
+
+impl CompareResult {
+    /// The variants whose stage build is not the one this comparison measured any more
+    /// (`current_build` gives a stage's build id now, `None` when it has none).
+    pub fn rebuilt_since(&self, current_build: impl Fn(&str) -> Option<String>) -> Vec<String> {
+        self.builds
+            .iter()
+            .filter(|(variant, id)| current_build(variant).as_ref() != Some(*id))
+            .map(|(variant, _)| variant.clone())
+            .collect()
+    }
+
+    /// What to say above this comparison's verdicts when `rebuilt` (from
+    /// [`CompareResult::rebuilt_since`]) is not empty.
+    pub fn rebuilt_note(rebuilt: &[String]) -> Option<String> {
+        if rebuilt.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "Out of date: {} rebuilt (or removed) since this comparison, so its verdicts are \
+             about binaries that are no longer staged. `pgo-build compare` measures the ones \
+             there now.",
+            match rebuilt {
+                [one] => format!("the {one} build was"),
+                many => format!("the {} builds were", many.join(" and ")),
+            }
+        ))
+    }
 }
 
 fn default_margin() -> f64 {

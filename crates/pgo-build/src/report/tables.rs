@@ -770,6 +770,7 @@ mod tests {
             between: Vec::new(),
             margin: 0.02,
             not_counted: None,
+            builds: Default::default(),
         }
     }
 

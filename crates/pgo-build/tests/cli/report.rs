@@ -73,6 +73,17 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
         json["schema_version"],
         report_schema()["properties"]["schema_version"]["const"]
     );
+
+    // The verdict is about the binaries staged now, and says so once they are rebuilt.
+    assert!(!fixture.run(&["report"]).stderr().contains("Out of date"));
+    fixture.edit("app/src/main.rs", |text| format!("{text}\n// changed\n"));
+    fixture.run(&["build"]).success();
+    let report = fixture.run(&["report"]);
+    report.success().stderr_contains(
+        "Out of date: the baseline build was rebuilt (or removed) since this comparison, so its \
+         verdicts are about binaries that are no longer staged. `pgo-build compare` measures \
+         the ones there now.",
+    );
 }
 
 #[test]

@@ -318,6 +318,7 @@ mod tests {
             between: Vec::new(),
             margin: 0.02,
             not_counted: None,
+            builds: Default::default(),
         };
         let mut html = String::new();
         compare_section(&compare, &mut html);

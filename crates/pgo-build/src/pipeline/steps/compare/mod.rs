@@ -323,6 +323,15 @@ pub(crate) fn measure(
         between: Vec::new(),
         margin,
         not_counted: None,
+        // The last release and explore's variants are not stages here: only the stages'
+        // builds are looked up again.
+        builds: variants
+            .iter()
+            .filter(|v| {
+                crate::layout::Stage::from_variant(&v.name).is_some() && !v.manifest.id.is_empty()
+            })
+            .map(|v| (v.name.clone(), v.manifest.id.clone()))
+            .collect(),
     };
     if names.contains(&PREVIOUS) {
         result.previous = against_previous(&result, (alpha, margin));

@@ -171,6 +171,7 @@ mod tests {
                 between: Vec::new(),
                 margin: 0.02,
                 not_counted: None,
+                builds: Default::default(),
             };
             result.previous = against_previous(&result, (alpha, 0.02));
             if family {
