@@ -24,3 +24,4 @@ mod shard;
 mod signals;
 mod startup_order;
 mod targets;
+mod templates;
