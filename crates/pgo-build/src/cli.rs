@@ -124,8 +124,22 @@ impl GlobalArgs {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
-    /// Check the toolchain: rustc, its LLVM version and a matching llvm-profdata
+    /// Start here: write a commented pgo-build.toml for the workspace (never over an existing
+    /// one): its binaries, a train and a held-out workload from its benchmarks that can run
+    /// here, or placeholders `doctor` names until they are filled in
+    Init,
+    /// Check the toolchain (rustc, a matching llvm-profdata) and the configuration before any
+    /// build: every problem `run` would meet, each with its fix
     Doctor,
+    /// doctor, build, instrument, train, optimize and compare, then the answer: whether the
+    /// optimized build is faster on held-out work
+    Run(RunArgs),
+    /// Show the last run's report: tables, or --json, --markdown, --html FILE
+    Report(ReportArgs),
+    /// For release CI: pass only when what `run` staged is current, proven not slower than the
+    /// baseline on every holdout workload within [compare] margin, and within
+    /// [pgo] max_size_growth; writes target/pgo-build/provenance.json either way
+    Gate(GateArgs),
     /// The plain release build of the selected binaries (the baseline)
     Build,
     /// The PGO-instrumented build
@@ -136,6 +150,8 @@ pub enum Command {
     Optimize(OptimizeArgs),
     /// Post-link optimization with BOLT of the optimized (or baseline) binaries
     Bolt(BoltArgs),
+    /// Paired, interleaved A/B rounds of staged variants on the holdout and train workloads
+    Compare(CompareArgs),
     /// What the training profile covers, and how well it represents the holdout workloads
     Profile(ProfileArgs),
     /// Write the merged training profile and its metadata, to commit and use with
@@ -150,24 +166,11 @@ pub enum Command {
     /// Merge the bundles of sharded training (`train --shard I/N --bundle FILE`) into the
     /// profile `optimize` uses
     Merge(MergeArgs),
-    /// Paired, interleaved A/B rounds of staged variants on the holdout and train workloads
-    Compare(CompareArgs),
-    /// doctor, build, instrument, train, optimize and compare, then print the stage table
-    Run(RunArgs),
-    /// For release CI: pass only when what `run` staged is current, proven not slower than the
-    /// baseline on every holdout workload within [compare] margin, and within
-    /// [pgo] max_size_growth; writes target/pgo-build/provenance.json either way
-    Gate(GateArgs),
     /// Build variants of the build settings (LTO, codegen units, BOLT, ...), measure their
     /// speed, build cost and size side by side, and recommend (or --apply) the best
     Explore(ExploreArgs),
-    /// Show the last run's report: tables, or --json, --markdown, --html FILE
-    Report(ReportArgs),
     /// Remove everything under target/pgo-build/
     Clean,
-    /// Write a commented pgo-build.toml for the workspace to start from (never over an
-    /// existing one): its binaries, training from its own benchmarks or a placeholder
-    Init,
     /// Print shell completions, the man page, the JSON Schema of pgo-build.toml, or the
     /// book's generated references
     Generate(GenerateArgs),

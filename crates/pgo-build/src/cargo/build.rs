@@ -238,8 +238,8 @@ fn build_batch(
     let tree = TrackedTree::start(Some(&request.layout.running_dir()), request.stage)?;
     let cmd = tree.tag(request.command(bins));
     printer.info(format!(
-        "cargo build of {} binaries ({} stage)",
-        bins.len(),
+        "cargo build of {} ({} stage)",
+        crate::util::units::count(bins.len(), "binary", "binaries"),
         request.stage.name()
     ));
     let mut child = cmd.spawn(printer, Stdio::piped(), Stdio::piped())?;

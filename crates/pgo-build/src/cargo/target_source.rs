@@ -42,16 +42,20 @@ impl std::fmt::Display for Unrunnable {
                  on this one)",
                 features.join(", ")
             ),
-            Unrunnable::MissingInputs { paths } => write!(
-                f,
-                "it reads {} that {} not exist here",
-                paths
-                    .iter()
-                    .map(|p| format!("`{p}`"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if paths.len() == 1 { "does" } else { "do" }
-            ),
+            Unrunnable::MissingInputs { paths } => {
+                // The first few name the kind of file; a benchmark suite may read dozens.
+                let mut named: Vec<String> =
+                    paths.iter().take(3).map(|p| format!("`{p}`")).collect();
+                if paths.len() > 3 {
+                    named.push(format!("{} more", paths.len() - 3));
+                }
+                write!(
+                    f,
+                    "it reads {} that {} not exist here",
+                    named.join(", "),
+                    if paths.len() == 1 { "does" } else { "do" }
+                )
+            }
         }
     }
 }
@@ -185,6 +189,15 @@ mod tests {
                     ]
                 }
             ]
+        );
+        // A long list is cut to the first three and a count.
+        let many = Unrunnable::MissingInputs {
+            paths: (0..31).map(|i| format!("tests/files/{i}.png")).collect(),
+        };
+        assert_eq!(
+            many.to_string(),
+            "it reads `tests/files/0.png`, `tests/files/1.png`, `tests/files/2.png`, 28 more \
+             that do not exist here"
         );
         // On nightly only the files remain; with every file there, nothing.
         assert_eq!(target.unrunnable(true).len(), 1);

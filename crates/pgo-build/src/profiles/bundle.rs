@@ -148,6 +148,14 @@ pub fn settings_fingerprint(settings: &BuildSettings) -> String {
 
 /// Writes `manifest` and `files` (member name, file) to `path`, through a temporary name.
 pub fn write(path: &Path, manifest: &impl Serialize, files: &[(String, PathBuf)]) -> Result<()> {
+    // Found before anything is written: the rename at the end would fail after the work.
+    if path.is_dir() {
+        anyhow::bail!(
+            "could not write {}: it is a directory; name a file (e.g. {})",
+            path.display(),
+            path.join("stage.tar.zst").display()
+        );
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("could not create {}", dir.display()))?;
@@ -171,8 +179,11 @@ pub fn write(path: &Path, manifest: &impl Serialize, files: &[(String, PathBuf)]
         let _ = std::fs::remove_file(&partial);
         return Err(err.context(format!("could not write {}", path.display())));
     }
-    std::fs::rename(&partial, path)
-        .with_context(|| format!("could not write {}", path.display()))?;
+    if let Err(err) = std::fs::rename(&partial, path) {
+        // Nothing half-made stays behind.
+        let _ = std::fs::remove_file(&partial);
+        return Err(err).with_context(|| format!("could not write {}", path.display()));
+    }
     Ok(())
 }
 

@@ -459,6 +459,15 @@ pub fn decider_label(decider: &Decider) -> String {
     }
 }
 
+/// How a decider is named in a sentence ("by wall time", "by instructions"): a table's
+/// column may say "wall", prose says what it is.
+pub fn decider_words(decider: &Decider) -> String {
+    match decider {
+        Decider::Measured(Metric::Wall) => "wall time".to_owned(),
+        other => decider_label(other),
+    }
+}
+
 /// How a metric is named in tables and reports ("wall", "page faults").
 pub fn metric_label(metric: Metric) -> &'static str {
     match metric {

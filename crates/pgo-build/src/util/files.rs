@@ -13,6 +13,10 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     std::fs::write(&partial, contents)
         .with_context(|| format!("could not write {}", partial.display()))?;
     std::fs::rename(&partial, path)
+        .inspect_err(|_| {
+            // Nothing half-made stays behind.
+            let _ = std::fs::remove_file(&partial);
+        })
         .with_context(|| format!("could not move {} into place", path.display()))
 }
 

@@ -80,7 +80,7 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
     second
         .success()
         .stderr_contains("2 variants measured before against the same builds and workloads")
-        .stderr_contains("comparing baseline vs pgo vs opt1 over 1 workloads");
+        .stderr_contains("comparing baseline vs pgo vs opt1 over 1 workload");
     assert_eq!(
         second
             .stderr()

@@ -117,7 +117,7 @@ fn batch_size_builds_the_binaries_in_groups() {
     let run = fixture.run(&["build"]);
     run.success();
     assert_eq!(
-        run.stderr().matches("cargo build of 1 binaries").count(),
+        run.stderr().matches("cargo build of 1 binary").count(),
         2,
         "{}",
         run.describe()

@@ -419,9 +419,9 @@ fn release_workflow(trained: Fixture, bolt: bool) -> Fixture {
         .run(&["pack", "shipped", "--output", &artifact("release.tar.zst")])
         .success()
         .stderr_contains(if bolt {
-            "packed the bolt stage (1 binaries, with the optimized stage it was made from)"
+            "packed the bolt stage (1 binary, with the optimized stage it was made from)"
         } else {
-            "packed the optimized stage (1 binaries)"
+            "packed the optimized stage (1 binary)"
         });
     if bolt {
         // BOLT's output of one optimized build is never packed beside another's.

@@ -303,6 +303,19 @@ fn unpack_refuses_a_pack_for_other_settings_and_train_refuses_a_bad_shard() {
     fixture.config(&["$PGO_BUILD_BIN_APP work 1000"]);
     fixture.run(&["instrument"]).success();
     let dir = tempfile::tempdir().unwrap();
+    // An output that cannot be a file is refused before anything is written, and nothing
+    // half-made stays beside it.
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    fixture
+        .run(&["pack", "instrumented", "-o", taken.to_str().unwrap()])
+        .failure()
+        .stderr_contains("is a directory; name a file");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["taken"], "{left:?}");
     let pack = dir.path().join("i.tar.zst");
     fixture
         .run(&["pack", "instrumented", "-o", pack.to_str().unwrap()])

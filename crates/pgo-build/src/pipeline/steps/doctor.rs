@@ -94,8 +94,9 @@ pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
     problems.extend(placeholder_left(cx).err());
     problems.extend(unrunnable_cargo_targets(cx).err());
     problems.extend(crate::pipeline::stage_build::check_bolt_compatible_profile(cx).err());
+    // Beside a placeholder, which names no binary until it is replaced, it would be noise.
     let unnamed = binaries_no_workload_names(cx);
-    if !unnamed.is_empty() {
+    if !unnamed.is_empty() && placeholder_left(cx).is_ok() {
         printer.warn(unnamed_binaries_warning(cx, &unnamed));
     }
     problems.extend(crate::pipeline::stage_build::check_lld_before_building(cx).err());

@@ -41,8 +41,8 @@ fn caution_per_binary(
             if sharded {
                 // Another shard may well run it; `merge` judges the whole.
                 cx.printer.info(format!(
-                    "no profile of `{binary}` in this shard ({} processes)",
-                    figures.processes
+                    "no profile of `{binary}` in this shard ({})",
+                    crate::util::units::count(figures.processes, "process", "processes")
                 ));
                 continue;
             }

@@ -8,7 +8,7 @@ use super::text::escape;
 use crate::measure::metric::Decider;
 use crate::measure::stats::{PairedSummary, Verdict};
 use crate::report::records::{
-    CandidateSummary, CompareResult, WorkloadComparison, decider_label, verdict_text,
+    CandidateSummary, CompareResult, WorkloadComparison, decider_label, decider_words, verdict_text,
 };
 use crate::report::tables::percent;
 use crate::util::units::figure;
@@ -64,7 +64,7 @@ pub(super) fn compare_section(compare: &CompareResult, out: &mut String) {
                 escape(&workload.workload),
                 escape(workload.role.name()),
                 escape(&compare.reference),
-                escape(&decider_label(&by)),
+                escape(&decider_words(&by)),
                 percent(s.median_ratio),
                 crate::measure::stats::change_bound(low, false),
                 crate::measure::stats::change_bound(high, true),
@@ -340,6 +340,6 @@ mod tests {
         for svg in html.split("<svg").skip(1) {
             assert_eq!(svg.matches("<circle").count(), 8, "{html}");
         }
-        assert!(html.contains("<p>by wall: "), "{html}");
+        assert!(html.contains("<p>by wall time: "), "{html}");
     }
 }

@@ -263,9 +263,9 @@ pub(crate) fn measure(
     }
     let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
     cx.printer.info(format!(
-        "comparing {} over {} workloads: 1 warm-up + {rounds_text} each, in a random order each round (seed {})",
+        "comparing {} over {}: 1 warm-up + {rounds_text} each, in a random order each round (seed {})",
         names.join(" vs "),
-        workloads.len(),
+        crate::util::units::count(workloads.len(), "workload", "workloads"),
         request.seed
     ));
     // compare-<workload>-<variant>.log

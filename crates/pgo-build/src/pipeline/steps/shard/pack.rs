@@ -69,9 +69,9 @@ pub fn pack(cx: &Context, args: &PackRequest) -> Result<()> {
     };
     bundle::write(&args.output, &pack, &files)?;
     cx.printer.info(format!(
-        "packed the {} stage ({} binaries{}) into {} ({})",
+        "packed the {} stage ({}{}) into {} ({})",
         stage.name(),
-        pack.stage.binaries.len(),
+        crate::util::units::count(pack.stage.binaries.len(), "binary", "binaries"),
         pack.upstream
             .as_ref()
             .map_or(String::new(), |upstream| format!(
@@ -263,9 +263,9 @@ pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackRequest) -> Result<Vec<S
         install_stage(cx, run, stage, &manifest, &files, &pack.sources)?;
         cx.printer.info(format!(
             // The pack records when it was packed, not when its binaries were built.
-            "unpacked the {} stage ({} binaries, packed {} from {}) into {}",
+            "unpacked the {} stage ({}, packed {} from {}) into {}",
             stage.name(),
-            manifest.binaries.len(),
+            crate::util::units::count(manifest.binaries.len(), "binary", "binaries"),
             pack.provenance.created,
             pack.provenance
                 .git_revision
