@@ -21,6 +21,8 @@ pub struct TargetSource {
     pub src_path: PathBuf,
     /// The directory of the package's Cargo.toml: a bench's or test's working directory.
     pub package_root: PathBuf,
+    /// Its `required-features`: a plain `cargo bench` skips it unless they are enabled.
+    pub required_features: Vec<String>,
 }
 
 /// Why a target cannot run here, said so a user knows what to change.
@@ -96,11 +98,28 @@ pub fn accepts_feature_gates(version_line: &str) -> bool {
         || std::env::var("RUSTC_BOOTSTRAP").is_ok_and(|v| v == "1")
 }
 
-/// The features of the crate-level `#![feature(a, b)]` attributes in `text`.
+/// The features of the crate-level `#![feature(a, b)]` attributes in `text`: inner attributes
+/// come before any item, so only the file's head is read (a test's fixture text further down
+/// may well hold one).
 fn feature_gates(text: &str) -> Vec<String> {
     let mut features = Vec::new();
+    let mut in_block_comment = false;
     for line in text.lines() {
         let line = line.trim_start();
+        if in_block_comment {
+            in_block_comment = !line.contains("*/");
+            continue;
+        }
+        if line.starts_with("/*") {
+            in_block_comment = !line.contains("*/");
+            continue;
+        }
+        if line.is_empty() || line.starts_with("//") {
+            continue;
+        }
+        if !line.starts_with("#![") {
+            break;
+        }
         let Some(rest) = line.strip_prefix("#![feature(") else {
             continue;
         };
@@ -121,27 +140,47 @@ fn feature_gates(text: &str) -> Vec<String> {
 fn relative_file_literals(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     for line in text.lines() {
-        if line.trim_start().starts_with("//") {
+        let code = line.trim_start();
+        // Comments, and lines that make files rather than read them.
+        if code.starts_with("//")
+            || code.starts_with('*')
+            || ["create", "write", "join("]
+                .iter()
+                .any(|w| line.contains(w))
+        {
             continue;
         }
         // Every other piece between quotes is inside a literal.
         for literal in line.split('"').skip(1).step_by(2) {
-            let path_like = literal.contains('/')
-                && !literal.starts_with('/')
-                && literal
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
-                && literal
-                    .rsplit('/')
-                    .next()
-                    .is_some_and(|name| name.contains('.') && !name.starts_with('.'))
-                && !literal.contains("//");
-            if path_like && !found.iter().any(|f| f == literal) {
+            if is_relative_file_path(literal) && !found.iter().any(|f| f == literal) {
                 found.push(literal.to_owned());
             }
         }
     }
     found
+}
+
+/// `tests/data/a.md`, `../spec.txt`: path characters only, a `/`, a file name with a short
+/// alphabetic extension; not absolute, not a URL or domain (`github.com/x/y.git`), not a
+/// version or number (`refs/tags/v1.0.0`, `1/2.5`), not under `target/` (what builds write).
+fn is_relative_file_path(literal: &str) -> bool {
+    let Some((dir, name)) = literal.rsplit_once('/') else {
+        return false;
+    };
+    let Some((stem, extension)) = name.rsplit_once('.') else {
+        return false;
+    };
+    let first = dir.split('/').next().unwrap_or_default();
+    !literal.starts_with('/')
+        && !literal.contains("//")
+        && !literal.starts_with("target/")
+        && literal
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+        && !stem.is_empty()
+        && (1..=5).contains(&extension.len())
+        && extension.chars().all(|c| c.is_ascii_alphabetic())
+        && (first == "." || first == ".." || !first.contains('.'))
 }
 
 #[cfg(test)]
@@ -158,7 +197,43 @@ mod tests {
             package: "pkg".into(),
             src_path,
             package_root: dir.to_owned(),
+            required_features: Vec::new(),
         }
+    }
+
+    #[test]
+    fn only_what_reads_like_a_file_to_read_counts() {
+        for data in [
+            "refs/tags/v1.0.0",
+            "application/vnd.ms-excel",
+            "1/2.5",
+            "github.com/x/y.git",
+            "target/out.json",
+            "text/html",
+            "{}/x.md",
+            "/etc/hosts.conf",
+            "https://x.org/a.md",
+        ] {
+            assert!(!is_relative_file_path(data), "{data}");
+        }
+        for path in [
+            "tests/data/a.md",
+            "../spec.txt",
+            "./near.txt",
+            "benches/input.json",
+        ] {
+            assert!(is_relative_file_path(path), "{path}");
+        }
+        // Made, not read; and a fixture's text further down is no crate attribute.
+        assert!(relative_file_literals("std::fs::write(\"out/x.txt\", b)").is_empty());
+        assert!(
+            feature_gates("//! doc\nuse std::fs;\nconst T: &str = r#\"\n#![feature(x)]\n\"#;\n")
+                .is_empty()
+        );
+        assert_eq!(
+            feature_gates("/* a\n b */\n#![allow(x)]\n#![feature(y)]\nfn f() {}"),
+            ["y"]
+        );
     }
 
     #[test]

@@ -287,6 +287,7 @@ impl Workspace {
                         package: package.name.to_string(),
                         src_path: target.src_path.clone().into_std_path_buf(),
                         package_root: package_root.clone(),
+                        required_features: target.required_features.clone(),
                     })
                 })
             })

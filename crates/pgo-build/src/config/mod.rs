@@ -24,6 +24,7 @@ pub use file::{CONFIG_FILE_NAME, Config};
 pub use sections::{BuildVariant, LinkJobs, OnCorrupt, StartupOrder};
 pub use services::{ReadyWhen, Service};
 pub use values::{
-    CBuild, CROSS_LANGUAGE_THIN_LTO, Growth, MAX_DURATION_SECS, WorkloadCommand, parse_duration,
+    CBuild, CROSS_LANGUAGE_THIN_LTO, Growth, MAX_DURATION_SECS, WorkloadCommand, line_of,
+    parse_duration,
 };
 pub use workload::{Part, Role, Workload};

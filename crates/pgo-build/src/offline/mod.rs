@@ -101,11 +101,11 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
                 .ok()
                 .map(|manifest| manifest.id)
         };
-        let rebuilt_note = |compare: &crate::report::CompareResult| {
-            crate::report::CompareResult::rebuilt_note(&compare.rebuilt_since(current_build))
-        };
+        let rebuilt_note =
+            |compare: &crate::report::CompareResult| compare.rebuilt_note(current_build);
         // The answer first: the tables are its evidence.
-        if let Some(answer) = crate::report::answer::answer(&report) {
+        let answer = crate::report::answer::answer(&report);
+        if let Some(answer) = &answer {
             if let Some(note) = report.compare.as_ref().and_then(rebuilt_note) {
                 printer.warn(note);
             }
@@ -115,12 +115,11 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
         printer.table(report.size_table());
         // The latest good comparison of each set of variants, newest first, then all of them
         // as they ran.
-        for compare in report
-            .compare
-            .iter()
-            .chain(report.earlier_compares.iter().rev())
-        {
-            if let Some(note) = rebuilt_note(compare) {
+        // The answer's own comparison was said to be out of date above it already.
+        let compares = (report.compare.iter().map(|c| (c, answer.is_some())))
+            .chain(report.earlier_compares.iter().rev().map(|c| (c, false)));
+        for (compare, said) in compares {
+            if !said && let Some(note) = rebuilt_note(compare) {
                 printer.warn(note);
             }
             printer.table(tables::compare_table(compare));

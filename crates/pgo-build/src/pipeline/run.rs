@@ -156,7 +156,7 @@ fn cached_step<T>(
     let forced = args.force || args.from.is_some_and(|from| step >= from);
     if !forced
         && let Some(fingerprint) = fingerprint(cx, step, &args.steps)?
-        && run.state.steps.get(name) == Some(&fingerprint)
+        && run.state.steps.get(name) == Some(&fingerprint.finish())
         && outputs_intact(cx, run, step)
     {
         cx.printer
@@ -181,7 +181,12 @@ pub fn record_completed(
     options: &StepOptions,
 ) -> Result<()> {
     if let Some(fingerprint) = fingerprint(cx, step, options)? {
-        run.state.steps.insert(step.name().to_owned(), fingerprint);
+        run.state
+            .steps
+            .insert(step.name().to_owned(), fingerprint.finish());
+        run.state
+            .parts
+            .insert(step.name().to_owned(), fingerprint.parts());
         if let Some(record) = run.report.step_record(step) {
             run.state
                 .runs
@@ -213,14 +218,15 @@ pub(super) fn stale_steps(cx: &Context, run: &Run) -> Result<Vec<String>> {
         let now = fingerprint(cx, step, &options)?;
         let recorded = run.state.steps.get(name);
         let reason = match (recorded, now) {
-            (None, _) => Some("not completed in this target directory"),
-            (Some(_), None) => Some("its inputs cannot be read (a build output is missing)"),
-            (Some(recorded), Some(now)) if *recorded != now => Some(
-                "its inputs changed since it completed (sources, settings, workloads or \
-                 profiles)",
-            ),
+            (None, _) => Some("not completed in this target directory".to_owned()),
+            (Some(_), None) => {
+                Some("its inputs cannot be read (a build output is missing)".to_owned())
+            }
+            (Some(recorded), Some(now)) if *recorded != now.finish() => {
+                Some(what_changed(run.state.parts.get(name), &now.parts()))
+            }
             _ if !outputs_intact(cx, run, step) => {
-                Some("its outputs changed or are incomplete since it completed")
+                Some("its outputs changed or are incomplete since it completed".to_owned())
             }
             _ => None,
         };
@@ -229,6 +235,38 @@ pub(super) fn stale_steps(cx: &Context, run: &Run) -> Result<Vec<String>> {
         }
     }
     Ok(stale)
+}
+
+/// Why a step's inputs no longer match: the parts of its fingerprint that changed, and what
+/// brings it back (the same flags, or `run`). Without recorded parts (a state written before
+/// they were), the kinds of input it covers.
+fn what_changed(
+    recorded: Option<&BTreeMap<String, String>>,
+    now: &BTreeMap<String, String>,
+) -> String {
+    let changed: Vec<&str> = match recorded {
+        Some(recorded) => now
+            .iter()
+            .filter(|(part, hash)| recorded.get(*part) != Some(*hash))
+            .map(|(part, _)| part.as_str())
+            .collect(),
+        None => Vec::new(),
+    };
+    if changed.is_empty() {
+        return "its inputs changed since it completed (sources, settings, workloads or \
+                profiles); `pgo-build run` redoes what changed"
+            .to_owned();
+    }
+    let flags = if changed.contains(&SETTINGS_PART) {
+        " If this command lacks a flag the build had (--cross-language, --continuous, \
+         --target, --features, …), give it the same flags; otherwise"
+    } else {
+        ""
+    };
+    format!(
+        "changed since it completed: {}.{flags} `pgo-build run` redoes what changed",
+        changed.join(", ")
+    )
 }
 
 fn outputs_intact(cx: &Context, run: &Run, step: Step) -> bool {
@@ -255,26 +293,31 @@ fn outputs_intact(cx: &Context, run: &Run, step: Step) -> bool {
 
 /// The fingerprint of a stage's inputs as they are now; `None` when they cannot be known
 /// yet (a build that never ran has no dep-info).
-fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option<String>> {
+fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option<Fingerprint>> {
     let mut print = Fingerprint::new(step.name());
+    print.part("pgo-build's version");
     print.text("pgo-build", env!("CARGO_PKG_VERSION"));
     let stage_json = |print: &mut Fingerprint, stage: Stage| -> bool {
+        print.part(&format!("the {} build", stage.name()));
         let text = std::fs::read_to_string(cx.layout.stage_manifest(stage));
         print.text(step.name(), text.as_deref().unwrap_or("missing"));
         text.is_ok()
     };
     let workloads = |print: &mut Fingerprint, role: Role| {
+        print.part(&format!("the {} workloads", role.name()));
         for workload in cx.config.workloads_with_role(role) {
             print.text("workload", &workload.fingerprint());
         }
     };
     match step {
         Step::Build | Step::Instrument | Step::Optimize => {
+            print.part(SETTINGS_PART);
             print.text("settings", &serde_json::to_string(&cx.settings)?);
             print.text("bins", &format!("{:?}", cx.bins));
             print.text("plain flags", &plain_flags(cx).join(" "));
             print.text("continuous", &cx.continuous.to_string());
             print.text("startup order", cx.config.pgo.startup_order.name());
+            print.part("Cargo.toml or Cargo.lock");
             for manifest in &cx.workspace.manifests {
                 print.file(manifest);
             }
@@ -285,6 +328,7 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
             let Ok(manifest) = StageManifest::load(&cx.layout, built, "") else {
                 return Ok(None);
             };
+            print.part("the sources");
             // An unpacked stage's binaries have no dep-info here: the sources its pack
             // recorded (checked against this checkout when unpacked) stand in.
             let unpacked: Option<BTreeMap<String, String>> =
@@ -307,6 +351,7 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
                 }
             }
             if step == Step::Optimize {
+                print.part("the profile");
                 print.text(
                     "allow missing",
                     &options.optimize.allow_missing_profile.join(","),
@@ -323,11 +368,13 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
         }
         Step::Bolt => {
             if options.bolt.without_pgo {
+                print.part("--without-pgo");
                 print.text("without pgo", "true");
                 stage_json(&mut print, Stage::Baseline);
             } else {
                 stage_json(&mut print, Stage::Optimized);
             }
+            print.part("[bolt] settings");
             print.text("bolt", &format!("{:?}", cx.config.bolt));
             workloads(&mut print, Role::Train);
         }
@@ -337,6 +384,7 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
             }
             // What the comparison asks, named: not a struct's Debug, which changes with it.
             let compare = run_compare_request(cx, options);
+            print.part("what is compared");
             print.text("compare variants", &compare.variants.join(","));
             print.text("compare rounds", &format!("{:?}", compare.rounds));
             print.text("compare workloads", &compare.workloads.join(","));
@@ -346,8 +394,12 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
         // Not a stage of `run`: nothing to compare with.
         _ => return Ok(None),
     }
-    Ok(Some(print.finish()))
+    Ok(Some(print))
 }
+
+/// The part of a build's fingerprint that a command's flags can change.
+const SETTINGS_PART: &str = "the build settings (flags given to the command, [build] and [pgo] \
+     settings, rustflags)";
 
 /// The comparison `run` ends with: every staged variant on the holdout workloads.
 fn run_compare_request(cx: &Context, options: &StepOptions) -> CompareRequest {
@@ -359,5 +411,47 @@ fn run_compare_request(cx: &Context, options: &StepOptions) -> CompareRequest {
     CompareRequest {
         rounds: options.compare_rounds,
         ..CompareRequest::of(variants, cx.config.workload_names(Role::Holdout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_step_names_the_parts_that_changed_and_a_flag_it_may_lack() {
+        let parts = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let before = parts(&[
+            (SETTINGS_PART, "a"),
+            ("the sources", "b"),
+            ("the profile", "c"),
+        ]);
+        let sources = parts(&[
+            (SETTINGS_PART, "a"),
+            ("the sources", "x"),
+            ("the profile", "c"),
+        ]);
+        assert_eq!(
+            what_changed(Some(&before), &sources),
+            "changed since it completed: the sources. `pgo-build run` redoes what changed"
+        );
+        let flags = parts(&[
+            (SETTINGS_PART, "y"),
+            ("the sources", "b"),
+            ("the profile", "c"),
+        ]);
+        let said = what_changed(Some(&before), &flags);
+        assert!(
+            said.starts_with("changed since it completed: the build settings"),
+            "{said}"
+        );
+        assert!(said.contains("give it the same flags"), "{said}");
+        // A state written before parts were recorded says what kinds of input it covers.
+        assert!(what_changed(None, &flags).contains("(sources, settings, workloads or profiles)"));
     }
 }

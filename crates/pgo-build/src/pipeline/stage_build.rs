@@ -613,7 +613,8 @@ pub(super) fn check_bolt_compatible_profile(cx: &Context) -> Result<()> {
         return Ok(());
     }
     // `profile_overrides` reach cargo as `--config`, which beats the variable and the files.
-    let strip = match cx.config.build.profile_overrides.get("strip") {
+    let overridden = cx.config.build.profile_overrides.get("strip");
+    let strip = match overridden {
         Some(value) => Some((
             value
                 .as_str()
@@ -631,17 +632,28 @@ pub(super) fn check_bolt_compatible_profile(cx: &Context) -> Result<()> {
         && strip != "false"
         && strip != "debuginfo"
     {
+        let fix = match overridden {
+            // The override beats the environment: only changing it helps.
+            Some(_) => format!(
+                "Make it `strip = \"debuginfo\"` (or remove it) in [build] profile_overrides of \
+                 {}",
+                cx.config.display_path()
+            ),
+            None => format!(
+                "Keep the symbols for pgo-build's builds without editing the profile: `[build] \
+                 profile_overrides = {{ strip = \"debuginfo\" }}` in {} (or \
+                 CARGO_PROFILE_{}_STRIP=debuginfo in the environment)",
+                cx.config.display_path(),
+                cx.settings.profile.to_uppercase().replace('-', "_"),
+            ),
+        };
         bail!(
-            "[bolt] enabled = true in {}, but the `{profile}` profile strips symbols (strip = \
-             {strip} in {origin}): BOLT needs the symbol table, and linking with relocations \
-             (-Wl,--emit-relocs) cannot be combined with stripping. Keep the symbols for \
-             pgo-build's builds without editing the profile: `[build] profile_overrides = {{ \
-             strip = \"debuginfo\" }}` in {} (or CARGO_PROFILE_{}_STRIP=debuginfo in the \
-             environment); strip the BOLTed binaries afterwards if needed.",
+            "[bolt] enabled = true in {}, but the `{}` profile strips symbols (strip = {strip} \
+             in {origin}): BOLT needs the symbol table, and linking with relocations \
+             (-Wl,--emit-relocs) cannot be combined with stripping. {fix}; strip the BOLTed \
+             binaries afterwards if needed.",
             cx.config.display_path(),
-            cx.config.display_path(),
-            cx.settings.profile.to_uppercase().replace('-', "_"),
-            profile = cx.settings.profile
+            cx.settings.profile
         );
     }
     if let Some(flag) = rustflags::stripping_flag(&cx.user_flags.flags) {

@@ -31,6 +31,10 @@ pub struct State {
     /// that reuse it.
     #[serde(default)]
     pub runs: BTreeMap<String, StepRecord>,
+    /// Step name → each part of its fingerprint (what a changed step is said to have changed
+    /// in: "the sources", "the train workloads"). Absent in files written before.
+    #[serde(default)]
+    pub parts: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl State {
@@ -41,6 +45,7 @@ impl State {
             schema_version: STATE_SCHEMA_VERSION,
             steps: BTreeMap::new(),
             runs: BTreeMap::new(),
+            parts: BTreeMap::new(),
         };
         let path = layout.state();
         let Ok(text) = std::fs::read_to_string(&path) else {

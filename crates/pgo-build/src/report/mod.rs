@@ -18,6 +18,7 @@ mod explore_records;
 mod file;
 mod history;
 mod profile_records;
+mod rebuilt;
 mod records;
 pub mod render;
 pub mod tables;

@@ -251,35 +251,6 @@ pub struct CompareResult {
     pub builds: BTreeMap<String, String>,
 }
 
-impl CompareResult {
-    /// The variants whose stage build is not the one this comparison measured any more
-    /// (`current_build` gives a stage's build id now, `None` when it has none).
-    pub fn rebuilt_since(&self, current_build: impl Fn(&str) -> Option<String>) -> Vec<String> {
-        self.builds
-            .iter()
-            .filter(|(variant, id)| current_build(variant).as_ref() != Some(*id))
-            .map(|(variant, _)| variant.clone())
-            .collect()
-    }
-
-    /// What to say above this comparison's verdicts when `rebuilt` (from
-    /// [`CompareResult::rebuilt_since`]) is not empty.
-    pub fn rebuilt_note(rebuilt: &[String]) -> Option<String> {
-        if rebuilt.is_empty() {
-            return None;
-        }
-        Some(format!(
-            "Out of date: {} rebuilt (or removed) since this comparison, so its verdicts are \
-             about binaries that are no longer staged. `pgo-build compare` measures the ones \
-             there now.",
-            match rebuilt {
-                [one] => format!("the {one} build was"),
-                many => format!("the {} builds were", many.join(" and ")),
-            }
-        ))
-    }
-}
-
 fn default_margin() -> f64 {
     crate::measure::metric::DEFAULT_MARGIN
 }

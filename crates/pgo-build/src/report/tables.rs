@@ -636,9 +636,13 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         .collect();
     let bounds = match bounds.is_empty() {
         true => String::new(),
+        // A chain of crates is long: wrapped to the terminal like the verdict's lines.
         false => format!(
-            "Build at best, by the dependency graph (cargo --timings) or the cores:\n  {}\n",
-            bounds.join("\n  ")
+            "{}\n",
+            crate::util::printer::fit_indented(&format!(
+                "Build at best, by the dependency graph (cargo --timings) or the cores:\n  {}",
+                bounds.join("\n  ")
+            ))
         ),
     };
     Some(format!(

@@ -102,7 +102,10 @@ fn bolt_with_a_stripping_profile_is_refused_before_building() {
     fixture
         .run(&["build"])
         .failure()
-        .stderr_contains("(strip = symbols in [build] profile_overrides of");
+        .stderr_contains("(strip = symbols in [build] profile_overrides of")
+        .stderr_contains(
+            "Make it `strip = \"debuginfo\"` (or remove it) in [build] profile_overrides",
+        );
 }
 
 #[test]

@@ -101,7 +101,10 @@ fn the_gate_refuses_a_slower_build_and_a_stale_training() {
     );
     let gate = fixture.run(&["gate", "--rounds", "7"]);
     gate.failure()
-        .stderr_contains("stale: train: its inputs changed since it completed")
+        .stderr_contains(
+            "stale: train: changed since it completed: the train workloads. `pgo-build run` \
+             redoes what changed",
+        )
         .stderr_contains("not measured (stale)");
     insta::assert_snapshot!(
         "refusal_gate_stale_training",

@@ -323,15 +323,7 @@ pub(crate) fn measure(
         between: Vec::new(),
         margin,
         not_counted: None,
-        // The last release and explore's variants are not stages here: only the stages'
-        // builds are looked up again.
-        builds: variants
-            .iter()
-            .filter(|v| {
-                crate::layout::Stage::from_variant(&v.name).is_some() && !v.manifest.id.is_empty()
-            })
-            .map(|v| (v.name.clone(), v.manifest.id.clone()))
-            .collect(),
+        builds: measured_builds(variants),
     };
     if names.contains(&PREVIOUS) {
         result.previous = against_previous(&result, (alpha, margin));
@@ -348,6 +340,19 @@ pub(crate) fn measure(
         judge_family(&mut result, alpha);
     }
     Ok(result)
+}
+
+/// Variant → the stage build it measured, for `report` to tell a verdict on binaries rebuilt
+/// since. The last release and explore's variants are not stages here: only the stages' builds
+/// are looked up again.
+fn measured_builds(variants: &[Compared]) -> BTreeMap<String, String> {
+    variants
+        .iter()
+        .filter(|v| {
+            crate::layout::Stage::from_variant(&v.name).is_some() && !v.manifest.id.is_empty()
+        })
+        .map(|v| (v.name.clone(), v.manifest.id.clone()))
+        .collect()
 }
 
 /// The candidates made from another candidate (`bolt` from `optimized`: its stage manifest
