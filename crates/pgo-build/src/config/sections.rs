@@ -180,8 +180,10 @@ pub struct CompareSection {
     pub metric: Option<Spanned<String>>,
     /// Where the deciding metric leaves a held-out verdict open (a busy machine's noise, too
     /// few rounds), instruction counts decide it, when counting them takes at most this long
-    /// (estimated from the rounds' times, then from the first workload counted). `0` turns
-    /// that off; `gate --budget` overrides it for the gate.
+    /// (estimated from a counted run of the workload an earlier `--metric instructions`
+    /// comparison measured, else from the rounds' times and the counter's usual slowdown, then
+    /// from the first workload counted; the estimate says which). `0` turns that off; `gate
+    /// --budget` overrides it for the gate.
     #[serde(default, deserialize_with = "deserialize_optional_duration")]
     #[schemars(with = "Option<super::described::DurationValue>", extend("default" = "15m"))]
     pub counting_budget: Option<std::time::Duration>,

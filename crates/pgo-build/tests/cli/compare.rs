@@ -218,6 +218,40 @@ fn auto_rounds_by_default_stop_where_the_budget_would_run_out() {
     }
 }
 
+/// What counting would cost, when it is over the budget, is said with its basis: the counter's
+/// usual slowdown until a counted run of the workload was measured, then that run's time.
+#[test]
+fn the_cost_of_counting_comes_from_a_measured_counted_run_once_there_is_one() {
+    let fixture = compared_fixture("$PGO_BUILD_BIN_APP work 200000");
+    fixture.append_config("\n[compare]\ncounting_budget = 1\n");
+    let open = |fixture: &Fixture| {
+        let run = fixture.run(&["compare", "--workload", "holdout", "--rounds", "3"]);
+        run.success();
+        run.stderr()
+    };
+    let before = open(&fixture);
+    assert!(
+        before.contains("holdout left open by wall; counting their instructions")
+            && before.contains("usual 50× slowdown: no counted run of it measured here yet"),
+        "{before}"
+    );
+    fixture
+        .run(&[
+            "compare",
+            "--workload",
+            "holdout",
+            "--metric",
+            "instructions",
+        ])
+        .success();
+    let after = open(&fixture);
+    assert!(
+        after
+            .contains("(from the counted runs of an earlier comparison), over the counting budget"),
+        "{after}"
+    );
+}
+
 /// Where wall time leaves a held-out verdict open, the answer concludes by instruction counts,
 /// as the gate does, and says that wall time left it open.
 #[test]

@@ -1,10 +1,11 @@
 //! When the deciding metric leaves held-out verdicts open (a busy machine's noise, a time
 //! budget that ran out, too few rounds), instruction counts decide them, as they do for every
 //! command that compares (`run`, `compare`, `gate`): the workloads are counted one at a time,
-//! cheapest first, while the counting fits its budget, estimated from the rounds' own times
-//! and then from what the first count took. What they settle keeps what the deciding metric
+//! cheapest first, while the counting fits its budget, estimated from a counted run an earlier
+//! comparison measured or from the rounds' own times, and then from what the first count took. What they settle keeps what the deciding metric
 //! said (`left_open_by`); what they could not settle says what counting would cost.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -53,6 +54,26 @@ fn judged_by(result: &CompareResult, workload: &str) -> String {
         .map_or_else(|| decider_label(&decider), |c| c.judged_by(&decider))
 }
 
+/// Per held-out workload, what one counted run took in the comparisons the report keeps that
+/// were decided by instruction counts (their rounds ran under the counter): the measured basis
+/// of what counting it again costs.
+pub(super) fn counted_run_secs(report: &crate::report::Report) -> BTreeMap<String, f64> {
+    let mut secs = BTreeMap::new();
+    // Oldest first, so the latest measurement stands.
+    for compare in report.earlier_compares.iter().chain(report.compare.iter()) {
+        if compare.metric != Metric::Instructions {
+            continue;
+        }
+        for workload in &compare.workloads {
+            let longest = run_secs(compare, &workload.workload);
+            if longest > 0.0 {
+                secs.insert(workload.workload.clone(), longest);
+            }
+        }
+    }
+    secs
+}
+
 /// The longest median wall time of any variant on `workload`: what one run of it takes.
 fn run_secs(result: &CompareResult, workload: &str) -> f64 {
     result
@@ -71,7 +92,7 @@ fn run_secs(result: &CompareResult, workload: &str) -> f64 {
 /// `count(workload)` counts the instructions of every one of the `variants` compared on it.
 pub(super) fn settle_by_instructions(
     cx: &Context,
-    variants: usize,
+    (variants, counted_before): (usize, &BTreeMap<String, f64>),
     count: &dyn Fn(&str) -> Result<CompareResult>,
     budget: Duration,
     result: &mut CompareResult,
@@ -111,28 +132,31 @@ pub(super) fn settle_by_instructions(
     };
     open.sort_by(|a, b| run_secs(result, a).total_cmp(&run_secs(result, b)));
     // A counted workload costs its warm-up uncounted and its rounds counted, for every
-    // variant: the counter's usual slowdown at first, then what the counts took.
+    // variant: a counted run's time where an earlier comparison measured one, else the
+    // counter's usual slowdown, then what this command's counts took.
     let mut slowdown = f64::from(counter.usual_slowdown());
-    let cost = |secs: f64, slowdown: f64| {
-        secs * variants as f64 * (1.0 + slowdown * INSTRUCTION_ROUNDS as f64)
+    let mut measured_here = false;
+    let cost = |result: &CompareResult, workload: &str, slowdown: f64, measured_here: bool| {
+        let counted = (!measured_here)
+            .then(|| counted_before.get(workload))
+            .flatten();
+        counting_cost(result, workload, variants, counted.copied(), slowdown)
     };
     let started = Instant::now();
     for (index, workload) in open.iter().enumerate() {
         let secs = run_secs(result, workload);
-        let estimate = Duration::from_secs_f64(cost(secs, slowdown));
+        let estimate = Duration::from_secs_f64(cost(result, workload, slowdown, measured_here));
         if started.elapsed() + estimate > budget {
             let rest = &open[index..];
             let whole: f64 = rest
                 .iter()
-                .map(|w| cost(run_secs(result, w), slowdown))
+                .map(|w| cost(result, w, slowdown, measured_here))
                 .sum();
-            let note = format!(
-                "{} left open by {label}; counting their instructions ({}) would take about {}, \
-                 over the counting budget of {} ([compare] counting_budget, gate --budget)",
-                rest.join(", "),
-                counter.describe(),
-                duration(Duration::from_secs_f64(whole)),
-                duration(budget.saturating_sub(started.elapsed()))
+            let note = over_budget_note(
+                (rest, &label, &counter),
+                whole,
+                budget.saturating_sub(started.elapsed()),
+                estimate_basis(rest, measured_here, counted_before, &counter),
             );
             cx.printer.warn(&note);
             result.not_counted = Some(note);
@@ -170,11 +194,65 @@ pub(super) fn settle_by_instructions(
         if secs > 0.0 {
             let per_run = counting.elapsed().as_secs_f64() / (secs * variants as f64);
             slowdown = ((per_run - 1.0) / INSTRUCTION_ROUNDS as f64).max(1.0);
+            measured_here = true;
         }
         let by = judged_by(result, workload);
         settle(result, &counts, workload, &by);
     }
     Ok(())
+}
+
+/// What counting `workload` costs for every one of the `variants`: its warm-up uncounted, then
+/// its rounds counted, each a `counted` run's time where one was measured, else its wall time
+/// times the counter's `slowdown`.
+fn counting_cost(
+    result: &CompareResult,
+    workload: &str,
+    variants: usize,
+    counted: Option<f64>,
+    slowdown: f64,
+) -> f64 {
+    let secs = run_secs(result, workload);
+    variants as f64 * (secs + counted.unwrap_or(secs * slowdown) * INSTRUCTION_ROUNDS as f64)
+}
+
+/// What an estimate of counting `rest` rests on, in words.
+fn estimate_basis(
+    rest: &[String],
+    measured_here: bool,
+    counted_before: &BTreeMap<String, f64>,
+    counter: &Counter,
+) -> String {
+    if measured_here {
+        "from what this command's counting took".to_owned()
+    } else if rest.iter().all(|w| counted_before.contains_key(w)) {
+        "from the counted runs of an earlier comparison".to_owned()
+    } else {
+        format!(
+            "from the counter's usual {}× slowdown: no counted run of {} measured here yet \
+             (`pgo-build compare --metric instructions` measures one)",
+            counter.usual_slowdown(),
+            if rest.len() == 1 { "it" } else { "them" }
+        )
+    }
+}
+
+/// Why the open workloads `rest` are not counted: what counting them would take, `whole`
+/// seconds by `basis`, against what is `left` of the budget.
+fn over_budget_note(
+    (rest, label, counter): (&[String], &str, &Counter),
+    whole: f64,
+    left: Duration,
+    basis: String,
+) -> String {
+    format!(
+        "{} left open by {label}; counting their instructions ({}) would take about {} \
+         ({basis}), over the counting budget of {} ([compare] counting_budget, gate --budget)",
+        rest.join(", "),
+        counter.describe(),
+        duration(Duration::from_secs_f64(whole)),
+        duration(left)
+    )
 }
 
 /// Puts the counts of `workload` in place of the open verdicts, each with what the deciding

@@ -96,7 +96,14 @@ pub fn compare(cx: &Context, run: &mut Run, request: &CompareRequest) -> Result<
         };
         measure(cx, &variants, &counting, Family::SplitByCaller)
     };
-    fallback::settle_by_instructions(cx, variants.len(), &count, counting_budget, &mut result)?;
+    let counted_before = fallback::counted_run_secs(&run.report);
+    fallback::settle_by_instructions(
+        cx,
+        (variants.len(), &counted_before),
+        &count,
+        counting_budget,
+        &mut result,
+    )?;
     // What decides changed where counts settled a workload: the means follow.
     result.geometric_mean =
         geometric_means(&result.workloads, &result.candidates, &result.decider());
