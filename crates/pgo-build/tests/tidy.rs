@@ -529,6 +529,100 @@ fn architecture_names_every_cli_test_file() {
     );
 }
 
+/// A command's home is found from its name: ARCHITECTURE.md's table has a row for every command
+/// of `cli.rs`, its entry function is in the file the row names, and the test file it names
+/// runs the command.
+#[test]
+fn every_command_has_a_row_naming_its_code_and_its_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("../../ARCHITECTURE.md")).unwrap();
+    let cli = std::fs::read_to_string(root.join("src/cli.rs")).unwrap();
+    // The variants of `pub enum Command`, in clap's kebab-case.
+    let body = cli
+        .split("pub enum Command {")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}").next())
+        .expect("cli.rs has `pub enum Command`");
+    let commands: Vec<String> = body
+        .lines()
+        .filter_map(|line| {
+            let line = line.strip_prefix("    ")?;
+            let name: String = line
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            (name.starts_with(|c: char| c.is_ascii_uppercase())
+                && line[name.len()..].starts_with([',', '(', ' ']))
+            .then_some(name)
+        })
+        .map(|name| {
+            name.chars()
+                .enumerate()
+                .fold(String::new(), |mut out, (i, c)| {
+                    if c.is_ascii_uppercase() && i > 0 {
+                        out.push('-');
+                    }
+                    out.push(c.to_ascii_lowercase());
+                    out
+                })
+        })
+        .collect();
+    assert!(commands.len() >= 15, "{commands:?}");
+    let rows: Vec<Vec<String>> = architecture
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| line.split('|').map(|cell| cell.trim().to_owned()).collect())
+        .collect();
+    let mut problems = Vec::new();
+    for command in &commands {
+        let Some(row) = rows.iter().find(|row| row[1] == format!("`{command}`")) else {
+            problems.push(format!("no row for `{command}`"));
+            continue;
+        };
+        let ticked = |cell: &str| -> Vec<String> {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect()
+        };
+        let (entries, sources, tests) = (ticked(&row[2]), ticked(&row[3]), ticked(&row[4]));
+        // The files a row names: a folder's named files, or the one file.
+        let base = sources.first().cloned().unwrap_or_default();
+        let files: Vec<std::path::PathBuf> = if base.ends_with('/') {
+            sources[1..]
+                .iter()
+                .map(|f| root.join("src").join(&base).join(f))
+                .collect()
+        } else {
+            sources.iter().map(|f| root.join("src").join(f)).collect()
+        };
+        let text: String = files
+            .iter()
+            .map(|file| {
+                std::fs::read_to_string(file).unwrap_or_else(|_| {
+                    problems.push(format!("`{command}`: {} does not exist", file.display()));
+                    String::new()
+                })
+            })
+            .collect();
+        for entry in &entries {
+            if !text.contains(&format!("pub fn {entry}(")) {
+                problems.push(format!("`{command}`: no `pub fn {entry}(` in {sources:?}"));
+            }
+        }
+        for test in &tests {
+            let runs = std::fs::read_to_string(root.join("tests/cli").join(test))
+                .unwrap_or_default()
+                .contains(&format!("\"{command}\""));
+            if !runs {
+                problems.push(format!("`{command}`: tests/cli/{test} does not run it"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// pgo-build-rt runs inside the user's programs: a closed stderr must not panic them either.
 #[test]
 fn the_runtime_crate_prints_nothing_with_macros_that_panic() {

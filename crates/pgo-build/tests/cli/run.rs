@@ -417,3 +417,24 @@ fn is_profile(path: &std::path::Path) -> bool {
     path.extension()
         .is_some_and(|ext| ext == "profraw" || ext == "profdata")
 }
+
+/// `clean` removes everything pgo-build keeps in the target directory, and says when there is
+/// nothing to remove; cargo's own build output stays.
+#[test]
+fn clean_removes_target_pgo_build_and_says_when_there_is_nothing() {
+    let fixture = Fixture::new("twobins");
+    fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
+    fixture.run(&["build"]).success();
+    let kept = fixture.root().join("target/pgo-build");
+    assert!(kept.join("baseline/bin/app").is_file());
+    fixture
+        .run(&["clean"])
+        .success()
+        .stderr_contains("removed ")
+        .stderr_contains("target/pgo-build");
+    assert!(!kept.exists());
+    fixture
+        .run(&["clean"])
+        .success()
+        .stderr_contains("nothing to remove:");
+}
