@@ -1,9 +1,9 @@
 //! What every step works with, passed explicitly: the [`Context`] a command loaded once
 //! (workspace, configuration, toolchain, target, selected binaries, build settings, layout,
-//! printer), never changed while it runs, and the [`Run`], what the command changes as it runs
+//! printer), never changed while it runs, and the [`Session`], what the command changes as it runs
 //! (the report, the stage records, the step running now) under the target directory's lock.
 //!
-//! A step is a function `step(cx: &Context, run: &mut Run, args) -> Result<T>` run inside
+//! A step is a function `step(cx: &Context, run: &mut Session, args) -> Result<T>` run inside
 //! [`timed_step`], which times it, samples its peak memory, prints its greppable start and end
 //! lines and records it in the report. What one step gives the next is its return value
 //! (`train` returns `Trained`, which `run` hands to `optimize`).
@@ -66,7 +66,7 @@ pub struct Context {
 }
 
 /// What one command changes as it runs, held under the lock of its target directory.
-pub struct Run {
+pub struct Session {
     pub report: Report,
     /// Fingerprints of completed stages (`state.json`).
     pub state: State,
@@ -358,10 +358,10 @@ impl Context {
     }
 }
 
-impl Run {
+impl Session {
     /// Takes the lock of `cx`'s target directory, stops what a killed pgo-build left running
     /// there, and loads its report and stage records.
-    pub fn start(cx: &Context) -> Result<Run> {
+    pub fn start(cx: &Context) -> Result<Session> {
         let lock = RunLock::acquire(&cx.layout)?;
         for stopped in exec::stop_leftovers(&cx.layout.running_dir())? {
             cx.printer.warn(stopped);
@@ -376,7 +376,7 @@ impl Run {
         if let Some(problem) = problem {
             cx.printer.warn(problem);
         }
-        Ok(Run {
+        Ok(Session {
             report,
             state,
             running: None,
@@ -422,9 +422,9 @@ impl Run {
 /// Runs one step in a timer section: start and end lines, a record in the report.
 pub fn timed_step<T>(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     step: Step,
-    body: impl FnOnce(&Context, &mut Run) -> Result<T>,
+    body: impl FnOnce(&Context, &mut Session) -> Result<T>,
 ) -> Result<T> {
     let name = step.name();
     // What the step will replace in the report goes now (the step fills it again), but

@@ -11,7 +11,7 @@
 use anyhow::{Context as _, Result, bail};
 
 use super::bundles::merged_bundles;
-use super::context::{Context, Run};
+use super::context::{Context, Session};
 use super::release::{
     GateVerdict, PROVENANCE_SCHEMA_VERSION, ProfileRecord, Provenance, ShippedBinary,
     TrainingRecord, shipped_stage,
@@ -28,7 +28,7 @@ use crate::pipeline::requests::{CompareRequest, GateRequest};
 use crate::report::{CompareResult, PreviousComparison, decider_label};
 use crate::util::units::human_bytes;
 
-pub fn gate(cx: &Context, run: &mut Run, args: &GateRequest) -> Result<()> {
+pub fn gate(cx: &Context, run: &mut Session, args: &GateRequest) -> Result<()> {
     let shipped = shipped_stage(cx);
     // An earlier gate's verdict never stands for this one's: gone before anything is judged.
     let path = cx.layout.provenance();
@@ -133,7 +133,7 @@ fn add_previous_verdicts(
     }
 }
 
-fn judge(cx: &Context, run: &mut Run, args: &GateRequest, shipped: Stage) -> Result<()> {
+fn judge(cx: &Context, run: &mut Session, args: &GateRequest, shipped: Stage) -> Result<()> {
     let counting_budget = args
         .budget
         .as_deref()
@@ -335,7 +335,7 @@ fn profile_record(cx: &Context, manifest: &StageManifest) -> Result<Option<Profi
 }
 
 /// The training the profile came from: merged bundles, or the local train runs.
-fn training_records(cx: &Context, run: &Run) -> Result<Vec<TrainingRecord>> {
+fn training_records(cx: &Context, run: &Session) -> Result<Vec<TrainingRecord>> {
     if let Some(merged) = merged_bundles(cx)? {
         return Ok(merged
             .bundles

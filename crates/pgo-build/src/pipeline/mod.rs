@@ -3,7 +3,7 @@
 //! runs it for every target it concerns.
 //!
 //! Every step is a function of the [`context::Context`] (what the command loaded once) and the
-//! [`context::Run`] (what it changes), run inside [`context::timed_step`]. Steps communicate
+//! [`context::Session`] (what it changes), run inside [`context::timed_step`]. Steps communicate
 //! through files under `target/pgo-build/` (see `layout`), so each command can run on its own
 //! and `run` is all of them in order; within one process a step hands the next its result.
 //!
@@ -32,7 +32,7 @@ mod workload_runs;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
-use context::{Context, Loaded, Run, timed_step};
+use context::{Context, Loaded, Session, timed_step};
 use explore::explore;
 use gate::gate;
 use run::{record_completed, run_all};
@@ -88,14 +88,14 @@ pub fn execute(cli: &Cli, printer: &Printer) -> Result<()> {
         let Some(triple) = target else {
             let request = per_target_paths(&request, loaded.host(), false)?;
             let cx = Context::new(&global, printer, &loaded, None)?;
-            dispatch(&request, &cx, &mut Run::start(&cx)?)?;
+            dispatch(&request, &cx, &mut Session::start(&cx)?)?;
             continue;
         };
         printer.target_start(triple);
         let result = per_target_paths(&request, triple, targets.len() > 1)
             .and_then(|request| {
                 let cx = Context::new(&global, printer, &loaded, Some(triple))?;
-                dispatch(&request, &cx, &mut Run::start(&cx)?)
+                dispatch(&request, &cx, &mut Session::start(&cx)?)
             })
             .with_context(|| format!("target {triple}"));
         match result {
@@ -152,7 +152,7 @@ fn per_target_paths(request: &Request, triple: &str, several: bool) -> Result<Re
     Ok(request)
 }
 
-fn dispatch(request: &Request, cx: &Context, run: &mut Run) -> Result<()> {
+fn dispatch(request: &Request, cx: &Context, run: &mut Session) -> Result<()> {
     if let Request::Bolt {
         if_enabled: true, ..
     } = request

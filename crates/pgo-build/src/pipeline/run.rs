@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 
 use super::bundles::merged_bundles;
-use super::context::{Context, Run, timed_step};
+use super::context::{Context, Session, timed_step};
 use super::stage_build::plain_flags;
 use super::steps::bolt::bolt;
 use super::steps::compare::compare;
@@ -28,7 +28,7 @@ use crate::report::{StepResult, render};
 use crate::util::fingerprint::Fingerprint;
 
 /// doctor → build → instrument → train → optimize → compare, then the stage table.
-pub fn run_all(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
+pub fn run_all(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
     // Sections of stages that turn out to be cached stay; the stage records start afresh.
     run.report.steps.clear();
     let result = run_steps(cx, run, args);
@@ -72,7 +72,7 @@ pub fn run_all(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
     result
 }
 
-fn run_steps(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
+fn run_steps(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
     timed_step(cx, run, Step::Doctor, doctor)?;
     if let Some(problem) = no_training(cx) {
         bail!("{problem}; nothing was built");
@@ -117,7 +117,7 @@ fn run_steps(cx: &Context, run: &mut Run, args: &RunRequest) -> Result<()> {
 /// it takes as `trained`.
 pub(super) fn pipeline_step(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     step: Step,
     args: &RunRequest,
     trained: Option<&Trained>,
@@ -146,10 +146,10 @@ pub(super) fn pipeline_step(
 /// it completed and its outputs are intact (shown as "cached"; then `None`).
 fn cached_step<T>(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     step: Step,
     args: &RunRequest,
-    body: impl FnOnce(&Context, &mut Run) -> Result<T>,
+    body: impl FnOnce(&Context, &mut Session) -> Result<T>,
 ) -> Result<Option<T>> {
     let name = step.name();
     let started = Instant::now();
@@ -176,7 +176,7 @@ fn cached_step<T>(
 /// knows it is current. `options` are what it ran with.
 pub fn record_completed(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     step: Step,
     options: &StepOptions,
 ) -> Result<()> {
@@ -201,7 +201,7 @@ pub fn record_completed(
 /// changed since (sources, settings, workloads, profiles), or outputs no longer intact. A
 /// training merged from bundles (`pgo-build merge`) stands for the train stage while it is
 /// the current training.
-pub(super) fn stale_steps(cx: &Context, run: &Run) -> Result<Vec<String>> {
+pub(super) fn stale_steps(cx: &Context, run: &Session) -> Result<Vec<String>> {
     let options = StepOptions::default();
     let mut steps = vec![Step::Build];
     // Training merged from bundles was made against an instrumented build elsewhere.
@@ -269,7 +269,7 @@ fn what_changed(
     )
 }
 
-fn outputs_intact(cx: &Context, run: &Run, step: Step) -> bool {
+fn outputs_intact(cx: &Context, run: &Session, step: Step) -> bool {
     let manifest_intact =
         |stage: Stage| StageManifest::load(&cx.layout, stage, "").is_ok_and(|m| m.intact());
     match step {

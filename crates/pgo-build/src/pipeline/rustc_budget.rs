@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::context::{Context, Run};
+use super::context::{Context, Session};
 use crate::cargo::build::BuildOutput;
 use crate::cargo::sccache;
 use crate::cargo::timings::{self, TimedUnit};
@@ -324,7 +324,7 @@ fn warn_about_estimates(cx: &Context, figures: &RustcSummary) {
 /// crates that ran alone or over their estimate (named), and the estimates for next time.
 pub(super) fn record(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     stage: Stage,
     setup: RustcSummary,
     output: &BuildOutput,

@@ -11,7 +11,7 @@
 
 use anyhow::{Context as _, Result, bail};
 
-use super::context::{Context, Run};
+use super::context::{Context, Session};
 use super::rustc_budget;
 use crate::cargo::build::{self, BuildOutput, BuildRequest, LinkerSetup};
 use crate::cargo::manifest::StageInput;
@@ -44,7 +44,7 @@ pub const BOLT_INPUT_FLAGS: [&str; 3] = [
 /// figures recorded in the report.
 pub(super) fn cargo_build(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     stage: Stage,
     bins: &[BinTarget],
     stage_rustflags: &[String],
@@ -278,7 +278,7 @@ fn c_compile_failures(spec: &cc::WrapperSpec, err: anyhow::Error) -> anyhow::Err
 /// diagnostics of their package's C (summarised with rustc's).
 fn record_c_compiles(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     stage: Stage,
     spec: &cc::WrapperSpec,
     dynamic_libs: &std::collections::BTreeMap<String, Vec<String>>,
@@ -452,7 +452,7 @@ fn link_slots(cx: &Context, budget: u64) -> (usize, String) {
 /// stage's.
 pub(crate) fn stage_binaries(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     stage: Stage,
     stage_rustflags: Vec<String>,
     executables: Vec<StageInput>,
@@ -578,7 +578,7 @@ fn check_size_growth(cx: &Context, stage: Stage, executables: &[StageInput]) -> 
 
 pub(super) fn build_and_stage(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     stage: Stage,
     stage_rustflags: Vec<String>,
 ) -> Result<StageManifest> {

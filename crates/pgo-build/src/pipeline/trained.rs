@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use super::context::{Context, Run};
+use super::context::{Context, Session};
 use crate::cargo::manifest::StageManifest;
 use crate::config::{OnCorrupt, Workload};
 use crate::profiles::bundle::Shard;
@@ -173,7 +173,10 @@ pub(super) fn print_cargo_coverage(cx: &Context, accounting: &Accounting) -> Res
 }
 
 /// Each binary's training figures into the report (`profiles`).
-pub(super) fn record_binary_figures(run: &mut Run, per_binary: &BTreeMap<String, BinaryProfiles>) {
+pub(super) fn record_binary_figures(
+    run: &mut Session,
+    per_binary: &BTreeMap<String, BinaryProfiles>,
+) {
     run.report.profiles = per_binary.clone();
 }
 
@@ -182,7 +185,7 @@ pub(super) fn record_binary_figures(run: &mut Run, per_binary: &BTreeMap<String,
 /// they are processes that died, reported per binary.)
 pub(super) fn report_accounting(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     accounting: &Accounting,
 ) -> Result<()> {
     record_binary_figures(run, &accounting.per_binary);

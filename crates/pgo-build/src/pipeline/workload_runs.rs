@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::context::{Context, Run};
+use super::context::{Context, Session};
 use super::stage_build::StageEnvironment;
 use crate::cargo::manifest::StageManifest;
 use crate::config::{Role, Workload, WorkloadCommand, cargo_workload};
@@ -58,7 +58,7 @@ impl PreparedRun {
 }
 
 /// Runs a training loop. A failing workload fails the step unless `allow_failure` is set.
-pub(crate) fn run_training(cx: &Context, run: &mut Run, training: Training) -> Result<()> {
+pub(crate) fn run_training(cx: &Context, run: &mut Session, training: Training) -> Result<()> {
     let Training {
         stage,
         manifest,
@@ -204,7 +204,12 @@ fn run_compacting(
 }
 
 /// The report's record of a training run (replacing the last one of that workload and stage).
-fn record_training_run(run: &mut Run, stage: Stage, workload: &Workload, outcome: &exec::Outcome) {
+fn record_training_run(
+    run: &mut Session,
+    stage: Stage,
+    workload: &Workload,
+    outcome: &exec::Outcome,
+) {
     run.report
         .training
         .retain(|w| !(w.name == workload.run_name() && w.stage == stage));

@@ -13,7 +13,7 @@ use crate::cargo::manifest::StageManifest;
 use crate::config::BuildVariant;
 use crate::layout::step::Step;
 use crate::layout::{Layout, Stage};
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::{BoltRequest, ExportRequest, RunRequest, StepOptions};
 use crate::pipeline::run::pipeline_step;
 use crate::pipeline::steps::compare::Compared;
@@ -75,7 +75,7 @@ pub(super) fn budget_note(clock: &Clock) -> String {
 /// false when the budget ran out before a step.
 pub(super) fn run_steps(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     label: &str,
     steps: &[Step],
     args: &RunRequest,
@@ -156,7 +156,7 @@ pub(super) fn describe_build(build: &Build) -> String {
 /// out first.
 pub(super) fn build_variant(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     variant: &Variant,
     clock: &Clock,
 ) -> Result<Option<Built>> {
@@ -214,7 +214,7 @@ pub(super) fn build_variant(
 /// (not that optimize: its build is another variant's). `None` when the budget ran out.
 pub(super) fn train_for(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     settings: &BuildVariant,
     clock: &Clock,
     costs: &mut Vec<ExploreStageCost>,
@@ -236,7 +236,7 @@ pub(super) fn train_for(
 /// Returns the build's layout, or `None` when the budget ran out first.
 pub(super) fn run_build(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     build: &Build,
     steps: &[Step],
     profile: Option<ExportedProfile>,
@@ -265,10 +265,10 @@ pub(super) fn run_build(
 /// `work` gets the build's name for the report.
 pub(super) fn in_build<T>(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     build: &Build,
     profile: Option<ExportedProfile>,
-    work: impl FnOnce(&Context, &mut Run, &str) -> Result<T>,
+    work: impl FnOnce(&Context, &mut Session, &str) -> Result<T>,
 ) -> Result<(T, Layout)> {
     let bolt = matches!(build.kind, BuildKind::Bolt { .. });
     let own = build.kind == BuildKind::Plain
@@ -292,7 +292,7 @@ pub(super) fn in_build<T>(
     let build_cx = cx
         .with_build(layout.clone(), build.settings, bolt, profile)?
         .without_size_limit();
-    let mut build_run = Run::start(&build_cx)?;
+    let mut build_run = Session::start(&build_cx)?;
     let result = work(&build_cx, &mut build_run, &format!("explore/builds/{key}"));
     Ok((result?, layout))
 }
@@ -302,7 +302,7 @@ pub(super) fn in_build<T>(
 /// once per profile: the name is the content-addressed one `optimize` merged.
 pub(super) fn export_trained(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     build: &Build,
     layout: &Layout,
 ) -> Result<ExportedProfile> {

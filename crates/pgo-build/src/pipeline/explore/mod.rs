@@ -29,7 +29,7 @@ use builds::{Built, Clock, budget_note};
 use decide::{Decision, apply_margin, mark_fronts, mark_size_changes, recommend};
 use variants::{BASELINE, PGO, describe, new_record, select_variants};
 
-use super::context::{Context, Run};
+use super::context::{Context, Session};
 use super::explore::apply::apply;
 use super::explore::builds::{build_variant, publish};
 use super::explore::measure::measure_variants;
@@ -42,7 +42,7 @@ use crate::report::VariantStatus;
 use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 
-pub fn explore(cx: &Context, run: &mut Run, args: &ExploreRequest) -> Result<()> {
+pub fn explore(cx: &Context, run: &mut Session, args: &ExploreRequest) -> Result<()> {
     let clock = started_clock(args.budget.as_deref())?;
     // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
     // times need rounds against noise.

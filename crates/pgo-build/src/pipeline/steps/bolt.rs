@@ -23,7 +23,7 @@ use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::StagedBinary;
 use crate::cargo::workspace::BinTarget;
 use crate::layout::Stage;
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::BoltRequest;
 use crate::pipeline::stage_build::stage_binaries;
 use crate::pipeline::workload_runs::{PreparedRun, Training, run_training, training_workloads};
@@ -56,7 +56,7 @@ fn bolt_training_run(_: &crate::config::Workload) -> Result<PreparedRun> {
     )]))
 }
 
-pub fn bolt(cx: &Context, run: &mut Run, args: &BoltRequest) -> Result<()> {
+pub fn bolt(cx: &Context, run: &mut Session, args: &BoltRequest) -> Result<()> {
     let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &cx.rustc, &cx.printer)
         .require(&cx.rustc)?;
     let merge_fdata = toolchain::find_llvm_tool(toolchain::MERGE_FDATA, &cx.rustc, &cx.printer)
@@ -177,7 +177,12 @@ pub fn bolt(cx: &Context, run: &mut Run, args: &BoltRequest) -> Result<()> {
 
 /// The target cannot be BOLTed here (`reason`): every selected binary of the input stage is
 /// staged as it is, named, so later stages and `compare` find the bolt stage.
-fn stage_unbolted(cx: &Context, run: &mut Run, input: &StageManifest, reason: &str) -> Result<()> {
+fn stage_unbolted(
+    cx: &Context,
+    run: &mut Session,
+    input: &StageManifest,
+    reason: &str,
+) -> Result<()> {
     cx.caution(format!(
         "BOLT skipped for {}: {reason}. Its binaries are staged un-BOLTed",
         cx.platform.triple
@@ -241,7 +246,7 @@ fn bolt_inputs(cx: &Context, input: &StageManifest) -> Result<Vec<StagedBinary>>
 /// `raw_root/<binary>/prof.<pid>.fdata`.
 fn bolt_instrument(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     bolt: &LlvmTool,
     input: &StageManifest,
     binaries: &[StagedBinary],

@@ -22,7 +22,7 @@ use crate::config::StartupOrder;
 use crate::layout::Stage;
 use crate::pipeline::bundles::{BundlesFile, merged_bundles};
 use crate::pipeline::committed::{self, committed_profile};
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::OptimizeRequest;
 use crate::pipeline::stage_build::{
     cargo_build, check_bolt_compatible_profile, executables_of, plain_flags, stage_binaries,
@@ -88,7 +88,7 @@ fn refuse_missing_profiles(
 /// all; then per crate what did not match, and, for a committed profile, its staleness.
 fn check_profile_use(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     inputs: &ProfileInputs,
     profile: &Path,
     (output, carry): (&build::BuildOutput, Option<&(PathBuf, PathBuf)>),
@@ -133,7 +133,7 @@ fn check_profile_use(
 /// what `train` returned earlier in this command, whose accounting is not read again).
 pub fn optimize(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     args: &OptimizeRequest,
     trained: Option<&Trained>,
 ) -> Result<()> {
@@ -238,7 +238,7 @@ pub fn optimize(
 /// copy `-Cprofile-use` names.
 fn startup_order_flags(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     profile: &Path,
     profile_use: &Path,
 ) -> Result<Vec<String>> {
@@ -296,7 +296,7 @@ fn startup_order_flags(
 /// `pgo-build merge` made from bundles, when that came after the last local training.
 fn trained_profile_inputs(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     trained: Option<&Trained>,
 ) -> Result<ProfileInputs> {
     if let Some(record) = merged_bundles(cx)? {
@@ -393,7 +393,7 @@ fn trained_profile_inputs(
 /// The profile `pgo-build merge` made from training bundles, checked.
 fn bundle_profile_inputs(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     record: BundlesFile,
 ) -> Result<ProfileInputs> {
     check_same_settings(&record.instrumented.settings, &cx.settings)?;
@@ -567,7 +567,7 @@ fn per_crate_staleness(staleness: &committed::Staleness) -> Option<String> {
 /// Fails above `[pgo] max_stale` (a share of the profile's counts), warns below it.
 fn check_staleness(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     functions: &[insight::FunctionCounts],
     diagnostics: &[build::Diagnostic],
     carried: &[CarryRecord],

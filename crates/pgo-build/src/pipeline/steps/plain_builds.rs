@@ -8,21 +8,21 @@ use crate::cargo::settings::BUILD_ID_FLAG;
 use crate::cargo::settings::CONTINUOUS_FLAGS;
 use crate::config::StartupOrder;
 use crate::layout::{Stage, relative_to};
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::stage_build::{
     build_and_stage, check_bolt_compatible_profile, check_lld_before_building, plain_flags,
 };
 use crate::profiles::{start_marker, startup_order};
 
 /// The baseline: a plain release build with the user's flags.
-pub fn build_baseline(cx: &Context, run: &mut Run) -> Result<()> {
+pub fn build_baseline(cx: &Context, run: &mut Session) -> Result<()> {
     check_bolt_compatible_profile(cx)?;
     let flags = plain_flags(cx);
     build_and_stage(cx, run, Stage::Baseline, flags)?;
     Ok(())
 }
 
-pub fn instrument(cx: &Context, run: &mut Run) -> Result<()> {
+pub fn instrument(cx: &Context, run: &mut Session) -> Result<()> {
     check_lld_before_building(cx)?;
     let mut flags = vec![
         format!(

@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 use crate::cargo::manifest::StageManifest;
 use crate::config::Workload;
 use crate::layout::Stage;
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::TrainRequest;
 use crate::pipeline::trained::{
     ENDED_WITHOUT_WRITING, Trained, account_dirs, cargo_only_message, no_profile_message,
@@ -65,7 +65,7 @@ fn caution_per_binary(
 /// Runs the train workloads (all, or those named; with `--shard`, that shard's runs)
 /// against the instrumented binaries and accounts for their profiles. (`--bundle` is the
 /// shard stage's: it writes the [`Trained`] result to a bundle for `pgo-build merge`.)
-pub fn train(cx: &Context, run: &mut Run, args: &TrainRequest) -> Result<Trained> {
+pub fn train(cx: &Context, run: &mut Session, args: &TrainRequest) -> Result<Trained> {
     let instrumented = StageManifest::load(
         &cx.layout,
         Stage::Instrumented,

@@ -15,7 +15,7 @@ use crate::config::Role;
 use crate::measure::counter::Counter;
 use crate::measure::metric::{Decider, Metric, Rounds};
 use crate::measure::stats::{self, Verdict};
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::{CompareRequest, CompareSettings};
 use crate::pipeline::workload_runs::{check_cargo_targets, remove_logs_of_unknown_workloads};
 use crate::report::CompareResult;
@@ -54,7 +54,7 @@ pub(crate) fn variants_of(cx: &Context, request: &CompareRequest) -> Result<Vec<
 /// With cross-language PGO the baseline's C/C++ is the user's compiler's and a
 /// cross-language stage's is clang's: what the comparison shows is the compiler switch as well
 /// as PGO, which `explore`'s `clang` variant (clang without a profile) separates.
-fn c_compilers_differ(cx: &Context, run: &Run, result: &CompareResult) -> Option<String> {
+fn c_compilers_differ(cx: &Context, run: &Session, result: &CompareResult) -> Option<String> {
     let compiled_by = |stage: &str| {
         run.report
             .c_compilers
@@ -83,7 +83,7 @@ fn c_compilers_differ(cx: &Context, run: &Run, result: &CompareResult) -> Option
 }
 
 /// Runs the comparison, prints its table and records it in the report.
-pub fn compare(cx: &Context, run: &mut Run, request: &CompareRequest) -> Result<CompareResult> {
+pub fn compare(cx: &Context, run: &mut Session, request: &CompareRequest) -> Result<CompareResult> {
     let variants = variants_of(cx, request)?;
     let mut result = measure(cx, &variants, request, Family::Judged)?;
     let counting_budget = request.settings(&cx.config)?.counting_budget;

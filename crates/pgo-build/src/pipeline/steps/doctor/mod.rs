@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::config::Role;
 use crate::layout::{Layout, Stage};
-use crate::pipeline::context::{Context, Run, c_settings};
+use crate::pipeline::context::{Context, Session, c_settings};
 use crate::pipeline::workload_runs::{check_cargo_targets, runnable_bins};
 use crate::toolchain;
 use crate::toolchain::targets::{self, Execution, Platform};
@@ -26,7 +26,7 @@ const COVERED_BUILDERS: [&str; 2] = ["cc", "cmake"];
 
 /// What pgo-build found, and every problem that would stop a run, each with its fix (not only
 /// the first): an error naming them all when there are any.
-pub fn doctor(cx: &Context, run: &mut Run) -> Result<()> {
+pub fn doctor(cx: &Context, run: &mut Session) -> Result<()> {
     let printer = &cx.printer;
     let mut problems: Vec<anyhow::Error> = Vec::new();
     problems.extend(check_cargo_targets(cx, &cx.config.workloads).err());

@@ -10,7 +10,7 @@ use super::sources::{last_training, merge_into};
 use crate::layout::Stage;
 use crate::pipeline::bundles::merged_bundles;
 use crate::pipeline::committed::{self, ProfileMetadata, metadata_path};
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::ExportRequest;
 use crate::profiles::{self, insight};
 use crate::util::files::write_atomically;
@@ -53,7 +53,7 @@ fn export_rustc_estimates(cx: &Context, path: &Path) -> Result<()> {
 }
 
 /// Writes the merged training profile and its metadata.
-pub fn export(cx: &Context, run: &mut Run, args: &ExportRequest) -> Result<()> {
+pub fn export(cx: &Context, run: &mut Session, args: &ExportRequest) -> Result<()> {
     if let Some(path) = &args.rustc_estimates {
         export_rustc_estimates(cx, path)?;
     }
@@ -171,7 +171,7 @@ struct TrainingToExport {
 
 /// The profile `pgo-build merge` made from other machines' bundles, or else the last local
 /// training (refused when the sources changed since); binaries without data are cautioned.
-fn training_to_export(cx: &Context, run: &Run) -> Result<TrainingToExport> {
+fn training_to_export(cx: &Context, run: &Session) -> Result<TrainingToExport> {
     Ok(match merged_bundles(cx)? {
         // The profile `pgo-build merge` made from other machines' bundles.
         Some(record) => {

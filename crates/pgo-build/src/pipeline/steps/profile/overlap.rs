@@ -10,7 +10,7 @@ use super::sources::merge_into;
 use crate::cargo::manifest::StageManifest;
 use crate::config::Role;
 use crate::layout::Stage;
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::OverlapRequest;
 use crate::pipeline::trained::{account, account_dirs};
 use crate::pipeline::workload_runs::{Training, instrumented_profile_env, run_training};
@@ -80,7 +80,7 @@ fn measure_overlap(
 
 /// Runs the holdout workloads against the instrumented binaries into a profile of their
 /// own and reports, per binary, how well training's profile represents it.
-pub fn profile_overlap(cx: &Context, run: &mut Run, args: &OverlapRequest) -> Result<()> {
+pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -> Result<()> {
     let instrumented = StageManifest::load(
         &cx.layout,
         Stage::Instrumented,

@@ -20,7 +20,7 @@ use crate::cargo::manifest::StageManifest;
 use crate::cargo::settings::check_same_settings;
 use crate::layout::Stage;
 use crate::pipeline::bundles::BundlesFile;
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::MergeRequest;
 use crate::pipeline::trained::{Trained, cargo_only_message, record_binary_figures};
 use crate::profiles::bundle::{
@@ -32,7 +32,7 @@ use crate::util::files::write_atomically;
 use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 /// Writes the bundle of a training shard: one merged profile per binary, and the manifest.
-pub fn write_bundle(cx: &Context, run: &mut Run, path: &Path, trained: &Trained) -> Result<()> {
+pub fn write_bundle(cx: &Context, run: &mut Session, path: &Path, trained: &Trained) -> Result<()> {
     let Trained {
         instrumented,
         shard,
@@ -142,7 +142,7 @@ pub fn write_bundle(cx: &Context, run: &mut Run, path: &Path, trained: &Trained)
 }
 
 /// `pgo-build merge BUNDLE…`.
-pub fn merge(cx: &Context, run: &mut Run, args: &MergeRequest) -> Result<()> {
+pub fn merge(cx: &Context, run: &mut Session, args: &MergeRequest) -> Result<()> {
     let mut bundles = Vec::new();
     for path in &args.bundles {
         let manifest: BundleManifest = bundle::read_manifest(path, BUNDLE_FORMAT)?;

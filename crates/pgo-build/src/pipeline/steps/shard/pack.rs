@@ -12,7 +12,7 @@ use crate::cargo::settings::check_same_settings;
 use crate::layout::PackedStage;
 use crate::layout::Stage;
 use crate::layout::step::Step;
-use crate::pipeline::context::{Context, Run};
+use crate::pipeline::context::{Context, Session};
 use crate::pipeline::release::shipped_stage;
 use crate::pipeline::requests::{PackRequest, UnpackRequest};
 use crate::profiles::bundle::{self, FORMAT_VERSION, PACK_FORMAT, PackManifest};
@@ -189,7 +189,7 @@ fn check_provenance(cx: &Context, pack: &PackManifest, what: &str) -> Result<()>
 /// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
 /// bundles trained from any unpacked copy merge together. Returns the stages unpacked, in
 /// the order they were: a stage's input before it.
-pub fn unpack(cx: &Context, run: &mut Run, args: &UnpackRequest) -> Result<Vec<Stage>> {
+pub fn unpack(cx: &Context, run: &mut Session, args: &UnpackRequest) -> Result<Vec<Stage>> {
     let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
     let what = format!("the pack {}", args.archive.display());
     check_provenance(cx, &pack, &what)?;
@@ -315,7 +315,7 @@ fn checked_binaries(
 /// pack recorded (see `run::fingerprint`: unpacked binaries have no dep-info here).
 fn install_stage(
     cx: &Context,
-    run: &mut Run,
+    run: &mut Session,
     stage: Stage,
     manifest: &StageManifest,
     files: &Path,
