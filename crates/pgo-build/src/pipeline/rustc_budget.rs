@@ -306,7 +306,9 @@ fn warn_about_estimates(cx: &Context, figures: &RustcSummary) {
                 )
             })
             .collect();
-        cx.printer.warn(format!(
+        // Said, not warned of: nothing is for the user to do (an instrumented build's crates
+        // peak over the plain build's measured peaks they start from), and it corrects itself.
+        cx.printer.info(format!(
             "{} peaked over {} estimate (the last measured peak): {}; the estimates are \
              updated for the next build",
             if crates.len() == 1 {

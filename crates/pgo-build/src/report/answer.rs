@@ -275,14 +275,16 @@ fn workload_line(
             summary.bound.unwrap_or_default() * 100.0,
             summary.pairs
         ),
+        // With what to run for those rounds: the next step, not only the number.
         Verdict::Inconclusive => format!(
             "{candidate} is not proven {better}: {} in the median, but the interval the \
              verdict was judged by, {}× of {reference}, reaches 1 ({} rounds; about {} more \
-             would tell){by}",
+             would tell: `pgo-build compare --rounds {}`, or a larger [compare] budget){by}",
             times(summary.median_ratio, decider),
             interval_text(low, high),
             summary.pairs,
-            summary.more_rounds.unwrap_or_default()
+            summary.more_rounds.unwrap_or_default(),
+            summary.pairs + summary.more_rounds.unwrap_or_default()
         ),
         // No interval is implied (no outcome of these rounds could be claimed): the rounds'
         // range, said as such.
