@@ -236,6 +236,14 @@ pub fn init(args: &GlobalArgs, printer: &Printer) -> Result<()> {
 pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
     let workspace = Workspace::load(args.manifest_path.as_deref(), printer)?;
     let layout = Layout::new(&workspace.target_dir);
+    // Looked at before locking: taking the lock creates the directory it would then remove.
+    if !layout.root().exists() {
+        printer.info(format!(
+            "nothing to remove: {} does not exist",
+            layout.root().display()
+        ));
+        return Ok(());
+    }
     // Refused while another run works there; held while the directory goes away.
     let mut locks = vec![RunLock::acquire(&layout)?];
     let mut layouts = vec![layout.clone()];
@@ -250,15 +258,8 @@ pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
             printer.warn(stopped);
         }
     }
-    if layout.root().exists() {
-        std::fs::remove_dir_all(layout.root())
-            .with_context(|| format!("could not remove {}", layout.root().display()))?;
-        printer.info(format!("removed {}", layout.root().display()));
-    } else {
-        printer.info(format!(
-            "nothing to remove: {} does not exist",
-            layout.root().display()
-        ));
-    }
+    std::fs::remove_dir_all(layout.root())
+        .with_context(|| format!("could not remove {}", layout.root().display()))?;
+    printer.info(format!("removed {}", layout.root().display()));
     Ok(())
 }

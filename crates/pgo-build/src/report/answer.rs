@@ -114,8 +114,76 @@ pub fn answer(report: &Report) -> Option<Answer> {
     };
     // Unproven, the size of a variant nobody should ship yet is beside the point.
     let ship = ship.filter(|_| !on_training);
+    if ship.is_none() && !on_training {
+        lines.push(why_it_does_not_pay(report, &judged));
+    }
     lines.extend(closing_lines(report, compare, &judged, ship));
     Some(Answer { headline, lines })
+}
+
+/// A held-out run shorter than this is mostly process start and loading, which PGO barely
+/// changes.
+const SHORT_RUN_SECS: f64 = 0.005;
+
+/// Where nothing ships: why, in one line, from what was measured, with the change that
+/// addresses it. Held-out runs so short that process start is what they time; else hot
+/// held-out code that training left cold (from `profile overlap`, when it ran); else how to
+/// find out.
+fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> String {
+    let longest = judged
+        .iter()
+        .flat_map(|w| w.candidates.values())
+        .map(|s| {
+            s.reference_median_wall_secs
+                .max(s.candidate_median_wall_secs)
+        })
+        .fold(0.0, f64::max);
+    if longest > 0.0 && longest < SHORT_RUN_SECS {
+        return format!(
+            "Why it may not pay here: a held-out run takes {:.1} ms, much of it process start \
+             and loading, which PGO barely changes: give each held-out run more of the \
+             program's own work (a larger input, more of it per process)",
+            longest * 1000.0
+        );
+    }
+    let Some((binary, overlap)) = report
+        .overlap
+        .iter()
+        .min_by(|a, b| a.1.edge_overlap.total_cmp(&b.1.edge_overlap))
+    else {
+        return "To see why: `pgo-build profile overlap` compares what training ran with what \
+                held-out work runs, function by function (one instrumented run of each \
+                held-out workload)"
+            .to_owned();
+    };
+    // Hot in held-out work (5% of its counts or more), and at most a tenth as hot in training.
+    let cold: Vec<&crate::report::Missed> = overlap
+        .missed_by_training
+        .iter()
+        .filter(|m| m.test_share >= 0.05 && m.base_share * 10.0 <= m.test_share)
+        .collect();
+    match cold.as_slice() {
+        [] => format!(
+            "Training covers the held-out work of `{binary}` ({:.0}% overlap, no hot held-out \
+             function left cold): PGO has little to add to it as it stands; `pgo-build \
+             explore` tries other build settings (LTO, codegen units, BOLT)",
+            overlap.edge_overlap * 100.0
+        ),
+        [first, rest @ ..] => format!(
+            "Why it may not pay here: training left cold what held-out work runs most: `{}` \
+             ({}) is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
+             workload doing what the held-out one does addresses it (one more workload each \
+             training)",
+            first.name,
+            first.krate,
+            first.test_share * 100.0,
+            first.base_share * 100.0,
+            match rest.len() {
+                0 => String::new(),
+                n => format!(", and {n} more like it"),
+            }
+        ),
+    }
 }
 
 /// One line per judged workload and candidate (its verdict, interval and rounds), then the
@@ -784,6 +852,79 @@ mod tests {
                  pgo-build.toml to ship optimized"
             ),
             "{text}"
+        );
+    }
+
+    /// Where nothing ships, one line says why from what was measured, with what addresses it.
+    #[test]
+    fn an_answer_that_ships_nothing_says_why() {
+        const NOISE: [f64; 10] = [1.02, 0.97, 1.01, 0.99, 1.03, 0.98, 1.0, 1.02, 0.97, 1.01];
+        let why = |report: &Report| {
+            let answer = super::answer(report).unwrap();
+            assert!(!answer.headline.starts_with("Ship"), "{answer:#?}");
+            answer
+                .lines
+                .iter()
+                .find(|l| {
+                    l.starts_with("Why")
+                        || l.starts_with("To see why")
+                        || l.starts_with("Training covers")
+                })
+                .cloned()
+                .unwrap_or_else(|| panic!("{answer:#?}"))
+        };
+        // No overlap measured: how to find out.
+        let mut report = report(&NOISE, &NOISE, 1000);
+        assert!(why(&report).starts_with("To see why: `pgo-build profile overlap`"));
+        // Held-out hot code training left cold: named, with the fix.
+        let missed = |name: &str, test: f64, base: f64| crate::report::Missed {
+            name: name.into(),
+            krate: "engine".into(),
+            test_share: test,
+            base_share: base,
+        };
+        report.overlap.insert(
+            "server".into(),
+            crate::report::OverlapRecord {
+                edge_overlap: 0.58,
+                missed_by_training: vec![
+                    missed("engine::parse_options", 0.15, 0.001),
+                    missed("engine::render_table", 0.06, 0.0),
+                    missed("engine::warm", 0.20, 0.10),
+                ],
+            },
+        );
+        assert_eq!(
+            why(&report),
+            "Why it may not pay here: training left cold what held-out work runs most: \
+             `engine::parse_options` (engine) is 15% of `server`'s held-out counts and 0.1% of \
+             training's, and 1 more like it; a train workload doing what the held-out one does \
+             addresses it (one more workload each training)"
+        );
+        // Covered: said so, with the next thing to try.
+        report
+            .overlap
+            .get_mut("server")
+            .unwrap()
+            .missed_by_training
+            .clear();
+        assert!(why(&report).starts_with("Training covers the held-out work of `server` (58%"));
+        // Runs of a millisecond: process start is what they time.
+        for workload in &mut report.compare.as_mut().unwrap().workloads {
+            for summary in workload.candidates.values_mut() {
+                summary.reference_median_wall_secs = 0.0012;
+                summary.candidate_median_wall_secs = 0.0011;
+            }
+        }
+        assert!(why(&report).starts_with("Why it may not pay here: a held-out run takes 1.2 ms"));
+        // And never where something ships.
+        let shipped = super::answer(&super::fixtures::report(&FASTER, &FASTER, 1000)).unwrap();
+        assert!(
+            !shipped
+                .lines
+                .iter()
+                .any(|l| l.contains("Why it may not pay")),
+            "{shipped:#?}"
         );
     }
 
