@@ -16,6 +16,7 @@ use super::steps::compare::compare;
 use super::steps::doctor::{doctor, no_training};
 use super::steps::optimize::optimize;
 use super::steps::plain_builds::{build_baseline, instrument};
+use super::steps::profile::profile_overlap;
 use super::steps::train::{clear_raw_profiles, train};
 use super::trained::{Trained, trained_workloads};
 use crate::cargo::dep_info;
@@ -107,7 +108,40 @@ fn run_steps(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
     cached_step(cx, run, Step::Compare, args, |cx, run| {
         compare(cx, run, &request)
     })?;
+    why_nothing_ships(cx, run);
     Ok(())
+}
+
+/// Where the answer ships nothing and training ran here, how training covers the held-out
+/// work is measured (`profile overlap`: one instrumented run of each held-out workload), so the
+/// answer can say why by function. Its failure costs the answer that line, not the run.
+fn why_nothing_ships(cx: &Context, run: &mut Session) {
+    let ships = crate::report::answer::answer(&run.report).is_none_or(|a| a.ship.is_some());
+    // A comparison reused as it was keeps the overlap measured beside it.
+    let reused = run
+        .report
+        .steps
+        .iter()
+        .any(|s| s.name == Step::Compare && s.result == StepResult::Cached);
+    if ships || cx.config.pgo.profile.is_some() || (reused && !run.report.overlap.is_empty()) {
+        return;
+    }
+    cx.printer.info(
+        "nothing ships: measuring how training covers the held-out work (`pgo-build profile \
+         overlap`: one instrumented run of each held-out workload), for the answer's why",
+    );
+    let measured = timed_step(cx, run, Step::Overlap, |cx, run| {
+        profile_overlap(
+            cx,
+            run,
+            &crate::pipeline::requests::OverlapRequest { top: 10 },
+        )
+    });
+    if let Err(err) = measured {
+        cx.printer.warn(format!(
+            "could not measure how training covers the held-out work: {err:#}"
+        ));
+    }
 }
 
 /// One build step of `run` (not compare), cached as `cached_step` says. BOLT post-processes

@@ -21,6 +21,8 @@ use crate::report::records::{
 pub struct Answer {
     pub headline: String,
     pub lines: Vec<String>,
+    /// The variant it ships, when it ships one.
+    pub ship: Option<String>,
 }
 
 impl Answer {
@@ -118,7 +120,11 @@ pub fn answer(report: &Report) -> Option<Answer> {
         lines.push(why_it_does_not_pay(report, &judged));
     }
     lines.extend(closing_lines(report, compare, &judged, ship));
-    Some(Answer { headline, lines })
+    Some(Answer {
+        headline,
+        lines,
+        ship: ship.cloned(),
+    })
 }
 
 /// A held-out run shorter than this is mostly process start and loading, which PGO barely

@@ -438,3 +438,29 @@ fn clean_removes_target_pgo_build_and_says_when_there_is_nothing() {
         .success()
         .stderr_contains("nothing to remove:");
 }
+
+/// Where nothing ships, `run` measures how training covers the held-out work and the answer
+/// says why in one line; where something ships it does neither.
+#[test]
+fn when_nothing_ships_run_measures_the_overlap_and_the_answer_says_why() {
+    // The held-out work is the helper alone, which PGO cannot change by 2% of its
+    // instructions (process start is most of them): no measurable difference.
+    let fixture = train_holdout_fixture(
+        "$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER",
+        "$PGO_BUILD_BIN_HELPER",
+    );
+    fixture.append_config("\n[compare]\nmetric = \"instructions\"\n");
+    let run = fixture.run(&["run"]);
+    run.success()
+        .stderr_contains("nothing ships: measuring how training covers the held-out work")
+        .stderr_contains("pgo-build step overlap ok");
+    let stdout = run.stdout();
+    assert!(!stdout.contains("Ship "), "{stdout}");
+    assert!(
+        stdout.contains("Why it may not pay here: ")
+            || stdout.contains("Training covers the held-out work of `"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("To see why"), "{stdout}");
+    assert!(fixture.report()["overlap"]["helper"].is_object());
+}
