@@ -120,6 +120,11 @@ fn without_benchmarks_two_edited_lines_make_init_s_configuration_run() {
         .run(&["run"])
         .failure()
         .stderr_contains("`pgo-build init` writes a commented pgo-build.toml to start from");
+    // A third binary, which nothing in the workspace starts (app starts helper).
+    fixture.write(
+        "app/src/bin/extra.rs",
+        "fn main() {\n    println!(\"3\");\n}\n",
+    );
     fixture
         .run(&["init"])
         .success()
@@ -170,16 +175,18 @@ fn without_benchmarks_two_edited_lines_make_init_s_configuration_run() {
                 )
         });
     };
-    // A binary no train workload runs is named before any build, with the ways out.
+    // A binary no train workload runs, and no binary's source names, is named before any
+    // build, with the ways out; helper, which app's source starts, is not.
     edit(r#""$PGO_BUILD_BIN_APP" work 1000"#);
-    fixture
-        .run(&["doctor"])
+    let doctor = fixture.run(&["doctor"]);
+    doctor
         .success()
         .stderr_contains(
-            "no train workload names `helper` (by $PGO_BUILD_BIN_HELPER or $PGO_BUILD_BIN_DIR",
+            "no train workload names `extra` (by $PGO_BUILD_BIN_EXTRA or $PGO_BUILD_BIN_DIR",
         )
-        .stderr_contains("or leave it out with `[build] bins = [\"app\"]`");
-    edit(r#""$PGO_BUILD_BIN_APP" work 1000 && "$PGO_BUILD_BIN_HELPER""#);
+        .stderr_contains("or leave it out with `[build] bins = [\"app\", \"helper\"]`");
+    assert!(!doctor.stderr().contains("`helper`"), "{}", doctor.stderr());
+    edit(r#""$PGO_BUILD_BIN_APP" work 1000 && "$PGO_BUILD_BIN_HELPER" && "$PGO_BUILD_BIN_EXTRA""#);
     let doctor = fixture.run(&["doctor"]);
     doctor.success();
     assert!(

@@ -170,9 +170,10 @@ pub(super) fn unrunnable_cargo_targets(cx: &Context) -> Result<()> {
 }
 
 /// Binaries that no train workload or service names (`$PGO_BUILD_BIN_<NAME>`, or
-/// `$PGO_BUILD_BIN_DIR`), in its command or in a script file it runs, when no cargo workload
-/// trains the shared code: `optimize` would refuse them after two builds and training. Said,
-/// not refused: a binary may start another by its variable (what the command line cannot show).
+/// `$PGO_BUILD_BIN_DIR`), in its command or in a script file it runs, and that the members'
+/// own sources never name, when no cargo workload trains the shared code: `optimize` would
+/// refuse them after two builds and training. Said, not refused: how a binary starts another
+/// cannot be known from the text alone.
 pub(super) fn binaries_no_workload_names(cx: &Context) -> Vec<String> {
     let training: Vec<&Workload> = cx.config.workloads_with_role(Role::Train).collect();
     if cx.config.pgo.profile.is_some()
@@ -220,13 +221,57 @@ pub(super) fn binaries_no_workload_names(cx: &Context) -> Vec<String> {
     if texts.iter().any(|text| text.contains("PGO_BUILD_BIN_DIR")) {
         return Vec::new();
     }
+    let sources = member_sources(cx);
     cx.bins
         .iter()
         .filter(|bin| {
             let var = crate::exec::bin_env_var(&bin.name);
             !texts.iter().any(|text| names_variable(text, &var))
         })
+        // A binary the workspace's own code names (`current_exe().with_file_name("worker")`,
+        // its variable) is taken for one another binary starts.
+        .filter(|bin| {
+            let literal = format!("\"{}\"", bin.name);
+            let var = crate::exec::bin_env_var(&bin.name);
+            !sources
+                .iter()
+                .any(|text| text.contains(&literal) || names_variable(text, &var))
+        })
         .map(|bin| bin.name.clone())
+        .collect()
+}
+
+/// The Rust sources under each member's `src/` (at most 4000 files of 1 MiB): where a binary
+/// that starts another names it.
+fn member_sources(cx: &Context) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut dirs: Vec<std::path::PathBuf> = cx
+        .workspace
+        .manifests
+        .iter()
+        .filter_map(|manifest| Some(manifest.parent()?.join("src")))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => dirs.push(path),
+                Ok(kind) if kind.is_file() && path.extension().is_some_and(|e| e == "rs") => {
+                    files.push(path)
+                }
+                _ => {}
+            }
+            if files.len() >= 4000 {
+                break;
+            }
+        }
+    }
+    files
+        .iter()
+        .filter(|path| std::fs::metadata(path).is_ok_and(|m| m.len() < 1 << 20))
+        .filter_map(|path| std::fs::read_to_string(path).ok())
         .collect()
 }
 
