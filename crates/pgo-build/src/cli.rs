@@ -131,8 +131,9 @@ pub enum Command {
     /// Check the toolchain (rustc, a matching llvm-profdata) and the configuration before any
     /// build: every problem `run` would meet, each with its fix
     Doctor,
-    /// doctor, build, instrument, train, optimize and compare, then the answer: whether the
-    /// optimized build is faster on held-out work
+    /// doctor, build, instrument, train, optimize and compare (and, when nothing ships, how
+    /// training covers the held-out work), then the answer: whether the optimized build is
+    /// faster on held-out work
     Run(RunArgs),
     /// Show the last run's report: tables, or --json, --markdown, --html FILE
     Report(ReportArgs),

@@ -43,7 +43,9 @@ pub struct PgoSection {
     #[serde(default, deserialize_with = "deserialize_share")]
     #[schemars(extend("default" = 0.2), range(min = 0.0, max = 1.0))]
     pub max_stale: Option<f64>,
-    /// The edge-profile overlap of training and holdout below which `profile overlap` warns.
+    /// The edge-profile overlap of training and holdout below which `profile overlap` (and
+    /// `run`, when its answer ships nothing and it measures the overlap) warns, and the answer
+    /// calls training a poor match for the held-out work.
     #[serde(default, deserialize_with = "deserialize_share")]
     #[schemars(extend("default" = 0.5), range(min = 0.0, max = 1.0))]
     pub min_overlap: Option<f64>,

@@ -108,14 +108,14 @@ fn run_steps(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
     cached_step(cx, run, Step::Compare, args, |cx, run| {
         compare(cx, run, &request)
     })?;
-    why_nothing_ships(cx, run);
-    Ok(())
+    why_nothing_ships(cx, run)
 }
 
 /// Where the answer ships nothing and training ran here, how training covers the held-out
 /// work is measured (`profile overlap`: one instrumented run of each held-out workload), so the
-/// answer can say why by function. Its failure costs the answer that line, not the run.
-fn why_nothing_ships(cx: &Context, run: &mut Session) {
+/// answer can say why by function. Its failure costs the answer that line, not the run: an
+/// interruption still stops the command, and `--strict` still fails on a warning.
+fn why_nothing_ships(cx: &Context, run: &mut Session) -> Result<()> {
     let ships = crate::report::answer::answer(&run.report).is_none_or(|a| a.ship.is_some());
     // A comparison reused as it was keeps the overlap measured beside it.
     let reused = run
@@ -124,7 +124,7 @@ fn why_nothing_ships(cx: &Context, run: &mut Session) {
         .iter()
         .any(|s| s.name == Step::Compare && s.result == StepResult::Cached);
     if ships || cx.config.pgo.profile.is_some() || (reused && !run.report.overlap.is_empty()) {
-        return;
+        return Ok(());
     }
     cx.printer.info(
         "nothing ships: measuring how training covers the held-out work (`pgo-build profile \
@@ -137,10 +137,22 @@ fn why_nothing_ships(cx: &Context, run: &mut Session) {
             &crate::pipeline::requests::OverlapRequest { top: 10 },
         )
     });
-    if let Err(err) = measured {
-        cx.printer.warn(format!(
-            "could not measure how training covers the held-out work: {err:#}"
-        ));
+    match measured {
+        Err(err)
+            if cx.strict
+                || err
+                    .downcast_ref::<crate::exec::interrupt::Interrupted>()
+                    .is_some() =>
+        {
+            Err(err)
+        }
+        Err(err) => {
+            cx.printer.warn(format!(
+                "could not measure how training covers the held-out work: {err:#}"
+            ));
+            Ok(())
+        }
+        Ok(()) => Ok(()),
     }
 }
 

@@ -136,6 +136,12 @@ const SHORT_RUN_SECS: f64 = 0.005;
 /// held-out code that training left cold (from `profile overlap`, when it ran); else how to
 /// find out.
 fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> String {
+    // Counted runs are the counter's times, not the program's: only wall or CPU time say
+    // how long a run is.
+    let timed = report
+        .compare
+        .as_ref()
+        .is_some_and(|c| c.metric != Metric::Instructions);
     let longest = judged
         .iter()
         .flat_map(|w| w.candidates.values())
@@ -144,7 +150,7 @@ fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> Strin
                 .max(s.candidate_median_wall_secs)
         })
         .fold(0.0, f64::max);
-    if longest > 0.0 && longest < SHORT_RUN_SECS {
+    if timed && longest > 0.0 && longest < SHORT_RUN_SECS {
         return format!(
             "Why it may not pay here: a held-out run takes {:.1} ms, much of it process start \
              and loading, which PGO barely changes: give each held-out run more of the \
@@ -152,30 +158,23 @@ fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> Strin
             longest * 1000.0
         );
     }
-    let Some((binary, overlap)) = report
-        .overlap
-        .iter()
-        .min_by(|a, b| a.1.edge_overlap.total_cmp(&b.1.edge_overlap))
-    else {
+    if report.overlap.is_empty() {
         return "To see why: `pgo-build profile overlap` compares what training ran with what \
                 held-out work runs, function by function (one instrumented run of each \
                 held-out workload)"
             .to_owned();
-    };
-    // Hot in held-out work (5% of its counts or more), and at most a tenth as hot in training.
-    let cold: Vec<&crate::report::Missed> = overlap
-        .missed_by_training
+    }
+    // Hot in held-out work (5% of its counts or more), and at most a tenth as hot in training,
+    // in any binary: the hottest first.
+    let mut cold: Vec<(&String, &crate::report::Missed)> = report
+        .overlap
         .iter()
-        .filter(|m| m.test_share >= 0.05 && m.base_share * 10.0 <= m.test_share)
+        .flat_map(|(binary, o)| o.missed_by_training.iter().map(move |m| (binary, m)))
+        .filter(|(_, m)| m.test_share >= 0.05 && m.base_share * 10.0 <= m.test_share)
         .collect();
-    match cold.as_slice() {
-        [] => format!(
-            "Training covers the held-out work of `{binary}` ({:.0}% overlap, no hot held-out \
-             function left cold): PGO has little to add to it as it stands; `pgo-build \
-             explore` tries other build settings (LTO, codegen units, BOLT)",
-            overlap.edge_overlap * 100.0
-        ),
-        [first, rest @ ..] => format!(
+    cold.sort_by(|a, b| b.1.test_share.total_cmp(&a.1.test_share));
+    if let [(binary, first), rest @ ..] = cold.as_slice() {
+        return format!(
             "Why it may not pay here: training left cold what held-out work runs most: `{}` \
              ({}) is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
              workload doing what the held-out one does addresses it (one more workload each \
@@ -188,8 +187,29 @@ fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> Strin
                 0 => String::new(),
                 n => format!(", and {n} more like it"),
             }
-        ),
+        );
     }
+    let (binary, lowest) = report
+        .overlap
+        .iter()
+        .min_by(|a, b| a.1.edge_overlap.total_cmp(&b.1.edge_overlap))
+        .expect("not empty");
+    let floor = lowest.min_overlap.unwrap_or(0.5);
+    if lowest.edge_overlap < floor {
+        return format!(
+            "Why it may not pay here: training represents the held-out work of `{binary}` poorly \
+             ({:.0}% overlap, under [pgo] min_overlap {:.0}%), though no single held-out \
+             function stands out: train on work closer to the held-out work",
+            lowest.edge_overlap * 100.0,
+            floor * 100.0
+        );
+    }
+    format!(
+        "Training covers the held-out work ({:.0}% overlap or more, no hot held-out function left \
+         cold): the profile is not what holds PGO back here; what is left is more rounds, where \
+         a line above says they would tell, or other build settings (`pgo-build explore`)",
+        lowest.edge_overlap * 100.0
+    )
 }
 
 /// One line per judged workload and candidate (its verdict, interval and rounds), then the
@@ -893,6 +913,7 @@ mod tests {
             "server".into(),
             crate::report::OverlapRecord {
                 edge_overlap: 0.58,
+                min_overlap: None,
                 missed_by_training: vec![
                     missed("engine::parse_options", 0.15, 0.001),
                     missed("engine::render_table", 0.06, 0.0),
@@ -914,7 +935,20 @@ mod tests {
             .unwrap()
             .missed_by_training
             .clear();
-        assert!(why(&report).starts_with("Training covers the held-out work of `server` (58%"));
+        assert!(why(&report).starts_with(
+            "Training covers the held-out work (58% overlap or more, no hot held-out function"
+        ));
+        // Under the floor it was measured against: poorly covered, not "covers".
+        report.overlap.get_mut("server").unwrap().min_overlap = Some(0.7);
+        assert!(
+            why(&report).starts_with(
+                "Why it may not pay here: training represents the held-out work of `server` \
+                 poorly (58% overlap, under [pgo] min_overlap 70%)"
+            ),
+            "{}",
+            why(&report)
+        );
+        report.overlap.get_mut("server").unwrap().min_overlap = None;
         // Runs of a millisecond: process start is what they time.
         for workload in &mut report.compare.as_mut().unwrap().workloads {
             for summary in workload.candidates.values_mut() {

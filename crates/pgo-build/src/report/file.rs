@@ -222,6 +222,8 @@ impl Report {
                 self.profiles.clear();
                 self.rejected_profiles.clear();
                 self.bundles = None;
+                // Measured against the training replaced now.
+                self.overlap.clear();
             }
             Step::Optimize => {
                 self.merged_profile = None;
@@ -418,13 +420,19 @@ mod tests {
             "app".into(),
             crate::report::OverlapRecord {
                 edge_overlap: 0.9,
+                min_overlap: None,
                 missed_by_training: Vec::new(),
             },
         );
         report.forget_outputs_of(Step::Optimize);
         assert!(report.merged_profile.is_none());
         assert!(!report.overlap.is_empty(), "other stages' sections stay");
+        let measured = report.overlap.clone();
         report.forget_outputs_of(Step::Overlap);
+        assert!(report.overlap.is_empty());
+        // Training again makes the overlap measured against the old training stale.
+        report.overlap = measured;
+        report.forget_outputs_of(Step::Train);
         assert!(report.overlap.is_empty());
     }
 

@@ -136,6 +136,10 @@ impl Staleness {
 pub struct OverlapRecord {
     /// The edge-profile overlap of training with holdout (0–1).
     pub edge_overlap: f64,
+    /// `[pgo] min_overlap` when it was measured: below it training represents the held-out
+    /// work poorly (absent in reports before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_overlap: Option<f64>,
     /// The functions holdout runs most that training misses, most counts first.
     pub missed_by_training: Vec<Missed>,
 }

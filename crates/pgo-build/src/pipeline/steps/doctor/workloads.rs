@@ -221,13 +221,20 @@ pub(super) fn binaries_no_workload_names(cx: &Context) -> Vec<String> {
     if texts.iter().any(|text| text.contains("PGO_BUILD_BIN_DIR")) {
         return Vec::new();
     }
-    let sources = member_sources(cx);
-    cx.bins
+    let unnamed: Vec<&crate::cargo::workspace::BinTarget> = cx
+        .bins
         .iter()
         .filter(|bin| {
             let var = crate::exec::bin_env_var(&bin.name);
             !texts.iter().any(|text| names_variable(text, &var))
         })
+        .collect();
+    if unnamed.is_empty() {
+        return Vec::new();
+    }
+    let sources = member_sources(cx);
+    unnamed
+        .into_iter()
         // A binary the workspace's own code names (`current_exe().with_file_name("worker")`,
         // its variable) is taken for one another binary starts.
         .filter(|bin| {
@@ -253,7 +260,7 @@ fn member_sources(cx: &Context) -> Vec<String> {
         .collect();
     dirs.sort();
     dirs.dedup();
-    while let Some(dir) = dirs.pop() {
+    'walk: while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = entry.path();
             match entry.file_type() {
@@ -264,7 +271,7 @@ fn member_sources(cx: &Context) -> Vec<String> {
                 _ => {}
             }
             if files.len() >= 4000 {
-                break;
+                break 'walk;
             }
         }
     }

@@ -74,6 +74,7 @@ fn measure_overlap(
     );
     Ok(crate::report::OverlapRecord {
         edge_overlap: overlap,
+        min_overlap: Some(cx.config.pgo.min_overlap()),
         missed_by_training: missed,
     })
 }
