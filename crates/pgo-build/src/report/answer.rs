@@ -179,7 +179,8 @@ fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> Strin
              ({}) is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
              workload doing what the held-out one does addresses it (one more workload each \
              training)",
-            first.name,
+            // A generic adapter's demangled name runs to lines: its start names it.
+            crate::util::units::shortened(&first.name, 72),
             first.krate,
             first.test_share * 100.0,
             first.base_share * 100.0,
