@@ -134,29 +134,31 @@ pub(super) fn settle_by_instructions(
     // A counted workload costs its warm-up uncounted and its rounds counted, for every
     // variant: a counted run's time where an earlier comparison measured one, else the
     // counter's usual slowdown, then what this command's counts took.
-    let mut slowdown = f64::from(counter.usual_slowdown());
-    let mut measured_here = false;
-    let cost = |result: &CompareResult, workload: &str, slowdown: f64, measured_here: bool| {
-        let counted = (!measured_here)
-            .then(|| counted_before.get(workload))
-            .flatten();
-        counting_cost(result, workload, variants, counted.copied(), slowdown)
+    // The slowdown this command's own counts showed, once they showed one.
+    let mut measured: Option<f64> = None;
+    let cost = |result: &CompareResult, workload: &str, measured: Option<f64>| {
+        let secs = run_secs(result, workload);
+        let counted = match measured {
+            Some(slowdown) => secs * slowdown,
+            None => counted_before
+                .get(workload)
+                .copied()
+                .unwrap_or(secs * f64::from(counter.usual_slowdown())),
+        };
+        variants as f64 * (secs + counted * INSTRUCTION_ROUNDS as f64)
     };
     let started = Instant::now();
     for (index, workload) in open.iter().enumerate() {
         let secs = run_secs(result, workload);
-        let estimate = Duration::from_secs_f64(cost(result, workload, slowdown, measured_here));
+        let estimate = Duration::from_secs_f64(cost(result, workload, measured));
         if started.elapsed() + estimate > budget {
             let rest = &open[index..];
-            let whole: f64 = rest
-                .iter()
-                .map(|w| cost(result, w, slowdown, measured_here))
-                .sum();
+            let whole: f64 = rest.iter().map(|w| cost(result, w, measured)).sum();
             let note = over_budget_note(
                 (rest, &label, &counter),
                 whole,
                 budget.saturating_sub(started.elapsed()),
-                estimate_basis(rest, measured_here, counted_before, &counter),
+                estimate_basis(rest, measured.is_some(), counted_before, &counter),
             );
             cx.printer.warn(&note);
             result.not_counted = Some(note);
@@ -193,27 +195,12 @@ pub(super) fn settle_by_instructions(
         };
         if secs > 0.0 {
             let per_run = counting.elapsed().as_secs_f64() / (secs * variants as f64);
-            slowdown = ((per_run - 1.0) / INSTRUCTION_ROUNDS as f64).max(1.0);
-            measured_here = true;
+            measured = Some(((per_run - 1.0) / INSTRUCTION_ROUNDS as f64).max(1.0));
         }
         let by = judged_by(result, workload);
         settle(result, &counts, workload, &by);
     }
     Ok(())
-}
-
-/// What counting `workload` costs for every one of the `variants`: its warm-up uncounted, then
-/// its rounds counted, each a `counted` run's time where one was measured, else its wall time
-/// times the counter's `slowdown`.
-fn counting_cost(
-    result: &CompareResult,
-    workload: &str,
-    variants: usize,
-    counted: Option<f64>,
-    slowdown: f64,
-) -> f64 {
-    let secs = run_secs(result, workload);
-    variants as f64 * (secs + counted.unwrap_or(secs * slowdown) * INSTRUCTION_ROUNDS as f64)
 }
 
 /// What an estimate of counting `rest` rests on, in words.
