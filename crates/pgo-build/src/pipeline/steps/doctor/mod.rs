@@ -97,14 +97,17 @@ pub fn doctor(cx: &Context, run: &mut Session) -> Result<()> {
     if let Some(note) = no_holdout(cx) {
         printer.warn(note);
     }
-    problems.extend(placeholder_left(cx).err());
+    let placeholders = placeholder_left(cx).err();
+    // Beside a placeholder, which names no binary until it is replaced, it would be noise.
+    if placeholders.is_none() {
+        let unnamed = binaries_no_workload_names(cx);
+        if !unnamed.is_empty() {
+            printer.warn(unnamed_binaries_warning(cx, &unnamed));
+        }
+    }
+    problems.extend(placeholders);
     problems.extend(unrunnable_cargo_targets(cx).err());
     problems.extend(crate::pipeline::stage_build::check_bolt_compatible_profile(cx).err());
-    // Beside a placeholder, which names no binary until it is replaced, it would be noise.
-    let unnamed = binaries_no_workload_names(cx);
-    if !unnamed.is_empty() && placeholder_left(cx).is_ok() {
-        printer.warn(unnamed_binaries_warning(cx, &unnamed));
-    }
     problems.extend(crate::pipeline::stage_build::check_lld_before_building(cx).err());
     problems.extend(doctor_c(cx).err());
     if cx.platform.explicit {
