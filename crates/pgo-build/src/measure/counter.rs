@@ -89,10 +89,27 @@ impl Counter {
                 "--tool=callgrind".into(),
                 "--trace-children=yes".into(),
                 format!("--callgrind-out-file={}/callgrind.%p", dir.display()),
+                // Mangled names tell Rust from C and C++ (`code_counts`); the totals are
+                // the same.
+                "--demangle=no".into(),
                 "-q".into(),
             ],
         };
         words.into_iter().map(Into::into).collect()
+    }
+
+    /// Whose code the counted run in `dir` ran its instructions in (`own`: whether an object
+    /// is one of the program's binaries): callgrind's output says, perf stat's holds totals
+    /// only (`None`).
+    pub fn code_counts(
+        &self,
+        dir: &Path,
+        own: &dyn Fn(&str) -> bool,
+    ) -> Option<Result<super::code_counts::CodeCounts>> {
+        match self {
+            Counter::Perf => None,
+            Counter::Callgrind => Some(super::code_counts::read_dir(dir, own)),
+        }
     }
 
     pub fn read(&self, dir: &Path) -> Result<u64> {

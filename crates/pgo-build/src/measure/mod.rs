@@ -1,9 +1,10 @@
 //! Measurement: what comparisons measure and decide by (`metric`), the figures workloads
 //! report themselves (`metrics`), criterion's estimates (`criterion`), instruction counts
-//! (`counter`), memory of process trees and the memory budget (`memory`), and the statistics
-//! verdicts rest on (`stats`). Plain data and pure functions over it, besides reading
-//! /proc and running the counter; uses only `util`.
+//! (`counter`) and whose code they ran in (`code_counts`), memory of process trees and the
+//! memory budget (`memory`), and the statistics verdicts rest on (`stats`). Plain data and
+//! pure functions over it, besides reading /proc and running the counter; uses only `util`.
 
+pub mod code_counts;
 pub mod counter;
 pub mod criterion;
 pub mod decision;

@@ -117,7 +117,7 @@ pub fn answer(report: &Report) -> Option<Answer> {
     // Unproven, the size of a variant nobody should ship yet is beside the point.
     let ship = ship.filter(|_| !on_training);
     if ship.is_none() && !on_training {
-        lines.push(why_it_does_not_pay(report, &judged));
+        lines.push(super::why::why_it_does_not_pay(report, &judged));
     }
     lines.extend(closing_lines(report, compare, &judged, ship));
     Some(Answer {
@@ -125,92 +125,6 @@ pub fn answer(report: &Report) -> Option<Answer> {
         lines,
         ship: ship.cloned(),
     })
-}
-
-/// A held-out run shorter than this is mostly process start and loading, which PGO barely
-/// changes.
-const SHORT_RUN_SECS: f64 = 0.005;
-
-/// Where nothing ships: why, in one line, from what was measured, with the change that
-/// addresses it. Held-out runs so short that process start is what they time; else hot
-/// held-out code that training left cold (from `profile overlap`, when it ran); else how to
-/// find out.
-fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> String {
-    // Counted runs are the counter's times, not the program's: only wall or CPU time say
-    // how long a run is.
-    let timed = report
-        .compare
-        .as_ref()
-        .is_some_and(|c| c.metric != Metric::Instructions);
-    let longest = judged
-        .iter()
-        .flat_map(|w| w.candidates.values())
-        .map(|s| {
-            s.reference_median_wall_secs
-                .max(s.candidate_median_wall_secs)
-        })
-        .fold(0.0, f64::max);
-    if timed && longest > 0.0 && longest < SHORT_RUN_SECS {
-        return format!(
-            "Why it may not pay here: a held-out run takes {:.1} ms, much of it process start \
-             and loading, which PGO barely changes: give each held-out run more of the \
-             program's own work (a larger input, more of it per process)",
-            longest * 1000.0
-        );
-    }
-    if report.overlap.is_empty() {
-        return "To see why: `pgo-build profile overlap` compares what training ran with what \
-                held-out work runs, function by function (one instrumented run of each \
-                held-out workload)"
-            .to_owned();
-    }
-    // Hot in held-out work (5% of its counts or more), and at most a tenth as hot in training,
-    // in any binary: the hottest first.
-    let mut cold: Vec<(&String, &crate::report::Missed)> = report
-        .overlap
-        .iter()
-        .flat_map(|(binary, o)| o.missed_by_training.iter().map(move |m| (binary, m)))
-        .filter(|(_, m)| m.test_share >= 0.05 && m.base_share * 10.0 <= m.test_share)
-        .collect();
-    cold.sort_by(|a, b| b.1.test_share.total_cmp(&a.1.test_share));
-    if let [(binary, first), rest @ ..] = cold.as_slice() {
-        return format!(
-            "Why it may not pay here: training left cold what held-out work runs most: `{}` \
-             ({}) is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
-             workload doing what the held-out one does addresses it (one more workload each \
-             training)",
-            // A generic adapter's demangled name runs to lines: its start names it.
-            crate::util::units::shortened(&first.name, 72),
-            first.krate,
-            first.test_share * 100.0,
-            first.base_share * 100.0,
-            match rest.len() {
-                0 => String::new(),
-                n => format!(", and {n} more like it"),
-            }
-        );
-    }
-    let (binary, lowest) = report
-        .overlap
-        .iter()
-        .min_by(|a, b| a.1.edge_overlap.total_cmp(&b.1.edge_overlap))
-        .expect("not empty");
-    let floor = lowest.min_overlap.unwrap_or(0.5);
-    if lowest.edge_overlap < floor {
-        return format!(
-            "Why it may not pay here: training represents the held-out work of `{binary}` poorly \
-             ({:.0}% overlap, under [pgo] min_overlap {:.0}%), though no single held-out \
-             function stands out: train on work closer to the held-out work",
-            lowest.edge_overlap * 100.0,
-            floor * 100.0
-        );
-    }
-    format!(
-        "Training covers the held-out work ({:.0}% overlap or more, no hot held-out function left \
-         cold): the profile is not what holds PGO back here; what is left is more rounds, where \
-         a line above says they would tell, or other build settings (`pgo-build explore`)",
-        lowest.edge_overlap * 100.0
-    )
 }
 
 /// One line per judged workload and candidate (its verdict, interval and rounds), then the
@@ -735,6 +649,7 @@ pub(crate) mod fixtures {
             benchmarks: Vec::new(),
             binaries: None,
             budget_ran_out: false,
+            code: Default::default(),
         };
         let over_optimized: Vec<f64> = bolt.iter().zip(optimized).map(|(b, o)| b / o).collect();
         let between = |name: &str| CandidatePair {

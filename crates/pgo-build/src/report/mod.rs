@@ -22,6 +22,7 @@ mod rebuilt;
 mod records;
 pub mod render;
 pub mod tables;
+mod why;
 
 pub use bundle_records::{BundleWorkload, MergedBundle, MergedBundles, Shard, Weights};
 pub use file::Report;

@@ -360,6 +360,11 @@ pub struct WorkloadComparison {
     /// an open verdict here is the budget's, not the rounds' planned end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_ran_out: bool,
+    /// Variant → whose code its last counted run ran its instructions in (the program's Rust,
+    /// C/C++ compiled into it, or outside it), and its own hottest functions: where callgrind
+    /// counted (a service's own counts are not in it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub code: BTreeMap<String, crate::measure::code_counts::CodeCounts>,
 }
 
 /// One criterion benchmark of a held-out cargo bench workload, candidate against reference.

@@ -766,6 +766,7 @@ mod tests {
                 benchmarks: Vec::new(),
                 binaries: None,
                 budget_ran_out: false,
+                code: Default::default(),
             }],
             geometric_mean: BTreeMap::new(),
             previous: Vec::new(),

@@ -573,3 +573,43 @@ fn doctor_finds_a_clang_that_cannot_compile_cxx_before_any_build() {
         .success()
         .stderr_contains("compile C and C++ with -fprofile-generate here");
 }
+
+/// Rust-only PGO leaves the C alone, and the C is where this program's work is: the answer
+/// says so from its counted runs and names `--cross-language`; with it, the same program ships.
+#[test]
+fn when_the_work_is_c_the_answer_says_so_and_cross_language_pgo_is_what_pays() {
+    let fixture = Fixture::new("cdep");
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace("cross_language = true", "cross_language = false")
+    });
+    fixture.append_config("\n[compare]\nmetric = \"instructions\"\n");
+    let rust_only = fixture.run(&["run", "--compare-rounds", "2"]);
+    rust_only.success();
+    let stdout = rust_only.stdout();
+    assert!(!stdout.contains("Ship "), "{stdout}");
+    let report = fixture.report();
+    check_schema(&report, &report_schema(), "report");
+    let code = &report["compare"]["workloads"][0]["code"];
+    let baseline = &code["baseline"];
+    let share = baseline["c_cpp"].as_f64().unwrap()
+        / (baseline["c_cpp"].as_f64().unwrap() + baseline["rust"].as_f64().unwrap());
+    assert!(share > 0.5, "{code}");
+    assert_eq!(baseline["functions"][0]["name"], "mix_checksum", "{code}");
+    assert_eq!(baseline["functions"][0]["language"], "c_cpp", "{code}");
+    let why = stdout
+        .lines()
+        .find(|l| l.contains("Why it"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        why.contains("of the program's own instructions are C/C++ compiled into it (`mix_checksum` first), which Rust-only PGO leaves as it was")
+            && why.contains("`--cross-language` profiles them too"),
+        "{why}"
+    );
+    // What it names pays: the C profiled too, the same held-out work ships.
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace("cross_language = false", "cross_language = true")
+    });
+    let cross = fixture.run(&["run", "--compare-rounds", "2"]);
+    cross.success().stdout_contains("Ship optimized: ");
+    assert!(!cross.stdout().contains("Why it"), "{}", cross.describe());
+}

@@ -278,6 +278,7 @@ mod tests {
             benchmarks: Vec::new(),
             binaries: None,
             budget_ran_out: false,
+            code: Default::default(),
         }
     }
 

@@ -526,7 +526,7 @@ pub fn normalized(fixture: &Fixture, text: &str) -> String {
     .unwrap()
     .replace_all(&text, "$1-[LLVM]")
     .into_owned();
-    let rules: [(&str, &str); 10] = [
+    let rules: [(&str, &str); 11] = [
         (
             r"rustc \d+\.\d+\.\d+ \([0-9a-f]+ \d{4}-\d{2}-\d{2}\)",
             "rustc [VERSION]",
@@ -538,6 +538,8 @@ pub fn normalized(fixture: &Fixture, text: &str) -> String {
         (r"[+-]?\d+(\.\d+)?%", "[PCT]"),
         (r"\d+(\.\d+)? ?(ms|s|min|h)\b", "[TIME]"),
         (r"\b\d+\.\d+\b", "[NUM]"),
+        // Instruction counts (a path's length in the environment moves them).
+        (r"\b\d{1,3}(,\d{3})+\b", "[COUNT]"),
         (r" {2,}", " "),
         (r"[─═]+", "─"),
     ];

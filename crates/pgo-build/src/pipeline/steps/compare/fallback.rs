@@ -256,6 +256,9 @@ fn settle(result: &mut CompareResult, counts: &CompareResult, workload: &str, la
     let Some(comparison) = result.workloads.iter_mut().find(|w| w.workload == workload) else {
         return;
     };
+    if comparison.code.is_empty() {
+        comparison.code = counted.code.clone();
+    }
     for (candidate, summary) in comparison.candidates.iter_mut() {
         let Some(mut instructions) = counted
             .candidates

@@ -147,6 +147,10 @@ pub(super) fn compare_workload(
         Vec::new()
     };
     let binaries = binaries_of(cx, workload, variants, seen);
+    let code = match counter {
+        Some(counter) if rounds > 0 => code_counts(cx, workload, variants, counter),
+        _ => BTreeMap::new(),
+    };
     Ok(WorkloadComparison {
         workload: workload.name().to_owned(),
         role: workload.role,
@@ -155,7 +159,40 @@ pub(super) fn compare_workload(
         benchmarks,
         binaries,
         budget_ran_out,
+        code,
     })
+}
+
+/// Whose code each variant's last counted run ran in: its files stay in `counts/<variant>/`
+/// until the next round. Code under the workspace or pgo-build's directory is the program's.
+/// One that cannot be read costs the answer its why line, said here, not the comparison.
+fn code_counts(
+    cx: &Context,
+    workload: &Workload,
+    variants: &[Compared],
+    counter: &Counter,
+) -> BTreeMap<String, crate::measure::code_counts::CodeCounts> {
+    let own = |object: &str| {
+        let object = std::path::Path::new(object);
+        object.starts_with(&cx.workspace.root) || object.starts_with(cx.layout.root())
+    };
+    let counts = cx.layout.root().join("counts");
+    let mut code = BTreeMap::new();
+    for variant in variants {
+        match counter.code_counts(&counts.join(&variant.name), &own) {
+            Some(Ok(counted)) => {
+                code.insert(variant.name.clone(), counted);
+            }
+            Some(Err(err)) => cx.printer.warn(format!(
+                "could not read whose code `{}` ran in ({} binaries), so the answer cannot say \
+                 where its instructions went: {err:#}",
+                workload.name(),
+                variant.name
+            )),
+            None => {}
+        }
+    }
+    code
 }
 
 /// Each variant's criterion directory, emptied for a cargo bench workload: results of an

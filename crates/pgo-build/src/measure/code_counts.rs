@@ -1,0 +1,274 @@
+//! Where a counted run's instructions went, from callgrind's per-function output: the
+//! program's own Rust code, C/C++ compiled into the program, and everything outside it (shared
+//! libraries, the loader, the shell, other programs). What the answer's "why" line names when
+//! PGO does not pay: Rust-only PGO changes only the first, and a function of it that got
+//! slower is where a loss is.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The program's own functions kept per counted run, most instructions first.
+const KEPT_FUNCTIONS: usize = 12;
+
+/// One counted run of a workload (every process of it), split by whose code ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CodeCounts {
+    /// Instructions in Rust functions of the program's own binaries (the workspace's build).
+    pub rust: u64,
+    /// In C or C++ functions compiled into them (a `-sys` crate's build script, `cc`).
+    pub c_cpp: u64,
+    /// Outside them: shared libraries, the dynamic loader, the shell, other programs.
+    pub outside: u64,
+    /// The program's own functions that ran the most instructions, most first.
+    pub functions: Vec<FunctionInstructions>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionInstructions {
+    /// Demangled (Rust without its hash); C and C++ names as the symbol table has them.
+    pub name: String,
+    pub language: Language,
+    /// Instructions run in the function itself (not in what it called).
+    pub instructions: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Language {
+    Rust,
+    CCpp,
+}
+
+impl CodeCounts {
+    /// Every instruction counted.
+    pub fn total(&self) -> u64 {
+        self.rust + self.c_cpp + self.outside
+    }
+
+    /// Instructions in the program's own code.
+    pub fn own(&self) -> u64 {
+        self.rust + self.c_cpp
+    }
+
+    /// The kept function `name`'s instructions (0 when it was not among the kept).
+    pub fn instructions_of(&self, name: &str) -> u64 {
+        self.functions
+            .iter()
+            .find(|f| f.name == name)
+            .map_or(0, |f| f.instructions)
+    }
+}
+
+/// Every callgrind output file in `dir` (one per process), split by `own`: whether an object
+/// (an executable or shared library, by path) is one of the program's binaries.
+pub fn read_dir(dir: &Path, own: &dyn Fn(&str) -> bool) -> Result<CodeCounts> {
+    let mut by_function: BTreeMap<(String, Language), u64> = BTreeMap::new();
+    let mut counts = CodeCounts::default();
+    for entry in
+        std::fs::read_dir(dir).with_context(|| format!("could not read {}", dir.display()))?
+    {
+        let path = entry?.path();
+        let text = crate::util::files::read_to_string(&path)?;
+        for (object, function, instructions) in self_costs(&text) {
+            if !own(&object) {
+                counts.outside += instructions;
+                continue;
+            }
+            let (name, language) = classify(&function);
+            match language {
+                Language::Rust => counts.rust += instructions,
+                Language::CCpp => counts.c_cpp += instructions,
+            }
+            *by_function.entry((name, language)).or_default() += instructions;
+        }
+    }
+    let mut functions: Vec<FunctionInstructions> = by_function
+        .into_iter()
+        .map(|((name, language), instructions)| FunctionInstructions {
+            name,
+            language,
+            instructions,
+        })
+        .collect();
+    functions.sort_by(|a, b| {
+        b.instructions
+            .cmp(&a.instructions)
+            .then(a.name.cmp(&b.name))
+    });
+    functions.truncate(KEPT_FUNCTIONS);
+    counts.functions = functions;
+    Ok(counts)
+}
+
+/// Per (object, function) of one callgrind output: the instructions run in the function
+/// itself. Costs after a `calls=` line are the call's (inclusive) and are not the caller's.
+/// Names may be compressed: `fn=(12) name` defines 12, a later `fn=(12)` refers to it;
+/// objects (`ob=`, `cob=`) and functions (`fn=`, `cfn=`) number apart.
+fn self_costs(text: &str) -> Vec<(String, String, u64)> {
+    let mut objects: BTreeMap<String, String> = BTreeMap::new();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut positions = 1;
+    let (mut object, mut function) = (String::new(), String::new());
+    let mut costs: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut call_cost_next = false;
+    for line in text.lines() {
+        if let Some(spec) = line.strip_prefix("positions:") {
+            positions = spec.split_whitespace().count().max(1);
+        } else if let Some(spec) = line.strip_prefix("ob=") {
+            object = compressed(&mut objects, spec);
+        } else if let Some(spec) = line.strip_prefix("cob=") {
+            compressed(&mut objects, spec);
+        } else if let Some(spec) = line.strip_prefix("fn=") {
+            function = compressed(&mut names, spec);
+        } else if let Some(spec) = line.strip_prefix("cfn=") {
+            compressed(&mut names, spec);
+        } else if line.starts_with("calls=") {
+            call_cost_next = true;
+        } else if line.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '+' | '-' | '*')) {
+            if std::mem::take(&mut call_cost_next) {
+                continue;
+            }
+            // Positions first, then the events: Ir is the first (and the only one counted).
+            let instructions = line
+                .split_whitespace()
+                .nth(positions)
+                .and_then(|ir| ir.parse::<u64>().ok())
+                .unwrap_or(0);
+            *costs.entry((object.clone(), function.clone())).or_default() += instructions;
+        }
+    }
+    costs.into_iter().map(|((o, f), n)| (o, f, n)).collect()
+}
+
+/// The name a compressed `(id) name` or `(id)` stands for, remembering new ids.
+fn compressed(known: &mut BTreeMap<String, String>, spec: &str) -> String {
+    let spec = spec.trim();
+    let Some(rest) = spec.strip_prefix('(') else {
+        return spec.to_owned();
+    };
+    let Some((id, name)) = rest.split_once(')') else {
+        return spec.to_owned();
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        known.get(id).cloned().unwrap_or_else(|| format!("({id})"))
+    } else {
+        known.insert(id.to_owned(), name.to_owned());
+        name.to_owned()
+    }
+}
+
+/// A symbol's language by its mangling (callgrind runs with `--demangle=no`): Rust's legacy
+/// (`_ZN…17h<16 hex>E`) and v0 (`_R…`) schemes, else C or C++. Rust names come back demangled
+/// without their hash.
+fn classify(symbol: &str) -> (String, Language) {
+    // Callgrind may append `'2` to a function seen again recursively.
+    let bare = symbol.split('\'').next().unwrap_or(symbol);
+    let rust = bare.starts_with("_R") || (bare.starts_with("_ZN") && legacy_rust_hash(bare));
+    if rust && let Ok(demangled) = rustc_demangle::try_demangle(bare) {
+        return (format!("{demangled:#}"), Language::Rust);
+    }
+    (bare.to_owned(), Language::CCpp)
+}
+
+/// Whether a `_ZN…E` symbol ends in Rust's legacy hash element (`17h` and 16 hex digits).
+fn legacy_rust_hash(symbol: &str) -> bool {
+    let Some(body) = symbol.strip_suffix('E') else {
+        return false;
+    };
+    body.len() > 19
+        && body[body.len() - 19..].starts_with("17h")
+        && body[body.len() - 16..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape of a real callgrind output (3.19, `--demangle=no`, names compressed): a
+    /// Rust main calling a C function and into libc, with a call's inclusive cost that must
+    /// not count as the caller's.
+    const OUTPUT: &str = "\
+version: 1
+creator: callgrind-3.19.0
+pid: 4242
+cmd:  /w/target/pgo-build/baseline/bin/app work
+part: 1
+
+positions: line
+events: Ir
+summary: 1180
+ob=(1) /usr/lib/x86_64-linux-gnu/libc.so.6
+fl=(1) ???
+fn=(1) memcpy
+0 100
+ob=(2) /w/target/pgo-build/baseline/bin/app
+fl=(2) ???
+fn=(2) _ZN3app4main17h0123456789abcdefE
+0 500
+cfn=(3) mix_checksum
+calls=1 0
+0 300
++2 20
+cob=(1)
+cfn=(1)
+calls=2 0
+0 100
+fn=(3)
+0 300
+fn=(4) _ZN4core3fmt5write17hfedcba9876543210E'2
+0 60
+fn=(5) _ZNSt6vectorIiE9push_backEi
+0 100
+totals: 1180
+";
+
+    #[test]
+    fn self_costs_are_split_into_own_rust_own_c_and_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("callgrind.4242"), OUTPUT).unwrap();
+        let counts = read_dir(dir.path(), &|object| object.starts_with("/w/")).unwrap();
+        // main's own 500 + 20, fmt::write's 60; not the 300 or 100 its calls cost.
+        assert_eq!(counts.rust, 580);
+        assert_eq!(counts.c_cpp, 400);
+        assert_eq!(counts.outside, 100);
+        assert_eq!(counts.total(), 1080);
+        let names: Vec<(&str, Language, u64)> = counts
+            .functions
+            .iter()
+            .map(|f| (f.name.as_str(), f.language, f.instructions))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("app::main", Language::Rust, 520),
+                ("mix_checksum", Language::CCpp, 300),
+                ("_ZNSt6vectorIiE9push_backEi", Language::CCpp, 100),
+                ("core::fmt::write", Language::Rust, 60),
+            ]
+        );
+        assert_eq!(counts.instructions_of("app::main"), 520);
+        assert_eq!(counts.instructions_of("absent"), 0);
+    }
+
+    #[test]
+    fn rust_is_told_from_c_and_cpp_by_its_mangling() {
+        assert_eq!(
+            classify("_RNvCs1234_3app4main").1,
+            Language::Rust,
+            "v0 symbols are Rust"
+        );
+        assert_eq!(classify("_ZN3app4main17h0123456789abcdefE").0, "app::main");
+        assert_eq!(classify("_ZN3app4mainE").1, Language::CCpp, "no hash: C++");
+        assert_eq!(
+            classify("_ZN3app4main17hXYZ456789abcdefE").1,
+            Language::CCpp
+        );
+        assert_eq!(classify("deflate_slow").1, Language::CCpp);
+    }
+}

@@ -1,0 +1,460 @@
+//! Why PGO does not pay, in one line, where the answer ships nothing: from what was
+//! measured, the first cause that holds, with the change that addresses it. Held-out runs so
+//! short that process start is what they time; hot held-out code training left cold (`profile
+//! overlap`); from counted runs (callgrind, by function), the program's own code running more
+//! instructions under the candidate, C/C++ that Rust-only PGO leaves alone, or work mostly
+//! outside the program; training that represents the held-out work poorly; else that training
+//! covers it, or how to find out. A pure function of the [`Report`].
+
+use crate::layout::Stage;
+use crate::measure::code_counts::{CodeCounts, Language};
+use crate::measure::metric::Metric;
+use crate::report::file::Report;
+use crate::report::records::WorkloadComparison;
+use crate::util::units::{percent, shortened};
+
+/// A held-out run shorter than this is mostly process start and loading, which PGO barely
+/// changes.
+const SHORT_RUN_SECS: f64 = 0.005;
+
+/// The program's own code running this much more under the candidate is where a loss is.
+const OWN_CODE_ROSE: f64 = 0.01;
+
+/// C/C++ this large a share of the program's own instructions is what Rust-only PGO misses.
+const C_CPP_SHARE: f64 = 0.3;
+
+/// Work this large a share outside the program is work PGO cannot change.
+const OUTSIDE_SHARE: f64 = 0.5;
+
+/// How long a function's demangled name may run in the line: its start names it.
+const NAME_CHARS: usize = 72;
+
+/// Where nothing ships: why, in one line, from what was measured, with the change that
+/// addresses it (the causes in the module's order).
+pub(super) fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> String {
+    short_runs(judged, report)
+        .or_else(|| cold_in_training(report))
+        .or_else(|| from_counts(report, judged))
+        .unwrap_or_else(|| from_overlap(report))
+}
+
+/// Held-out runs under [`SHORT_RUN_SECS`], by wall or CPU time (counted runs are the
+/// counter's times, not the program's).
+fn short_runs(judged: &[&WorkloadComparison], report: &Report) -> Option<String> {
+    let timed = report
+        .compare
+        .as_ref()
+        .is_some_and(|c| c.metric != Metric::Instructions);
+    let longest = judged
+        .iter()
+        .flat_map(|w| w.candidates.values())
+        .map(|s| {
+            s.reference_median_wall_secs
+                .max(s.candidate_median_wall_secs)
+        })
+        .fold(0.0, f64::max);
+    (timed && longest > 0.0 && longest < SHORT_RUN_SECS).then(|| {
+        format!(
+            "Why it may not pay here: a held-out run takes {:.1} ms, much of it process start \
+             and loading, which PGO barely changes: give each held-out run more of the \
+             program's own work (a larger input, more of it per process)",
+            longest * 1000.0
+        )
+    })
+}
+
+/// Functions hot in held-out work (5% of its counts or more) and at most a tenth as hot in
+/// training, in any binary: the hottest named.
+fn cold_in_training(report: &Report) -> Option<String> {
+    let cold = cold_functions(report);
+    let [(binary, first), rest @ ..] = cold.as_slice() else {
+        return None;
+    };
+    Some(format!(
+        "Why it may not pay here: training left cold what held-out work runs most: `{}` \
+         ({}) is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
+         workload doing what the held-out one does addresses it (one more workload each \
+         training)",
+        // A generic adapter's demangled name runs to lines: its start names it.
+        shortened(&first.name, NAME_CHARS),
+        first.krate,
+        first.test_share * 100.0,
+        first.base_share * 100.0,
+        match rest.len() {
+            0 => String::new(),
+            n => format!(", and {n} more like it"),
+        }
+    ))
+}
+
+/// [`cold_in_training`]'s functions, hottest first, with their binary.
+fn cold_functions(report: &Report) -> Vec<(&String, &crate::report::Missed)> {
+    let mut cold: Vec<(&String, &crate::report::Missed)> = report
+        .overlap
+        .iter()
+        .flat_map(|(binary, o)| o.missed_by_training.iter().map(move |m| (binary, m)))
+        .filter(|(_, m)| m.test_share >= 0.05 && m.base_share * 10.0 <= m.test_share)
+        .collect();
+    cold.sort_by(|a, b| b.1.test_share.total_cmp(&a.1.test_share));
+    cold
+}
+
+/// From the last counted run of each side of a judged workload (callgrind, by function):
+/// the program's own code ran more under the candidate, named by the function whose count
+/// rose most; else most of its own instructions are C/C++ and cross-language PGO was off;
+/// else most of the work ran outside the program.
+fn from_counts(report: &Report, judged: &[&WorkloadComparison]) -> Option<String> {
+    let compare = report.compare.as_ref()?;
+    let candidate = compare
+        .candidates
+        .iter()
+        .find(|c| *c == Stage::Optimized.name())
+        .or(compare.candidates.first())?;
+    let (workload, base, under) = judged.iter().find_map(|w| {
+        Some((
+            &w.workload,
+            w.code.get(&compare.reference)?,
+            w.code.get(candidate)?,
+        ))
+    })?;
+    let cross_language = report.c_compilers.contains_key(Stage::Optimized.name());
+    let c_cpp = (!cross_language && base.own() > 0)
+        .then(|| base.c_cpp as f64 / base.own() as f64)
+        .filter(|share| *share >= C_CPP_SHARE);
+    let c_cpp_clause = |share: f64| {
+        let rust = match base.rust {
+            0 => String::new(),
+            rust => format!(
+                " (its Rust code ran {:.2}× the instructions under {candidate})",
+                under.rust as f64 / rust as f64
+            ),
+        };
+        format!(
+            "{} of the program's own instructions are C/C++ compiled into it ({}), which \
+             Rust-only PGO leaves as it was{rust}: `--cross-language` profiles them too (C/C++ \
+             built with the clang of rustc's LLVM, in the same builds)",
+            percent(share),
+            hottest_of(base, Language::CCpp)
+        )
+    };
+    if under.own() as f64 > base.own() as f64 * (1.0 + OWN_CODE_ROSE) {
+        let (name, rise) = largest_rise(base, under)?;
+        return Some(format!(
+            "Why it did not pay here: the program's own code ran {:.2}× the instructions under \
+             {candidate} in a counted run of `{workload}` ({} → {}), most of the rise in `{}` \
+             (+{}, what was inlined into it included){}{}",
+            under.own() as f64 / base.own() as f64,
+            grouped(base.own()),
+            grouped(under.own()),
+            shortened(name, NAME_CHARS),
+            grouped(rise),
+            training_of(report, name),
+            match c_cpp {
+                Some(share) => format!("; {}", c_cpp_clause(share)),
+                None => String::new(),
+            }
+        ));
+    }
+    if let Some(share) = c_cpp {
+        return Some(format!("Why it may not pay here: {}", c_cpp_clause(share)));
+    }
+    (base.outside as f64 >= OUTSIDE_SHARE * base.total() as f64).then(|| {
+        format!(
+            "Why it may not pay here: {} of the instructions of a counted run of `{workload}` \
+             are outside the program (shared libraries, the loader, the shell, other \
+             programs), which PGO does not change: give each held-out run more of the \
+             program's own work",
+            percent(base.outside as f64 / base.total() as f64)
+        )
+    })
+}
+
+/// The kept function of `under` whose instructions rose most over `base`'s: a function
+/// `base` did not keep had at most its smallest kept count, so the rise is at least that far.
+fn largest_rise<'a>(base: &CodeCounts, under: &'a CodeCounts) -> Option<(&'a str, u64)> {
+    let floor = base.functions.last().map_or(0, |f| f.instructions);
+    under
+        .functions
+        .iter()
+        .map(|f| {
+            let before = match base.instructions_of(&f.name) {
+                0 => floor,
+                n => n,
+            };
+            (f.name.as_str(), f.instructions.saturating_sub(before))
+        })
+        .filter(|(_, rise)| *rise > 0)
+        .max_by_key(|(_, rise)| *rise)
+}
+
+/// 181732 as "181,732".
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut text = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
+}
+
+/// ", which training left cold" or ", which training ran": from the overlap, when measured.
+fn training_of(report: &Report, name: &str) -> String {
+    if report.overlap.is_empty() {
+        return String::new();
+    }
+    let cold = report
+        .overlap
+        .values()
+        .flat_map(|o| &o.missed_by_training)
+        .any(|m| m.name == name && m.base_share * 10.0 <= m.test_share);
+    if cold {
+        ", which training left cold: a train workload doing what the held-out one does \
+         addresses it"
+            .to_owned()
+    } else {
+        ", which training ran: the profile covers it, and the choices LLVM made from it lost \
+         here; `pgo-build explore` measures other settings"
+            .to_owned()
+    }
+}
+
+/// "`deflate_slow` first", or "none kept" when no function of `language` was kept.
+fn hottest_of(counts: &CodeCounts, language: Language) -> String {
+    counts
+        .functions
+        .iter()
+        .find(|f| f.language == language)
+        .map_or_else(
+            || "none among the hottest".to_owned(),
+            |f| format!("`{}` first", shortened(&f.name, NAME_CHARS)),
+        )
+}
+
+/// From the overlap alone: training represents the held-out work poorly, or covers it; or,
+/// unmeasured, how to find out.
+fn from_overlap(report: &Report) -> String {
+    let Some((binary, lowest)) = report
+        .overlap
+        .iter()
+        .min_by(|a, b| a.1.edge_overlap.total_cmp(&b.1.edge_overlap))
+    else {
+        return "To see why: `pgo-build profile overlap` compares what training ran with what \
+                held-out work runs, function by function (one instrumented run of each \
+                held-out workload)"
+            .to_owned();
+    };
+    let floor = lowest.min_overlap.unwrap_or(0.5);
+    if lowest.edge_overlap < floor {
+        return format!(
+            "Why it may not pay here: training represents the held-out work of `{binary}` poorly \
+             ({:.0}% overlap, under [pgo] min_overlap {:.0}%), though no single held-out \
+             function stands out: train on work closer to the held-out work",
+            lowest.edge_overlap * 100.0,
+            floor * 100.0
+        );
+    }
+    format!(
+        "Training covers the held-out work ({:.0}% overlap or more, no hot held-out function left \
+         cold): the profile is not what holds PGO back here; what is left is more rounds, where \
+         a line above says they would tell, or other build settings (`pgo-build explore`)",
+        lowest.edge_overlap * 100.0
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::code_counts::FunctionInstructions;
+
+    const NOISE: [f64; 10] = [1.02, 0.97, 1.01, 0.99, 1.03, 0.98, 1.0, 1.02, 0.97, 1.01];
+
+    fn counts(
+        rust: u64,
+        c_cpp: u64,
+        outside: u64,
+        functions: &[(&str, Language, u64)],
+    ) -> CodeCounts {
+        CodeCounts {
+            rust,
+            c_cpp,
+            outside,
+            functions: functions
+                .iter()
+                .map(|&(name, language, instructions)| FunctionInstructions {
+                    name: name.into(),
+                    language,
+                    instructions,
+                })
+                .collect(),
+        }
+    }
+
+    /// A report whose comparison ships nothing, with these counted runs of its first workload.
+    fn report(baseline: CodeCounts, optimized: CodeCounts) -> Report {
+        let mut report = crate::report::answer::fixtures::report(&NOISE, &NOISE, 1000);
+        let workload = &mut report.compare.as_mut().unwrap().workloads[0];
+        workload.code = [
+            ("baseline".to_owned(), baseline),
+            ("optimized".to_owned(), optimized),
+        ]
+        .into();
+        report
+    }
+
+    fn why(report: &Report) -> String {
+        let judged: Vec<&WorkloadComparison> =
+            report.compare.as_ref().unwrap().workloads.iter().collect();
+        why_it_does_not_pay(report, &judged)
+    }
+
+    #[test]
+    fn counted_runs_name_the_function_that_got_slower_and_whether_training_ran_it() {
+        use Language::*;
+        let base = counts(
+            80_000,
+            0,
+            300_000,
+            &[
+                ("helper::main", Rust, 79_000),
+                ("core::fmt::write", Rust, 90),
+            ],
+        );
+        // main rose by 100,000; fmt::write left the kept list (at most 90 before): no rise.
+        let under = counts(
+            181_000,
+            0,
+            300_000,
+            &[
+                ("helper::main", Rust, 179_000),
+                ("std::rt::lang_start", Rust, 80),
+            ],
+        );
+        let mut report = report(base, under);
+        assert_eq!(
+            why(&report),
+            "Why it did not pay here: the program's own code ran 2.26× the instructions under \
+             optimized in a counted run of `holdout` (80,000 → 181,000), most of the rise in \
+             `helper::main` (+100,000, what was inlined into it included)"
+        );
+        // With the overlap: training ran it (the profile covers it), or left it cold.
+        report.overlap.insert(
+            "helper".into(),
+            crate::report::OverlapRecord {
+                edge_overlap: 1.0,
+                min_overlap: None,
+                missed_by_training: Vec::new(),
+            },
+        );
+        assert!(why(&report).ends_with(
+            "which training ran: the profile covers it, and the choices LLVM made from it lost \
+             here; `pgo-build explore` measures other settings"
+        ));
+        report
+            .overlap
+            .get_mut("helper")
+            .unwrap()
+            .missed_by_training
+            .push(crate::report::Missed {
+                name: "helper::main".into(),
+                krate: "helper".into(),
+                test_share: 0.04,
+                base_share: 0.0,
+            });
+        assert!(
+            why(&report).contains("which training left cold: a train workload"),
+            "{}",
+            why(&report)
+        );
+    }
+
+    #[test]
+    fn c_cpp_in_the_program_is_named_with_cross_language_pgo_until_it_is_on() {
+        use Language::*;
+        let base = counts(
+            5_000,
+            95_000,
+            10_000,
+            &[
+                ("mix_checksum", CCpp, 94_000),
+                ("checksum::main", Rust, 4_000),
+            ],
+        );
+        let under = counts(
+            5_000,
+            95_000,
+            10_000,
+            &[
+                ("mix_checksum", CCpp, 94_000),
+                ("checksum::main", Rust, 4_000),
+            ],
+        );
+        let mut report = report(base, under);
+        assert_eq!(
+            why(&report),
+            "Why it may not pay here: 95.0% of the program's own instructions are C/C++ \
+             compiled into it (`mix_checksum` first), which Rust-only PGO leaves as it was (its \
+             Rust code ran 1.00× the instructions under optimized): `--cross-language` profiles \
+             them too (C/C++ built with the clang of rustc's LLVM, in the same builds)"
+        );
+        // Cross-language PGO already on: not offered again; the next cause is said instead.
+        report.c_compilers.insert(
+            "optimized".into(),
+            crate::report::CCompilerRecord::default(),
+        );
+        assert!(
+            why(&report).starts_with("To see why: `pgo-build profile overlap`"),
+            "{}",
+            why(&report)
+        );
+    }
+
+    #[test]
+    fn work_mostly_outside_the_program_is_said_and_a_small_share_is_not() {
+        use Language::*;
+        let base = counts(20_000, 0, 80_000, &[("tool::main", Rust, 19_000)]);
+        let mut report = report(base.clone(), base);
+        assert!(
+            why(&report).starts_with(
+                "Why it may not pay here: 80.0% of the instructions of a counted run of `holdout` \
+                 are outside the program"
+            ),
+            "{}",
+            why(&report)
+        );
+        let inside = counts(60_000, 0, 40_000, &[("tool::main", Rust, 59_000)]);
+        report.compare.as_mut().unwrap().workloads[0].code = [
+            ("baseline".to_owned(), inside.clone()),
+            ("optimized".to_owned(), inside),
+        ]
+        .into();
+        assert!(why(&report).starts_with("To see why"), "{}", why(&report));
+        // A rise under 1% is noise in the code's layout, not a loss to name.
+        let mut risen = counts(60_500, 0, 40_000, &[("tool::main", Rust, 59_500)]);
+        report.compare.as_mut().unwrap().workloads[0]
+            .code
+            .insert("optimized".into(), risen.clone());
+        assert!(why(&report).starts_with("To see why"), "{}", why(&report));
+        risen.rust = 61_000;
+        risen.functions[0].instructions = 60_000;
+        report.compare.as_mut().unwrap().workloads[0]
+            .code
+            .insert("optimized".into(), risen);
+        assert!(
+            why(&report).starts_with("Why it did not pay here: the program's own code ran 1.02×"),
+            "{}",
+            why(&report)
+        );
+    }
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_000), "1,000");
+        assert_eq!(grouped(181_785), "181,785");
+        assert_eq!(grouped(12_345_678), "12,345,678");
+    }
+}
