@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 /// The program's own functions kept per counted run, most instructions first.
-const KEPT_FUNCTIONS: usize = 12;
+pub const KEPT_FUNCTIONS: usize = 12;
 
 /// One counted run of a workload (every process of it), split by whose code ran.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -22,6 +22,10 @@ pub struct CodeCounts {
     pub c_cpp: u64,
     /// Outside them: shared libraries, the dynamic loader, the shell, other programs.
     pub outside: u64,
+    /// In functions of the program's own binaries whose symbols are stripped (callgrind names
+    /// them by address): of no language it can tell.
+    #[serde(default)]
+    pub unnamed: u64,
     /// The program's own functions that ran the most instructions, most first.
     pub functions: Vec<FunctionInstructions>,
 }
@@ -45,12 +49,12 @@ pub enum Language {
 impl CodeCounts {
     /// Every instruction counted.
     pub fn total(&self) -> u64 {
-        self.rust + self.c_cpp + self.outside
+        self.own() + self.outside
     }
 
-    /// Instructions in the program's own code.
+    /// Instructions in the program's own code, named or not.
     pub fn own(&self) -> u64 {
-        self.rust + self.c_cpp
+        self.rust + self.c_cpp + self.unnamed
     }
 
     /// The kept function `name`'s instructions (0 when it was not among the kept).
@@ -67,17 +71,22 @@ impl CodeCounts {
 pub fn read_dir(dir: &Path, own: &dyn Fn(&str) -> bool) -> Result<CodeCounts> {
     let mut by_function: BTreeMap<(String, Language), u64> = BTreeMap::new();
     let mut counts = CodeCounts::default();
+    // `own` may resolve paths: once per object.
+    let mut owned: BTreeMap<String, bool> = BTreeMap::new();
     for entry in
         std::fs::read_dir(dir).with_context(|| format!("could not read {}", dir.display()))?
     {
         let path = entry?.path();
         let text = crate::util::files::read_to_string(&path)?;
         for (object, function, instructions) in self_costs(&text) {
-            if !own(&object) {
+            if !*owned.entry(object.clone()).or_insert_with(|| own(&object)) {
                 counts.outside += instructions;
                 continue;
             }
-            let (name, language) = classify(&function);
+            let Some((name, language)) = classify(&function) else {
+                counts.unnamed += instructions;
+                continue;
+            };
             match language {
                 Language::Rust => counts.rust += instructions,
                 Language::CCpp => counts.c_cpp += instructions,
@@ -114,9 +123,19 @@ fn self_costs(text: &str) -> Vec<(String, String, u64)> {
     let (mut object, mut function) = (String::new(), String::new());
     let mut costs: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut call_cost_next = false;
+    // Cost lines follow the header's `events:` line; before it, `cmd:` may hold a workload's
+    // script, whose lines may start with anything.
+    let mut in_body = false;
     for line in text.lines() {
         if let Some(spec) = line.strip_prefix("positions:") {
             positions = spec.split_whitespace().count().max(1);
+        } else if line.starts_with("events:") {
+            in_body = true;
+        } else if line.starts_with("part:") {
+            // A later part's header (a dump) starts again.
+            in_body = false;
+        } else if !in_body {
+            continue;
         } else if let Some(spec) = line.strip_prefix("ob=") {
             object = compressed(&mut objects, spec);
         } else if let Some(spec) = line.strip_prefix("cob=") {
@@ -162,28 +181,36 @@ fn compressed(known: &mut BTreeMap<String, String>, spec: &str) -> String {
 }
 
 /// A symbol's language by its mangling (callgrind runs with `--demangle=no`): Rust's legacy
-/// (`_ZN…17h<16 hex>E`) and v0 (`_R…`) schemes, else C or C++. Rust names come back demangled
-/// without their hash.
-fn classify(symbol: &str) -> (String, Language) {
+/// (`_ZN…17h<16 hex>E`) and v0 (`_R…`) schemes, else C or C++; `None` for a stripped symbol
+/// (an address, or `???`). Rust names come back demangled without their hash. LLVM's suffixes
+/// (`.llvm.123` of a ThinLTO-promoted local, `.cold`) are dropped, so a function keeps its
+/// name across builds.
+fn classify(symbol: &str) -> Option<(String, Language)> {
     // Callgrind may append `'2` to a function seen again recursively.
-    let bare = symbol.split('\'').next().unwrap_or(symbol);
+    let symbol = symbol.split('\'').next().unwrap_or(symbol);
+    let bare = symbol.split('.').next().unwrap_or(symbol);
+    if bare.is_empty() || bare == "???" || bare.starts_with("0x") {
+        return None;
+    }
     let rust = bare.starts_with("_R") || (bare.starts_with("_ZN") && legacy_rust_hash(bare));
     if rust && let Ok(demangled) = rustc_demangle::try_demangle(bare) {
-        return (format!("{demangled:#}"), Language::Rust);
+        // In the shape profiles' names have (`profiles::insight`), so the two compare.
+        return Some((
+            crate::util::names::legacy_shape(&format!("{demangled:#}")),
+            Language::Rust,
+        ));
     }
-    (bare.to_owned(), Language::CCpp)
+    Some((bare.to_owned(), Language::CCpp))
 }
 
 /// Whether a `_ZN…E` symbol ends in Rust's legacy hash element (`17h` and 16 hex digits).
 fn legacy_rust_hash(symbol: &str) -> bool {
-    let Some(body) = symbol.strip_suffix('E') else {
+    let Some(body) = symbol.as_bytes().strip_suffix(b"E") else {
         return false;
     };
     body.len() > 19
-        && body[body.len() - 19..].starts_with("17h")
-        && body[body.len() - 16..]
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit())
+        && body[body.len() - 19..].starts_with(b"17h")
+        && body[body.len() - 16..].iter().all(u8::is_ascii_hexdigit)
 }
 
 #[cfg(test)]
@@ -197,7 +224,8 @@ mod tests {
 version: 1
 creator: callgrind-3.19.0
 pid: 4242
-cmd:  /w/target/pgo-build/baseline/bin/app work
+cmd:  /bin/sh -c /w/target/pgo-build/baseline/bin/app work
++5 is not a cost line of a script
 part: 1
 
 positions: line
@@ -225,7 +253,11 @@ fn=(4) _ZN4core3fmt5write17hfedcba9876543210E'2
 0 60
 fn=(5) _ZNSt6vectorIiE9push_backEi
 0 100
-totals: 1180
+fn=(6) _ZN3app5parse17h0011223344556677E.llvm.4242
+0 40
+fn=(7) 0x000000000001a2b0
+0 30
+totals: 1250
 ";
 
     #[test]
@@ -233,11 +265,13 @@ totals: 1180
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("callgrind.4242"), OUTPUT).unwrap();
         let counts = read_dir(dir.path(), &|object| object.starts_with("/w/")).unwrap();
-        // main's own 500 + 20, fmt::write's 60; not the 300 or 100 its calls cost.
-        assert_eq!(counts.rust, 580);
+        // main's own 500 + 20, fmt::write's 60, parse's 40 (its ThinLTO suffix dropped); not
+        // the 300 or 100 its calls cost, nor the script's line before the header ends.
+        assert_eq!(counts.rust, 620);
         assert_eq!(counts.c_cpp, 400);
         assert_eq!(counts.outside, 100);
-        assert_eq!(counts.total(), 1080);
+        assert_eq!(counts.unnamed, 30);
+        assert_eq!(counts.total(), 1150);
         let names: Vec<(&str, Language, u64)> = counts
             .functions
             .iter()
@@ -250,6 +284,7 @@ totals: 1180
                 ("mix_checksum", Language::CCpp, 300),
                 ("_ZNSt6vectorIiE9push_backEi", Language::CCpp, 100),
                 ("core::fmt::write", Language::Rust, 60),
+                ("app::parse", Language::Rust, 40),
             ]
         );
         assert_eq!(counts.instructions_of("app::main"), 520);
@@ -258,17 +293,30 @@ totals: 1180
 
     #[test]
     fn rust_is_told_from_c_and_cpp_by_its_mangling() {
+        let language = |symbol: &str| classify(symbol).map(|(_, language)| language);
         assert_eq!(
-            classify("_RNvCs1234_3app4main").1,
-            Language::Rust,
-            "v0 symbols are Rust"
+            language("_RNvCs1234_3app4main"),
+            Some(Language::Rust),
+            "v0: Rust"
         );
-        assert_eq!(classify("_ZN3app4main17h0123456789abcdefE").0, "app::main");
-        assert_eq!(classify("_ZN3app4mainE").1, Language::CCpp, "no hash: C++");
+        let name = |symbol: &str| classify(symbol).unwrap().0;
+        assert_eq!(name("_ZN3app4main17h0123456789abcdefE"), "app::main");
+        assert_eq!(name("_ZN3app4main17h0123456789abcdefE.cold"), "app::main");
         assert_eq!(
-            classify("_ZN3app4main17hXYZ456789abcdefE").1,
-            Language::CCpp
+            language("_ZN3app4mainE"),
+            Some(Language::CCpp),
+            "no hash: C++"
         );
-        assert_eq!(classify("deflate_slow").1, Language::CCpp);
+        assert_eq!(
+            language("_ZN3app4main17hXYZ456789abcdefE"),
+            Some(Language::CCpp)
+        );
+        assert_eq!(
+            language("_ZN3app4main17hé23456789abcdefE"),
+            Some(Language::CCpp)
+        );
+        assert_eq!(name("deflate_slow.llvm.77"), "deflate_slow");
+        assert_eq!(language("0x000000000001a2b0"), None, "stripped");
+        assert_eq!(language("???"), None);
     }
 }

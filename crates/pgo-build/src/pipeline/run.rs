@@ -12,7 +12,7 @@ use super::bundles::merged_bundles;
 use super::context::{Context, Session, timed_step};
 use super::stage_build::plain_flags;
 use super::steps::bolt::bolt;
-use super::steps::compare::compare;
+use super::steps::compare::{compare, count_code};
 use super::steps::doctor::{doctor, no_training};
 use super::steps::optimize::optimize;
 use super::steps::plain_builds::{build_baseline, instrument};
@@ -111,33 +111,45 @@ fn run_steps(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
     why_nothing_ships(cx, run)
 }
 
-/// Where the answer ships nothing and training ran here, how training covers the held-out
-/// work is measured (`profile overlap`: one instrumented run of each held-out workload), so the
-/// answer can say why by function. Its failure costs the answer that line, not the run: an
+/// Where the answer ships nothing, what its why line rests on is measured: how training
+/// covers the held-out work, where training ran here (`profile overlap`: one instrumented run
+/// of each held-out workload), and whose code the held-out work runs, where the comparison
+/// counted none (`count_code`). A failure costs the answer that line, not the run: an
 /// interruption still stops the command, and `--strict` still fails on a warning.
 fn why_nothing_ships(cx: &Context, run: &mut Session) -> Result<()> {
     let ships = crate::report::answer::answer(&run.report).is_none_or(|a| a.ship.is_some());
+    if ships {
+        return Ok(());
+    }
     // A comparison reused as it was keeps the overlap measured beside it.
     let reused = run
         .report
         .steps
         .iter()
         .any(|s| s.name == Step::Compare && s.result == StepResult::Cached);
-    if ships || cx.config.pgo.profile.is_some() || (reused && !run.report.overlap.is_empty()) {
-        return Ok(());
+    if cx.config.pgo.profile.is_none() && (!reused || run.report.overlap.is_empty()) {
+        cx.printer.info(
+            "nothing ships: measuring how training covers the held-out work (`pgo-build \
+             profile overlap`: one instrumented run of each held-out workload), for the \
+             answer's why",
+        );
+        let measured = timed_step(cx, run, Step::Overlap, |cx, run| {
+            profile_overlap(
+                cx,
+                run,
+                &crate::pipeline::requests::OverlapRequest { top: 10 },
+            )
+        });
+        tolerated(cx, measured, "how training covers the held-out work")?;
     }
-    cx.printer.info(
-        "nothing ships: measuring how training covers the held-out work (`pgo-build profile \
-         overlap`: one instrumented run of each held-out workload), for the answer's why",
-    );
-    let measured = timed_step(cx, run, Step::Overlap, |cx, run| {
-        profile_overlap(
-            cx,
-            run,
-            &crate::pipeline::requests::OverlapRequest { top: 10 },
-        )
-    });
-    match measured {
+    let counted = count_code(cx, run);
+    tolerated(cx, counted, "whose code the held-out work runs")
+}
+
+/// `result` of measuring `what` for the answer's why: a failure is a warning, unless it was
+/// an interruption or `--strict` is on.
+fn tolerated(cx: &Context, result: Result<()>, what: &str) -> Result<()> {
+    match result {
         Err(err)
             if cx.strict
                 || err
@@ -147,9 +159,8 @@ fn why_nothing_ships(cx: &Context, run: &mut Session) -> Result<()> {
             Err(err)
         }
         Err(err) => {
-            cx.printer.warn(format!(
-                "could not measure how training covers the held-out work: {err:#}"
-            ));
+            cx.printer
+                .warn(format!("could not measure {what}: {err:#}"));
             Ok(())
         }
         Ok(()) => Ok(()),

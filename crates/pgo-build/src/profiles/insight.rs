@@ -85,44 +85,9 @@ pub fn parse_text_profile(text: &str) -> Vec<FunctionCounts> {
 /// (readable name, crate) of a profile key `[module;]symbol`; see [`crate_of`].
 pub fn demangle(key: &str) -> (String, String) {
     let symbol = key.rsplit(';').next().unwrap_or(key);
-    let name = legacy_shape(&format!("{:#}", rustc_demangle::demangle(symbol)));
+    let name = crate::util::names::legacy_shape(&format!("{:#}", rustc_demangle::demangle(symbol)));
     let krate = crate_of(&name).unwrap_or_else(|| UNKNOWN_CRATE.to_owned());
     (name, krate)
-}
-
-/// A demangled v0 name as a legacy one reads: without a function's own generic arguments
-/// (`sort::<u64, F>` → `sort`), which v0 names spell out and every reader of names here
-/// (crate attribution, `profile check`'s items) takes as part of the path; drop glue keeps its
-/// type (`drop_in_place::<T>` → `drop_in_place<T>`), as legacy names have it. Legacy names
-/// have no `::<` and are returned as they are.
-fn legacy_shape(name: &str) -> String {
-    legacy_shape_within(name, 0)
-}
-
-/// Drop glue of drop glue nests; deeper than any real name is left as it is.
-fn legacy_shape_within(name: &str, depth: usize) -> String {
-    if depth > 16 {
-        return name.to_owned();
-    }
-    let mut out = String::with_capacity(name.len());
-    let mut rest = name;
-    while let Some(at) = rest.find("::<") {
-        let (before, after) = rest.split_at(at);
-        out.push_str(before);
-        let inner = &after[3..];
-        let Some(close) = crate::util::names::closing_angle(inner) else {
-            out.push_str(after);
-            return out;
-        };
-        if before.ends_with("drop_in_place") {
-            out.push('<');
-            out.push_str(&legacy_shape_within(&inner[..close], depth + 1));
-            out.push('>');
-        }
-        rest = &inner[close + 1..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// What functions without a crate in their name (`main`, C functions) are counted under.
@@ -370,15 +335,21 @@ mod tests {
         ] {
             assert_eq!(demangle(v0), (legacy.to_owned(), krate.to_owned()), "{v0}");
         }
-        assert_eq!(legacy_shape("a::b<T>::c"), "a::b<T>::c");
-        assert_eq!(legacy_shape("a::f::<fn() -> u8>::g"), "a::f::g");
-        assert_eq!(legacy_shape("a::f::<broken"), "a::f::<broken");
+        assert_eq!(crate::util::names::legacy_shape("a::b<T>::c"), "a::b<T>::c");
+        assert_eq!(
+            crate::util::names::legacy_shape("a::f::<fn() -> u8>::g"),
+            "a::f::g"
+        );
+        assert_eq!(
+            crate::util::names::legacy_shape("a::f::<broken"),
+            "a::f::<broken"
+        );
         let deep = format!(
             "{}T{}",
             "core::ptr::drop_in_place::<".repeat(5000),
             ">".repeat(5000)
         );
-        assert!(legacy_shape(&deep).len() <= deep.len());
+        assert!(crate::util::names::legacy_shape(&deep).len() <= deep.len());
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! Why PGO does not pay, in one line, where the answer ships nothing: from what was
-//! measured, the first cause that holds, with the change that addresses it. Held-out runs so
-//! short that process start is what they time; hot held-out code training left cold (`profile
-//! overlap`); from counted runs (callgrind, by function), the program's own code running more
-//! instructions under the candidate, C/C++ that Rust-only PGO leaves alone, or work mostly
-//! outside the program; training that represents the held-out work poorly; else that training
-//! covers it, or how to find out. A pure function of the [`Report`].
+//! measured, the causes that hold, with the change that addresses each. Held-out runs so short
+//! that process start is what they time (alone); else hot held-out code training left cold
+//! (`profile overlap`) and, beside it, what counted runs show (callgrind, by function): the
+//! program's own code running more instructions under the candidate, C/C++ that Rust-only PGO
+//! leaves alone, or work mostly outside the program; with neither, training that represents the
+//! held-out work poorly, or covers it, or how to find out. A pure function of the [`Report`].
 
 use crate::layout::Stage;
-use crate::measure::code_counts::{CodeCounts, Language};
+use crate::measure::code_counts::{CodeCounts, KEPT_FUNCTIONS, Language};
 use crate::measure::metric::Metric;
 use crate::report::file::Report;
 use crate::report::records::WorkloadComparison;
@@ -30,12 +30,24 @@ const OUTSIDE_SHARE: f64 = 0.5;
 const NAME_CHARS: usize = 72;
 
 /// Where nothing ships: why, in one line, from what was measured, with the change that
-/// addresses it (the causes in the module's order).
+/// addresses it (the causes in the module's order). Hot code training left cold and what the
+/// counted runs show are said together: a program can have both.
 pub(super) fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison]) -> String {
-    short_runs(judged, report)
-        .or_else(|| cold_in_training(report))
-        .or_else(|| from_counts(report, judged))
-        .unwrap_or_else(|| from_overlap(report))
+    if let Some(line) = short_runs(judged, report) {
+        return line;
+    }
+    let cold = cold_in_training(report);
+    let counted = from_counts(report, judged, cold.is_some());
+    if cold.is_none() && counted.is_none() {
+        return from_overlap(report);
+    }
+    let lost = counted.as_ref().is_some_and(|c| c.lost);
+    let clauses: Vec<String> = cold.into_iter().chain(counted.map(|c| c.clause)).collect();
+    format!(
+        "Why it {} here: {}",
+        if lost { "did not pay" } else { "may not pay" },
+        clauses.join("; ")
+    )
 }
 
 /// Held-out runs under [`SHORT_RUN_SECS`], by wall or CPU time (counted runs are the
@@ -71,7 +83,7 @@ fn cold_in_training(report: &Report) -> Option<String> {
         return None;
     };
     Some(format!(
-        "Why it may not pay here: training left cold what held-out work runs most: `{}` \
+        "training left cold what held-out work runs most: `{}` \
          ({}) is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
          workload doing what the held-out one does addresses it (one more workload each \
          training)",
@@ -99,92 +111,159 @@ fn cold_functions(report: &Report) -> Vec<(&String, &crate::report::Missed)> {
     cold
 }
 
-/// From the last counted run of each side of a judged workload (callgrind, by function):
-/// the program's own code ran more under the candidate, named by the function whose count
-/// rose most; else most of its own instructions are C/C++ and cross-language PGO was off;
-/// else most of the work ran outside the program.
-fn from_counts(report: &Report, judged: &[&WorkloadComparison]) -> Option<String> {
+/// What the counted runs say, as a clause of the why line.
+struct Counted {
+    clause: String,
+    /// A loss measured in the program's own code, not only a likely cause.
+    lost: bool,
+}
+
+/// From the last counted run of each side (callgrind, by function), of the judged workload
+/// whose own code rose most against all its instructions: the program's own code ran at least
+/// [`OWN_CODE_ROSE`] of them more under the candidate (named by the function that rose most,
+/// where one did), with C/C++ said beside it; else C/C++ compiled into the program, with
+/// cross-language PGO off, made [`C_CPP_SHARE`] of the instructions; else the work ran mostly
+/// outside the program. `cold_named`: the line already names training as a cause, so the
+/// function's training is not said again.
+fn from_counts(
+    report: &Report,
+    judged: &[&WorkloadComparison],
+    cold_named: bool,
+) -> Option<Counted> {
     let compare = report.compare.as_ref()?;
     let candidate = compare
         .candidates
         .iter()
         .find(|c| *c == Stage::Optimized.name())
         .or(compare.candidates.first())?;
-    let (workload, base, under) = judged.iter().find_map(|w| {
-        Some((
-            &w.workload,
-            w.code.get(&compare.reference)?,
-            w.code.get(candidate)?,
-        ))
-    })?;
+    let rise = |base: &CodeCounts, under: Option<&CodeCounts>| {
+        under.map_or(f64::NEG_INFINITY, |under| {
+            (under.own() as f64 - base.own() as f64) / base.total().max(1) as f64
+        })
+    };
+    let (workload, base, under) = judged
+        .iter()
+        .filter_map(|w| {
+            let base = w.code.get(&compare.reference)?;
+            Some((&w.workload, base, w.code.get(candidate)))
+        })
+        .max_by(|a, b| rise(a.1, a.2).total_cmp(&rise(b.1, b.2)))?;
     let cross_language = report.c_compilers.contains_key(Stage::Optimized.name());
-    let c_cpp = (!cross_language && base.own() > 0)
-        .then(|| base.c_cpp as f64 / base.own() as f64)
-        .filter(|share| *share >= C_CPP_SHARE);
-    let c_cpp_clause = |share: f64| {
-        let rust = match base.rust {
-            0 => String::new(),
-            rust => format!(
+    let share = |part: u64| part as f64 / base.total().max(1) as f64;
+    let c_cpp = (!cross_language && share(base.c_cpp) >= C_CPP_SHARE).then(|| {
+        let rust = match (base.rust, under) {
+            (0, _) | (_, None) => String::new(),
+            (rust, Some(under)) => format!(
                 " (its Rust code ran {:.2}× the instructions under {candidate})",
                 under.rust as f64 / rust as f64
             ),
         };
         format!(
-            "{} of the program's own instructions are C/C++ compiled into it ({}), which \
-             Rust-only PGO leaves as it was{rust}: `--cross-language` profiles them too (C/C++ \
-             built with the clang of rustc's LLVM, in the same builds)",
-            percent(share),
+            "{} of the instructions of a counted run of `{workload}` are C/C++ compiled into \
+             the program ({}), which Rust-only PGO leaves as it was{rust}: `--cross-language` \
+             profiles them too (C/C++ built with the clang of rustc's LLVM, in the same builds)",
+            percent(share(base.c_cpp)),
             hottest_of(base, Language::CCpp)
         )
-    };
-    if under.own() as f64 > base.own() as f64 * (1.0 + OWN_CODE_ROSE) {
-        let (name, rise) = largest_rise(base, under)?;
-        return Some(format!(
-            "Why it did not pay here: the program's own code ran {:.2}× the instructions under \
-             {candidate} in a counted run of `{workload}` ({} → {}), most of the rise in `{}` \
-             (+{}, what was inlined into it included){}{}",
-            under.own() as f64 / base.own() as f64,
+    });
+    if let Some(under) = under.filter(|under| rise(base, Some(under)) >= OWN_CODE_ROSE) {
+        let mut clause = format!(
+            "the program's own code ran {:.2}× the instructions under {candidate} in a counted \
+             run of `{workload}` ({} → {}){}",
+            under.own() as f64 / base.own().max(1) as f64,
             grouped(base.own()),
             grouped(under.own()),
-            shortened(name, NAME_CHARS),
-            grouped(rise),
-            training_of(report, name),
-            match c_cpp {
-                Some(share) => format!("; {}", c_cpp_clause(share)),
-                None => String::new(),
-            }
-        ));
+            where_it_rose(report, base, under, cold_named, cross_language)
+        );
+        if let Some(c_cpp) = c_cpp {
+            clause = format!("{clause}; {c_cpp}");
+        }
+        return Some(Counted { clause, lost: true });
     }
-    if let Some(share) = c_cpp {
-        return Some(format!("Why it may not pay here: {}", c_cpp_clause(share)));
+    if let Some(clause) = c_cpp {
+        return Some(Counted {
+            clause,
+            lost: false,
+        });
     }
-    (base.outside as f64 >= OUTSIDE_SHARE * base.total() as f64).then(|| {
-        format!(
-            "Why it may not pay here: {} of the instructions of a counted run of `{workload}` \
-             are outside the program (shared libraries, the loader, the shell, other \
-             programs), which PGO does not change: give each held-out run more of the \
-             program's own work",
-            percent(base.outside as f64 / base.total() as f64)
-        )
+    (share(base.outside) >= OUTSIDE_SHARE).then(|| Counted {
+        clause: format!(
+            "{} of the instructions of a counted run of `{workload}` are outside the program \
+             (shared libraries, the loader, the shell, other programs), which PGO does not \
+             change: give each held-out run more of the program's own work",
+            percent(share(base.outside))
+        ),
+        lost: false,
     })
 }
 
-/// The kept function of `under` whose instructions rose most over `base`'s: a function
-/// `base` did not keep had at most its smallest kept count, so the rise is at least that far.
-fn largest_rise<'a>(base: &CodeCounts, under: &'a CodeCounts) -> Option<(&'a str, u64)> {
-    let floor = base.functions.last().map_or(0, |f| f.instructions);
+/// ", most of the rise in `f` (+N, …)": the kept function whose instructions rose most, and
+/// what training did with it; nothing where no kept function rose.
+fn where_it_rose(
+    report: &Report,
+    base: &CodeCounts,
+    under: &CodeCounts,
+    cold_named: bool,
+    cross_language: bool,
+) -> String {
+    let Some(rise) = largest_rise(base, under) else {
+        return String::new();
+    };
+    let net = under.own().saturating_sub(base.own());
+    let how_much = if rise.instructions * 2 >= net && rise.instructions <= net {
+        "most of the rise in"
+    } else {
+        "the largest single rise in"
+    };
+    // A C/C++ function is in the profile only with cross-language PGO.
+    let profiled = rise.language == Language::Rust || cross_language;
+    format!(
+        ", {how_much} `{}` ({}+{}, what was inlined into it included){}",
+        shortened(rise.name, NAME_CHARS),
+        if rise.at_least { "at least " } else { "" },
+        grouped(rise.instructions),
+        if cold_named || !profiled {
+            String::new()
+        } else {
+            training_of(report, rise.name)
+        }
+    )
+}
+
+/// A kept function's rise over the reference.
+struct Rise<'a> {
+    name: &'a str,
+    language: Language,
+    instructions: u64,
+    /// The reference did not keep it: it ran at most the fewest of those kept there, so the
+    /// rise is at least this.
+    at_least: bool,
+}
+
+/// The kept function of `under` whose instructions rose most over `base`'s. A function
+/// `base` did not keep ran there at most its smallest kept count when `base` kept a full list,
+/// else not at all.
+fn largest_rise<'a>(base: &CodeCounts, under: &'a CodeCounts) -> Option<Rise<'a>> {
+    let full = base.functions.len() >= KEPT_FUNCTIONS;
+    let floor = match base.functions.last() {
+        Some(last) if full => last.instructions,
+        _ => 0,
+    };
     under
         .functions
         .iter()
         .map(|f| {
-            let before = match base.instructions_of(&f.name) {
-                0 => floor,
-                n => n,
-            };
-            (f.name.as_str(), f.instructions.saturating_sub(before))
+            let kept = base.instructions_of(&f.name);
+            let before = if kept > 0 { kept } else { floor };
+            Rise {
+                name: &f.name,
+                language: f.language,
+                instructions: f.instructions.saturating_sub(before),
+                at_least: kept == 0 && floor > 0,
+            }
         })
-        .filter(|(_, rise)| *rise > 0)
-        .max_by_key(|(_, rise)| *rise)
+        .filter(|r| r.instructions > 0)
+        .max_by_key(|r| r.instructions)
 }
 
 /// 181732 as "181,732".
@@ -200,7 +279,10 @@ fn grouped(n: u64) -> String {
     text
 }
 
-/// ", which training left cold" or ", which training ran": from the overlap, when measured.
+/// What the overlap says of a function's training, when it was measured: left cold (the fix:
+/// train on it), or not listed as left cold (LLVM's choices from the profile may be what
+/// lost). The overlap lists the held-out functions training missed most, not every function
+/// it ran, so "not listed" is all it says.
 fn training_of(report: &Report, name: &str) -> String {
     if report.overlap.is_empty() {
         return String::new();
@@ -215,13 +297,15 @@ fn training_of(report: &Report, name: &str) -> String {
          addresses it"
             .to_owned()
     } else {
-        ", which training ran: the profile covers it, and the choices LLVM made from it lost \
-         here; `pgo-build explore` measures other settings"
+        ", which `profile overlap` does not list as left cold by training: the choices LLVM \
+         made from the profile may be what lost here; `pgo-build explore` measures other \
+         settings"
             .to_owned()
     }
 }
 
-/// "`deflate_slow` first", or "none kept" when no function of `language` was kept.
+/// "`deflate_slow` first", or "none among the hottest" when no function of `language` was
+/// kept.
 fn hottest_of(counts: &CodeCounts, language: Language) -> String {
     counts
         .functions
@@ -281,6 +365,7 @@ mod tests {
             rust,
             c_cpp,
             outside,
+            unnamed: 0,
             functions: functions
                 .iter()
                 .map(|&(name, language, instructions)| FunctionInstructions {
@@ -349,8 +434,9 @@ mod tests {
             },
         );
         assert!(why(&report).ends_with(
-            "which training ran: the profile covers it, and the choices LLVM made from it lost \
-             here; `pgo-build explore` measures other settings"
+            "which `profile overlap` does not list as left cold by training: the choices LLVM \
+             made from the profile may be what lost here; `pgo-build explore` measures other \
+             settings"
         ));
         report
             .overlap
@@ -368,6 +454,96 @@ mod tests {
             "{}",
             why(&report)
         );
+        // Hot enough to be named as training's cause: both causes in one line, training's
+        // fix said once.
+        report.overlap.get_mut("helper").unwrap().missed_by_training[0].test_share = 0.2;
+        let line = why(&report);
+        assert!(line.starts_with("Why it did not pay here: training left cold what held-out work runs most: `helper::main`"), "{line}");
+        assert!(
+            line.contains("; the program's own code ran 2.26× the instructions"),
+            "{line}"
+        );
+        assert!(!line.contains("which training left cold"), "{line}");
+    }
+
+    #[test]
+    fn a_rise_is_bounded_by_what_the_reference_kept_and_said_as_no_more_than_it_is() {
+        use Language::*;
+        // The reference kept a full list, the smallest 1,000: a function it did not keep ran
+        // at most that there.
+        let mut kept: Vec<(String, Language, u64)> = (0..KEPT_FUNCTIONS as u64)
+            .map(|i| (format!("f{i}"), Rust, 10_000 - i * 100))
+            .collect();
+        kept.last_mut().unwrap().2 = 1_000;
+        let kept: Vec<(&str, Language, u64)> =
+            kept.iter().map(|(n, l, i)| (n.as_str(), *l, *i)).collect();
+        let base = counts(100_000, 0, 0, &kept);
+        let under = counts(103_000, 0, 0, &[("inlined_out", Rust, 9_000)]);
+        let rise = largest_rise(&base, &under).unwrap();
+        assert_eq!(
+            (rise.name, rise.instructions, rise.at_least),
+            ("inlined_out", 8_000, true)
+        );
+        // It rose by more than the net 3,000 (code moved between functions): not "most of".
+        let line = why(&report(base, under));
+        assert!(
+            line.contains(", the largest single rise in `inlined_out` (at least +8,000, what was inlined into it included)"),
+            "{line}"
+        );
+        // A short list is the whole of what ran: an absent function ran nothing there.
+        let base = counts(100_000, 0, 0, &[("main", Rust, 90_000)]);
+        let under = counts(
+            103_000,
+            0,
+            0,
+            &[("main", Rust, 90_500), ("new", Rust, 2_500)],
+        );
+        let rise = largest_rise(&base, &under).unwrap();
+        assert_eq!(
+            (rise.name, rise.instructions, rise.at_least),
+            ("new", 2_500, false)
+        );
+        let line = why(&report(base, under));
+        assert!(
+            line.contains(", most of the rise in `new` (+2,500,"),
+            "{line}"
+        );
+        // No kept function rose: the rise is said without one.
+        let base = counts(100_000, 0, 0, &[("main", Rust, 90_000)]);
+        let under = counts(103_000, 0, 0, &[("main", Rust, 90_000)]);
+        let line = why(&report(base, under));
+        assert!(line.ends_with("(100,000 → 103,000)"), "{line}");
+    }
+
+    #[test]
+    fn the_workload_explained_is_the_one_whose_own_code_rose() {
+        use Language::*;
+        let flat = counts(50_000, 0, 50_000, &[("main", Rust, 50_000)]);
+        let risen = counts(60_000, 0, 50_000, &[("main", Rust, 60_000)]);
+        let mut report = report(flat.clone(), flat.clone());
+        let workloads = &mut report.compare.as_mut().unwrap().workloads;
+        workloads[1].code = [
+            ("baseline".to_owned(), flat),
+            ("optimized".to_owned(), risen),
+        ]
+        .into();
+        let second = workloads[1].workload.clone();
+        let line = why(&report);
+        assert!(
+            line.contains(&format!("in a counted run of `{second}`")),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn stripped_code_is_not_called_c() {
+        let stripped = CodeCounts {
+            unnamed: 90_000,
+            outside: 10_000,
+            ..CodeCounts::default()
+        };
+        let report = report(stripped.clone(), stripped);
+        assert!(why(&report).starts_with("To see why"), "{}", why(&report));
     }
 
     #[test]
@@ -394,10 +570,11 @@ mod tests {
         let mut report = report(base, under);
         assert_eq!(
             why(&report),
-            "Why it may not pay here: 95.0% of the program's own instructions are C/C++ \
-             compiled into it (`mix_checksum` first), which Rust-only PGO leaves as it was (its \
-             Rust code ran 1.00× the instructions under optimized): `--cross-language` profiles \
-             them too (C/C++ built with the clang of rustc's LLVM, in the same builds)"
+            "Why it may not pay here: 86.4% of the instructions of a counted run of `holdout` are \
+             C/C++ compiled into the program (`mix_checksum` first), which Rust-only PGO leaves \
+             as it was (its Rust code ran 1.00× the instructions under optimized): \
+             `--cross-language` profiles them too (C/C++ built with the clang of rustc's LLVM, in \
+             the same builds)"
         );
         // Cross-language PGO already on: not offered again; the next cause is said instead.
         report.c_compilers.insert(

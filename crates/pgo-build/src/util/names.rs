@@ -1,7 +1,8 @@
 //! Names users give that pgo-build derives paths and other names from (workloads, explore
 //! variants): what they may be, in one place, so a derived name never leaves its directory
 //! and never collides with pgo-build's own entries. And the one reading of the angle brackets
-//! in Rust names (`closing_angle`), which demangled names and source signatures share.
+//! in Rust names (`closing_angle`), which demangled names and source signatures share, and
+//! the one shape a demangled name is compared in (`legacy_shape`).
 
 /// A workload's name: `profiles/raw/<name>/`, `logs/<command>-<name>.log`. (A workload
 /// named like one run of a workload with `shards`, `<name>.part<I>of<K>`, is refused where
@@ -80,6 +81,41 @@ pub fn closing_angle(text: &str) -> Option<usize> {
         previous = c;
     }
     None
+}
+
+/// A demangled v0 name as a legacy one reads: without a function's own generic arguments
+/// (`sort::<u64, F>` → `sort`), which v0 names spell out and every reader of names here
+/// (crate attribution, `profile check`'s items) takes as part of the path; drop glue keeps its
+/// type (`drop_in_place::<T>` → `drop_in_place<T>`), as legacy names have it. Legacy names
+/// have no `::<` and are returned as they are.
+pub fn legacy_shape(name: &str) -> String {
+    legacy_shape_within(name, 0)
+}
+
+/// Drop glue of drop glue nests; deeper than any real name is left as it is.
+fn legacy_shape_within(name: &str, depth: usize) -> String {
+    if depth > 16 {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(at) = rest.find("::<") {
+        let (before, after) = rest.split_at(at);
+        out.push_str(before);
+        let inner = &after[3..];
+        let Some(close) = closing_angle(inner) else {
+            out.push_str(after);
+            return out;
+        };
+        if before.ends_with("drop_in_place") {
+            out.push('<');
+            out.push_str(&legacy_shape_within(&inner[..close], depth + 1));
+            out.push('>');
+        }
+        rest = &inner[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]

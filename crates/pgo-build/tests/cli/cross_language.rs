@@ -589,6 +589,12 @@ fn when_the_work_is_c_the_answer_says_so_and_cross_language_pgo_is_what_pays() {
     assert!(!stdout.contains("Ship "), "{stdout}");
     let report = fixture.report();
     check_schema(&report, &report_schema(), "report");
+    assert!(
+        report["compare"]["counter"]
+            .as_str()
+            .is_some_and(|c| c.contains("callgrind")),
+        "this test needs callgrind's counts by function (perf stat counts totals only)"
+    );
     let code = &report["compare"]["workloads"][0]["code"];
     let baseline = &code["baseline"];
     let share = baseline["c_cpp"].as_f64().unwrap()
@@ -601,7 +607,7 @@ fn when_the_work_is_c_the_answer_says_so_and_cross_language_pgo_is_what_pays() {
         .find(|l| l.contains("Why it"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(
-        why.contains("of the program's own instructions are C/C++ compiled into it (`mix_checksum` first), which Rust-only PGO leaves as it was")
+        why.contains("are C/C++ compiled into the program (`mix_checksum` first), which Rust-only PGO leaves as it was")
             && why.contains("`--cross-language` profiles them too"),
         "{why}"
     );
@@ -612,4 +618,57 @@ fn when_the_work_is_c_the_answer_says_so_and_cross_language_pgo_is_what_pays() {
     let cross = fixture.run(&["run", "--compare-rounds", "2"]);
     cross.success().stdout_contains("Ship optimized: ");
     assert!(!cross.stdout().contains("Why it"), "{}", cross.describe());
+}
+
+/// Where a comparison by wall time ships nothing and counted nothing, `run` counts one run of
+/// each side of the held-out work for the answer's why: the same cause named as by a
+/// comparison by instructions.
+#[test]
+fn a_comparison_by_wall_time_that_ships_nothing_counts_whose_code_ran_once() {
+    let fixture = Fixture::new("cdep");
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace("cross_language = true", "cross_language = false")
+            // Slower by wall time for certain: a verdict, so no instruction fallback counts.
+            .replace(
+                "command = \"$PGO_BUILD_BIN_CHECKSUM 400000 20\"",
+                "command = \"$PGO_BUILD_BIN_CHECKSUM 400000 20; if [ \\\"$PGO_BUILD_STAGE\\\" = optimized ]; then sleep 0.3; fi\"",
+            )
+    });
+    let run = fixture.run(&["run", "--compare-rounds", "7"]);
+    run.success()
+        .stderr_contains("nothing ships: counting whose code the held-out work runs (one run of each held-out workload on baseline and optimized");
+    let stdout = run.stdout();
+    assert!(stdout.contains("Do not ship optimized"), "{stdout}");
+    let report = fixture.report();
+    check_schema(&report, &report_schema(), "report");
+    let compare = &report["compare"];
+    assert_eq!(compare["metric"], "wall", "{compare}");
+    assert!(compare["counter"].is_null(), "{compare}");
+    let code = &compare["workloads"][0]["code"];
+    assert_eq!(
+        code["baseline"]["functions"][0]["name"], "mix_checksum",
+        "{code}"
+    );
+    assert!(code["optimized"]["c_cpp"].as_u64().unwrap() > 0, "{code}");
+    // Its own logs: the comparison's are as it left them.
+    assert!(
+        fixture
+            .layout()
+            .path("logs/count-bigger-baseline.log")
+            .is_file()
+    );
+    assert!(
+        fixture
+            .layout()
+            .path("logs/compare-bigger-baseline.log")
+            .is_file()
+    );
+    let why = stdout
+        .lines()
+        .find(|l| l.contains("Why it"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        why.contains("are C/C++ compiled into the program (`mix_checksum` first)"),
+        "{why}"
+    );
 }

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use anyhow::{Result, bail};
 
 use crate::config::Role;
+use crate::layout::Stage;
 use crate::measure::counter::Counter;
-use crate::measure::metric::{Decider, Metric, Rounds};
+use crate::measure::metric::{CompareRole, Decider, Metric, Rounds};
 use crate::measure::stats::{self, Verdict};
 use crate::pipeline::context::{Context, Session};
 use crate::pipeline::requests::{CompareRequest, CompareSettings};
@@ -49,6 +50,99 @@ pub(crate) fn variants_of(cx: &Context, request: &CompareRequest) -> Result<Vec<
         variants.push(previous);
     }
     Ok(variants)
+}
+
+/// Where a comparison left nothing shipping and counted no instructions by callgrind: one
+/// counted run (after an uncounted warm-up) of each held-out workload on its reference and on
+/// the optimized build, for whose code they run in, the answer's why (`report/why.rs`). Only
+/// where callgrind counts (perf stat keeps totals only), and within the counting budget at its
+/// usual slowdown; what it leaves out, it says.
+pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result<()> {
+    let Some(result) = run.report.compare.as_ref() else {
+        return Ok(());
+    };
+    let uncounted: Vec<String> = result
+        .workloads
+        .iter()
+        .filter(|w| w.role == Role::Holdout && w.code.is_empty())
+        .map(|w| w.workload.clone())
+        .collect();
+    let optimized = Stage::Optimized.name();
+    if uncounted.is_empty() || !result.candidates.iter().any(|c| c == optimized) {
+        return Ok(());
+    }
+    let Ok(counter @ Counter::Callgrind) = Counter::detect(&cx.printer) else {
+        return Ok(());
+    };
+    // The longer side of each: a warm-up run, then a counted one of each variant.
+    let wall: f64 = result
+        .workloads
+        .iter()
+        .filter(|w| uncounted.contains(&w.workload))
+        .flat_map(|w| w.candidates.values())
+        .map(|s| {
+            s.reference_median_wall_secs
+                .max(s.candidate_median_wall_secs)
+        })
+        .sum();
+    let estimate = wall * 2.0 * f64::from(1 + counter.usual_slowdown());
+    let budget = cx.config.compare.counting_budget();
+    if estimate > budget.as_secs_f64() {
+        cx.printer.info(format!(
+            "not counting whose code the held-out work runs, for the answer's why: about {} at \
+             callgrind's usual {}× slowdown, over the counting budget of {} ([compare] \
+             counting_budget)",
+            crate::util::printer::duration(std::time::Duration::from_secs_f64(estimate)),
+            counter.usual_slowdown(),
+            crate::util::printer::duration(budget)
+        ));
+        return Ok(());
+    }
+    let (reference, seed) = (result.reference.clone(), result.seed);
+    let variants = [reference.as_str(), optimized]
+        .into_iter()
+        .map(|name| {
+            let stage = Stage::from_variant(name)
+                .ok_or_else(|| anyhow::anyhow!("`{name}` is not a stage pgo-build builds"))?;
+            // Logs of their own: the comparison's stay as it left them.
+            Ok(Compared {
+                log_prefix: "count",
+                ..variant::staged_variant(cx, stage)?
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    cx.printer.info(format!(
+        "nothing ships: counting whose code the held-out work runs (one run of each held-out \
+         workload on {reference} and {optimized} under {}), for the answer's why",
+        counter.describe()
+    ));
+    let decider = Decider::Measured(Metric::Instructions);
+    for workload in compare_workloads(cx, &uncounted, CompareRole::Holdout)? {
+        let counted = compare_workload(
+            cx,
+            &workload,
+            &variants,
+            &Looks {
+                at: &[1],
+                alpha: stats::ALPHA,
+                decider: &decider,
+                margin: cx.config.compare.margin(),
+                deadline: None,
+                deciding_level: stats::ALPHA,
+            },
+            seed,
+            Some(&counter),
+        )?;
+        if let Some(compared) = run.report.compare.as_mut().and_then(|c| {
+            c.workloads
+                .iter_mut()
+                .find(|w| w.workload == workload.name())
+        }) {
+            compared.code = counted.code;
+        }
+    }
+    // Not a step (whose end saves the report): saved here, so `report` says the same why.
+    run.report.save(&cx.layout.report())
 }
 
 /// With cross-language PGO the baseline's C/C++ is the user's compiler's and a

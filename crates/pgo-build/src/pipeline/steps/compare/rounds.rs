@@ -164,7 +164,9 @@ pub(super) fn compare_workload(
 }
 
 /// Whose code each variant's last counted run ran in: its files stay in `counts/<variant>/`
-/// until the next round. Code under the workspace or pgo-build's directory is the program's.
+/// until the next round. The program's code is what a variant's stage directory holds (its
+/// staged binaries and its cargo target directory), paths resolved, so a symlinked target
+/// directory or another release's binaries (`--against`) count as the program too.
 /// One that cannot be read costs the answer its why line, said here, not the comparison.
 fn code_counts(
     cx: &Context,
@@ -172,9 +174,14 @@ fn code_counts(
     variants: &[Compared],
     counter: &Counter,
 ) -> BTreeMap<String, crate::measure::code_counts::CodeCounts> {
+    let resolved = |path: &std::path::Path| std::fs::canonicalize(path).unwrap_or(path.to_owned());
+    let stage_dirs: Vec<PathBuf> = variants
+        .iter()
+        .map(|v| resolved(&v.layout.stage_dir(v.stage)))
+        .collect();
     let own = |object: &str| {
-        let object = std::path::Path::new(object);
-        object.starts_with(&cx.workspace.root) || object.starts_with(cx.layout.root())
+        let object = resolved(std::path::Path::new(object));
+        stage_dirs.iter().any(|dir| object.starts_with(dir))
     };
     let counts = cx.layout.root().join("counts");
     let mut code = BTreeMap::new();
