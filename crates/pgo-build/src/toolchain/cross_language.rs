@@ -35,6 +35,10 @@ pub const XLTO_RUSTFLAGS: [&str; 1] = ["-Clinker-plugin-lto"];
 /// cross-language ThinLTO and PGO). Neither compiler of LLVM 22 has an option to leave them out.
 pub const CG_PROFILE_CLASH: &str = "module flag identifiers must be unique";
 
+/// The build-script crates whose compiler cross-language PGO replaces (cmake through the
+/// compiler the `cc` crate finds).
+pub const COVERED_BUILDERS: [&str; 2] = ["cc", "cmake"];
+
 /// What is said after cargo's output when a link failed with [`CG_PROFILE_CLASH`].
 pub fn cg_profile_clash_help() -> &'static str {
     "This is LLVM failing to merge the Rust and the C profile call graphs in one ThinLTO link \

@@ -672,3 +672,56 @@ fn a_comparison_by_wall_time_that_ships_nothing_counts_whose_code_ran_once() {
         "{why}"
     );
 }
+
+/// `explore` measures the C variants unasked where build scripts compile C/C++ (and the clang
+/// they need is installed), not only with cross-language PGO already on: the answer's why
+/// names `--cross-language`, and `explore` is where its worth is measured.
+#[test]
+fn explore_measures_the_c_variants_where_build_scripts_compile_c() {
+    let fixture = Fixture::new("cdep");
+    fixture.edit("pgo-build.toml", |text| {
+        text.replace("cross_language = true", "cross_language = false")
+    });
+    // Nothing is built within no budget: what explore would measure is what it lists.
+    let run = fixture.run(&["explore", "--budget", "0s"]);
+    run.stderr_contains(
+        "C/C++ compiled by build scripts (checksum): measuring the C variants too (clang alone, \
+         then with cross-language PGO)",
+    );
+    let variants = fixture.report()["explore"]["variants"].clone();
+    let names: Vec<&str> = variants
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    for c_variant in ["clang", "pgo+c", "pgo+c+xlto"] {
+        assert!(names.contains(&c_variant), "{names:?}");
+    }
+    // Without C in the build, none of them.
+    let rust_only = Fixture::new("twobins");
+    rust_only.config(&["$PGO_BUILD_BIN_APP work 10"]);
+    rust_only.append_config(
+        "\n[[workload]]\nname = \"held\"\nrole = \"holdout\"\ncommand = \"$PGO_BUILD_BIN_APP work 20\"\n",
+    );
+    let run = rust_only.run(&["explore", "--budget", "0s"]);
+    assert!(
+        !run.stderr().contains("measuring the C variants"),
+        "{}",
+        run.describe()
+    );
+    let variants = rust_only.report()["explore"]["variants"].clone();
+    let names: Vec<&str> = variants
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", run.describe()))
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"pgo+lto"), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| ["clang", "pgo+c", "pgo+c+xlto"].contains(n)),
+        "{names:?}"
+    );
+}

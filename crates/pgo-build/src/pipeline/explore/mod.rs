@@ -42,6 +42,49 @@ use crate::report::VariantStatus;
 use crate::report::tables::explore_table;
 use crate::report::{ExploreResult, ExploreVariantRecord};
 
+/// Whether the C variants (`clang`, `pgo+c`, `pgo+c+xlto`) are measured unasked: with
+/// cross-language PGO on, or where a build script compiles C/C++ through a builder it covers
+/// and the clang of rustc's LLVM, which they need, is installed.
+fn measures_c_by_default(cx: &Context) -> bool {
+    use crate::toolchain::cross_language::{COVERED_BUILDERS, locate};
+    if cx.config.pgo.cross_language != config::CBuild::User {
+        return true;
+    }
+    let compiled = cx
+        .workspace
+        .build_script_compilers(&cx.settings.target, &COVERED_BUILDERS, &cx.printer)
+        .unwrap_or_default();
+    if compiled.is_empty() {
+        return false;
+    }
+    let clang = locate(
+        config::CBuild::Pgo,
+        &cx.settings.target,
+        &cx.rustc.host,
+        cx.rustc.llvm_major,
+        &|key| std::env::var(key).ok(),
+        &cx.printer,
+    );
+    let packages = compiled.keys().cloned().collect::<Vec<_>>().join(", ");
+    match clang {
+        Ok(Some(_)) => {
+            cx.printer.info(format!(
+                "C/C++ compiled by build scripts ({packages}): measuring the C variants too \
+                 (clang alone, then with cross-language PGO)"
+            ));
+            true
+        }
+        _ => {
+            cx.printer.info(format!(
+                "C/C++ compiled by build scripts ({packages}): the C variants need the clang of \
+                 rustc's LLVM {}, which is not installed (`apt-get install clang-{}`)",
+                cx.rustc.llvm_major, cx.rustc.llvm_major
+            ));
+            false
+        }
+    }
+}
+
 pub fn explore(cx: &Context, run: &mut Session, args: &ExploreRequest) -> Result<()> {
     let clock = started_clock(args.budget.as_deref())?;
     // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
@@ -51,7 +94,7 @@ pub fn explore(cx: &Context, run: &mut Session, args: &ExploreRequest) -> Result
     if rounds == 0 {
         bail!("--rounds must be at least 1");
     }
-    let variants = select_variants(&cx.config, &args.variants)?;
+    let variants = select_variants(&cx.config, &args.variants, measures_c_by_default(cx))?;
     let holdout = explorable(cx)?;
     cx.printer.info(format!(
         "exploring {} variants: {}{}",

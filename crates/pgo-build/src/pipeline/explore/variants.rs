@@ -88,8 +88,9 @@ pub fn builtin_variants() -> Vec<Variant> {
 }
 
 /// The C variants: the C of build scripts compiled by rustc's clang without PGO (the compiler
-/// switch alone), with cross-language PGO, and with cross-language ThinLTO too. Measured when named, or by default with
-/// `[pgo] cross_language` (they need that clang installed).
+/// switch alone), with cross-language PGO, and with cross-language ThinLTO too. Measured when
+/// named, or by default where the workspace's build scripts compile C/C++ that they cover and
+/// that clang is installed, or with `[pgo] cross_language` (`c_by_default`).
 pub(super) const CLANG: &str = "clang";
 pub(super) const PGO_C: &str = "pgo+c";
 
@@ -128,9 +129,13 @@ pub(super) fn known_variants(config: &config::Config) -> Result<Vec<Variant>> {
     Ok(variants)
 }
 
-/// The variants `--variants` names (all known ones when it names none), with `baseline` and
-/// `pgo` always first: they are the references.
-pub fn select_variants(config: &config::Config, names: &[String]) -> Result<Vec<Variant>> {
+/// The variants `--variants` names (all known ones when it names none; the C variants only
+/// with `c_by_default`), with `baseline` and `pgo` always first: they are the references.
+pub fn select_variants(
+    config: &config::Config,
+    names: &[String],
+    c_by_default: bool,
+) -> Result<Vec<Variant>> {
     let known = known_variants(config)?;
     for name in names {
         if !known.iter().any(|v| &v.name == name) {
@@ -149,7 +154,7 @@ pub fn select_variants(config: &config::Config, names: &[String]) -> Result<Vec<
     Ok(known
         .into_iter()
         .filter(|v| {
-            let by_default = !is_c_variant(v) || config.pgo.cross_language != CBuild::User;
+            let by_default = !is_c_variant(v) || c_by_default;
             (names.is_empty() && by_default)
                 || v.name == BASELINE
                 || v.name == PGO
@@ -229,7 +234,7 @@ mod tests {
         let own = config(
             "[[explore.variant]]\nname = \"opt1\"\nprofile_overrides = { opt-level = 1 }\npgo = false\n",
         );
-        let all = select_variants(&own, &[]).unwrap();
+        let all = select_variants(&own, &[], false).unwrap();
         assert_eq!(
             names(&all),
             [
@@ -245,15 +250,21 @@ mod tests {
             ]
         );
         assert!(!all[8].pgo);
-        let some = select_variants(&own, &["opt1".into(), "pgo+lto".into()]).unwrap();
+        let some = select_variants(&own, &["opt1".into(), "pgo+lto".into()], false).unwrap();
         assert_eq!(names(&some), ["baseline", "pgo", "pgo+lto", "opt1"]);
-        let err = select_variants(&own, &["pgo+lt0".into()]).unwrap_err();
+        let err = select_variants(&own, &["pgo+lt0".into()], false).unwrap_err();
         assert!(
             format!("{err:#}").contains("unknown variant `pgo+lt0`; variants: baseline, pgo,"),
             "{err:#}"
         );
+        // Where the build compiles C/C++ (or cross-language PGO is on), the C variants too.
+        let with_c = select_variants(&own, &[], true).unwrap();
+        assert_eq!(
+            names(&with_c)[8..],
+            ["clang", "pgo+c", "pgo+c+xlto", "opt1"]
+        );
         let clash = config("[[explore.variant]]\nname = \"pgo+lto\"\n");
-        let err = select_variants(&clash, &[]).unwrap_err();
+        let err = select_variants(&clash, &[], false).unwrap_err();
         assert!(
             format!("{err:#}").contains("name of a built-in variant"),
             "{err:#}"

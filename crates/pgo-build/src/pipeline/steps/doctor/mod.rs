@@ -20,9 +20,7 @@ use workloads::{
     unrunnable_cargo_targets,
 };
 
-/// The build-script crates whose compiler cross-language PGO replaces (cmake through the
-/// compiler the `cc` crate finds).
-const COVERED_BUILDERS: [&str; 2] = ["cc", "cmake"];
+use crate::toolchain::cross_language::COVERED_BUILDERS;
 
 /// What pgo-build found, and every problem that would stop a run, each with its fix (not only
 /// the first): an error naming them all when there are any.
