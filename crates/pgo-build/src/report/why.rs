@@ -26,6 +26,9 @@ const C_CPP_SHARE: f64 = 0.3;
 /// Work this large a share outside the program is work PGO cannot change.
 const OUTSIDE_SHARE: f64 = 0.5;
 
+/// Stripped code this large a share of the program's own instructions hides whose code ran.
+const STRIPPED_SHARE: f64 = 0.5;
+
 /// How long a function's demangled name may run in the line: its start names it.
 const NAME_CHARS: usize = 72;
 
@@ -39,7 +42,10 @@ pub(super) fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison
     let cold = cold_in_training(report);
     let counted = from_counts(report, judged, cold.is_some());
     if cold.is_none() && counted.is_none() {
-        return from_overlap(report);
+        return match stripped(report, judged) {
+            Some(note) => format!("{}; {note}", from_overlap(report)),
+            None => from_overlap(report),
+        };
     }
     let lost = counted.as_ref().is_some_and(|c| c.lost);
     let clauses: Vec<String> = cold.into_iter().chain(counted.map(|c| c.clause)).collect();
@@ -194,6 +200,24 @@ fn from_counts(
             percent(share(base.outside))
         ),
         lost: false,
+    })
+}
+
+/// Where the program's own code ran mostly in functions whose symbols are stripped, the
+/// counts cannot tell Rust from C/C++: said, with the setting that keeps the names.
+fn stripped(report: &Report, judged: &[&WorkloadComparison]) -> Option<String> {
+    let reference = &report.compare.as_ref()?.reference;
+    let (workload, base) = judged
+        .iter()
+        .find_map(|w| Some((&w.workload, w.code.get(reference)?)))?;
+    (base.own() > 0 && base.unnamed as f64 >= STRIPPED_SHARE * base.own() as f64).then(|| {
+        format!(
+            "whose code a counted run of `{workload}` ran in cannot be told: {} of the \
+             program's own instructions ran in functions whose symbols are stripped (`strip` in \
+             its release profile); `[build] profile_overrides = {{ strip = \"debuginfo\" }}` \
+             keeps their names (symbols are not loaded: the size the gate judges stays the same)",
+            percent(base.unnamed as f64 / base.own() as f64)
+        )
     })
 }
 
@@ -543,7 +567,18 @@ mod tests {
             ..CodeCounts::default()
         };
         let report = report(stripped.clone(), stripped);
-        assert!(why(&report).starts_with("To see why"), "{}", why(&report));
+        let line = why(&report);
+        assert!(line.starts_with("To see why"), "{line}");
+        assert!(
+            line.ends_with(
+                "; whose code a counted run of `holdout` ran in cannot be told: 100% of the \
+                 program's own instructions ran in functions whose symbols are stripped (`strip` \
+                 in its release profile); `[build] profile_overrides = { strip = \"debuginfo\" }` \
+                 keeps their names (symbols are not loaded: the size the gate judges stays the \
+                 same)"
+            ),
+            "{line}"
+        );
     }
 
     #[test]
