@@ -333,6 +333,16 @@ pub(super) fn record(
 ) -> Result<()> {
     let records = rustc::read_log(&cx.layout.rustc_log(stage));
     if records.is_empty() {
+        // Cargo found the build up to date: no rustc ran. Recorded as such, in place of an
+        // earlier build's figures, which the answer would set the build time against.
+        run.report.rustc_memory.insert(
+            stage.name().to_owned(),
+            RustcSummary {
+                invocations: 0,
+                build_secs: Some(output.cargo_secs),
+                ..setup
+            },
+        );
         return Ok(());
     }
     // Without the package graph, cargo's own edges still give a (weaker) bound.

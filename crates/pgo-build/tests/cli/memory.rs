@@ -294,6 +294,14 @@ fn rustc_estimates_are_learned_from_one_build_and_used_by_the_next() {
         assert!(shown.stdout().contains(column), "{}", shown.describe());
     }
 
+    // Nothing changed: cargo finds the build up to date and no rustc runs. The record says
+    // so, in place of the last build's figures (which the answer would set the build time
+    // against: "427× the plain build's 0.1 s").
+    fixture.run(&["build"]).success();
+    let up_to_date = &fixture.report()["rustc_memory"]["baseline"];
+    assert_eq!(up_to_date["invocations"], 0, "{up_to_date}");
+    assert!(up_to_date["build_secs"].as_f64().is_some(), "{up_to_date}");
+
     // A damaged estimates file: said, guesses stand in, and the build writes it again.
     let estimates_file = fixture.layout().path("baseline/rustc-estimates.json");
     std::fs::write(&estimates_file, "{ not json").unwrap();
