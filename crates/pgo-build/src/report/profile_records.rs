@@ -155,6 +155,18 @@ pub struct Missed {
     pub base_share: f64,
 }
 
+/// A held-out function this large a share of the held-out counts is hot there.
+pub const HOT_IN_HOLDOUT: f64 = 0.05;
+
+impl Missed {
+    /// Hot in held-out work ([`HOT_IN_HOLDOUT`] of its counts or more) and at most a tenth as
+    /// hot in training: what PGO lays out as cold, where held-out work spends its time. The
+    /// overlap's share can be high while such a function exists (most counts elsewhere).
+    pub fn left_cold(&self) -> bool {
+        self.test_share >= HOT_IN_HOLDOUT && self.base_share * 10.0 <= self.test_share
+    }
+}
+
 /// `pgo-build profile show --json`: what a profile holds, hottest functions first. Fields in
 /// alphabetical order, as the output has always had them.
 #[derive(Debug, Clone, Serialize)]

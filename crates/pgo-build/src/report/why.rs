@@ -90,12 +90,17 @@ fn cold_in_training(report: &Report) -> Option<String> {
     };
     Some(format!(
         "training left cold what held-out work runs most: `{}` \
-         ({}) is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
+         {} is {:.0}% of `{binary}`'s held-out counts and {:.1}% of training's{}; a train \
          workload doing what the held-out one does addresses it (one more workload each \
          training)",
         // A generic adapter's demangled name runs to lines: its start names it.
         shortened(&first.name, NAME_CHARS),
-        first.krate,
+        // "(no crate)" for a C function already has its parentheses.
+        if first.krate.starts_with('(') {
+            first.krate.clone()
+        } else {
+            format!("({})", first.krate)
+        },
         first.test_share * 100.0,
         first.base_share * 100.0,
         match rest.len() {
@@ -111,7 +116,7 @@ fn cold_functions(report: &Report) -> Vec<(&String, &crate::report::Missed)> {
         .overlap
         .iter()
         .flat_map(|(binary, o)| o.missed_by_training.iter().map(move |m| (binary, m)))
-        .filter(|(_, m)| m.test_share >= 0.05 && m.base_share * 10.0 <= m.test_share)
+        .filter(|(_, m)| m.left_cold())
         .collect();
     cold.sort_by(|a, b| b.1.test_share.total_cmp(&a.1.test_share));
     cold
@@ -167,9 +172,17 @@ fn from_counts(
         format!(
             "{} of the instructions of a counted run of `{workload}` are C/C++ compiled into \
              the program ({}), which Rust-only PGO leaves as it was{rust}: `--cross-language` \
-             profiles them too (C/C++ built with the clang of rustc's LLVM, in the same builds)",
+             profiles them too (C/C++ built with the clang of rustc's LLVM, in the same builds){}",
             percent(share(base.c_cpp)),
-            hottest_of(base, Language::CCpp)
+            hottest_of(base, Language::CCpp),
+            // Profiled from training that misses the held-out work, the C is laid out for the
+            // wrong work too (oxipng, bench/c-hot-path: slower than release).
+            if cold_named {
+                ", once training runs what the held-out work runs: profiled from training that \
+                 misses it, the C is laid out for other work too"
+            } else {
+                ""
+            }
         )
     });
     if let Some(under) = under.filter(|under| rise(base, Some(under)) >= OWN_CODE_ROSE) {
@@ -611,6 +624,37 @@ mod tests {
              `--cross-language` profiles them too (C/C++ built with the clang of rustc's LLVM, in \
              the same builds)"
         );
+        // With held-out work training left cold, cross-language PGO comes after training
+        // covers it: profiled from training that misses it, the C is laid out for other work.
+        report.overlap.insert(
+            "checksum".into(),
+            crate::report::OverlapRecord {
+                edge_overlap: 0.9,
+                min_overlap: None,
+                missed_by_training: vec![crate::report::Missed {
+                    name: "deflate_compress_fastest".into(),
+                    krate: "(no crate)".into(),
+                    test_share: 0.24,
+                    base_share: 0.0,
+                }],
+            },
+        );
+        let line = why(&report);
+        assert!(
+            line.starts_with(
+                "Why it may not pay here: training left cold what held-out work runs most: \
+                 `deflate_compress_fastest` (no crate) is 24% of `checksum`'s held-out counts"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(
+                "in the same builds), once training runs what the held-out work runs: profiled \
+                 from training that misses it, the C is laid out for other work too"
+            ),
+            "{line}"
+        );
+        report.overlap.clear();
         // Cross-language PGO already on: not offered again; the next cause is said instead.
         report.c_compilers.insert(
             "optimized".into(),

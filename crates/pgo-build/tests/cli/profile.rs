@@ -124,6 +124,24 @@ fn profile_overlap_is_high_for_the_same_work_and_low_for_other_work() {
         other < 0.5 && other < same,
         "disjoint workloads overlap {other}"
     );
+
+    // Mostly the same work, so the overlap is high, but a function held-out work spends over
+    // 5% of its counts in that training never runs: judged by its counts, not the share.
+    write_train_holdout(
+        &fixture,
+        "$PGO_BUILD_BIN_APP work 20000",
+        "$PGO_BUILD_BIN_APP work 20000 && $PGO_BUILD_BIN_APP primes 20000",
+    );
+    let run = fixture.run(&["profile", "overlap"]);
+    run.success()
+        .stderr_contains("training leaves cold what holdout runs most in `app`: app::is_prime");
+    let mostly = fixture.report()["overlap"]["app"].clone();
+    assert!(mostly["edge_overlap"].as_f64().unwrap() >= 0.5, "{mostly}");
+    assert!(
+        !run.stderr().contains("represents holdout poorly"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]

@@ -177,6 +177,28 @@ pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -
                 .collect::<Vec<_>>()
                 .join("\n"),
         ]);
+        // Judged where it matters too: a hot held-out function training left cold, which a
+        // high share of overlap elsewhere hides.
+        let cold: Vec<&String> = missed
+            .iter()
+            .zip(&listed)
+            .filter(|(m, _)| m.left_cold())
+            .map(|(_, said)| said)
+            .collect();
+        if overlap >= threshold && !cold.is_empty() {
+            warnings.push(format!(
+                "training leaves cold what holdout runs most in `{}`: {}; the {:.1}% edge-profile \
+                 overlap is above {:.0}% ([pgo] min_overlap), but PGO lays such functions out as \
+                 cold: a train workload doing what the holdout does covers them",
+                bin.name,
+                cold.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                overlap * 100.0,
+                threshold * 100.0
+            ));
+        }
         if overlap < threshold {
             warnings.push(format!(
                 "training represents holdout poorly for `{}`: edge-profile overlap {:.1}% is below \
