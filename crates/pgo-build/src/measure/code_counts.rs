@@ -184,33 +184,48 @@ fn compressed(known: &mut BTreeMap<String, String>, spec: &str) -> String {
 /// (`_ZN…17h<16 hex>E`) and v0 (`_R…`) schemes, else C or C++; `None` for a stripped symbol
 /// (an address, or `???`). Rust names come back demangled without their hash. LLVM's suffixes
 /// (`.llvm.123` of a ThinLTO-promoted local, `.cold`) are dropped, so a function keeps its
-/// name across builds.
+/// name across builds; a legacy Rust name may hold dots of its own (`$LT$a..b..C$GT$`), so
+/// its end is found by its lengths, not at the first dot.
 fn classify(symbol: &str) -> Option<(String, Language)> {
     // Callgrind may append `'2` to a function seen again recursively.
     let symbol = symbol.split('\'').next().unwrap_or(symbol);
-    let bare = symbol.split('.').next().unwrap_or(symbol);
-    if bare.is_empty() || bare == "???" || bare.starts_with("0x") {
-        return None;
-    }
-    let rust = bare.starts_with("_R") || (bare.starts_with("_ZN") && legacy_rust_hash(bare));
-    if rust && let Ok(demangled) = rustc_demangle::try_demangle(bare) {
+    let rust = legacy_rust(symbol).or_else(|| {
+        let bare = symbol.split('.').next().unwrap_or(symbol);
+        bare.starts_with("_R").then_some(bare)
+    });
+    if let Some(mangled) = rust
+        && let Ok(demangled) = rustc_demangle::try_demangle(mangled)
+    {
         // In the shape profiles' names have (`profiles::insight`), so the two compare.
         return Some((
             crate::util::names::legacy_shape(&format!("{demangled:#}")),
             Language::Rust,
         ));
     }
+    let bare = symbol.split('.').next().unwrap_or(symbol);
+    if bare.is_empty() || bare == "???" || bare.starts_with("0x") {
+        return None;
+    }
     Some((bare.to_owned(), Language::CCpp))
 }
 
-/// Whether a `_ZN…E` symbol ends in Rust's legacy hash element (`17h` and 16 hex digits).
-fn legacy_rust_hash(symbol: &str) -> bool {
-    let Some(body) = symbol.as_bytes().strip_suffix(b"E") else {
-        return false;
-    };
-    body.len() > 19
-        && body[body.len() - 19..].starts_with(b"17h")
-        && body[body.len() - 16..].iter().all(u8::is_ascii_hexdigit)
+/// A legacy Rust symbol without what follows it (`_ZN` + length-prefixed parts + `E`, the last
+/// part Rust's hash, `h` and 16 hex digits); `None` for anything else (C++ has no such hash).
+fn legacy_rust(symbol: &str) -> Option<&str> {
+    let rest = symbol.strip_prefix("_ZN")?;
+    let (mut at, mut last) = (0, None);
+    while !rest[at..].starts_with('E') {
+        let digits = rest[at..].bytes().take_while(u8::is_ascii_digit).count();
+        let len: usize = rest[at..at + digits].parse().ok()?;
+        let part = rest.get(at + digits..at + digits + len)?;
+        last = Some(part);
+        at += digits + len;
+    }
+    let hash = last?;
+    let is_hash = hash.len() == 17
+        && hash.starts_with('h')
+        && hash.bytes().skip(1).all(|b| b.is_ascii_hexdigit());
+    is_hash.then(|| &symbol[..3 + at + 1])
 }
 
 #[cfg(test)]
@@ -316,6 +331,16 @@ totals: 1250
             Some(Language::CCpp)
         );
         assert_eq!(name("deflate_slow.llvm.77"), "deflate_slow");
+        // A trait impl's legacy name holds dots of its own: found by its lengths.
+        let impl_symbol = "_ZN70_$LT$oxipng..filters..BigEnt$u20$as$u20$oxipng..filters..Evaluator$GT$8evaluate17h0123456789abcdefE.llvm.42";
+        assert_eq!(language(impl_symbol), Some(Language::Rust));
+        assert_eq!(
+            name(impl_symbol),
+            "<oxipng::filters::BigEnt as oxipng::filters::Evaluator>::evaluate"
+        );
+        assert_eq!(legacy_rust("_ZN3app4mainE"), None);
+        assert_eq!(legacy_rust("_ZN3app"), None, "cut short");
+        assert_eq!(legacy_rust("_ZN99app4main17h0123456789abcdefE"), None);
         assert_eq!(language("0x000000000001a2b0"), None, "stripped");
         assert_eq!(language("???"), None);
     }
