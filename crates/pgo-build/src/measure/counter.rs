@@ -33,14 +33,21 @@ impl Counter {
         if perf_works {
             return Ok(Counter::Perf);
         }
-        let valgrind = Cmd::new("valgrind").arg("--version").output(printer);
-        if valgrind.is_ok_and(|o| o.status.success()) {
-            return Ok(Counter::Callgrind);
+        if let Some(callgrind) = Counter::callgrind(printer) {
+            return Ok(callgrind);
         }
         bail!(
             "--metric instructions needs `perf stat` able to count instructions (it cannot on \
              this machine, or is missing) or valgrind: `apt-get install valgrind`"
         )
+    }
+
+    /// Callgrind, where valgrind runs: what counts by function (perf stat counts totals only).
+    pub fn callgrind(printer: &Printer) -> Option<Counter> {
+        let valgrind = Cmd::new("valgrind").arg("--version").output(printer);
+        valgrind
+            .is_ok_and(|o| o.status.success())
+            .then_some(Counter::Callgrind)
     }
 
     /// How many times longer a workload runs under this counter: its timeout is scaled by it.

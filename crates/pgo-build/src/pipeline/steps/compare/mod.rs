@@ -55,46 +55,67 @@ pub(crate) fn variants_of(cx: &Context, request: &CompareRequest) -> Result<Vec<
 /// Where a comparison left nothing shipping and counted no instructions by callgrind: one
 /// counted run (after an uncounted warm-up) of each held-out workload on its reference and on
 /// the optimized build, for whose code they run in, the answer's why (`report/why.rs`). Only
-/// where callgrind counts (perf stat keeps totals only), and within the counting budget at its
-/// usual slowdown; what it leaves out, it says.
+/// where callgrind runs the binaries (not under an emulator), for workloads that are not
+/// cargo benches (whose criterion results the comparison keeps), and within the counting
+/// budget: estimated at callgrind's usual slowdown before it starts, and checked before each
+/// workload. What it leaves out, it says.
 pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result<()> {
     let Some(result) = run.report.compare.as_ref() else {
         return Ok(());
     };
-    let uncounted: Vec<String> = result
+    let optimized = Stage::Optimized.name();
+    if !result.candidates.iter().any(|c| c == optimized) {
+        return Ok(());
+    }
+    // The optimized build's summary of each uncounted held-out workload.
+    let uncounted: Vec<(String, f64)> = result
         .workloads
         .iter()
         .filter(|w| w.role == Role::Holdout && w.code.is_empty())
-        .map(|w| w.workload.clone())
+        .filter(|w| {
+            cx.config
+                .workload(&w.workload)
+                .is_some_and(|workload| workload.cargo.is_none())
+        })
+        .filter_map(|w| {
+            let summary = w.candidates.get(optimized)?;
+            let wall = summary
+                .reference_median_wall_secs
+                .max(summary.candidate_median_wall_secs);
+            Some((w.workload.clone(), wall))
+        })
         .collect();
-    let optimized = Stage::Optimized.name();
-    if uncounted.is_empty() || !result.candidates.iter().any(|c| c == optimized) {
+    if uncounted.is_empty() {
         return Ok(());
     }
-    let Ok(counter @ Counter::Callgrind) = Counter::detect(&cx.printer) else {
+    let why = "for the answer's why";
+    if checks::emulation_note(cx, Metric::Instructions).is_err() {
+        cx.printer.info(format!(
+            "not counting whose code the held-out work runs, {why}: its binaries run under an \
+             emulator, which callgrind cannot run"
+        ));
+        return Ok(());
+    }
+    let Some(counter) = Counter::callgrind(&cx.printer) else {
+        cx.printer.info(format!(
+            "not counting whose code the held-out work runs, {why}: that needs valgrind's \
+             callgrind (`apt-get install valgrind`)"
+        ));
         return Ok(());
     };
-    // The longer side of each: a warm-up run, then a counted one of each variant.
-    let wall: f64 = result
-        .workloads
-        .iter()
-        .filter(|w| uncounted.contains(&w.workload))
-        .flat_map(|w| w.candidates.values())
-        .map(|s| {
-            s.reference_median_wall_secs
-                .max(s.candidate_median_wall_secs)
-        })
-        .sum();
-    let estimate = wall * 2.0 * f64::from(1 + counter.usual_slowdown());
+    // A warm-up run, then a counted one, of each of the two variants.
+    let estimate = |wall: f64| wall * 2.0 * f64::from(1 + counter.usual_slowdown());
+    let whole: f64 = uncounted.iter().map(|(_, wall)| estimate(*wall)).sum();
     let budget = cx.config.compare.counting_budget();
-    if estimate > budget.as_secs_f64() {
+    let duration =
+        |secs: f64| crate::util::printer::duration(std::time::Duration::from_secs_f64(secs));
+    if whole > budget.as_secs_f64() {
         cx.printer.info(format!(
-            "not counting whose code the held-out work runs, for the answer's why: about {} at \
-             callgrind's usual {}× slowdown, over the counting budget of {} ([compare] \
-             counting_budget)",
-            crate::util::printer::duration(std::time::Duration::from_secs_f64(estimate)),
+            "not counting whose code the held-out work runs, {why}: about {} at callgrind's \
+             usual {}× slowdown, over the counting budget of {} ([compare] counting_budget)",
+            duration(whole),
             counter.usual_slowdown(),
-            crate::util::printer::duration(budget)
+            duration(budget.as_secs_f64())
         ));
         return Ok(());
     }
@@ -113,11 +134,21 @@ pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result
         .collect::<Result<Vec<_>>>()?;
     cx.printer.info(format!(
         "nothing ships: counting whose code the held-out work runs (one run of each held-out \
-         workload on {reference} and {optimized} under {}), for the answer's why",
-        counter.describe()
+         workload on {reference} and {optimized} under callgrind, about {}), {why}",
+        duration(whole)
     ));
     let decider = Decider::Measured(Metric::Instructions);
-    for workload in compare_workloads(cx, &uncounted, CompareRole::Holdout)? {
+    let started = std::time::Instant::now();
+    let names: Vec<String> = uncounted.iter().map(|(name, _)| name.clone()).collect();
+    for workload in compare_workloads(cx, &names, CompareRole::Holdout)? {
+        if started.elapsed() > budget {
+            cx.printer.info(format!(
+                "the counting budget of {} ran out before `{}` was counted",
+                duration(budget.as_secs_f64()),
+                workload.name()
+            ));
+            break;
+        }
         let counted = compare_workload(
             cx,
             &workload,
@@ -140,9 +171,11 @@ pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result
         }) {
             compared.code = counted.code;
         }
+        // Not a step (whose end saves the report): saved as it goes, so an interruption keeps
+        // what was counted and `report` says the same why.
+        run.report.save(&cx.layout.report())?;
     }
-    // Not a step (whose end saves the report): saved here, so `report` says the same why.
-    run.report.save(&cx.layout.report())
+    Ok(())
 }
 
 /// With cross-language PGO the baseline's C/C++ is the user's compiler's and a
