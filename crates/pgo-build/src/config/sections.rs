@@ -45,7 +45,9 @@ pub struct PgoSection {
     pub max_stale: Option<f64>,
     /// The edge-profile overlap of training and holdout below which `profile overlap` (and
     /// `run`, when its answer ships nothing and it measures the overlap) warns, and the answer
-    /// calls training a poor match for the held-out work.
+    /// calls training a poor match for the held-out work. Above it, a function with 5% of the
+    /// held-out counts or more that training ran at most a tenth as much is warned of too (a
+    /// warning: `--strict` fails on either).
     #[serde(default, deserialize_with = "deserialize_share")]
     #[schemars(extend("default" = 0.5), range(min = 0.0, max = 1.0))]
     pub min_overlap: Option<f64>,

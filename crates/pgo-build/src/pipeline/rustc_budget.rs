@@ -332,9 +332,16 @@ pub(super) fn record(
     output: &BuildOutput,
 ) -> Result<()> {
     let records = rustc::read_log(&cx.layout.rustc_log(stage));
-    if records.is_empty() {
-        // Cargo found the build up to date: no rustc ran. Recorded as such, in place of an
-        // earlier build's figures, which the answer would set the build time against.
+    // Cargo compiled nothing (its timings list every unit fresh, taking no time): the build
+    // was up to date, and no rustc ran. Recorded as such, in place of an earlier build's
+    // figures, which the answer would set the build time against. An empty log beside units
+    // that took time is a log the wrapper could not write, which says nothing.
+    let compiled_nothing = output.timings.iter().all(|units| {
+        units
+            .as_ref()
+            .is_some_and(|units| units.iter().all(|unit| unit.duration == 0.0))
+    });
+    if records.is_empty() && compiled_nothing {
         run.report.rustc_memory.insert(
             stage.name().to_owned(),
             RustcSummary {
@@ -343,6 +350,9 @@ pub(super) fn record(
                 ..setup
             },
         );
+        return Ok(());
+    }
+    if records.is_empty() {
         return Ok(());
     }
     // Without the package graph, cargo's own edges still give a (weaker) bound.

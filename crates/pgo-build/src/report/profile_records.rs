@@ -163,7 +163,12 @@ impl Missed {
     /// hot in training: what PGO lays out as cold, where held-out work spends its time. The
     /// overlap's share can be high while such a function exists (most counts elsewhere).
     pub fn left_cold(&self) -> bool {
-        self.test_share >= HOT_IN_HOLDOUT && self.base_share * 10.0 <= self.test_share
+        self.test_share >= HOT_IN_HOLDOUT && self.cold_in_training()
+    }
+
+    /// At most a tenth as hot in training as in held-out work, however hot there.
+    pub fn cold_in_training(&self) -> bool {
+        self.base_share * 10.0 <= self.test_share
     }
 }
 

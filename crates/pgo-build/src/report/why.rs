@@ -20,7 +20,8 @@ const SHORT_RUN_SECS: f64 = 0.005;
 /// The program's own code running this much more under the candidate is where a loss is.
 const OWN_CODE_ROSE: f64 = 0.01;
 
-/// C/C++ this large a share of the program's own instructions is what Rust-only PGO misses.
+/// C/C++ compiled into the program this large a share of all the instructions counted is what
+/// Rust-only PGO misses.
 const C_CPP_SHARE: f64 = 0.3;
 
 /// Work this large a share outside the program is work PGO cannot change.
@@ -41,14 +42,19 @@ pub(super) fn why_it_does_not_pay(report: &Report, judged: &[&WorkloadComparison
     }
     let cold = cold_in_training(report);
     let counted = from_counts(report, judged, cold.is_some());
+    let stripped = stripped(report, judged);
     if cold.is_none() && counted.is_none() {
-        return match stripped(report, judged) {
+        return match stripped {
             Some(note) => format!("{}; {note}", from_overlap(report)),
             None => from_overlap(report),
         };
     }
     let lost = counted.as_ref().is_some_and(|c| c.lost);
-    let clauses: Vec<String> = cold.into_iter().chain(counted.map(|c| c.clause)).collect();
+    let clauses: Vec<String> = cold
+        .into_iter()
+        .chain(counted.map(|c| c.clause))
+        .chain(stripped)
+        .collect();
     format!(
         "Why it {} here: {}",
         if lost { "did not pay" } else { "may not pay" },
@@ -328,7 +334,7 @@ fn training_of(report: &Report, name: &str) -> String {
         .overlap
         .values()
         .flat_map(|o| &o.missed_by_training)
-        .any(|m| m.name == name && m.base_share * 10.0 <= m.test_share);
+        .any(|m| m.name == name && m.cold_in_training());
     if cold {
         ", which training left cold: a train workload doing what the held-out one does \
          addresses it"
@@ -579,7 +585,7 @@ mod tests {
             outside: 10_000,
             ..CodeCounts::default()
         };
-        let report = report(stripped.clone(), stripped);
+        let mut report = report(stripped.clone(), stripped);
         let line = why(&report);
         assert!(line.starts_with("To see why"), "{line}");
         assert!(
@@ -590,6 +596,29 @@ mod tests {
                  keeps their names (symbols are not loaded: the size the gate judges stays the \
                  same)"
             ),
+            "{line}"
+        );
+        // Beside another cause, said too: the counts could not tell more.
+        report.overlap.insert(
+            "oxipng".into(),
+            crate::report::OverlapRecord {
+                edge_overlap: 0.9,
+                min_overlap: None,
+                missed_by_training: vec![crate::report::Missed {
+                    name: "oxipng::evaluate".into(),
+                    krate: "oxipng".into(),
+                    test_share: 0.24,
+                    base_share: 0.0,
+                }],
+            },
+        );
+        let line = why(&report);
+        assert!(
+            line.starts_with("Why it may not pay here: training left cold what held-out work"),
+            "{line}"
+        );
+        assert!(
+            line.contains("; whose code a counted run of `holdout` ran in cannot be told"),
             "{line}"
         );
     }

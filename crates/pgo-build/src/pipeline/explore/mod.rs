@@ -74,11 +74,11 @@ fn measures_c_by_default(cx: &Context) -> bool {
             ));
             true
         }
-        _ => {
+        Ok(None) => false,
+        Err(err) => {
             cx.printer.info(format!(
-                "C/C++ compiled by build scripts ({packages}): the C variants need the clang of \
-                 rustc's LLVM {}, which is not installed (`apt-get install clang-{}`)",
-                cx.rustc.llvm_major, cx.rustc.llvm_major
+                "C/C++ compiled by build scripts ({packages}): the C variants are not measured: \
+                 {err:#}"
             ));
             false
         }
@@ -94,7 +94,9 @@ pub fn explore(cx: &Context, run: &mut Session, args: &ExploreRequest) -> Result
     if rounds == 0 {
         bail!("--rounds must be at least 1");
     }
-    let variants = select_variants(&cx.config, &args.variants, measures_c_by_default(cx))?;
+    // Named variants are what is measured: the C ones only when named.
+    let c_by_default = args.variants.is_empty() && measures_c_by_default(cx);
+    let variants = select_variants(&cx.config, &args.variants, c_by_default)?;
     let holdout = explorable(cx)?;
     cx.printer.info(format!(
         "exploring {} variants: {}{}",

@@ -177,42 +177,7 @@ pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -
                 .collect::<Vec<_>>()
                 .join("\n"),
         ]);
-        // Judged where it matters too: a hot held-out function training left cold, which a
-        // high share of overlap elsewhere hides.
-        let cold: Vec<&String> = missed
-            .iter()
-            .zip(&listed)
-            .filter(|(m, _)| m.left_cold())
-            .map(|(_, said)| said)
-            .collect();
-        if overlap >= threshold && !cold.is_empty() {
-            warnings.push(format!(
-                "training leaves cold what holdout runs most in `{}`: {}; the {:.1}% edge-profile \
-                 overlap is above {:.0}% ([pgo] min_overlap), but PGO lays such functions out as \
-                 cold: a train workload doing what the holdout does covers them",
-                bin.name,
-                cold.iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                overlap * 100.0,
-                threshold * 100.0
-            ));
-        }
-        if overlap < threshold {
-            warnings.push(format!(
-                "training represents holdout poorly for `{}`: edge-profile overlap {:.1}% is below \
-                 {:.0}% ([pgo] min_overlap). Functions training misses: {}",
-                bin.name,
-                overlap * 100.0,
-                threshold * 100.0,
-                if listed.is_empty() {
-                    "none stand out".to_owned()
-                } else {
-                    listed.join(", ")
-                }
-            ));
-        }
+        warnings.extend(overlap_warnings(&bin.name, &record, &listed, threshold));
         run.begin_outputs(cx)?;
         run.report.overlap.insert(bin.name.clone(), record);
     }
@@ -221,6 +186,51 @@ pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -
         cx.caution(warning)?;
     }
     Ok(())
+}
+
+/// What the overlap of one binary warns of: training that represents the held-out work
+/// poorly (under `threshold`, `[pgo] min_overlap`), and, judged where it matters too, a hot
+/// held-out function training left cold, which a high share of overlap elsewhere hides.
+/// `listed`: the missed functions as the table names them.
+fn overlap_warnings(
+    binary: &str,
+    record: &crate::report::OverlapRecord,
+    listed: &[String],
+    threshold: f64,
+) -> Vec<String> {
+    let overlap = record.edge_overlap;
+    let mut warnings = Vec::new();
+    let cold: Vec<&str> = record
+        .missed_by_training
+        .iter()
+        .zip(listed)
+        .filter(|(m, _)| m.left_cold())
+        .map(|(_, said)| said.as_str())
+        .collect();
+    if overlap >= threshold && !cold.is_empty() {
+        warnings.push(format!(
+            "training leaves cold what holdout runs most in `{binary}`: {}; the {:.1}% \
+             edge-profile overlap is above {:.0}% ([pgo] min_overlap), but PGO lays such \
+             functions out as cold: a train workload doing what the holdout does covers them",
+            cold.join(", "),
+            overlap * 100.0,
+            threshold * 100.0
+        ));
+    }
+    if overlap < threshold {
+        warnings.push(format!(
+            "training represents holdout poorly for `{binary}`: edge-profile overlap {:.1}% is \
+             below {:.0}% ([pgo] min_overlap). Functions training misses: {}",
+            overlap * 100.0,
+            threshold * 100.0,
+            if listed.is_empty() {
+                "none stand out".to_owned()
+            } else {
+                listed.join(", ")
+            }
+        ));
+    }
+    warnings
 }
 
 /// "Edge profile overlap: 88.077%" → 0.88077.
