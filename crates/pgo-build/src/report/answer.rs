@@ -27,13 +27,15 @@ pub struct Answer {
 
 impl Answer {
     /// For a terminal: the headline, then each line indented, wrapped at spaces to the width.
+    /// The headline's own continuation is not indented: what is indented is the evidence.
     pub fn text(&self) -> String {
-        let mut out = self.headline.clone();
-        for line in &self.lines {
-            out.push_str("\n  ");
-            out.push_str(line);
+        let mut out = crate::util::printer::fit_lines(&self.headline);
+        if !self.lines.is_empty() {
+            let lines: Vec<String> = self.lines.iter().map(|line| format!("  {line}")).collect();
+            out.push('\n');
+            out.push_str(&crate::util::printer::fit_indented(&lines.join("\n")));
         }
-        crate::util::printer::fit_indented(&out)
+        out
     }
 
     /// For the Markdown summary: a heading, the headline in bold, the lines as a list.
@@ -1074,6 +1076,34 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("× the plain build"), "{text}");
+    }
+
+    /// A wrapped headline continues at the margin; only the evidence under it is indented, so
+    /// the two are told apart at any width.
+    #[test]
+    fn a_wrapped_headline_is_not_indented_like_the_evidence() {
+        let answer = Answer {
+            headline: "headline ".repeat(600).trim_end().to_owned(),
+            lines: vec!["evidence ".repeat(600).trim_end().to_owned()],
+            ship: None,
+        };
+        let text = answer.text();
+        let lines: Vec<&str> = text.lines().collect();
+        let first_evidence = lines.iter().position(|l| l.contains("evidence")).unwrap();
+        assert!(first_evidence > 1, "the headline wraps: {text}");
+        assert!(
+            lines[..first_evidence]
+                .iter()
+                .all(|l| l.starts_with("headline")),
+            "{text}"
+        );
+        assert!(lines[first_evidence].starts_with("  evidence"), "{text}");
+        assert!(
+            lines[first_evidence + 1..]
+                .iter()
+                .all(|l| l.starts_with("    evidence")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -178,11 +178,12 @@ fn from_counts(
         format!(
             "{} of the instructions of a counted run of `{workload}` are C/C++ compiled into \
              the program ({}), which Rust-only PGO leaves as it was{rust}: `--cross-language` \
-             profiles them too (C/C++ built with the clang of rustc's LLVM, in the same builds){}",
+             profiles them too, with the C/C++ built by the clang of rustc's LLVM in place of \
+             your compiler (`pgo-build explore` measures that switch alone beside it){}",
             percent(share(base.c_cpp)),
             hottest_of(base, Language::CCpp),
             // Profiled from training that misses the held-out work, the C is laid out for the
-            // wrong work too (oxipng, bench/c-hot-path: slower than release).
+            // wrong work too (oxipng, bench/c-hot-path: 4.9% more instructions than clang alone).
             if cold_named {
                 ", once training runs what the held-out work runs: profiled from training that \
                  misses it, the C is laid out for other work too"
@@ -650,8 +651,9 @@ mod tests {
             "Why it may not pay here: 86.4% of the instructions of a counted run of `holdout` are \
              C/C++ compiled into the program (`mix_checksum` first), which Rust-only PGO leaves \
              as it was (its Rust code ran 1.00× the instructions under optimized): \
-             `--cross-language` profiles them too (C/C++ built with the clang of rustc's LLVM, in \
-             the same builds)"
+             `--cross-language` profiles them too, with the C/C++ built by the clang of rustc's \
+             LLVM in place of your compiler (`pgo-build explore` measures that switch alone \
+             beside it)"
         );
         // With held-out work training left cold, cross-language PGO comes after training
         // covers it: profiled from training that misses it, the C is laid out for other work.
@@ -678,8 +680,8 @@ mod tests {
         );
         assert!(
             line.ends_with(
-                "in the same builds), once training runs what the held-out work runs: profiled \
-                 from training that misses it, the C is laid out for other work too"
+                "measures that switch alone beside it), once training runs what the held-out work \
+                 runs: profiled from training that misses it, the C is laid out for other work too"
             ),
             "{line}"
         );
