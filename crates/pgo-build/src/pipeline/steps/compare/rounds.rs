@@ -128,9 +128,11 @@ pub(super) fn compare_workload(
         }
     }
     cx.printer.info(format!(
-        "compared on {} ({}): {rounds} rounds{}",
+        "{} {} ({}): {}{}",
+        looks.done,
         workload.name(),
         workload.role,
+        crate::util::units::count(rounds, "round", "rounds"),
         if budget_ran_out {
             " (the time budget, --budget or [compare] budget, ran out before the next look)"
         } else {
@@ -644,6 +646,8 @@ pub(super) struct Looks<'a> {
     pub(super) deadline: Option<std::time::Instant>,
     /// The level a deciding verdict must be reached at for a look to settle the workload.
     pub(super) deciding_level: f64,
+    /// What the rounds were, as the line after them says ("compared on").
+    pub(super) done: &'a str,
 }
 
 /// Each criterion benchmark's estimate of every candidate against the reference (the first
