@@ -186,6 +186,18 @@ impl PairedSummary {
             return self;
         }
         if !self.claims_a_difference() {
+            // An open verdict's rounds to go are counted from the interval it was judged by,
+            // which the family may have widened.
+            if self.verdict == Verdict::Inconclusive
+                && let (Some(family), Some(target), Some(said)) =
+                    (self.family_ci, self.resolves, self.more_rounds)
+            {
+                let more = more_pairs_for(self.pairs, family, target).max(said);
+                self.more_rounds = Some(more);
+                self.resolution_note = self.resolution_note.map(|note| {
+                    note.replace(&format!("about {said} more"), &format!("about {more} more"))
+                });
+            }
             return self;
         }
         let (low, high) = self
@@ -222,13 +234,10 @@ impl PairedSummary {
         }) else {
             return self;
         };
-        let half_width = (self.ci_high - self.ci_low) / 2.0;
         let lean = (self.median_ratio - 1.0).abs();
-        // Data that leans beyond the margin needs an interval that leaves 1 out, about as
-        // narrow as the lean; data close to 1 one that fits within the margin.
-        let target = margin.max(0.75 * lean);
-        let needed = (self.pairs as f64 * (half_width / target).powi(2)).ceil() as usize;
-        let more = needed.saturating_sub(self.pairs).max(1);
+        let interval = (self.ci_low, self.ci_high);
+        let target = margin_target(lean, interval, margin);
+        let more = more_pairs_for(self.pairs, interval, target);
         self.verdict = Verdict::Inconclusive;
         self.bound = None;
         self.more_rounds = Some(more);
@@ -284,6 +293,25 @@ impl PairedSummary {
         matches!(self.verdict, Verdict::Faster | Verdict::Slower)
             || (self.ci_high - self.ci_low) / 2.0 <= half_width
     }
+}
+
+/// The half-width an interval must come down to for `within_margin`: one that leaves 1 out
+/// where the data leans beyond the margin (about as narrow as the lean), else one that lies
+/// within ±`margin` of 1 where it is centred now, its half-width the margin less how far its
+/// centre sits from 1 (a quarter of the margin at least: the centre moves as rounds come).
+fn margin_target(lean: f64, (low, high): (f64, f64), margin: f64) -> f64 {
+    if lean > margin {
+        return 0.75 * lean;
+    }
+    let offset = ((low + high) / 2.0 - 1.0).abs();
+    (margin - offset).max(margin / 4.0)
+}
+
+/// About how many more pairs would narrow the interval `(low, high)` of `pairs` pairs to a
+/// half-width of `target` (an interval narrows as 1/√pairs): at least one.
+fn more_pairs_for(pairs: usize, (low, high): (f64, f64), target: f64) -> usize {
+    let needed = (pairs as f64 * ((high - low) / 2.0 / target).powi(2)).ceil() as usize;
+    needed.saturating_sub(pairs).max(1)
 }
 
 /// Summarises candidate/reference ratios of paired rounds at the default level.
@@ -733,6 +761,49 @@ mod tests {
         assert!(judged.more_rounds.unwrap() > 10, "{judged:?}");
         let note = judged.resolution_note.unwrap();
         assert!(note.contains("±2.0% margin"), "{note}");
+    }
+
+    /// An interval off-centre from 1 must narrow past the margin less its offset to fit within
+    /// it: "about 1 more round" for one 2% wide sitting 1% off is not what it takes.
+    #[test]
+    fn the_rounds_to_fit_the_margin_count_how_far_off_centre_the_interval_is() {
+        let pairs = 20;
+        // Centred: ±2.5% to ±2% takes about (2.5/2)² as many pairs.
+        assert_eq!(
+            more_pairs_for(
+                pairs,
+                (0.975, 1.025),
+                margin_target(0.0, (0.975, 1.025), 0.02)
+            ),
+            12
+        );
+        // ±2% but centred 0.5% off: it must come to ±1.5%, not stay at ±2%.
+        let off = (0.975, 1.015);
+        let target = margin_target(0.005, off, 0.02);
+        assert!((target - 0.015).abs() < 1e-9, "{target}");
+        assert!(
+            more_pairs_for(pairs, off, target) >= 15,
+            "{}",
+            more_pairs_for(pairs, off, target)
+        );
+        // Leaning beyond the margin: to leave 1 out, about as narrow as the lean.
+        assert!((margin_target(0.04, (0.93, 1.01), 0.02) - 0.03).abs() < 1e-9);
+        // Judged among others at a stricter level, the interval widens, and so do the rounds
+        // to go, in the note too.
+        let ratios = [
+            0.95, 1.05, 0.97, 1.04, 0.96, 1.03, 1.0, 1.045, 0.955, 1.025, 0.975, 1.01,
+        ];
+        let alone = summarize(&ratios).within_margin(0.02);
+        assert_eq!(alone.verdict, Verdict::Inconclusive, "{alone:?}");
+        let said = alone.more_rounds.unwrap();
+        let judged = alone.within_family(crate::measure::family::Judged {
+            rejected: false,
+            level: 0.005,
+        });
+        let more = judged.more_rounds.unwrap();
+        assert!(more > said, "{said} → {more}: {judged:?}");
+        let note = judged.resolution_note.unwrap();
+        assert!(note.contains(&format!("about {more} more")), "{note}");
     }
 
     #[test]
