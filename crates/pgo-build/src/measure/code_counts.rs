@@ -217,9 +217,9 @@ fn legacy_rust(symbol: &str) -> Option<&str> {
     while !rest[at..].starts_with('E') {
         let digits = rest[at..].bytes().take_while(u8::is_ascii_digit).count();
         let len: usize = rest[at..at + digits].parse().ok()?;
-        let part = rest.get(at + digits..at + digits + len)?;
-        last = Some(part);
-        at += digits + len;
+        let end = (at + digits).checked_add(len)?;
+        last = Some(rest.get(at + digits..end)?);
+        at = end;
     }
     let hash = last?;
     let is_hash = hash.len() == 17
@@ -341,6 +341,11 @@ totals: 1250
         assert_eq!(legacy_rust("_ZN3app4mainE"), None);
         assert_eq!(legacy_rust("_ZN3app"), None, "cut short");
         assert_eq!(legacy_rust("_ZN99app4main17h0123456789abcdefE"), None);
+        assert_eq!(
+            legacy_rust("_ZN99999999999999999999999999app"),
+            None,
+            "no overflow"
+        );
         assert_eq!(language("0x000000000001a2b0"), None, "stripped");
         assert_eq!(language("???"), None);
     }

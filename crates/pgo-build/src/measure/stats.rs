@@ -137,7 +137,7 @@ impl PairedSummary {
                 self.bound.unwrap_or_default() * 100.0
             ),
             Verdict::Inconclusive => format!(
-                "inconclusive: ~{} more rounds would resolve ±{:.0}%",
+                "inconclusive: ~{} more rounds would resolve ±{:.1}%",
                 self.more_rounds.unwrap_or_default(),
                 self.resolves.unwrap_or_default() * 100.0
             ),
@@ -195,7 +195,9 @@ impl PairedSummary {
                 let more = more_pairs_for(self.pairs, family, target).max(said);
                 self.more_rounds = Some(more);
                 self.resolution_note = self.resolution_note.map(|note| {
-                    note.replace(&format!("about {said} more"), &format!("about {more} more"))
+                    let said = format!("about {said} more");
+                    debug_assert!(note.contains(&said), "{note}");
+                    note.replace(&said, &format!("about {more} more"))
                 });
             }
             return self;
@@ -300,11 +302,14 @@ impl PairedSummary {
 /// within ±`margin` of 1 where it is centred now, its half-width the margin less how far its
 /// centre sits from 1 (a quarter of the margin at least: the centre moves as rounds come).
 fn margin_target(lean: f64, (low, high): (f64, f64), margin: f64) -> f64 {
-    if lean > margin {
-        return 0.75 * lean;
-    }
     let offset = ((low + high) / 2.0 - 1.0).abs();
-    (margin - offset).max(margin / 4.0)
+    if lean > margin {
+        // The interval the test inverts may be lopsided: what must narrow is how far its
+        // centre sits from 1, not the median's lean.
+        return (0.75 * lean.min(offset)).max(margin / 4.0);
+    }
+    // Near the margin, leaving 1 out tells as well as fitting within it: whichever comes first.
+    (margin - offset).max(0.75 * lean).max(margin / 4.0)
 }
 
 /// About how many more pairs would narrow the interval `(low, high)` of `pairs` pairs to a
@@ -386,7 +391,7 @@ pub fn summarize_at(ratios: &[f64], alpha: f64) -> PairedSummary {
         )),
         Verdict::Inconclusive => Some(format!(
             "the {:.0}% interval is ±{:.1}%: effects smaller than that cannot be told from noise \
-             with {pairs} pairs; about {} more would resolve ±{:.0}% (or --rounds auto, or \
+             with {pairs} pairs; about {} more would resolve ±{:.1}% (or --rounds auto, or \
              --metric instructions, which is nearly free of noise)",
             confidence * 100.0,
             half_width * 100.0,
@@ -786,8 +791,16 @@ mod tests {
             "{}",
             more_pairs_for(pairs, off, target)
         );
-        // Leaning beyond the margin: to leave 1 out, about as narrow as the lean.
-        assert!((margin_target(0.04, (0.93, 1.01), 0.02) - 0.03).abs() < 1e-9);
+        // Leaning beyond the margin: to leave 1 out, about as narrow as the centre's offset.
+        assert!((margin_target(0.04, (0.93, 1.01), 0.02) - 0.0225).abs() < 1e-9);
+        // A lopsided interval (median 1.025, interval 0.998–1.03): not "about 1 more".
+        let lopsided = (0.998, 1.03);
+        assert!(more_pairs_for(pairs, lopsided, margin_target(0.025, lopsided, 0.02)) >= 10);
+        // No jump at the margin: just under and just over it ask for about as many.
+        let near = (0.995, 1.045);
+        let under = more_pairs_for(pairs, near, margin_target(0.0195, near, 0.02));
+        let over = more_pairs_for(pairs, near, margin_target(0.0205, near, 0.02));
+        assert!(under <= 2 * over && over <= 2 * under, "{under} vs {over}");
         // Judged among others at a stricter level, the interval widens, and so do the rounds
         // to go, in the note too.
         let ratios = [

@@ -107,9 +107,13 @@ pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result
     let estimate = |wall: f64| wall * 2.0 * f64::from(1 + counter.usual_slowdown());
     let whole: f64 = uncounted.iter().map(|(_, wall)| estimate(*wall)).sum();
     let budget = cx.config.compare.counting_budget();
-    let duration =
-        |secs: f64| crate::util::printer::duration(std::time::Duration::from_secs_f64(secs));
-    if whole > budget.as_secs_f64() {
+    let duration = |secs: f64| {
+        std::time::Duration::try_from_secs_f64(secs).map_or_else(
+            |_| "an unknown time".to_owned(),
+            crate::util::printer::duration,
+        )
+    };
+    if !whole.is_finite() || whole > budget.as_secs_f64() {
         cx.printer.info(format!(
             "not counting whose code the held-out work runs, {why}: about {} at callgrind's \
              usual {}× slowdown, over the counting budget of {} ([compare] counting_budget)",
