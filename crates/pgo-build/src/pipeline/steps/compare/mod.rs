@@ -67,24 +67,7 @@ pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result
     if !result.candidates.iter().any(|c| c == optimized) {
         return Ok(());
     }
-    // The optimized build's summary of each uncounted held-out workload.
-    let uncounted: Vec<(String, f64)> = result
-        .workloads
-        .iter()
-        .filter(|w| w.role == Role::Holdout && w.code.is_empty())
-        .filter(|w| {
-            cx.config
-                .workload(&w.workload)
-                .is_some_and(|workload| workload.cargo.is_none())
-        })
-        .filter_map(|w| {
-            let summary = w.candidates.get(optimized)?;
-            let wall = summary
-                .reference_median_wall_secs
-                .max(summary.candidate_median_wall_secs);
-            Some((w.workload.clone(), wall))
-        })
-        .collect();
+    let uncounted = uncounted_holdout(cx, result, optimized);
     if uncounted.is_empty() {
         return Ok(());
     }
@@ -181,6 +164,28 @@ pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result
         run.report.save(&cx.layout.report())?;
     }
     Ok(())
+}
+
+/// The held-out workloads `count_code` counts (no counts by code yet, not a cargo bench), each
+/// with the longer median wall time of its two sides against `optimized`.
+fn uncounted_holdout(cx: &Context, result: &CompareResult, optimized: &str) -> Vec<(String, f64)> {
+    result
+        .workloads
+        .iter()
+        .filter(|w| w.role == Role::Holdout && w.code.is_empty())
+        .filter(|w| {
+            cx.config
+                .workload(&w.workload)
+                .is_some_and(|workload| workload.cargo.is_none())
+        })
+        .filter_map(|w| {
+            let summary = w.candidates.get(optimized)?;
+            let wall = summary
+                .reference_median_wall_secs
+                .max(summary.candidate_median_wall_secs);
+            Some((w.workload.clone(), wall))
+        })
+        .collect()
 }
 
 /// With cross-language PGO the baseline's C/C++ is the user's compiler's and a
