@@ -156,6 +156,29 @@ impl PairedSummary {
         matches!(self.verdict, Verdict::Faster | Verdict::Slower)
     }
 
+    /// A "no difference" judged again by the interval it was judged by among the command's
+    /// verdicts (`family_ci`, wider than its own): its bound is that interval's, and past the
+    /// margin it is inconclusive, as `within_margin` says, so the line that states the bound
+    /// and the decision that reads the interval agree.
+    pub fn within_margin_of_family(mut self, margin: f64) -> PairedSummary {
+        let Some((low, high)) = self.family_ci else {
+            return self;
+        };
+        if self.verdict != Verdict::NoDifference {
+            return self;
+        }
+        let bound = (1.0 - low).max(high - 1.0);
+        self.bound = Some(bound);
+        if bound <= margin {
+            return self;
+        }
+        let own = (self.ci_low, self.ci_high);
+        (self.ci_low, self.ci_high) = (low, high);
+        let mut judged = self.within_margin(margin);
+        (judged.ci_low, judged.ci_high) = own;
+        judged
+    }
+
     /// The verdict once the command's whole family of verdicts is counted (see
     /// `measure::family`): a difference stays claimed only when the family rejected it and
     /// the interval at its family level excludes no difference; else it is inconclusive, and
@@ -765,6 +788,36 @@ mod tests {
         assert_eq!(judged.verdict, Verdict::Inconclusive);
         assert!(judged.more_rounds.unwrap() > 10, "{judged:?}");
         let note = judged.resolution_note.unwrap();
+        assert!(note.contains("±2.0% margin"), "{note}");
+    }
+
+    /// A "no difference" within the margin by its own interval, but not by the wider one it
+    /// was judged by among many verdicts: inconclusive, and its bound is the wider one's.
+    #[test]
+    fn no_difference_is_judged_by_the_family_interval_too() {
+        let ratios = [
+            0.995, 1.004, 1.0, 0.998, 1.003, 1.001, 0.999, 1.002, 0.997, 1.005,
+        ];
+        let alone = summarize(&ratios).within_margin(0.02);
+        assert_eq!(alone.verdict, Verdict::NoDifference, "{alone:?}");
+        // Among few verdicts: still the same, its bound the (wider) family interval's.
+        let mut few = alone.clone();
+        few.family_ci = Some((0.99, 1.008));
+        let few = few.within_margin_of_family(0.02);
+        assert_eq!(few.verdict, Verdict::NoDifference);
+        assert!((few.bound.unwrap() - 0.01).abs() < 1e-9, "{few:?}");
+        // Among many: wider than the margin, so not shown the same.
+        let mut many = alone;
+        many.family_ci = Some((0.97, 1.025));
+        let many = many.within_margin_of_family(0.02);
+        assert_eq!(many.verdict, Verdict::Inconclusive, "{many:?}");
+        assert!(many.more_rounds.unwrap() > 1, "{many:?}");
+        assert_eq!(
+            (many.ci_low, many.ci_high),
+            (few.ci_low, few.ci_high),
+            "own interval kept"
+        );
+        let note = many.resolution_note.unwrap();
         assert!(note.contains("±2.0% margin"), "{note}");
     }
 

@@ -160,9 +160,13 @@ pub(crate) fn judge_family(result: &mut CompareResult, alpha: f64) {
     });
     let judged = family::judge(&family, alpha);
     let mut next = judged.into_iter();
+    let margin = result.margin;
     visit_family_mut(result, &mut |summary| {
         let judged = next.next().expect("the same family, in the same order");
-        *summary = summary.clone().within_family(judged);
+        *summary = summary
+            .clone()
+            .within_family(judged)
+            .within_margin_of_family(margin);
     });
 }
 
