@@ -11,7 +11,7 @@ use crate::measure::code_counts::{CodeCounts, KEPT_FUNCTIONS, Language};
 use crate::measure::metric::Metric;
 use crate::report::file::Report;
 use crate::report::records::WorkloadComparison;
-use crate::util::units::{percent, shortened};
+use crate::util::units::{grouped, percent, shortened};
 
 /// A held-out run shorter than this is mostly process start and loading, which PGO barely
 /// changes.
@@ -308,19 +308,6 @@ fn largest_rise<'a>(base: &CodeCounts, under: &'a CodeCounts) -> Option<Rise<'a>
         })
         .filter(|r| r.instructions > 0)
         .max_by_key(|r| r.instructions)
-}
-
-/// 181732 as "181,732".
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut text = String::new();
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            text.push(',');
-        }
-        text.push(digit);
-    }
-    text
 }
 
 /// What the overlap says of a function's training, when it was measured: left cold (the fix:
@@ -734,14 +721,5 @@ mod tests {
             "{}",
             why(&report)
         );
-    }
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(999), "999");
-        assert_eq!(grouped(1_000), "1,000");
-        assert_eq!(grouped(181_785), "181,785");
-        assert_eq!(grouped(12_345_678), "12,345,678");
     }
 }

@@ -1,5 +1,5 @@
 //! Units as people read them: byte counts in KiB, MiB and GiB, figures to the digits that
-//! matter, shares as percentages, long names shortened.
+//! matter, shares as percentages, counts with their thousands grouped, long names shortened.
 
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -55,6 +55,19 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// A count with its thousands grouped: 181732 as "181,732" (instruction counts).
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut text = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
+}
+
 /// `text` in at most `max` characters: cut, with an ellipsis, where longer (a function's
 /// demangled name in a table).
 pub fn shortened(text: &str, max: usize) -> String {
@@ -98,5 +111,14 @@ mod tests {
     fn long_text_is_shortened_with_an_ellipsis() {
         assert_eq!(shortened("abcdef", 4), "abc…");
         assert_eq!(shortened("abc", 4), "abc");
+    }
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_000), "1,000");
+        assert_eq!(grouped(181_785), "181,785");
+        assert_eq!(grouped(12_345_678), "12,345,678");
     }
 }
