@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use super::context::Context;
 use crate::cargo::build::Diagnostic;
+use crate::cargo::settings::NO_PREINLINE_FLAG;
 use crate::profiles;
 use crate::profiles::carry::{TextProfile, crate_of_module};
 use crate::profiles::diagnostics::{self, Kind};
 use crate::profiles::insight::{self, FunctionCounts};
-use crate::profiles::toolchain_names::{self, SysrootCrates};
+use crate::profiles::toolchain_names::{self, SysrootCrates, ToolchainRenames};
 use crate::util::command::Cmd;
 use crate::wrappers::rustc::crate_carry::{CarryRecord, CarrySetup};
 use crate::wrappers::rustc::stable_names;
@@ -57,10 +58,17 @@ fn legacy_names() -> u32 {
     1
 }
 
-/// The standard library's crates of this toolchain and target, by their v0 disambiguators: a
-/// probe crate compiled to LLVM IR by the rustc cargo uses (from the workspace root, so a
-/// `rust-toolchain.toml` there counts), its symbols read (see `profiles::toolchain_names`).
-pub(crate) fn sysroot_crates(cx: &Context) -> Result<SysrootCrates> {
+/// What this toolchain and target name the standard library's code by: its crates by their v0
+/// disambiguators, and the name of drop glue.
+pub(crate) struct SysrootNames {
+    pub crates: SysrootCrates,
+    pub drop_glue: Option<&'static str>,
+}
+
+/// The standard library's names of this toolchain and target: a probe crate compiled to LLVM
+/// IR by the rustc cargo uses (from the workspace root, so a `rust-toolchain.toml` there
+/// counts), its symbols read (see `profiles::toolchain_names`).
+pub(crate) fn sysroot_names(cx: &Context) -> Result<SysrootNames> {
     let dir = cx
         .layout
         .profiles_dir()
@@ -95,31 +103,35 @@ pub(crate) fn sysroot_crates(cx: &Context) -> Result<SysrootCrates> {
         })?;
     let text = crate::util::files::read_to_string(&output)?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(toolchain_names::sysroot_crates_in(
-        toolchain_names::v0_symbols(&text),
-    ))
+    Ok(SysrootNames {
+        crates: toolchain_names::sysroot_crates_in(toolchain_names::v0_symbols(&text)),
+        drop_glue: toolchain_names::drop_glue_name_in(toolchain_names::v0_symbols(&text)),
+    })
 }
 
-/// The standard library's crates to rename in a profile trained with another rustc (see
-/// `profiles::toolchain_names`): none for the same rustc, or for a profile that does not
-/// record them.
+/// What to rename in a profile trained with another rustc (see `profiles::toolchain_names`):
+/// the standard library's crates, and drop glue where this toolchain names it otherwise;
+/// nothing for the same rustc, or for a profile that does not record its crates.
 pub(crate) fn toolchain_renames(
     cx: &Context,
     metadata: Option<&ProfileMetadata>,
-) -> Result<BTreeMap<(String, String), String>> {
+) -> Result<ToolchainRenames> {
     let Some(metadata) = metadata.filter(|m| {
         m.rustc != cx.rustc.version_line && m.name_scheme >= 2 && !m.sysroot_crates.is_empty()
     }) else {
-        return Ok(BTreeMap::new());
+        return Ok(ToolchainRenames::default());
     };
-    match sysroot_crates(cx) {
-        Ok(now) => Ok(toolchain_names::renames(&metadata.sysroot_crates, &now)),
+    match sysroot_names(cx) {
+        Ok(now) => Ok(ToolchainRenames {
+            crates: toolchain_names::renames(&metadata.sysroot_crates, &now.crates),
+            drop_glue: now.drop_glue,
+        }),
         Err(err) => {
             cx.printer.warn(format!(
                 "{err:#}; the profile's records of the standard library's generics keep the \
                  names of the toolchain it was trained with, and find no function"
             ));
-            Ok(BTreeMap::new())
+            Ok(ToolchainRenames::default())
         }
     }
 }
@@ -363,7 +375,7 @@ pub(crate) fn carry_setup(
 pub(crate) fn committed_text(
     cx: &Context,
     profile: &Path,
-    renames: &BTreeMap<(String, String), String>,
+    renames: &ToolchainRenames,
 ) -> Result<(PathBuf, Vec<FunctionCounts>)> {
     let dir = cx.layout.profiles_dir().join("carry");
     crate::util::files::create_dir_all(&dir)?;
@@ -381,14 +393,19 @@ pub(crate) fn committed_text(
     );
     let key_file = dir.join("committed.proftext.key");
     let say_renamed = |count: usize| {
+        let crates: Vec<&str> = renames
+            .crates
+            .keys()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let glue = renames
+            .drop_glue
+            .map(|name| format!("; drop glue as `core::ptr::{name}`"))
+            .unwrap_or_default();
         cx.printer.info(format!(
-            "{count} records of the standard library's generics renamed to this toolchain's \
-             ({})",
-            renames
-                .keys()
-                .map(|(name, _)| name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "{count} records of the standard library's code renamed to this toolchain's names \
+             (crates {}{glue})",
+            crates.join(", ")
         ))
     };
     // The key's line, then how many records were renamed.
@@ -521,6 +538,21 @@ fn check_metadata(
             metadata.llvm_version,
             metadata.rustc,
             cx.rustc.llvm_version
+        );
+    }
+    let preinline = |flags: &[String]| !flags.iter().any(|flag| flag == NO_PREINLINE_FLAG);
+    if preinline(&metadata.rustflags) != preinline(&cx.settings.common_rustflags) {
+        let (then, now) = match preinline(&metadata.rustflags) {
+            true => ("on", "off"),
+            false => ("off", "on"),
+        };
+        bail!(
+            "the committed profile {} was trained with LLVM's pre-instrumentation inlining \
+             {then} ([pgo] preinline), this build has it {now}: every function that inlines \
+             another would have another hash, and most of the profile would be dropped. Fix: \
+             set [pgo] preinline = {} as it was trained, or {fix}.",
+            path.display(),
+            then == "on"
         );
     }
     if metadata.stable_names != cx.settings.stable_names {

@@ -22,6 +22,11 @@
 //! rewritten. A name that does not parse is left as it is: a record under a name no function
 //! has is ignored by rustc, never matched wrongly.
 //!
+//! Drop glue changed its name too: `core::ptr::drop_in_place::<T>` until rustc 1.95,
+//! `core::ptr::drop_glue::<T>` in the 1.97 nightly. On jaq it held 12% of a profile's counts,
+//! all of which found no function under the other name. The probe says which name this
+//! toolchain gives it ([`drop_glue_name_in`]), and records under the other are renamed.
+//!
 //! A renamed record reaches its function only when the function hash (its control flow) is
 //! also the same: code of the standard library that the new release changed, or that rustc
 //! now lowers differently, is stale as any changed function is.
@@ -82,6 +87,31 @@ pub fn is_generic_instance(symbol: &str) -> bool {
     Parsed::of(symbol).is_some_and(|parsed| parsed.instantiated)
 }
 
+/// The names drop glue (`core::ptr::…::<T>`, the function that drops a `T`) has had across
+/// rustc releases.
+pub const DROP_GLUE_NAMES: [&str; 2] = ["drop_in_place", "drop_glue"];
+
+/// What a profile trained with another rustc renames to this toolchain's names.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ToolchainRenames {
+    /// (crate, old disambiguator) → new one ([`renames`]).
+    pub crates: BTreeMap<(String, String), String>,
+    /// This toolchain's name of drop glue (one of [`DROP_GLUE_NAMES`]): records under the
+    /// other are renamed to it. `None`: left as they are.
+    pub drop_glue: Option<&'static str>,
+}
+
+impl ToolchainRenames {
+    pub fn is_empty(&self) -> bool {
+        self.crates.is_empty() && self.drop_glue.is_none()
+    }
+}
+
+/// The name drop glue has in `symbols` (a probe's), if any of them is drop glue.
+pub fn drop_glue_name_in<'a>(mut symbols: impl Iterator<Item = &'a str>) -> Option<&'static str> {
+    symbols.find_map(|symbol| Some(Parsed::of(symbol)?.drop_glue.first()?.2))
+}
+
 /// The renames from one toolchain's standard library to another's: (crate, old
 /// disambiguator) → new one, for every crate both know that changed.
 pub fn renames(then: &SysrootCrates, now: &SysrootCrates) -> BTreeMap<(String, String), String> {
@@ -93,10 +123,10 @@ pub fn renames(then: &SysrootCrates, now: &SysrootCrates) -> BTreeMap<(String, S
         .collect()
 }
 
-/// `name` (a v0 symbol, or a profile's `unit;symbol`) with the crates of `renames` renamed and
-/// its back-references moved to match; `None` when nothing in it is renamed or it does not
-/// parse.
-pub fn rename_crates(name: &str, renames: &BTreeMap<(String, String), String>) -> Option<String> {
+/// `name` (a v0 symbol, or a profile's `unit;symbol`) with the crates of `renames` renamed, drop
+/// glue named as this toolchain names it, and its back-references moved to match; `None` when
+/// nothing in it is renamed or it does not parse.
+pub fn rename(name: &str, renames: &ToolchainRenames) -> Option<String> {
     let (unit, symbol) = match name.rsplit_once(';') {
         Some((unit, symbol)) => (Some(unit), symbol),
         None => (None, name),
@@ -106,9 +136,16 @@ pub fn rename_crates(name: &str, renames: &BTreeMap<(String, String), String>) -
     let mut edits: Vec<(usize, usize, Edit)> = Vec::new();
     for root in &parsed.roots {
         if let (Some(old), Some(span)) = (&root.disambiguator, root.span)
-            && let Some(new) = renames.get(&(root.name.clone(), old.clone()))
+            && let Some(new) = renames.crates.get(&(root.name.clone(), old.clone()))
         {
             edits.push((span.0, span.1, Edit::Text(new.clone())));
+        }
+    }
+    if let Some(now) = renames.drop_glue {
+        for &(start, end, then) in &parsed.drop_glue {
+            if then != now {
+                edits.push((start, end, Edit::Text(format!("{}{now}", now.len()))));
+            }
         }
     }
     if edits.is_empty() {
@@ -150,27 +187,24 @@ pub fn rename_crates(name: &str, renames: &BTreeMap<(String, String), String>) -
     })
 }
 
-/// A profile in llvm-profdata's text format with [`rename_crates`] applied to every function
+/// A profile in llvm-profdata's text format with [`rename`] applied to every function
 /// name in it (records, indirect-call targets, temporal traces); returns it and how many
 /// records were renamed.
-pub fn rename_text_profile(
-    text: &str,
-    renames: &BTreeMap<(String, String), String>,
-) -> (String, usize) {
+pub fn rename_text_profile(text: &str, renames: &ToolchainRenames) -> (String, usize) {
     let lines: Vec<&str> = text.lines().collect();
     let mut renamed_records = 0;
     let mut out = String::with_capacity(text.len() + text.len() / 16);
     for (at, line) in lines.iter().enumerate() {
         let starts_record = lines.get(at + 1) == Some(&"# Func Hash:");
         let renamed = if starts_record {
-            let renamed = rename_crates(line, renames);
+            let renamed = rename(line, renames);
             renamed_records += usize::from(renamed.is_some());
             renamed
         } else if line.contains(',') {
             // A temporal trace ([pgo] startup_order): names separated by commas.
             let names: Vec<String> = line
                 .split(',')
-                .map(|name| rename_crates(name, renames).unwrap_or_else(|| name.to_owned()))
+                .map(|name| rename(name, renames).unwrap_or_else(|| name.to_owned()))
                 .collect();
             let joined = names.join(",");
             (joined != *line).then_some(joined)
@@ -178,7 +212,7 @@ pub fn rename_text_profile(
             // An indirect call's target: `name:count`.
             line.rsplit_once(':').and_then(|(target, count)| {
                 count.parse::<u64>().ok()?;
-                Some(format!("{}:{count}", rename_crates(target, renames)?))
+                Some(format!("{}:{count}", rename(target, renames)?))
             })
         };
         out.push_str(renamed.as_deref().unwrap_or(line));
@@ -227,6 +261,9 @@ struct Root {
 struct Parsed {
     roots: Vec<Root>,
     backrefs: Vec<(usize, usize, usize)>,
+    /// Where drop glue's name (`<length><name>` of `core::ptr::<name>`) is, and which of
+    /// [`DROP_GLUE_NAMES`] it is.
+    drop_glue: Vec<(usize, usize, &'static str)>,
     /// An instantiating crate follows the path: a generic instance.
     instantiated: bool,
 }
@@ -244,6 +281,7 @@ impl Parsed {
             depth: 0,
             roots: Vec::new(),
             backrefs: Vec::new(),
+            drop_glue: Vec::new(),
         };
         parser.path()?;
         // The instantiating crate, then perhaps a vendor suffix (`.llvm.123`), left as it is.
@@ -256,6 +294,7 @@ impl Parsed {
         Some(Parsed {
             roots: parser.roots,
             backrefs: parser.backrefs,
+            drop_glue: parser.drop_glue,
             instantiated,
         })
     }
@@ -267,6 +306,7 @@ struct Parser<'a> {
     depth: usize,
     roots: Vec<Root>,
     backrefs: Vec<(usize, usize, usize)>,
+    drop_glue: Vec<(usize, usize, &'static str)>,
 }
 
 /// Deeper than any real name: a guard against crafted input, not a limit of the grammar.
@@ -363,15 +403,19 @@ impl Parser<'_> {
         Some(())
     }
 
-    fn path(&mut self) -> Option<()> {
+    /// Parses a path; returns it written out (`core::ptr`) when it is made of a crate and
+    /// names only (what finds drop glue), else `None`.
+    fn path(&mut self) -> Option<Option<String>> {
         self.enter()?;
         let start = self.at;
+        let mut plain = None;
         match self.next()? {
             b'C' => {
                 let span = self.disambiguator()?;
                 let name = self.undisambiguated_identifier()?.to_owned();
                 let disambiguator =
                     span.map(|(from, to)| String::from_utf8_lossy(&self.s[from..to]).into_owned());
+                plain = Some(name.clone());
                 self.roots.push(Root {
                     name,
                     disambiguator,
@@ -394,9 +438,18 @@ impl Parser<'_> {
                 self.path()?;
             }
             b'N' => {
-                self.next()?;
-                self.path()?;
-                self.identifier()?;
+                let namespace = self.next()?;
+                let parent = self.path()?;
+                self.disambiguator()?;
+                let name_start = self.at;
+                let name = self.undisambiguated_identifier()?.to_owned();
+                if namespace == b'v'
+                    && parent.as_deref() == Some("core::ptr")
+                    && let Some(glue) = DROP_GLUE_NAMES.iter().find(|glue| **glue == name)
+                {
+                    self.drop_glue.push((name_start, self.at, glue));
+                }
+                plain = parent.map(|parent| format!("{parent}::{name}"));
             }
             b'I' => {
                 self.path()?;
@@ -408,7 +461,7 @@ impl Parser<'_> {
             _ => return None,
         }
         self.depth -= 1;
-        Some(())
+        Some(plain)
     }
 
     fn generic_arg(&mut self) -> Option<()> {
@@ -440,7 +493,9 @@ impl Parser<'_> {
         let start = self.at;
         match self.peek()? {
             b'a'..=b'z' => self.at += 1,
-            b'C' | b'M' | b'X' | b'Y' | b'N' | b'I' => self.path()?,
+            b'C' | b'M' | b'X' | b'Y' | b'N' | b'I' => {
+                self.path()?;
+            }
             _ => match self.next()? {
                 b'A' => {
                     self.type_()?;
@@ -560,6 +615,77 @@ mod tests {
             .collect()
     }
 
+    /// The crate renames alone, as a build with another rustc has them.
+    fn renames(then: &SysrootCrates, now: &SysrootCrates) -> ToolchainRenames {
+        ToolchainRenames {
+            crates: super::renames(then, now),
+            drop_glue: None,
+        }
+    }
+
+    // The probe's drop glue for `Option<String>` as rustc 1.95.0 and the 1.97.0 nightly name
+    // it: the crates' disambiguators and the function's name differ.
+    const GLUE_STABLE: &str = "_RINvNtCsgEmfK2I1SDS_4core3ptr13drop_in_placeINtNtB4_6option6OptionNtNtCslNYArtu3iFV_5alloc6string6StringEECsXXId2UFtzW_5probe";
+    const GLUE_NIGHTLY: &str = "_RINvNtCs8NwYtU1Mohg_4core3ptr9drop_glueINtNtB4_6option6OptionNtNtCsbEht8wFNRx7_5alloc6string6StringEECs9Nzo2GONLPA_5probe";
+
+    #[test]
+    fn drop_glue_is_named_as_this_toolchain_names_it() {
+        assert_eq!(
+            drop_glue_name_in([STABLE, GLUE_STABLE].into_iter()),
+            Some("drop_in_place")
+        );
+        assert_eq!(
+            drop_glue_name_in([GLUE_NIGHTLY].into_iter()),
+            Some("drop_glue")
+        );
+        assert_eq!(drop_glue_name_in([STABLE, NIGHTLY].into_iter()), None);
+        let stable = sysroot_crates_in([GLUE_STABLE].into_iter());
+        let nightly = sysroot_crates_in([GLUE_NIGHTLY].into_iter());
+        // The probe's own crate (left out of what is recorded: no profile names it).
+        let probe = |from: &str, to: &str| (("probe".to_owned(), from.to_owned()), to.to_owned());
+        let to_nightly = ToolchainRenames {
+            crates: super::renames(&stable, &nightly)
+                .into_iter()
+                .chain([probe("XXId2UFtzW", "9Nzo2GONLPA")])
+                .collect(),
+            drop_glue: Some("drop_glue"),
+        };
+        // The name's length changes, and the back-references after it move: the very name
+        // the nightly gives it.
+        assert_eq!(
+            rename(GLUE_STABLE, &to_nightly).as_deref(),
+            Some(GLUE_NIGHTLY)
+        );
+        let to_stable = ToolchainRenames {
+            crates: super::renames(&nightly, &stable)
+                .into_iter()
+                .chain([probe("9Nzo2GONLPA", "XXId2UFtzW")])
+                .collect(),
+            drop_glue: Some("drop_in_place"),
+        };
+        assert_eq!(
+            rename(GLUE_NIGHTLY, &to_stable).as_deref(),
+            Some(GLUE_STABLE)
+        );
+        // Drop glue alone, the crates kept; a name already this toolchain's is left alone.
+        let glue_only = ToolchainRenames {
+            crates: BTreeMap::new(),
+            drop_glue: Some("drop_glue"),
+        };
+        let renamed = rename(GLUE_STABLE, &glue_only).unwrap();
+        assert_eq!(
+            format!("{:#}", rustc_demangle::demangle(&renamed)),
+            "core::ptr::drop_glue::<core::option::Option<alloc::string::String>>"
+        );
+        assert_eq!(rename(&renamed, &glue_only), None);
+        // A function of that name elsewhere is another function.
+        assert_eq!(
+            rename("_RNvNtCsintiYeUIQKy_1l3ptr13drop_in_place", &glue_only),
+            None
+        );
+        assert_eq!(rename(STABLE, &glue_only), None);
+    }
+
     #[test]
     fn renames_the_standard_librarys_crates_to_another_toolchains() {
         let then = sysroot_crates_in([STABLE].into_iter());
@@ -573,18 +699,15 @@ mod tests {
         );
         let now = crates(&[("alloc", "bEht8wFNRx7"), ("core", "8NwYtU1Mohg")]);
         let renames = renames(&then, &now);
-        assert_eq!(rename_crates(STABLE, &renames).as_deref(), Some(NIGHTLY));
+        assert_eq!(rename(STABLE, &renames).as_deref(), Some(NIGHTLY));
         // A profile's local name keeps its unit.
         assert_eq!(
-            rename_crates(&format!("l.d6111b54dbaa1178-cgu.0;{STABLE}"), &renames),
+            rename(&format!("l.d6111b54dbaa1178-cgu.0;{STABLE}"), &renames),
             Some(format!("l.d6111b54dbaa1178-cgu.0;{NIGHTLY}"))
         );
         // Nothing of a crate not renamed; nothing of a name that is not v0.
-        assert_eq!(rename_crates("_RNvCsintiYeUIQKy_1l4work", &renames), None);
-        assert_eq!(
-            rename_crates("_ZN1l4work17h0cb799c2fd354b74E", &renames),
-            None
-        );
+        assert_eq!(rename("_RNvCsintiYeUIQKy_1l4work", &renames), None);
+        assert_eq!(rename("_ZN1l4work17h0cb799c2fd354b74E", &renames), None);
     }
 
     #[test]
@@ -592,7 +715,7 @@ mod tests {
         let then = crates(&[("core", "gEmfK2I1SDS")]);
         for new in ["1", "", "zzzzzzzzzz", "8NwYtU1Mohg"] {
             let renames = renames(&then, &crates(&[("core", new)]));
-            let renamed = rename_crates(STABLE, &renames).unwrap();
+            let renamed = rename(STABLE, &renames).unwrap();
             // rustc-demangle follows the back-references: the same path, the new crate.
             let before = format!("{:#}", rustc_demangle::demangle(STABLE));
             let after = format!("{:#}", rustc_demangle::demangle(&renamed));
@@ -603,8 +726,8 @@ mod tests {
             );
             assert!(renamed.contains(&format!("Cs{new}_4core")), "{renamed}");
             // And back again.
-            let back = super::renames(&crates(&[("core", new)]), &then);
-            assert_eq!(rename_crates(&renamed, &back).as_deref(), Some(STABLE));
+            let back = self::renames(&crates(&[("core", new)]), &then);
+            assert_eq!(rename(&renamed, &back).as_deref(), Some(STABLE));
         }
     }
 
@@ -636,7 +759,7 @@ mod tests {
         // Three closures' empty names, `0` each, after a disambiguator: `s_000`.
         let name = "_RINvNtNtCsjrHSEGnQ3l9_3std3sys9backtrace28___rust_begin_short_backtraceNCNCNCINvNtNtB6_6thread9lifecycle15spawn_uncheckedNCNvNtCsjFtcwGIUzkO_12pgo_build_rt13signal_thread7install0uEs_000uEB21_";
         let renames = renames(&crates(&[("std", "jrHSEGnQ3l9")]), &crates(&[("std", "1")]));
-        let renamed = rename_crates(name, &renames).unwrap();
+        let renamed = rename(name, &renames).unwrap();
         assert_eq!(
             format!("{:#}", rustc_demangle::demangle(name)),
             format!("{:#}", rustc_demangle::demangle(&renamed))
@@ -673,7 +796,7 @@ mod tests {
             "_R0C4core",
             "_RIC4coreB9999_E",
         ] {
-            assert_eq!(rename_crates(broken, &renames), None, "{broken}");
+            assert_eq!(rename(broken, &renames), None, "{broken}");
         }
         // Deep nesting ends, no overflow.
         let deep = format!(
@@ -681,6 +804,6 @@ mod tests {
             "INvCsg_4core1a".repeat(2000),
             "E".repeat(2000)
         );
-        assert_eq!(rename_crates(&deep, &renames), None);
+        assert_eq!(rename(&deep, &renames), None);
     }
 }

@@ -90,13 +90,15 @@ pub fn export(cx: &Context, run: &mut Session, args: &ExportRequest) -> Result<(
     );
     // Before anything is written: a probe that fails leaves the export as it was, said.
     let sysroot_crates = match name_scheme {
-        2 => committed::sysroot_crates(cx).unwrap_or_else(|err| {
-            cx.printer.warn(format!(
-                "{err:#}; the profile is exported without them, and a build with another rustc \
+        2 => committed::sysroot_names(cx)
+            .map(|names| names.crates)
+            .unwrap_or_else(|err| {
+                cx.printer.warn(format!(
+                    "{err:#}; the profile is exported without them, and a build with another rustc \
                  will not find its records of the standard library's generics"
-            ));
-            Default::default()
-        }),
+                ));
+                Default::default()
+            }),
         _ => Default::default(),
     };
     let data = write_merged(cx, &inputs, &output)?;
