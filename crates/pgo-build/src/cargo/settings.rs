@@ -48,6 +48,19 @@ pub struct BuildSettings {
     /// `wrappers::rustc::stable_names`); absent in stages recorded before it existed.
     #[serde(default)]
     pub stable_names: bool,
+    /// LLVM's pre-instrumentation inlining (`[pgo] preinline`); off, every stage gets
+    /// [`NO_PREINLINE_FLAG`]. Absent in stages recorded before it existed: on.
+    #[serde(default = "preinline_on")]
+    pub preinline: bool,
+}
+
+/// What `[pgo] preinline = false` adds to every stage's rustflags: LLVM then instruments (and
+/// matches the profile to) each function as rustc emitted it, without the small functions it
+/// would inline into it first, so a new rustc's changes to those leave its record usable.
+pub const NO_PREINLINE_FLAG: &str = "-Cllvm-args=-disable-preinline";
+
+fn preinline_on() -> bool {
+    true
 }
 
 /// Refuses a profile-use build whose settings differ from the instrumented build's: the
@@ -118,6 +131,11 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
         "[pgo] stable_names",
         stable(instrumented).to_owned(),
         stable(now).to_owned(),
+    );
+    compare(
+        "[pgo] preinline",
+        instrumented.preinline.to_string(),
+        now.preinline.to_string(),
     );
     bail!(
         "the build settings changed since the instrumented build:\n{}\nProfiles name functions by \

@@ -65,6 +65,14 @@ pub struct PgoSection {
     /// new training).
     #[schemars(extend("default" = true))]
     pub stable_names: Option<bool>,
+    /// LLVM's inlining of small functions into their callers before instrumenting. Off
+    /// (`false`), a function's profile record covers its own code only, so a committed profile
+    /// survives a rustc upgrade that changes the standard library's small functions; the
+    /// instrumented and optimized builds both get `-Cllvm-args=-disable-preinline` (turning
+    /// it off, or on, needs a new training). What it keeps and costs is measured by
+    /// `bench/toolchain-carry`.
+    #[schemars(extend("default" = true))]
+    pub preinline: Option<bool>,
     /// Cross-language PGO: the C and C++ that build scripts compile get the same profile as
     /// the Rust: `true`, or `"thin-lto"` for cross-language ThinLTO too. Same as
     /// `--cross-language`.
@@ -114,6 +122,10 @@ impl PgoSection {
 
     pub fn stable_names(&self) -> bool {
         self.stable_names.unwrap_or(true)
+    }
+
+    pub fn preinline(&self) -> bool {
+        self.preinline.unwrap_or(true)
     }
 
     pub fn min_overlap(&self) -> f64 {

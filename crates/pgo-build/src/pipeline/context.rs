@@ -17,8 +17,8 @@ use anyhow::{Context as _, Result, bail};
 use super::state::State;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::rustflags::{self, Sources, UserFlags};
-use crate::cargo::settings::BUILD_ID_FLAG;
 use crate::cargo::settings::BuildSettings;
+use crate::cargo::settings::{BUILD_ID_FLAG, NO_PREINLINE_FLAG};
 use crate::cargo::workspace::{BinTarget, Selection, Workspace};
 use crate::config::cargo_config::{self, CargoConfig};
 use crate::config::{BuildVariant, CBuild, Config};
@@ -208,6 +208,7 @@ impl Context {
                 cargo_config: Vec::new(),
                 c: None,
                 stable_names: config.pgo.stable_names(),
+                preinline: config.pgo.preinline(),
             },
             &user_flags,
             &config.variant(),
@@ -492,6 +493,13 @@ pub fn variant_settings(
         common_rustflags.extend(cross_language::XLTO_RUSTFLAGS.map(str::to_owned));
     }
     common_rustflags.push(BUILD_ID_FLAG.to_owned());
+    if !base.preinline
+        && !common_rustflags
+            .iter()
+            .any(|flag| flag == NO_PREINLINE_FLAG)
+    {
+        common_rustflags.push(NO_PREINLINE_FLAG.to_owned());
+    }
     // Names that survive rustc upgrades (`wrappers::rustc::stable_names`), unless the user
     // chose a mangling.
     if base.stable_names

@@ -280,6 +280,7 @@ mod tests {
                 cargo_config: vec![],
                 c: None,
                 stable_names: true,
+                preinline: true,
             },
             stage_rustflags: vec![],
             binaries: vec![
