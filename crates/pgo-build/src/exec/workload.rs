@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 
 use super::interrupt;
 use super::job::{Job, METRICS_FILE, RunSetup};
-use super::process::{Members, TOKEN_ENV, describe_stopped, reap, stop};
+use super::process::{ExitWatch, Members, TOKEN_ENV, describe_stopped, reap, stop};
 use super::running::{RunningWorkload, forget_running};
 use super::service::{self, ServiceOutcome};
 use crate::report::StoppedProcess;
@@ -88,6 +88,7 @@ impl RunSetup<'_> {
                 )
             })?;
         let group = child.id() as libc::pid_t;
+        let exit = ExitWatch::new(group);
         let members = Members {
             group,
             token: &token,
@@ -141,7 +142,7 @@ impl RunSetup<'_> {
                     usage,
                 );
             }
-            std::thread::sleep(Duration::from_millis(5));
+            exit.wait(Duration::from_millis(5));
         };
         bar.finish_and_clear();
         let duration = started.elapsed();
