@@ -256,6 +256,11 @@ mod tests {
             started.elapsed()
         );
         // Ready to be reaped at once.
-        assert!(child.try_wait().unwrap().is_some_and(|status| status.success()));
+        assert!(
+            child
+                .try_wait()
+                .unwrap()
+                .is_some_and(|status| status.success())
+        );
     }
 }

@@ -297,7 +297,7 @@ fn a_profile_trained_with_another_rustc_keeps_its_names_and_the_standard_library
         .success()
         .stderr_contains("was trained with rustc 1.94.0")
         .stderr_contains(&format!(
-            "{std_records} records of the standard library's generics renamed"
+            "{std_records} records of the standard library's code renamed"
         ))
         .stderr_contains("the functions that still match hold 100% of its counts");
     let staleness = &fixture.report()["staleness"];
@@ -323,6 +323,104 @@ fn a_profile_trained_with_another_rustc_keeps_its_names_and_the_standard_library
     assert!(
         unrenamed_missing >= renamed_missing + 10,
         "functions without data: {renamed_missing} renamed, {unrenamed_missing} not"
+    );
+}
+
+/// A real rustc upgrade: the fixture trained with this machine's rustc, its profile used by
+/// the nightly the machine image carries (1.97, which names drop glue `core::ptr::drop_glue`
+/// where 1.95 has `core::ptr::drop_in_place`). The standard library's crates and drop glue
+/// are renamed to the nightly's, and the profile still applies.
+#[test]
+fn a_profile_trained_with_one_rustc_is_used_by_the_next() {
+    let version = |toolchain: &str| -> String {
+        let output = Command::new("rustup")
+            .args(["run", toolchain, "rustc", "-V"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "this test needs the {toolchain} toolchain the machine image carries (rustup \
+             toolchain list): {output:?}"
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    let (stable, nightly) = (version("stable"), version("nightly"));
+    let fixture = committed("");
+    let mut optimize = fixture.command(&["optimize"]);
+    optimize.env("RUSTUP_TOOLCHAIN", "nightly");
+    let optimize = fixture.run_with(optimize);
+    optimize
+        .success()
+        .stderr_contains(&format!(
+            "was trained with {stable}, this build uses {nightly}"
+        ))
+        .stderr_contains(
+            "records of the standard library's code renamed to this toolchain's names",
+        );
+    // Drop glue under the nightly's name: its records found their functions.
+    if nightly.contains("1.97") {
+        optimize.stderr_contains("drop glue as `core::ptr::drop_glue`");
+    }
+    let staleness = &fixture.report()["staleness"];
+    let kept = 1.0 - staleness["share"].as_f64().unwrap();
+    assert!(kept >= 0.8, "{staleness:#}");
+    let without_data =
+        fixture.report()["optimize_diagnostics"]["per_crate"]["app"]["missing_functions"]
+            .as_u64()
+            .unwrap_or(0);
+    assert!(
+        without_data <= 2,
+        "{:#}",
+        fixture.report()["optimize_diagnostics"]
+    );
+}
+
+/// `[pgo] preinline = false`: the stage builds get LLVM's pre-instrumentation inlining off
+/// (the profile then has records of the small functions it would have inlined), the profile
+/// applies as it is, and a build with it on refuses that profile before building, saying why.
+#[test]
+fn a_profile_trained_without_preinlining_is_refused_by_a_build_with_it() {
+    let fixture = committed("preinline = false\n");
+    let metadata = |fixture: &Fixture, name: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(fixture.root().join("pgo").join(name)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let without = metadata(&fixture, "profile.json");
+    let flags = without["rustflags"].as_array().unwrap();
+    assert!(
+        flags.iter().any(|f| f == "-Cllvm-args=-disable-preinline"),
+        "{without:#}"
+    );
+    fixture
+        .run(&["optimize"])
+        .success()
+        .stderr_contains("the functions that still match hold 100% of its counts");
+    fixture.edit("pgo-build.toml", |config| {
+        config.replace("preinline = false\n", "")
+    });
+    fixture
+        .run(&["optimize"])
+        .failure()
+        .stderr_contains(
+            "was trained with LLVM's pre-instrumentation inlining off ([pgo] preinline), this \
+             build has it on",
+        )
+        .stderr_contains("set [pgo] preinline = false as it was trained");
+    // The flag reached LLVM: trained with pre-inlining, the profile has fewer records (the
+    // small functions are inside their callers').
+    fixture.edit("pgo-build.toml", |config| {
+        config.replace("profile = \"pgo/profile.profdata\"\n", "")
+    });
+    fixture.run(&["--retrain", "run", "--no-compare"]).success();
+    fixture
+        .run(&["export", "--output", "pgo/inlined.profdata"])
+        .success();
+    let with = metadata(&fixture, "inlined.json");
+    assert!(
+        with["functions"].as_u64().unwrap() < without["functions"].as_u64().unwrap(),
+        "records with pre-inlining {}, without {}",
+        with["functions"],
+        without["functions"]
     );
 }
 

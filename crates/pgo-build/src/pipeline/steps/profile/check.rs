@@ -165,12 +165,21 @@ pub fn profile_check(cx: &Context, args: &CheckRequest) -> Result<()> {
             .filter(|f| crate::profiles::prediction::TOOLCHAIN_CRATES.contains(&f.krate.as_str()))
             .map(|f| f.total)
             .sum();
+        let inlined = if cx.settings.preinline {
+            " With LLVM's pre-instrumentation inlining on (the default), any function that \
+             inlined a small function of the standard library the new rustc changed is stale \
+             as well, and those are often the hottest: [pgo] preinline = false keeps records \
+             to their own code (a new training; see the committed profiles guide)."
+        } else {
+            ""
+        };
         cx.printer.warn(format!(
             "it was trained with {trained_with}, this is {}: what the sources tell holds for \
              names, but a new rustc also compiles some unchanged code differently, and those \
              functions are stale too; {} of the counts are in the standard library's code, \
-             which changed with it. The optimized build tells the share that still matches \
-             (`pgo-build optimize`)",
+             which changed with it.{inlined} The optimized build tells the share that still \
+             matches (`pgo-build optimize`), and a share of counts overstates the share of the \
+             win kept",
             cx.rustc.version_line,
             percent(std_counts as f64 / predicted.total_counts.max(1) as f64)
         ));
