@@ -540,21 +540,7 @@ fn check_metadata(
             cx.rustc.llvm_version
         );
     }
-    let preinline = |flags: &[String]| !flags.iter().any(|flag| flag == NO_PREINLINE_FLAG);
-    if preinline(&metadata.rustflags) != preinline(&cx.settings.common_rustflags) {
-        let (then, now) = match preinline(&metadata.rustflags) {
-            true => ("on", "off"),
-            false => ("off", "on"),
-        };
-        bail!(
-            "the committed profile {} was trained with LLVM's pre-instrumentation inlining \
-             {then} ([pgo] preinline), this build has it {now}: every function that inlines \
-             another would have another hash, and most of the profile would be dropped. Fix: \
-             set [pgo] preinline = {} as it was trained, or {fix}.",
-            path.display(),
-            then == "on"
-        );
-    }
+    check_same_preinline(cx, path, metadata)?;
     if metadata.stable_names != cx.settings.stable_names {
         let (then, now) = match metadata.stable_names {
             true => ("stable symbol names", "cargo's"),
@@ -631,6 +617,29 @@ fn check_metadata(
             path.display(),
             metadata.target,
             cx.settings.target
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a committed profile trained with LLVM's pre-instrumentation inlining the other way
+/// than this build's (`[pgo] preinline`, or its flag in the rustflags): the hash of every
+/// function that inlines another would differ.
+fn check_same_preinline(cx: &Context, path: &Path, metadata: &ProfileMetadata) -> Result<()> {
+    let fix = RECREATE;
+    let preinline = |flags: &[String]| !flags.iter().any(|flag| flag == NO_PREINLINE_FLAG);
+    if preinline(&metadata.rustflags) != preinline(&cx.settings.common_rustflags) {
+        let (then, now) = match preinline(&metadata.rustflags) {
+            true => ("on", "off"),
+            false => ("off", "on"),
+        };
+        bail!(
+            "the committed profile {} was trained with LLVM's pre-instrumentation inlining \
+             {then} ([pgo] preinline), this build has it {now}: every function that inlines \
+             another would have another hash, and most of the profile would be dropped. Fix: \
+             set [pgo] preinline = {} as it was trained, or {fix}.",
+            path.display(),
+            then == "on"
         );
     }
     Ok(())
