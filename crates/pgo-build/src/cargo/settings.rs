@@ -63,6 +63,16 @@ fn preinline_on() -> bool {
     true
 }
 
+/// Whether rustflags leave LLVM's pre-instrumentation inlining on: not when they hold
+/// [`NO_PREINLINE_FLAG`], as one word or as `-C llvm-args=-disable-preinline` (from `[pgo]
+/// preinline = false`, or the user's or an explore variant's rustflags).
+pub fn preinline_in(flags: &[String]) -> bool {
+    let value = &NO_PREINLINE_FLAG[2..];
+    !flags.iter().enumerate().any(|(at, flag)| {
+        flag == NO_PREINLINE_FLAG || (flag == value && at > 0 && flags[at - 1] == "-C")
+    })
+}
+
 /// Refuses a profile-use build whose settings differ from the instrumented build's: the
 /// profile's function names and hashes would not match, naming each setting that changed.
 pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) -> Result<()> {
@@ -144,4 +154,21 @@ pub fn check_same_settings(instrumented: &BuildSettings, now: &BuildSettings) ->
          restore the settings.",
         differences.join("\n")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pre_inlining_is_off_by_the_flag_in_one_word_or_two() {
+        let flags = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert!(preinline_in(&flags(&["-Copt-level=3"])));
+        assert!(!preinline_in(&flags(&[NO_PREINLINE_FLAG])));
+        assert!(!preinline_in(&flags(&[
+            "-C",
+            "llvm-args=-disable-preinline"
+        ])));
+        assert!(preinline_in(&flags(&["llvm-args=-disable-preinline"])));
+    }
 }

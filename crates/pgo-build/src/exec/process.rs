@@ -22,7 +22,7 @@ pub(super) struct Usage {
 /// and signals in between. With a pidfd (Linux 5.3+) the wait ends when the child exits, so
 /// the workload's measured time ends there too: sleeping a fixed interval instead rounded
 /// every run up to it (5 ms steps made two builds of a 20 ms command tie round after round,
-/// and a comparison called a 7% difference none). Without one (an older kernel), it sleeps.
+/// and a comparison called builds 4% apart by the clock no different). Without one (an older kernel), it sleeps.
 pub(super) struct ExitWatch {
     pidfd: Option<std::os::fd::OwnedFd>,
 }

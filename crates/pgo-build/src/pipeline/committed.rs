@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::context::Context;
 use crate::cargo::build::Diagnostic;
-use crate::cargo::settings::NO_PREINLINE_FLAG;
+use crate::cargo::settings::preinline_in;
 use crate::profiles;
 use crate::profiles::carry::{TextProfile, crate_of_module};
 use crate::profiles::diagnostics::{self, Kind};
@@ -393,19 +393,25 @@ pub(crate) fn committed_text(
     );
     let key_file = dir.join("committed.proftext.key");
     let say_renamed = |count: usize| {
-        let crates: Vec<&str> = renames
-            .crates
-            .keys()
-            .map(|(name, _)| name.as_str())
-            .collect();
-        let glue = renames
-            .drop_glue
-            .map(|name| format!("; drop glue as `core::ptr::{name}`"))
-            .unwrap_or_default();
+        if count == 0 {
+            return;
+        }
+        let mut what: Vec<String> = Vec::new();
+        if !renames.crates.is_empty() {
+            let crates: Vec<&str> = renames
+                .crates
+                .keys()
+                .map(|(name, _)| name.as_str())
+                .collect();
+            what.push(format!("crates {}", crates.join(", ")));
+        }
+        if let Some(name) = renames.drop_glue {
+            what.push(format!("drop glue as `core::ptr::{name}`"));
+        }
         cx.printer.info(format!(
             "{count} records of the standard library's code renamed to this toolchain's names \
-             (crates {}{glue})",
-            crates.join(", ")
+             ({})",
+            what.join("; ")
         ))
     };
     // The key's line, then how many records were renamed.
@@ -627,9 +633,8 @@ fn check_metadata(
 /// function that inlines another would differ.
 fn check_same_preinline(cx: &Context, path: &Path, metadata: &ProfileMetadata) -> Result<()> {
     let fix = RECREATE;
-    let preinline = |flags: &[String]| !flags.iter().any(|flag| flag == NO_PREINLINE_FLAG);
-    if preinline(&metadata.rustflags) != preinline(&cx.settings.common_rustflags) {
-        let (then, now) = match preinline(&metadata.rustflags) {
+    if preinline_in(&metadata.rustflags) != preinline_in(&cx.settings.common_rustflags) {
+        let (then, now) = match preinline_in(&metadata.rustflags) {
             true => ("on", "off"),
             false => ("off", "on"),
         };

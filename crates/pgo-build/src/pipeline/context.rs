@@ -18,7 +18,7 @@ use super::state::State;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::rustflags::{self, Sources, UserFlags};
 use crate::cargo::settings::BuildSettings;
-use crate::cargo::settings::{BUILD_ID_FLAG, NO_PREINLINE_FLAG};
+use crate::cargo::settings::{BUILD_ID_FLAG, NO_PREINLINE_FLAG, preinline_in};
 use crate::cargo::workspace::{BinTarget, Selection, Workspace};
 use crate::config::cargo_config::{self, CargoConfig};
 use crate::config::{BuildVariant, CBuild, Config};
@@ -493,11 +493,7 @@ pub fn variant_settings(
         common_rustflags.extend(cross_language::XLTO_RUSTFLAGS.map(str::to_owned));
     }
     common_rustflags.push(BUILD_ID_FLAG.to_owned());
-    if !base.preinline
-        && !common_rustflags
-            .iter()
-            .any(|flag| flag == NO_PREINLINE_FLAG)
-    {
+    if !base.preinline && preinline_in(&common_rustflags) {
         common_rustflags.push(NO_PREINLINE_FLAG.to_owned());
     }
     // Names that survive rustc upgrades (`wrappers::rustc::stable_names`), unless the user

@@ -98,7 +98,7 @@ const STD_CRATES: [&str; 5] = ["std", "core", "alloc", "proc_macro", "test"];
 /// The crate whose code a demangled function is: the first segment of its path; for
 /// `<Type as Trait>::f` the crate of `Type`, unless that is a primitive, a type parameter or
 /// a standard-library type and `Trait` is not (`<[u8] as tokei::SliceExt>::trim` is tokei's);
-/// for drop glue (`core::ptr::drop_in_place<T>`) the crate of `T`. `None` for names without a
+/// for drop glue (`core::ptr::drop_in_place<T>`, or `drop_glue<T>`) the crate of `T`. `None` for names without a
 /// crate: primitives, type parameters and unqualified symbols like `main`.
 pub fn crate_of(name: &str) -> Option<String> {
     let name = name.trim();
@@ -116,8 +116,9 @@ pub fn crate_of(name: &str) -> Option<String> {
             (None, trait_crate) => trait_crate,
         };
     }
-    if let Some(dropped) = name
-        .strip_prefix("core::ptr::drop_in_place<")
+    if let Some(dropped) = ["core::ptr::drop_in_place<", "core::ptr::drop_glue<"]
+        .iter()
+        .find_map(|glue| name.strip_prefix(glue))
         .and_then(|rest| Some(&rest[..crate::util::names::closing_angle(rest)?]))
     {
         return crate_of_type(dropped).or_else(|| Some("core".to_owned()));

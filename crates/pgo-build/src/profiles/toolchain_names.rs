@@ -107,9 +107,22 @@ impl ToolchainRenames {
     }
 }
 
-/// The name drop glue has in `symbols` (a probe's), if any of them is drop glue.
-pub fn drop_glue_name_in<'a>(mut symbols: impl Iterator<Item = &'a str>) -> Option<&'static str> {
-    symbols.find_map(|symbol| Some(Parsed::of(symbol)?.drop_glue.first()?.2))
+/// The name drop glue has in `symbols` (a probe's), if any of them is drop glue: the newer
+/// name where both appear (a toolchain may keep `drop_in_place` as a wrapper of its glue).
+pub fn drop_glue_name_in<'a>(symbols: impl Iterator<Item = &'a str>) -> Option<&'static str> {
+    let mut found = None;
+    for symbol in symbols {
+        let Some(parsed) = Parsed::of(symbol) else {
+            continue;
+        };
+        for &(_, _, name) in &parsed.drop_glue {
+            if name == DROP_GLUE_NAMES[1] {
+                return Some(name);
+            }
+            found = Some(name);
+        }
+    }
+    found
 }
 
 /// The renames from one toolchain's standard library to another's: (crate, old
@@ -627,6 +640,9 @@ mod tests {
     // it: the crates' disambiguators and the function's name differ.
     const GLUE_STABLE: &str = "_RINvNtCsgEmfK2I1SDS_4core3ptr13drop_in_placeINtNtB4_6option6OptionNtNtCslNYArtu3iFV_5alloc6string6StringEECsXXId2UFtzW_5probe";
     const GLUE_NIGHTLY: &str = "_RINvNtCs8NwYtU1Mohg_4core3ptr9drop_glueINtNtB4_6option6OptionNtNtCsbEht8wFNRx7_5alloc6string6StringEECs9Nzo2GONLPA_5probe";
+    // And of `(String, String)`: the second `String` refers back past the function's name.
+    const PAIR_STABLE: &str = "_RINvNtCsgEmfK2I1SDS_4core3ptr13drop_in_placeTNtNtCslNYArtu3iFV_5alloc6string6StringBH_EECsXXId2UFtzW_5probe";
+    const PAIR_NIGHTLY: &str = "_RINvNtCs8NwYtU1Mohg_4core3ptr9drop_glueTNtNtCsbEht8wFNRx7_5alloc6string6StringBC_EECs9Nzo2GONLPA_5probe";
 
     #[test]
     fn drop_glue_is_named_as_this_toolchain_names_it() {
@@ -639,6 +655,10 @@ mod tests {
             Some("drop_glue")
         );
         assert_eq!(drop_glue_name_in([STABLE, NIGHTLY].into_iter()), None);
+        assert_eq!(
+            drop_glue_name_in([GLUE_STABLE, GLUE_NIGHTLY].into_iter()),
+            Some("drop_glue")
+        );
         let stable = sysroot_crates_in([GLUE_STABLE].into_iter());
         let nightly = sysroot_crates_in([GLUE_NIGHTLY].into_iter());
         // The probe's own crate (left out of what is recorded: no profile names it).
@@ -666,6 +686,15 @@ mod tests {
         assert_eq!(
             rename(GLUE_NIGHTLY, &to_stable).as_deref(),
             Some(GLUE_STABLE)
+        );
+        // A back-reference after the renamed name (the tuple's second `String`) moves with it.
+        assert_eq!(
+            rename(PAIR_STABLE, &to_nightly).as_deref(),
+            Some(PAIR_NIGHTLY)
+        );
+        assert_eq!(
+            rename(PAIR_NIGHTLY, &to_stable).as_deref(),
+            Some(PAIR_STABLE)
         );
         // Drop glue alone, the crates kept; a name already this toolchain's is left alone.
         let glue_only = ToolchainRenames {

@@ -86,7 +86,8 @@ pub fn closing_angle(text: &str) -> Option<usize> {
 /// A demangled v0 name as a legacy one reads: without a function's own generic arguments
 /// (`sort::<u64, F>` → `sort`), which v0 names spell out and every reader of names here
 /// (crate attribution, `profile check`'s items) takes as part of the path; drop glue keeps its
-/// type (`drop_in_place::<T>` → `drop_in_place<T>`), as legacy names have it. Legacy names
+/// type (`drop_in_place::<T>` → `drop_in_place<T>`, the 1.97 nightly's `drop_glue::<T>` too), as
+/// legacy names have it. Legacy names
 /// have no `::<` and are returned as they are.
 pub fn legacy_shape(name: &str) -> String {
     legacy_shape_within(name, 0)
@@ -107,7 +108,7 @@ fn legacy_shape_within(name: &str, depth: usize) -> String {
             out.push_str(after);
             return out;
         };
-        if before.ends_with("drop_in_place") {
+        if before.ends_with("drop_in_place") || before.ends_with("drop_glue") {
             out.push('<');
             out.push_str(&legacy_shape_within(&inner[..close], depth + 1));
             out.push('>');

@@ -165,7 +165,7 @@ pub fn profile_check(cx: &Context, args: &CheckRequest) -> Result<()> {
             .filter(|f| crate::profiles::prediction::TOOLCHAIN_CRATES.contains(&f.krate.as_str()))
             .map(|f| f.total)
             .sum();
-        let inlined = if cx.settings.preinline {
+        let inlined = if crate::cargo::settings::preinline_in(&cx.settings.common_rustflags) {
             " With LLVM's pre-instrumentation inlining on (the default), any function that \
              inlined a small function of the standard library the new rustc changed is stale \
              as well, and those are often the hottest: [pgo] preinline = false keeps records \
