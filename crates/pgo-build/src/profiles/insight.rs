@@ -287,6 +287,8 @@ mod tests {
                 Some("engine"),
             ),
             ("core::ptr::drop_in_place<u8>", Some("core")),
+            // The 1.97 nightly's name of drop glue.
+            ("core::ptr::drop_glue<jaq_json::Val>", Some("jaq_json")),
             // No crate: the C entry point, primitives, type parameters.
             ("main", None),
             ("u8", None),
@@ -331,6 +333,12 @@ mod tests {
             (
                 "_RINvNtCsgEmfK2I1SDS_4core3ptr13drop_in_placeNtCsintiYeUIQKy_1l5ThingECsintiYeUIQKy_1l",
                 "core::ptr::drop_in_place<l::Thing>",
+                "l",
+            ),
+            // The nightly's drop glue keeps its type and its crate too.
+            (
+                "_RINvNtCs8NwYtU1Mohg_4core3ptr9drop_glueNtCsintiYeUIQKy_1l5ThingECsintiYeUIQKy_1l",
+                "core::ptr::drop_glue<l::Thing>",
                 "l",
             ),
         ] {
