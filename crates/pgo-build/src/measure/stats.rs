@@ -217,10 +217,36 @@ impl PairedSummary {
             {
                 let more = more_pairs_for(self.pairs, family, target).max(said);
                 self.more_rounds = Some(more);
+                // The note's interval is the one judged by too, as the evidence line's is.
+                let (low, high) = family;
+                let look_width = format!(
+                    "the {:.0}% interval is ±{:.1}%",
+                    self.confidence * 100.0,
+                    (self.ci_high - self.ci_low) / 2.0 * 100.0
+                );
+                let family_width = format!(
+                    "the interval it is judged by ({}%, with this comparison's other verdicts) \
+                     is ±{:.1}%",
+                    crate::util::units::figure((1.0 - judged.level) * 100.0),
+                    (high - low) / 2.0 * 100.0
+                );
+                let look_interval = interval_text(self.ci_low, self.ci_high);
+                let family_interval = interval_text(low, high);
+                let bound_of = |low: f64, high: f64| {
+                    format!(
+                        "no difference larger than {:.1}% is shown",
+                        (1.0 - low).max(high - 1.0) * 100.0
+                    )
+                };
+                let (look_bound, family_bound) =
+                    (bound_of(self.ci_low, self.ci_high), bound_of(low, high));
                 self.resolution_note = self.resolution_note.map(|note| {
                     let said = format!("about {said} more");
                     debug_assert!(note.contains(&said), "{note}");
                     note.replace(&said, &format!("about {more} more"))
+                        .replace(&look_width, &family_width)
+                        .replace(&look_interval, &family_interval)
+                        .replace(&look_bound, &family_bound)
                 });
             }
             return self;
@@ -868,8 +894,38 @@ mod tests {
         });
         let more = judged.more_rounds.unwrap();
         assert!(more > said, "{said} → {more}: {judged:?}");
-        let note = judged.resolution_note.unwrap();
+        let note = judged.resolution_note.clone().unwrap();
         assert!(note.contains(&format!("about {more} more")), "{note}");
+        // The bound the note names is the wider interval's, the one the verdict was judged by.
+        let (low, high) = judged.family_ci.unwrap();
+        let bound = |low: f64, high: f64| {
+            format!(
+                "no difference larger than {:.1}%",
+                (1.0 - low).max(high - 1.0) * 100.0
+            )
+        };
+        assert!(note.contains(&bound(low, high)), "{note}");
+        assert!(
+            !note.contains(&bound(judged.ci_low, judged.ci_high)),
+            "{note}"
+        );
+        // So is the half-width of a note that says how wide the interval is.
+        let wide = [
+            0.6, 1.4, 0.65, 1.35, 0.55, 1.45, 0.7, 1.3, 1.0, 0.62, 1.38, 1.0,
+        ];
+        let alone = summarize(&wide);
+        assert_eq!(alone.verdict, Verdict::Inconclusive, "{alone:?}");
+        let look = alone.resolution_note.clone().unwrap();
+        let judged = alone.within_family(crate::measure::family::Judged {
+            rejected: false,
+            level: 0.005,
+        });
+        let note = judged.resolution_note.unwrap();
+        assert!(look.contains("the 95% interval is ±"), "{look}");
+        assert!(
+            note.contains("the interval it is judged by (99.5%"),
+            "{note}"
+        );
     }
 
     #[test]
