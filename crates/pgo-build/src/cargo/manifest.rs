@@ -97,6 +97,15 @@ pub struct StageInput {
 }
 
 impl StageManifest {
+    /// The id of the build staged now for a compared variant (`baseline`, `optimized`, …):
+    /// what a comparison's recorded builds are checked against (`CompareResult::rebuilt_note`).
+    pub fn current_build(layout: &Layout, variant: &str) -> Option<String> {
+        let stage = Stage::from_variant(variant)?;
+        StageManifest::load(layout, stage, "")
+            .ok()
+            .map(|manifest| manifest.id)
+    }
+
     /// The stage's record of its last completed build. After an attempt that failed or was
     /// interrupted there is none, and the error says so.
     pub fn load(layout: &Layout, stage: Stage, hint: &str) -> Result<StageManifest> {

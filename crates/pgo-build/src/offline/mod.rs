@@ -84,30 +84,27 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
             );
         }
     };
+    // A verdict on binaries rebuilt since is said to be one, above it, in every form.
+    let current_build =
+        |variant: &str| crate::cargo::manifest::StageManifest::current_build(layout, variant);
+    let rebuilt_note = |compare: &crate::report::CompareResult| compare.rebuilt_note(current_build);
+    let answer_out_of_date = report.compare.as_ref().and_then(rebuilt_note);
     if let Some(file) = &report_args.html {
-        crate::util::files::write_atomically(file, render::html(&report).as_bytes())?;
+        let page = render::html(&report, answer_out_of_date.as_deref());
+        crate::util::files::write_atomically(file, page.as_bytes())?;
         printer.info(format!("wrote {}", file.display()));
     }
     if report_args.json {
         // As `Report::save` writes it.
         printer.table(serde_json::to_string_pretty(&report)?);
     } else if report_args.markdown {
-        printer.table(render::markdown(&report));
+        printer.table(render::markdown(&report, answer_out_of_date.as_deref()));
     } else if report_args.html.is_none() {
-        // A verdict on binaries rebuilt since is said to be one, above it.
-        let current_build = |variant: &str| {
-            let stage = crate::layout::Stage::from_variant(variant)?;
-            crate::cargo::manifest::StageManifest::load(layout, stage, "")
-                .ok()
-                .map(|manifest| manifest.id)
-        };
-        let rebuilt_note =
-            |compare: &crate::report::CompareResult| compare.rebuilt_note(current_build);
         // The answer first: the tables are its evidence.
         let answer = crate::report::answer::answer(&report);
         if let Some(answer) = &answer {
-            if let Some(note) = report.compare.as_ref().and_then(rebuilt_note) {
-                printer.warn(note);
+            if let Some(note) = &answer_out_of_date {
+                printer.warn(note.clone());
             }
             printer.table(answer.text());
         }

@@ -35,13 +35,18 @@ pub fn run_all(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()>
     let result = run_steps(cx, run, args);
     // CI: GitHub Actions shows this file on the run's page.
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+        // A comparison left from before this run (`--no-compare`) may be of other builds.
+        let out_of_date = run.report.compare.as_ref().and_then(|compare| {
+            compare.rebuilt_note(|variant| {
+                crate::cargo::manifest::StageManifest::current_build(&cx.layout, variant)
+            })
+        });
+        let summary_text = render::markdown(&run.report, out_of_date.as_deref());
         let appended = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
             .open(&summary)
-            .and_then(|mut file| {
-                std::io::Write::write_all(&mut file, render::markdown(&run.report).as_bytes())
-            });
+            .and_then(|mut file| std::io::Write::write_all(&mut file, summary_text.as_bytes()));
         if let Err(err) = appended {
             cx.printer.warn(format!(
                 "could not append to GITHUB_STEP_SUMMARY ({}): {err}",

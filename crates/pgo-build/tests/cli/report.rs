@@ -84,6 +84,23 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
          verdicts are about binaries that are no longer staged. `pgo-build compare` measures \
          the ones there now.",
     );
+    // The markdown and the HTML page say so too, above the answer.
+    let markdown = fixture.run(&["report", "--markdown"]).stdout();
+    let note = markdown.find("> **Out of date: the baseline build was rebuilt");
+    let answer = markdown.find("### ");
+    assert!(
+        note.is_some() && (answer.is_none() || note < answer),
+        "{markdown}"
+    );
+    let page = fixture.root().join("report.html");
+    fixture
+        .run(&["report", "--html", page.to_str().unwrap()])
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<p class=\"warning\"><strong>Out of date: the baseline build was"),
+        "{html}"
+    );
 }
 
 #[test]

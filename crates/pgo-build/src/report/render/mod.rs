@@ -25,11 +25,16 @@ const COLORS: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
 ];
 
-pub fn markdown(report: &Report) -> String {
+/// The report as markdown; `out_of_date` (see `CompareResult::rebuilt_note`) above the answer
+/// when its comparison measured binaries rebuilt since.
+pub fn markdown(report: &Report, out_of_date: Option<&str>) -> String {
     let mut out = match &report.target {
         Some(triple) => format!("## pgo-build: {triple}\n\n"),
         None => String::from("## pgo-build\n\n"),
     };
+    if let Some(note) = out_of_date {
+        let _ = writeln!(out, "> **{note}**\n");
+    }
     if let Some(answer) = crate::report::answer::answer(report) {
         out += &answer.markdown();
     }
@@ -131,7 +136,8 @@ pub fn markdown(report: &Report) -> String {
     out
 }
 
-pub fn html(report: &Report) -> String {
+/// The report as one HTML page; `out_of_date` as for [`markdown`].
+pub fn html(report: &Report, out_of_date: Option<&str>) -> String {
     let mut body = String::new();
     let _ = write!(
         body,
@@ -145,6 +151,13 @@ pub fn html(report: &Report) -> String {
         escape(report.rustc.as_deref().unwrap_or("")),
         escape(report.llvm_profdata.as_deref().unwrap_or(""))
     );
+    if let Some(note) = out_of_date {
+        let _ = write!(
+            body,
+            "<p class=\"warning\"><strong>{}</strong></p>",
+            escape(note)
+        );
+    }
     if let Some(answer) = crate::report::answer::answer(report) {
         let _ = write!(
             body,
@@ -219,7 +232,7 @@ pub fn html(report: &Report) -> String {
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}\
-    .answer{border-left:4px solid #2a7d2a;padding:.2em 1em;background:#f4f9f4}.headline{font-size:1.2em;font-weight:bold}\
+    .answer{border-left:4px solid #2a7d2a;padding:.2em 1em;background:#f4f9f4}.headline{font-size:1.2em;font-weight:bold}.warning{border-left:4px solid #c0392b;padding:.2em 1em;background:#fdf2f0}\
     table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
     td:first-child,th:first-child{text-align:left}.meta{color:#666;font-size:.9em}svg text{font-size:12px;font-family:sans-serif}\
     .faster{color:#2a7d2a;font-weight:bold}.slower{color:#b22;font-weight:bold}";
@@ -560,9 +573,9 @@ mod tests {
     #[test]
     fn empty_reports_render() {
         let report = Report::new(std::path::Path::new("/w<s>"));
-        let page = html(&report);
+        let page = html(&report, None);
         assert!(page.contains("/w&lt;s&gt;"));
-        assert!(markdown(&report).contains("| **total** |"));
+        assert!(markdown(&report, None).contains("| **total** |"));
     }
 
     #[test]
@@ -585,7 +598,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let text = markdown(&report);
+        let text = markdown(&report, None);
         assert!(
             text.contains(
                 "| baseline | 1.9 GiB of 2.0 GiB | 37.7s | 32.5s (cores: regex-syntax … rg, 18.4s) \
@@ -593,6 +606,6 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(html(&report).contains("<h2>rustc and the memory budget</h2>"));
+        assert!(html(&report, None).contains("<h2>rustc and the memory budget</h2>"));
     }
 }
