@@ -64,11 +64,53 @@ pub enum Decision {
     Undecided(String),
 }
 
+/// The variant to ship (see [`recommend_by_speed`]), its evidence with what the C compiler
+/// switch alone did where the C variants were measured ([`compiler_switch`]).
+pub fn recommend(
+    records: &[ExploreVariantRecord],
+    limit: Option<&config::Growth>,
+    margin: f64,
+) -> Decision {
+    match (
+        recommend_by_speed(records, limit, margin),
+        compiler_switch(records),
+    ) {
+        (Decision::Recommend(mut recommendation), Some(switch)) => {
+            recommendation.evidence = format!("{}; {switch}", recommendation.evidence);
+            Decision::Recommend(recommendation)
+        }
+        (decision, _) => decision,
+    }
+}
+
+/// Where `clang` (the C built by clang, no profile) and a profiled C variant were measured:
+/// what the compiler switch alone did against the baseline, which the C variants' difference
+/// from `pgo` includes (a slower clang is no fault of the profile).
+fn compiler_switch(records: &[ExploreVariantRecord]) -> Option<String> {
+    let measured = |name: &str| {
+        records
+            .iter()
+            .find(|r| r.name == name && r.status == VariantStatus::Measured)
+    };
+    let clang = measured(super::variants::CLANG)?.vs_baseline.as_ref()?;
+    let profiled_c = records
+        .iter()
+        .any(|r| r.name.starts_with(super::variants::PGO_C) && r.status == VariantStatus::Measured);
+    profiled_c.then(|| {
+        format!(
+            "the C compiler switch alone (clang, no profile) is {:+.1}% against the baseline \
+             ({}), which the pgo+c variants' difference from pgo includes",
+            (clang.ratio - 1.0) * 100.0,
+            evidence_of(clang)
+        )
+    })
+}
+
 /// The variant to ship: the fastest that beat `pgo` (faster on some holdout workloads and the
 /// same within `margin` on the rest, by the paired tests) within the size limit; else `pgo`
 /// when it beat the baseline; else the baseline, when pgo is shown slower or the same within
 /// the margin; else nothing yet.
-pub fn recommend(
+fn recommend_by_speed(
     records: &[ExploreVariantRecord],
     limit: Option<&config::Growth>,
     margin: f64,
@@ -408,6 +450,34 @@ mod tests {
             same.evidence.contains("within the margin of 2.0%"),
             "{}",
             same.evidence
+        );
+    }
+
+    /// With clang and pgo+c measured, the evidence separates the compiler switch from the
+    /// profile: pgo+c slower than pgo here, because clang alone is.
+    #[test]
+    fn the_compiler_switch_is_told_apart_from_the_profile() {
+        let records = vec![
+            measured("baseline", 1.0, None, 10.0, 1000),
+            measured("pgo", 0.9, None, 30.0, 1010),
+            measured("clang", 1.06, None, 10.0, 1000),
+            measured("pgo+c", 0.95, Some((1.05, Verdict::Slower)), 30.0, 1010),
+        ];
+        let chosen = recommended(recommend(&records, None, MARGIN));
+        assert_eq!(chosen.variant, "pgo");
+        assert!(
+            chosen
+                .evidence
+                .contains("the C compiler switch alone (clang, no profile) is +6.0% against"),
+            "{}",
+            chosen.evidence
+        );
+        // Without a profiled C variant there is nothing to tell apart.
+        let chosen = recommended(recommend(&records[..3], None, MARGIN));
+        assert!(
+            !chosen.evidence.contains("compiler switch"),
+            "{}",
+            chosen.evidence
         );
     }
 
