@@ -240,6 +240,10 @@ impl PairedSummary {
                 };
                 let (look_bound, family_bound) =
                     (bound_of(self.ci_low, self.ci_high), bound_of(low, high));
+                let (look_level, family_level) = (
+                    format!("which needs {:.3})", 1.0 - self.confidence),
+                    format!("which needs {:.3})", judged.level),
+                );
                 self.resolution_note = self.resolution_note.map(|note| {
                     let said = format!("about {said} more");
                     debug_assert!(note.contains(&said), "{note}");
@@ -247,6 +251,7 @@ impl PairedSummary {
                         .replace(&look_width, &family_width)
                         .replace(&look_interval, &family_interval)
                         .replace(&look_bound, &family_bound)
+                        .replace(&look_level, &family_level)
                 });
             }
             return self;
@@ -920,10 +925,15 @@ mod tests {
             rejected: false,
             level: 0.005,
         });
-        let note = judged.resolution_note.unwrap();
+        let note = judged.resolution_note.clone().unwrap();
         assert!(look.contains("the 95% interval is ±"), "{look}");
+        let (low, high) = judged.family_ci.unwrap();
         assert!(
-            note.contains("the interval it is judged by (99.5%"),
+            note.contains(&format!(
+                "the interval it is judged by (99.5%, with this comparison's other verdicts) is \
+                 ±{:.1}%",
+                (high - low) / 2.0 * 100.0
+            )),
             "{note}"
         );
     }

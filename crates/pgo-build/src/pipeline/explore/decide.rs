@@ -75,7 +75,10 @@ pub fn recommend(
         recommend_by_speed(records, limit, margin),
         compiler_switch(records),
     ) {
-        (Decision::Recommend(mut recommendation), Some(switch)) => {
+        // (clang recommended: its evidence is already the switch's.)
+        (Decision::Recommend(mut recommendation), Some(switch))
+            if recommendation.variant != super::variants::CLANG =>
+        {
             recommendation.evidence = format!("{}; {switch}", recommendation.evidence);
             Decision::Recommend(recommendation)
         }
@@ -96,10 +99,15 @@ fn compiler_switch(records: &[ExploreVariantRecord]) -> Option<String> {
     let profiled_c = records
         .iter()
         .any(|r| r.name.starts_with(super::variants::PGO_C) && r.status == VariantStatus::Measured);
+    let standing = match clang.verdict {
+        Verdict::Faster => "faster than",
+        Verdict::Slower => "slower than",
+        _ => "not shown different from",
+    };
     profiled_c.then(|| {
         format!(
-            "the C compiler switch alone (clang, no profile) is {:+.1}% against the baseline \
-             ({}), which the pgo+c variants' difference from pgo includes",
+            "the C compiler switch alone (clang, no profile) is {standing} the baseline \
+             ({:+.1}%, {}), which the pgo+c variants' difference from pgo includes",
             (clang.ratio - 1.0) * 100.0,
             evidence_of(clang)
         )
@@ -457,18 +465,23 @@ mod tests {
     /// profile: pgo+c slower than pgo here, because clang alone is.
     #[test]
     fn the_compiler_switch_is_told_apart_from_the_profile() {
-        let records = vec![
+        let mut records = vec![
             measured("baseline", 1.0, None, 10.0, 1000),
             measured("pgo", 0.9, None, 30.0, 1010),
             measured("clang", 1.06, None, 10.0, 1000),
             measured("pgo+c", 0.95, Some((1.05, Verdict::Slower)), 30.0, 1010),
         ];
+        records[2].vs_baseline = Some(speed(
+            [("h".to_owned(), summary(1.06, Verdict::Slower))].into_iter(),
+            MARGIN,
+        ));
         let chosen = recommended(recommend(&records, None, MARGIN));
         assert_eq!(chosen.variant, "pgo");
         assert!(
-            chosen
-                .evidence
-                .contains("the C compiler switch alone (clang, no profile) is +6.0% against"),
+            chosen.evidence.contains(
+                "the C compiler switch alone (clang, no profile) is slower than the baseline \
+                 (+6.0%"
+            ),
             "{}",
             chosen.evidence
         );
