@@ -335,7 +335,7 @@ fn continuous_mode_keeps_the_c_counts() {
 fn sccache_caches_the_profiled_c() {
     let cache = tempfile::tempdir().unwrap();
     // A server of this test's own, on a port of its own.
-    let port = (5300 + std::process::id() % 1000).to_string();
+    let port = crate::support::free_port().to_string();
     let fixture = Fixture::new("cdep");
     let sccache = |args: &[&str]| {
         let mut command = std::process::Command::new("sccache");

@@ -142,7 +142,7 @@ fn batch_size_builds_the_binaries_in_groups() {
 fn sccache_serves_clean_rebuilds_in_the_same_and_another_checkout() {
     let cache = tempfile::tempdir().unwrap();
     // A server of this test's own, on a port of its own.
-    let port = (4300 + std::process::id() % 1000).to_string();
+    let port = crate::support::free_port().to_string();
     let with_sccache = |fixture: &Fixture, args: &[&str]| {
         let mut command = fixture.command(args);
         command

@@ -6,15 +6,6 @@ use std::process::Command;
 use crate::support::schema::*;
 use crate::support::*;
 
-/// A port nothing listens on now (the test then binds it, or relies on nobody doing so).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The signals fixture's configuration: `replica` is the only binary (the services and
 /// clients), then `config`.
 fn write_config(fixture: &Fixture, config: &str) {

@@ -123,7 +123,7 @@ impl<'a> Runner<'a> {
             sccache,
             bare_path,
             // Its own sccache server, apart from anyone else's on the default port.
-            sccache_port: (4300 + std::process::id() % 1000).to_string(),
+            sccache_port: crate::support::free_port().to_string(),
         };
         runner.write_stand_ins();
         runner

@@ -562,3 +562,14 @@ pub fn stage_names(report: &serde_json::Value) -> Vec<&str> {
         .map(|s| s["name"].as_str().unwrap())
         .collect()
 }
+
+/// A port nothing listens on now (the test then binds it, or relies on nobody doing so): each
+/// test's sccache server gets one of its own, since tests of one process run at once and a
+/// port derived from the process id was shared (one test's `--stop-server` reset another's).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
