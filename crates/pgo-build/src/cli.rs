@@ -196,6 +196,8 @@ pub enum Generated {
     Man,
     /// The JSON Schema of pgo-build.toml, for editors (a `#:schema` line names it)
     Schema,
+    /// The JSON Schema of report.json, for scripts that read it
+    ReportSchema,
     /// The book's command-line reference (Markdown)
     CliReference,
     /// The book's configuration reference (Markdown)

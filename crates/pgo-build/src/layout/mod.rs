@@ -60,7 +60,9 @@ pub enum PackedStage {
 }
 
 /// A build stage whose binaries get staged (by its name in `report.json` too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stage {
     Baseline,

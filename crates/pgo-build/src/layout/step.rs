@@ -16,6 +16,7 @@ use crate::layout::Stage;
     clap::ValueEnum,
     serde::Serialize,
     serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Step {

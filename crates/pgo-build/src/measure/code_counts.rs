@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub const KEPT_FUNCTIONS: usize = 12;
 
 /// One counted run of a workload (every process of it), split by whose code ran.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CodeCounts {
     /// Instructions in Rust functions of the program's own binaries (the workspace's build).
     pub rust: u64,
@@ -30,7 +30,7 @@ pub struct CodeCounts {
     pub functions: Vec<FunctionInstructions>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FunctionInstructions {
     /// Demangled (Rust without its hash); C and C++ names as the symbol table has them.
     pub name: String,
@@ -39,7 +39,9 @@ pub struct FunctionInstructions {
     pub instructions: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Language {
     Rust,

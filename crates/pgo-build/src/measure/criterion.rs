@@ -67,7 +67,7 @@ pub fn run_metrics(home: &Path) -> BTreeMap<String, f64> {
 }
 
 /// One benchmark's median time per iteration with its confidence interval, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Estimate {
     pub median_ns: f64,
     pub lower_ns: f64,

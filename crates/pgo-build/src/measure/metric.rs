@@ -32,6 +32,7 @@ pub const INSTRUCTION_ROUNDS: usize = 2;
     clap::ValueEnum,
     serde::Serialize,
     serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Metric {

@@ -58,7 +58,7 @@ pub const TARGET_HALF_WIDTH: f64 = 0.02;
 /// above `ALPHA` (Bonferroni).
 pub const AUTO_LOOKS: [usize; 3] = [10, 20, 40];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Faster,
@@ -73,7 +73,7 @@ pub enum Verdict {
     TooCoarse,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairedSummary {
     pub pairs: usize,
     /// Median of the per-pair candidate/reference ratios; below 1: the candidate is faster.

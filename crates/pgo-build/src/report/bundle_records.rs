@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::profile_records::{BinaryProfiles, MergedProfile};
 
 /// What `pgo-build merge` made of the bundles it was given.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MergedBundles {
     pub merged: MergedProfile,
     pub weights: Weights,
@@ -28,7 +28,7 @@ pub struct MergedBundles {
 }
 
 /// One bundle of a merge: where it came from and what it brought.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MergedBundle {
     pub file: PathBuf,
     pub shard: Shard,
@@ -41,7 +41,7 @@ pub struct MergedBundle {
 }
 
 /// One workload run of a shard.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BundleWorkload {
     /// `name`, or `name.part<I>of<K>` for a part of a workload with `shards = K`.
     pub run: String,
@@ -53,14 +53,16 @@ pub struct BundleWorkload {
 }
 
 /// `--shard I/N`: shard `index` (1-based) of `count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Shard {
     pub index: usize,
     pub count: usize,
 }
 
 /// `merge --weights`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Weights {
     Counts,

@@ -11,7 +11,7 @@ use crate::measure::stats::PairedSummary;
 use crate::util::units::human_bytes;
 
 /// What `pgo-build explore` built and measured, and what it recommends.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExploreResult {
     pub metric: Metric,
     /// The workload metric the verdicts rest on, if any (as `CompareResult::decided_by`).
@@ -35,7 +35,7 @@ pub struct ExploreResult {
 }
 
 /// Where an explored variant is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum VariantStatus {
     #[serde(rename = "measured")]
     Measured,
@@ -70,7 +70,7 @@ impl std::fmt::Display for VariantStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExploreVariantRecord {
     pub name: String,
     pub pgo: bool,
@@ -140,7 +140,7 @@ impl ExploreVariantRecord {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExploreStageCost {
     /// The build it belongs to: `target/pgo-build/` itself or `explore/builds/<key>`.
     pub build: String,
@@ -151,7 +151,7 @@ pub struct ExploreStageCost {
 }
 
 /// A variant's speed against a reference over the holdout workloads.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExploreSpeed {
     /// Geometric mean of the per-workload median ratios (below 1: faster).
     pub ratio: f64,
@@ -164,7 +164,7 @@ pub struct ExploreSpeed {
     pub decided_by: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExploreRecommendation {
     pub variant: String,
     /// Whether a variant beat `pgo` with evidence (false: "no variant is better than pgo").

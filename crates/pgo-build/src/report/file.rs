@@ -27,6 +27,43 @@ use crate::util::files::write_atomically;
 /// of the paired test inverted, `compare.between`, `margin`, `not_counted`, `left_open_by`.
 pub const SCHEMA_VERSION: u32 = 12;
 
+/// What each schema changed, newest first: the schema's description of `schema_version`.
+pub const SCHEMA_HISTORY: &str = concat!(
+    "12: stages renamed steps, each named by its step; verdict intervals (ci_low, ci_high, ",
+    "family_ci) are the paired test inverted rather than a bootstrap of the median; ",
+    "compare gained between (bolt against optimized from the same rounds, in the family), ",
+    "margin and not_counted, and paired summaries left_open_by (instruction counts that ",
+    "decided what the deciding figure left open); pgo-build reads a report of schema 8 to ",
+    "11 as 12 (margin: 2%). ",
+    "11: bundles no longer repeats the stage manifest of the instrumented build the ",
+    "bundles trained (instrumented: profiles/bundles.json keeps it), and the profile ",
+    "sections (profiles, merged_profile, optimize_diagnostics, overlap, staleness, ",
+    "bundles) written in an older shape are dropped when read, the rest of the report ",
+    "kept; pgo-build reads a report of schema 8 to 10 as 11. ",
+    "10: a compare's verdicts judged as one family (family: the rule, its level, how many ",
+    "verdicts; every paired summary's family_level), a too_coarse verdict for metrics ",
+    "whose values come in steps larger than the margin, and previous (each candidate ",
+    "against the last release, compare --against) added; pgo-build reads a report of ",
+    "schema 8 or 9 as 10. ",
+    "9: rustc_memory's build_secs and lower_bound (what the dependency graph and the cores ",
+    "allowed) added; pgo-build reads a report of schema 8 as 9. ",
+    "8: compare_history (every comparison with when and how it ran, failed ones too) and ",
+    "earlier_compares (the last good comparison of each other set of variants) added; a ",
+    "failed stage no longer replaces the stage's last good record in stages (both are ",
+    "kept; the good one counts in the total); explore variants' rounds (the race) and ",
+    "their speeds' decided_by (instruction counts where wall time could not decide) added. ",
+    "7: workload metrics (compare runs' and candidates' metrics, compare.decided_by, ",
+    "explore.decided_by) and training services added. ",
+    "6: startup_order, binaries' compressed_bytes, page faults in compare runs and ",
+    "summaries (metric faults) added. ",
+    "5: target and compare.emulated added. ",
+    "4: explore added. ",
+    "3: bundles and sccache added. ",
+    "2: paired summaries gained confidence, wilcoxon_p, bound, more_rounds and resolves, ",
+    "and verdict became faster | slower | no_difference | inconclusive | too_few_rounds (1 ",
+    "had no_detectable_difference)",
+);
+
 /// The oldest schema read as the current one: the schemas since only added fields, each with
 /// a default (9: the rustc summaries' `build_secs` and `lower_bound`; 10: the family of
 /// verdicts, `previous`, `too_coarse`) or dropped one (11: `bundles.instrumented`, which
@@ -36,16 +73,19 @@ const READS_SCHEMAS_FROM: u32 = 8;
 /// How many comparisons the report's history keeps.
 pub const COMPARE_HISTORY: usize = 50;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     pub schema_version: u32,
     pub pgo_build_version: String,
+    /// The workspace root.
     pub workspace: PathBuf,
     /// The target triple given with `--target` (or `[build] targets`); absent for the host's
     /// own build in `target/pgo-build/`.
     #[serde(default)]
     pub target: Option<String>,
+    /// The first line of `rustc -vV`.
     pub rustc: Option<String>,
+    /// The llvm-profdata used: its path and LLVM version.
     pub llvm_profdata: Option<String>,
     /// Every step that ran, in order (`stages` before schema 12).
     #[serde(alias = "stages")]
@@ -57,6 +97,7 @@ pub struct Report {
     #[serde(default, deserialize_with = "typed_or_dropped")]
     pub profiles: BTreeMap<String, BinaryProfiles>,
     pub rejected_profiles: Vec<RejectedProfile>,
+    /// The profile the optimized build used.
     #[serde(default, deserialize_with = "typed_or_dropped")]
     pub merged_profile: Option<MergedProfile>,
     /// Per-crate functions without data or with mismatched data in the optimized build.

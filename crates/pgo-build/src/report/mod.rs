@@ -21,6 +21,7 @@ mod profile_records;
 mod rebuilt;
 mod records;
 pub mod render;
+pub mod schema;
 pub mod tables;
 mod why;
 

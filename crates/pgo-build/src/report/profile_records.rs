@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// Per-binary figures after training. One raw file is one process (see [`RAW_PATTERN`]); a
 /// merged one counts the processes whose files it holds.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct BinaryProfiles {
     /// Processes that started: recorded starts, or profile files where more.
@@ -35,14 +35,14 @@ pub struct BinaryProfiles {
     pub instrumented_functions: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MergedProfile {
     pub path: PathBuf,
     pub size_bytes: u64,
     pub total_functions: u64,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrateCounts {
     pub missing_functions: usize,
     pub mismatched_functions: usize,
@@ -52,7 +52,7 @@ pub struct CrateCounts {
 }
 
 /// What rustc said of the profile in the optimized build, per crate (`optimize_diagnostics`).
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct DiagnosticsSummary {
     pub per_crate: BTreeMap<String, CrateCounts>,
@@ -66,7 +66,7 @@ pub struct DiagnosticsSummary {
 
 /// Staleness of a committed profile, from the optimized build: weighted by the profile's
 /// counts, since a stale hot function costs what a thousand cold ones do not.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Staleness {
     pub profile_functions: usize,
@@ -92,7 +92,7 @@ pub struct Staleness {
 }
 
 /// A function found in another codegen unit, and the records it got.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CarriedName {
     pub name: String,
     /// Its name in this build (`module;symbol`).
@@ -104,7 +104,7 @@ pub struct CarriedName {
 
 /// One crate's part of a committed profile in the optimized build. The crate is the one whose
 /// code a function is (for a generic, where it is defined).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct CrateStaleness {
     pub functions: usize,
@@ -117,7 +117,7 @@ pub struct CrateStaleness {
     pub new_functions: usize,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChangedFunction {
     pub name: String,
     /// Share of the profile's counts.
@@ -132,7 +132,7 @@ impl Staleness {
 }
 
 /// How the training covers one binary's held-out work (`profile overlap`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OverlapRecord {
     /// The edge-profile overlap of training with holdout (0–1).
     pub edge_overlap: f64,
@@ -145,7 +145,7 @@ pub struct OverlapRecord {
 }
 
 /// A function that `test` spends time in and `base` does not (or hardly).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Missed {
     pub name: String,
     pub krate: String,

@@ -20,7 +20,7 @@ pub use super::explore_records::{
 };
 
 /// How a step ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StepResult {
     Ok,
@@ -45,7 +45,7 @@ impl StepResult {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepRecord {
     pub name: Step,
     pub result: StepResult,
@@ -90,7 +90,7 @@ pub fn now_unix() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BinaryRecord {
     /// The file's size, debug info and symbol tables included.
     pub size_bytes: u64,
@@ -102,7 +102,9 @@ pub struct BinaryRecord {
     #[serde(default)]
     pub compressed_bytes: Option<u64>,
     pub path: PathBuf,
+    /// Built with `-Cprofile-use`.
     pub pgo: bool,
+    /// Post-processed by BOLT with a profile.
     #[serde(default)]
     pub bolted: bool,
 }
@@ -136,7 +138,7 @@ impl BinaryRecord {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkloadRecord {
     pub name: String,
     pub stage: Stage,
@@ -152,7 +154,7 @@ pub struct WorkloadRecord {
 }
 
 /// A service of a training run, as it ended.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServiceRecord {
     pub name: String,
     pub status: String,
@@ -168,7 +170,7 @@ pub struct ServiceRecord {
     pub log: PathBuf,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RejectedProfile {
     pub path: PathBuf,
     pub binary: Option<String>,
@@ -176,7 +178,7 @@ pub struct RejectedProfile {
 }
 
 /// What BOLT did to one binary.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BoltRecord {
     /// The stage whose binary was the input (optimized or baseline).
     pub input: String,
@@ -193,7 +195,7 @@ pub struct BoltRecord {
     pub taken_branches: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompareResult {
     pub metric: Metric,
     /// With `--metric instructions`: the tool that counted them.
@@ -256,7 +258,7 @@ fn default_margin() -> f64 {
 }
 
 /// A candidate against another candidate on one workload (see [`CompareResult::between`]).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidatePair {
     pub workload: String,
     /// The later build (`bolt`)…
@@ -268,7 +270,7 @@ pub struct CandidatePair {
 
 /// The rule that keeps the verdicts of one comparison together at one level (see
 /// `measure::family`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FamilyRule {
     /// `weighted Holm`.
     pub rule: String,
@@ -316,7 +318,7 @@ impl FamilyRule {
 
 /// A candidate against the last release (`compare --against DIR`) on one workload, by the
 /// figure verdicts rest on, from the same rounds as the rest of the comparison.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PreviousComparison {
     pub workload: String,
     pub candidate: String,
@@ -340,7 +342,7 @@ impl CompareResult {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkloadComparison {
     pub workload: String,
     pub role: Role,
@@ -368,7 +370,7 @@ pub struct WorkloadComparison {
 }
 
 /// One criterion benchmark of a held-out cargo bench workload, candidate against reference.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchmarkComparison {
     pub benchmark: String,
     pub candidate: String,
@@ -378,7 +380,7 @@ pub struct BenchmarkComparison {
     pub ratio: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSample {
     pub round: usize,
     pub variant: String,
@@ -454,7 +456,7 @@ pub fn metric_label(metric: Metric) -> &'static str {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidateSummary {
     pub wall: PairedSummary,
     pub cpu: PairedSummary,
@@ -471,7 +473,7 @@ pub struct CandidateSummary {
 }
 
 /// One workload metric of a candidate against the reference, paired per round.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MetricComparison {
     pub unit: String,
     pub direction: Direction,
@@ -581,7 +583,7 @@ impl CandidateSummary {
 }
 
 /// One `compare` as it ran, kept in the report's history whether it succeeded or not.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompareRun {
     /// When it started (seconds since 1970).
     pub ran_at_unix: u64,
@@ -630,18 +632,21 @@ impl CompareRun {
 }
 
 /// Link figures of one build, for the report.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LinkSummary {
+    /// Links allowed at once.
     pub slots: usize,
     /// How the number of slots was chosen.
     pub slots_reason: String,
     pub links: usize,
+    /// The largest peak RSS of one link.
     pub max_rss_bytes: u64,
+    /// Time links spent waiting for a slot, summed.
     pub wait_secs: f64,
 }
 
 /// What sccache did during one stage's build.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StageCache {
     /// rustc invocations sccache saw.
     pub requests: u64,
@@ -654,9 +659,10 @@ pub struct StageCache {
 }
 
 /// The C compiler of one stage's build scripts, and what it compiled.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CCompilerRecord {
     pub compiler: String,
+    /// The first line of the compiler's `--version`.
     pub version: String,
     /// What pgo-build added to every C and C++ compile (after the user's own flags).
     pub flags: Vec<String>,
@@ -677,7 +683,7 @@ pub struct CCompilerRecord {
 }
 
 /// What the rustc of one stage's build did against the budget, for the report.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RustcSummary {
     pub budget_bytes: u64,
     /// What of it rustc may use: the budget less `rustc_wrapper::OVERHEAD`.
@@ -713,7 +719,7 @@ pub struct RustcSummary {
 }
 
 /// A lower bound on a build's wall time, and what sets it (see cargo_timings.rs).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct GraphBound {
     /// The larger of the two below.
     pub secs: f64,
@@ -752,10 +758,13 @@ impl GraphBound {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CrateFigures {
+    /// `package/crate` (every build script is `build_script_build`).
     pub krate: String,
+    /// bin | lib | proc-macro | build-script | …
     pub kind: String,
+    /// Absent: not measured (behind sccache, a cache hit: no rustc ran).
     pub peak_bytes: Option<u64>,
     pub estimate_bytes: u64,
     pub wall_secs: f64,
@@ -765,7 +774,17 @@ pub struct CrateFigures {
 }
 
 /// The temporal traces a merged profile keeps.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 pub struct Traces {
     /// Traces kept in the profile (a reservoir sample of what was seen).
     pub kept: u64,
@@ -774,17 +793,20 @@ pub struct Traces {
 }
 
 /// What `optimize` did for start-up order: the report's `startup_order`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OrderRecord {
     pub mode: StartupOrder,
     pub traces: Traces,
-    /// With `ordering-file`: the file and how many functions it orders.
+    /// With `ordering-file`: the file it linked by…
     pub order_file: Option<PathBuf>,
+    /// …and how many functions it orders.
     pub ordered_functions: Option<usize>,
 }
 
 /// A process of the workload that pgo-build stopped, and the signal that stopped it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct StoppedProcess {
     pub pid: i32,
     pub name: String,

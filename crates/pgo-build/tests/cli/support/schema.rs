@@ -1,5 +1,6 @@
-//! A checker for the subset of JSON Schema that `docs/report.schema.json` uses (no validator
-//! dependency: see ARCHITECTURE.md).
+//! The schemas of the files pgo-build writes for other programs, and a check of real output
+//! against them with a full JSON Schema validator (`$ref`, `anyOf` and `const` included, as
+//! the generated report schema uses them).
 
 use std::path::Path;
 
@@ -13,70 +14,42 @@ pub fn provenance_schema() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// Checks `value` against the subset of JSON Schema that docs/report.schema.json uses: type,
-/// enum, const, required, properties, additionalProperties, items.
-pub fn check_schema(value: &serde_json::Value, schema: &serde_json::Value, path: &str) {
-    use serde_json::Value;
-    if let Some(kinds) = schema.get("type") {
-        let kinds: Vec<&str> = match kinds {
-            Value::String(kind) => vec![kind.as_str()],
-            Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect(),
-            _ => vec![],
-        };
-        let matches = |kind: &str| match kind {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_u64() || value.is_i64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            "null" => value.is_null(),
-            _ => false,
-        };
+/// Checks `value` (the file `what`) against `schema`, naming every place it breaks it.
+pub fn check_schema(value: &serde_json::Value, schema: &serde_json::Value, what: &str) {
+    let validator = jsonschema::validator_for(schema).expect("the schema is a valid JSON Schema");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|error| format!("{what}{}: {error}", error.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+/// The check fails on what the schema forbids: a report with an unknown step, a verdict
+/// outside the closed set, a misspelt key.
+#[test]
+fn the_check_refuses_what_the_report_schema_forbids() {
+    let schema = report_schema();
+    let valid = serde_json::json!({
+        "schema_version": 12, "pgo_build_version": "0", "workspace": "/w", "steps": [
+            {"name": "train", "result": "ok", "duration_secs": 1.0}
+        ], "binaries": {}, "training": [], "profiles": {}, "rejected_profiles": []
+    });
+    check_schema(&valid, &schema, "report");
+    for (pointer, wrong) in [
+        ("/steps/0/name", serde_json::json!("training")),
+        ("/steps/0/result", serde_json::json!("fine")),
+        ("/schema_version", serde_json::json!(11)),
+    ] {
+        let mut broken = valid.clone();
+        *broken.pointer_mut(pointer).unwrap() = wrong;
+        let refused = std::panic::catch_unwind(|| check_schema(&broken, &schema, "report"));
         assert!(
-            kinds.iter().any(|k| matches(k)),
-            "{path}: {value} is not {kinds:?}"
+            refused.is_err(),
+            "{pointer} = {:?} passed",
+            broken.pointer(pointer)
         );
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        assert!(
-            allowed.contains(value),
-            "{path}: {value} not in {allowed:?}"
-        );
-    }
-    if let Some(constant) = schema.get("const") {
-        assert_eq!(value, constant, "{path}");
-    }
-    if let Value::Object(object) = value {
-        for key in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            assert!(
-                object.contains_key(key.as_str().unwrap()),
-                "{path}: missing {key}"
-            );
-        }
-        let properties = schema.get("properties").and_then(Value::as_object);
-        for (key, item) in object {
-            match (
-                properties.and_then(|p| p.get(key)),
-                schema.get("additionalProperties"),
-            ) {
-                (Some(sub), _) => check_schema(item, sub, &format!("{path}.{key}")),
-                (None, Some(Value::Bool(false))) => panic!("{path}: unexpected key {key}"),
-                (None, Some(sub @ Value::Object(_))) => {
-                    check_schema(item, sub, &format!("{path}.{key}"))
-                }
-                _ => {}
-            }
-        }
-    }
-    if let (Value::Array(items), Some(sub)) = (value, schema.get("items")) {
-        for (i, item) in items.iter().enumerate() {
-            check_schema(item, sub, &format!("{path}[{i}]"));
-        }
-    }
+    let mut misspelt = valid.clone();
+    misspelt["stepz"] = serde_json::json!([]);
+    assert!(std::panic::catch_unwind(|| check_schema(&misspelt, &schema, "report")).is_err());
 }
