@@ -16,7 +16,7 @@ use crate::util::files::{sha256_hex, sha256_of, write_atomically};
 /// What a stage left in `<stage>/bin/`, recorded in `<stage>/stage.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StageManifest {
-    pub stage: String,
+    pub stage: Stage,
     pub settings: BuildSettings,
     pub stage_rustflags: Vec<String>,
     pub binaries: Vec<StagedBinary>,
@@ -28,9 +28,9 @@ pub struct StageManifest {
     /// variants built from different sources are never compared. `None` where unknown.
     #[serde(default)]
     pub sources: Option<String>,
-    /// Stage name → id of that stage's build this one was made from.
+    /// Stage → id of that stage's build this one was made from.
     #[serde(default)]
-    pub upstream: BTreeMap<String, String>,
+    pub upstream: BTreeMap<Stage, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -60,8 +60,18 @@ pub enum PackedStage {
 }
 
 /// A build stage whose binaries get staged (by its name in `report.json` too).
+/// Declaration order is pipeline order: the report's per-stage maps list them so.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Stage {
@@ -91,10 +101,6 @@ impl Stage {
         Stage::Bolt,
     ];
 
-    pub fn from_name(name: &str) -> Option<Stage> {
-        Stage::ALL.into_iter().find(|stage| stage.name() == name)
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Stage::Baseline => "baseline",
@@ -103,6 +109,12 @@ impl Stage {
             Stage::BoltInstrumented => "bolt-instrumented",
             Stage::Bolt => "bolt",
         }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -633,8 +633,9 @@ fn check_metadata(
 /// function that inlines another would differ.
 fn check_same_preinline(cx: &Context, path: &Path, metadata: &ProfileMetadata) -> Result<()> {
     let fix = RECREATE;
-    if preinline_in(&metadata.rustflags) != preinline_in(&cx.settings.common_rustflags) {
-        let (then, now) = match preinline_in(&metadata.rustflags) {
+    let trained_with = preinline_in(&metadata.rustflags);
+    if trained_with != preinline_in(&cx.settings.common_rustflags) {
+        let (then, now) = match trained_with {
             true => ("on", "off"),
             false => ("off", "on"),
         };
@@ -644,7 +645,7 @@ fn check_same_preinline(cx: &Context, path: &Path, metadata: &ProfileMetadata) -
              another would have another hash, and most of the profile would be dropped. Fix: \
              set [pgo] preinline = {} as it was trained, or {fix}.",
             path.display(),
-            then == "on"
+            trained_with
         );
     }
     Ok(())

@@ -435,7 +435,7 @@ pub fn timed_step<T>(
     run.report.forget_outputs_of(step);
     for stage in step.rewrites() {
         for per_stage in run.report.binaries.values_mut() {
-            per_stage.remove(stage.name());
+            per_stage.remove(stage);
         }
     }
     let outer = run.running.replace(RunningStep {
@@ -468,7 +468,9 @@ pub fn timed_step<T>(
         run.report
             .record_compare_run(CompareRun::failed(err, invocation(), started_unix));
     }
-    cx.printer.step_end(name, outcome.name(), started.elapsed());
+    let unusual = outcome != StepResult::Ok;
+    cx.printer
+        .step_end(name, outcome.name(), unusual, started.elapsed());
     run.report
         .record_step(step, outcome, started.elapsed(), Some(peak));
     if let Err(err) = run.report.save(&cx.layout.report()) {

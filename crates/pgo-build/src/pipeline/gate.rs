@@ -313,8 +313,8 @@ fn shipped_binaries(
 
 /// The profile the optimized build used (`-Cprofile-use=`), with its hash.
 fn profile_record(cx: &Context, manifest: &StageManifest) -> Result<Option<ProfileRecord>> {
-    let optimized = match manifest.stage.as_str() {
-        "optimized" => manifest.clone(),
+    let optimized = match manifest.stage {
+        Stage::Optimized => manifest.clone(),
         _ => match StageManifest::load(&cx.layout, Stage::Optimized, "") {
             Ok(optimized) => optimized,
             Err(_) => return Ok(None),

@@ -226,8 +226,9 @@ fn cached_step<T>(
         && run.state.steps.get(name) == Some(&fingerprint.finish())
         && outputs_intact(cx, run, step)
     {
+        let cached = StepResult::Cached;
         cx.printer
-            .step_end(name, StepResult::Cached.name(), started.elapsed());
+            .step_end(name, cached.name(), true, started.elapsed());
         run.report
             .record_cached_step(step, run.state.runs.get(name));
         run.report.save(&cx.layout.report())?;

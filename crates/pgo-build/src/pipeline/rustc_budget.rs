@@ -343,7 +343,7 @@ pub(super) fn record(
     });
     if records.is_empty() && compiled_nothing {
         run.report.rustc_memory.insert(
-            stage.name().to_owned(),
+            stage,
             RustcSummary {
                 invocations: 0,
                 build_secs: Some(output.cargo_secs),
@@ -413,9 +413,7 @@ pub(super) fn record(
         &estimates_path,
         serde_json::to_string_pretty(&estimates)?.as_bytes(),
     )?;
-    run.report
-        .rustc_memory
-        .insert(stage.name().to_owned(), figures);
+    run.report.rustc_memory.insert(stage, figures);
     Ok(())
 }
 

@@ -101,8 +101,8 @@ pub(super) fn cargo_build(
         false
     };
     // Figures of an earlier build (perhaps with another wrapper) do not describe this one.
-    run.report.sccache.remove(stage.name());
-    run.report.rustc_memory.remove(stage.name());
+    run.report.sccache.remove(&stage);
+    run.report.rustc_memory.remove(&stage);
     let cache = sccache::wrapper(&cx.cargo_config)
         .and_then(|program| Some((sccache::counters(&program, &cx.printer)?, program)));
     let built = build::build(&request, &cx.printer, &filter);
@@ -117,13 +117,13 @@ pub(super) fn cargo_build(
             figures.misses,
             figures.not_cacheable
         ));
-        run.report.sccache.insert(stage.name().to_owned(), figures);
+        run.report.sccache.insert(stage, figures);
     }
     let mut output = match (built, &c_compiler) {
         (Err(err), Some(c)) => return Err(c_compile_failures(&c.spec, err)),
         (built, _) => built?,
     };
-    run.report.c_compilers.remove(stage.name());
+    run.report.c_compilers.remove(&stage);
     if let Some(c) = &c_compiler {
         let diagnostics = record_c_compiles(cx, run, stage, &c.spec, &output.dynamic_libs);
         output.diagnostics.extend(diagnostics);
@@ -136,7 +136,7 @@ pub(super) fn cargo_build(
             &cx.printer,
         );
         run.report.c_compilers.insert(
-            stage.name().to_owned(),
+            stage,
             CCompilerRecord {
                 compiler,
                 version,
@@ -153,7 +153,7 @@ pub(super) fn cargo_build(
     }
     let records = linker::read_log(&log);
     run.report.links.insert(
-        stage.name().to_owned(),
+        stage,
         LinkSummary::from_records(slots, slots_reason, &records),
     );
     rustc_budget::record(cx, run, stage, rustc.summary, &output)?;
@@ -342,7 +342,7 @@ fn record_c_compiles(
     }
     let c = cx.settings.c.as_ref();
     run.report.c_compilers.insert(
-        stage.name().to_owned(),
+        stage,
         CCompilerRecord {
             compiler: spec.clang.display().to_string(),
             version: c.map(|c| c.version.clone()).unwrap_or_default(),
@@ -485,7 +485,7 @@ pub(crate) fn stage_binaries(
             .entry(bin.name.clone())
             .or_default()
             .insert(
-                stage.name().to_owned(),
+                stage,
                 BinaryRecord {
                     size_bytes: staged.size_bytes,
                     loaded_bytes: staged.loaded_bytes,
@@ -504,7 +504,7 @@ pub(crate) fn stage_binaries(
         binaries.push(staged);
     }
     let manifest = StageManifest {
-        stage: stage.name().to_owned(),
+        stage,
         settings: cx.settings.clone(),
         stage_rustflags,
         binaries,
@@ -512,7 +512,7 @@ pub(crate) fn stage_binaries(
         sources,
         upstream: upstream
             .iter()
-            .map(|m| (m.stage.clone(), m.id.clone()))
+            .map(|m| (m.stage, m.id.clone()))
             .collect(),
     };
     manifest.save(&cx.layout, stage)?;

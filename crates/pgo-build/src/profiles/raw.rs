@@ -269,7 +269,7 @@ mod tests {
             sha256: None,
         };
         StageManifest {
-            stage: "instrumented".into(),
+            stage: crate::layout::Stage::Instrumented,
             settings: BuildSettings {
                 profile: "release".into(),
                 features: vec![],

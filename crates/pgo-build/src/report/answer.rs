@@ -7,6 +7,7 @@
 //! [`Report`], deciding by `measure::decision`, the rule `gate` and `explore` apply too.
 
 use crate::config::Role;
+use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::measure::decision::{Outcome, Standing, outcome, standing};
 use crate::measure::metric::{CLIENT_CPU, Decider, Metric, SERVICES_CPU};
@@ -153,7 +154,7 @@ fn evidence_lines(
                     candidate,
                     &compare.reference,
                     judged,
-                    &summary.judged_by(&decider),
+                    &summary.judged_decider(&decider),
                     &decider
                 ),
                 if open && workload.budget_ran_out {
@@ -196,9 +197,9 @@ fn closing_lines(
         lines.push(sizes);
     }
     // The gate ships BOLT whenever it is enabled: say so where the answer differs.
-    if ship.is_some_and(|s| s != "bolt")
+    if ship.is_some_and(|s| !is_stage(s, Stage::Bolt))
         && !report.bolt.is_empty()
-        && compare.candidates.iter().any(|c| c == "bolt")
+        && compare.candidates.iter().any(|c| is_stage(c, Stage::Bolt))
     {
         lines.push(format!(
             "`pgo-build gate` ships bolt while [bolt] enabled = true: set it to false in \
@@ -242,7 +243,7 @@ fn workload_line(
     candidate: &str,
     reference: &str,
     summary: &PairedSummary,
-    judged_by: &str,
+    judged_by: &Decider,
     decider: &Decider,
 ) -> String {
     let by = match decider {
@@ -254,12 +255,16 @@ fn workload_line(
                 .and_then(|said| said.split_once(':'))
                 .map_or("the deciding metric", |(by, _)| by)
         ),
-        Decider::Measured(Metric::Wall) if judged_by == "wall" => String::new(),
-        _ if judged_by == SERVICES_CPU => ", by the services' own CPU time".to_owned(),
+        Decider::Measured(Metric::Wall) if *judged_by == Decider::Measured(Metric::Wall) => {
+            String::new()
+        }
         _ => match judged_by {
-            "wall" => ", by wall time".to_owned(),
-            "CPU" => ", by CPU time".to_owned(),
-            other => format!(", by {other}"),
+            Decider::Reported(name) if name == SERVICES_CPU => {
+                ", by the services' own CPU time".to_owned()
+            }
+            Decider::Measured(Metric::Wall) => ", by wall time".to_owned(),
+            Decider::Measured(Metric::Cpu) => ", by CPU time".to_owned(),
+            other => format!(", by {}", decider_label(other)),
         },
     };
     // The rounds that agree with the verdict: won for a faster one, lost for a slower one.
@@ -370,8 +375,11 @@ fn choose<'a>(
         .min_by(|a, b| mean(a).total_cmp(&mean(b)))
         .expect("at least one candidate is better");
     let (Some(bolt), Some(optimized)) = (
-        better.iter().copied().find(|c| *c == "bolt"),
-        better.iter().copied().find(|c| *c == "optimized"),
+        better.iter().copied().find(|c| is_stage(c, Stage::Bolt)),
+        better
+            .iter()
+            .copied()
+            .find(|c| is_stage(c, Stage::Optimized)),
     ) else {
         return best;
     };
@@ -493,13 +501,19 @@ fn pair_words(
     }
 }
 
+/// A compared variant is `stage`'s binaries (explore's variants have names of their own).
+fn is_stage(variant: &str, stage: Stage) -> bool {
+    Stage::from_variant(variant) == Some(stage)
+}
+
 /// The binary whose loaded size grows most from `from` to `to`, and by how much.
 fn largest_growth(report: &Report, to: &str, from: &str) -> Option<(String, f64)> {
+    let (to, from) = (Stage::from_variant(to)?, Stage::from_variant(from)?);
     report
         .binaries
         .iter()
         .filter_map(|(binary, stages)| {
-            let (to, from) = (stages.get(to)?, stages.get(from)?);
+            let (to, from) = (stages.get(&to)?, stages.get(&from)?);
             let growth = to.judged_bytes() as f64 / from.judged_bytes().max(1) as f64 - 1.0;
             Some((binary.clone(), growth))
         })
@@ -508,11 +522,13 @@ fn largest_growth(report: &Report, to: &str, from: &str) -> Option<(String, f64)
 
 /// "Loaded size against baseline: coordinator -0.9%, worker +0.7%".
 fn size_line(report: &Report, ship: &str, reference: &str) -> Option<String> {
+    let (shipped_stage, reference_stage) =
+        (Stage::from_variant(ship)?, Stage::from_variant(reference)?);
     let changes: Vec<String> = report
         .binaries
         .iter()
         .filter_map(|(binary, stages)| {
-            let (shipped, base) = (stages.get(ship)?, stages.get(reference)?);
+            let (shipped, base) = (stages.get(&shipped_stage)?, stages.get(&reference_stage)?);
             let change = shipped.judged_bytes() as f64 / base.judged_bytes().max(1) as f64 - 1.0;
             Some(format!("{binary} {:+.1}%", change * 100.0))
         })
@@ -548,7 +564,7 @@ fn build_cost_line(report: &Report) -> Option<String> {
     let names: Vec<&str> = steps.iter().map(|(name, _)| *name).collect();
     let compiled = report
         .rustc_memory
-        .get("baseline")
+        .get(&Stage::Baseline)
         .is_none_or(|rustc| rustc.invocations > 0);
     match took(Step::Build).filter(|secs| *secs > 0.0) {
         Some(plain) if compiled => Some(format!(
@@ -692,9 +708,9 @@ pub(crate) mod fixtures {
         report.binaries.insert(
             "server".into(),
             [
-                ("baseline".to_owned(), binary(1000)),
-                ("optimized".to_owned(), binary(1000)),
-                ("bolt".to_owned(), binary(bolt_size)),
+                (Stage::Baseline, binary(1000)),
+                (Stage::Optimized, binary(1000)),
+                (Stage::Bolt, binary(bolt_size)),
             ]
             .into(),
         );
@@ -1042,7 +1058,7 @@ mod tests {
             "optimized",
             "baseline",
             &summary,
-            "wall",
+            &Decider::Measured(Metric::Wall),
             &Decider::Measured(Metric::Wall),
         );
         assert!(line.contains("0.99–1.05× of baseline, reaches 1"), "{line}");
@@ -1061,7 +1077,7 @@ mod tests {
     fn the_build_time_is_not_set_against_a_plain_build_cargo_found_up_to_date() {
         let mut fresh = report(&FASTER, &FASTER, 1000);
         fresh.rustc_memory.insert(
-            "baseline".into(),
+            Stage::Baseline,
             serde_json::from_value(serde_json::json!({
                 "budget_bytes": 1, "rustc_budget_bytes": 1, "budget_reason": "",
                 "cpus": 2, "cargo_jobs": 2, "invocations": 0, "heaviest": [],

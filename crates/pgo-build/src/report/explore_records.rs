@@ -6,9 +6,15 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::layout::step::Step;
 use crate::measure::metric::Metric;
 use crate::measure::stats::PairedSummary;
 use crate::util::units::human_bytes;
+
+/// The two variants every exploration measures: the others are judged against them
+/// (`vs_baseline`, `vs_pgo`).
+pub const BASELINE_VARIANT: &str = "baseline";
+pub const PGO_VARIANT: &str = "pgo";
 
 /// What `pgo-build explore` built and measured, and what it recommends.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -84,9 +90,11 @@ pub struct ExploreVariantRecord {
     pub detail: Option<String>,
     /// Where its binaries are: `target/pgo-build/explore/<variant>/bin/`.
     pub bin_dir: Option<PathBuf>,
-    /// Every stage the variant needed, with the duration and peak memory of the run that did
-    /// its work (a stage shared with another variant counts for each).
-    pub stages: Vec<ExploreStageCost>,
+    /// Every step the variant needed, with the duration and peak memory of the run that did
+    /// its work (a step shared with another variant counts for each); `stages` before
+    /// schema 13.
+    #[serde(alias = "stages")]
+    pub steps: Vec<ExploreStepCost>,
     pub build_secs: Option<f64>,
     pub peak_memory_bytes: Option<u64>,
     /// Total file size of its binaries.
@@ -124,7 +132,7 @@ impl ExploreVariantRecord {
     /// "5.1 MiB (+3.2%)": loaded size and its change over the baseline's.
     pub fn size_text(&self) -> String {
         match (self.loaded_bytes, self.size_change) {
-            (Some(bytes), Some(change)) if self.name != "baseline" => format!(
+            (Some(bytes), Some(change)) if self.name != BASELINE_VARIANT => format!(
                 "{} ({:+.1}%){}",
                 human_bytes(bytes),
                 change * 100.0,
@@ -141,10 +149,12 @@ impl ExploreVariantRecord {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ExploreStageCost {
+pub struct ExploreStepCost {
     /// The build it belongs to: `target/pgo-build/` itself or `explore/builds/<key>`.
     pub build: String,
-    pub stage: String,
+    /// `stage` before schema 13.
+    #[serde(alias = "stage")]
+    pub step: Step,
     pub secs: f64,
     pub peak_memory_bytes: Option<u64>,
     pub cached: bool,

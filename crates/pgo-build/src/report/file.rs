@@ -18,6 +18,7 @@ use super::records::{
     LinkSummary, OrderRecord, RejectedProfile, RustcSummary, StageCache, StepRecord, StepResult,
     WorkloadRecord, now_unix,
 };
+use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::util::files::write_atomically;
 
@@ -25,10 +26,13 @@ use crate::util::files::write_atomically;
 /// schema's description). 3: bundles, sccache, per-benchmark comparisons. 4: explore. 11:
 /// `bundles` without the instrumented build's manifest; every section typed. 12: intervals
 /// of the paired test inverted, `compare.between`, `margin`, `not_counted`, `left_open_by`.
-pub const SCHEMA_VERSION: u32 = 12;
+/// 13: explore's per-variant `steps` (each a `step`), `stages` before.
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// What each schema changed, newest first: the schema's description of `schema_version`.
 pub const SCHEMA_HISTORY: &str = concat!(
+    "13: an explore variant's costs are its steps (each named by its step, as steps are), ",
+    "stages and stage before; pgo-build reads a report of schema 8 to 12 as 13. ",
     "12: stages renamed steps, each named by its step; verdict intervals (ci_low, ci_high, ",
     "family_ci) are the paired test inverted rather than a bootstrap of the median; ",
     "compare gained between (bolt against optimized from the same rounds, in the family), ",
@@ -91,7 +95,7 @@ pub struct Report {
     #[serde(alias = "stages")]
     pub steps: Vec<StepRecord>,
     /// Binary → stage → figures.
-    pub binaries: BTreeMap<String, BTreeMap<String, BinaryRecord>>,
+    pub binaries: BTreeMap<String, BTreeMap<Stage, BinaryRecord>>,
     pub training: Vec<WorkloadRecord>,
     /// Per-binary profile accounting from the last training run.
     #[serde(default, deserialize_with = "typed_or_dropped")]
@@ -105,7 +109,7 @@ pub struct Report {
     pub optimize_diagnostics: Option<DiagnosticsSummary>,
     /// Stage → the links of its last build: slots, count, peak RSS, time waiting for a slot.
     #[serde(default)]
-    pub links: BTreeMap<String, LinkSummary>,
+    pub links: BTreeMap<Stage, LinkSummary>,
     /// Per binary: what BOLT did (or why it did not).
     #[serde(default)]
     pub bolt: BTreeMap<String, BoltRecord>,
@@ -130,14 +134,14 @@ pub struct Report {
     pub bundles: Option<MergedBundles>,
     /// Stage → what sccache (cargo's rustc wrapper, when it is sccache) did in its last build.
     #[serde(default)]
-    pub sccache: BTreeMap<String, StageCache>,
+    pub sccache: BTreeMap<Stage, StageCache>,
     /// Stage → what its build's rustc did against the memory budget (rustc_wrapper.rs).
     #[serde(default)]
-    pub rustc_memory: BTreeMap<String, RustcSummary>,
+    pub rustc_memory: BTreeMap<Stage, RustcSummary>,
     /// Stage → the C compiler its build scripts used when pgo-build chose it (cross-language
     /// PGO, explore's clang variants); absent: the user's own.
     #[serde(default)]
-    pub c_compilers: BTreeMap<String, CCompilerRecord>,
+    pub c_compilers: BTreeMap<Stage, CCompilerRecord>,
     /// The last `pgo-build explore`: variants, their costs and speeds, the recommendation.
     #[serde(default)]
     pub explore: Option<ExploreResult>,
@@ -398,15 +402,15 @@ mod tests {
     #[test]
     fn binaries_of_a_stage_whose_last_build_failed_are_said_to_be_an_earlier_builds() {
         let mut report = Report::new(Path::new("/ws"));
-        for stage in ["baseline", "optimized"] {
+        for stage in [Stage::Baseline, Stage::Optimized] {
             report.binaries.entry("app".into()).or_default().insert(
-                stage.into(),
+                stage,
                 BinaryRecord {
                     size_bytes: 3 << 20,
                     loaded_bytes: Some(2 << 20),
                     compressed_bytes: None,
                     path: "/ws/app".into(),
-                    pgo: stage == "optimized",
+                    pgo: stage == Stage::Optimized,
                     bolted: false,
                 },
             );
@@ -428,7 +432,7 @@ mod tests {
         assert_eq!(table.matches("earlier build").count(), 1, "{table}");
         // BOLT binaries built from an optimized build before it: an earlier build's too.
         report.binaries.get_mut("app").unwrap().insert(
-            "bolt".into(),
+            Stage::Bolt,
             BinaryRecord {
                 size_bytes: 4 << 20,
                 loaded_bytes: Some(3 << 20),

@@ -34,11 +34,11 @@ pub use profile_records::{
     Staleness,
 };
 pub use records::{
-    BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord, CandidatePair,
-    CandidateSummary, CompareResult, CompareRun, CrateFigures, ExploreRecommendation,
-    ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord, FamilyRule, GraphBound,
-    LinkSummary, MetricComparison, OrderRecord, PreviousComparison, RejectedProfile, RunSample,
-    RustcSummary, ServiceRecord, StageCache, StepRecord, StepResult, StoppedProcess, Traces,
-    VariantStatus, WorkloadComparison, WorkloadRecord, decider_label, invocation, metric_label,
-    now_unix, verdict_text,
+    BASELINE_VARIANT, BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord,
+    CandidatePair, CandidateSummary, CompareResult, CompareRun, CrateFigures,
+    ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStepCost, ExploreVariantRecord,
+    FamilyRule, GraphBound, LinkSummary, MetricComparison, OrderRecord, PGO_VARIANT,
+    PreviousComparison, RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache,
+    StepRecord, StepResult, StoppedProcess, Traces, VariantStatus, WorkloadComparison,
+    WorkloadRecord, decider_label, invocation, metric_label, now_unix, verdict_text,
 };

@@ -15,8 +15,8 @@ use crate::measure::stats::PairedSummary;
 use crate::util::units::human_bytes;
 
 pub use super::explore_records::{
-    ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStageCost, ExploreVariantRecord,
-    VariantStatus,
+    BASELINE_VARIANT, ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStepCost,
+    ExploreVariantRecord, PGO_VARIANT, VariantStatus,
 };
 
 /// How a step ended.
@@ -108,6 +108,14 @@ pub struct BinaryRecord {
     #[serde(default)]
     pub bolted: bool,
 }
+
+/// The stages whose binaries' sizes every table and chart of them shows, in this order.
+pub const SIZED_STAGES: [Stage; 4] = [
+    Stage::Baseline,
+    Stage::Instrumented,
+    Stage::Optimized,
+    Stage::Bolt,
+];
 
 /// What the size figures are, said under every table and chart of them.
 pub const SIZES_LEGEND: &str = "Sizes: the loaded sections (about what `strip` leaves; what \
@@ -550,19 +558,25 @@ impl CandidateSummary {
         }
     }
 
-    /// What [`CandidateSummary::judged`] rests on for this workload: the workload metric, or
-    /// the measured one when the workload does not report it.
-    pub fn judged_by(&self, decider: &Decider) -> String {
+    /// What [`CandidateSummary::judged`] rests on for this workload: instruction counts where
+    /// they settled it, the workload metric, or the measured one when the workload does not
+    /// report it.
+    pub fn judged_decider(&self, decider: &Decider) -> Decider {
         if self.settled_by_instructions().is_some() {
-            return metric_label(Metric::Instructions).to_owned();
+            return Decider::Measured(Metric::Instructions);
         }
         match decider
             .reported()
             .filter(|name| self.metrics.contains_key(*name))
         {
-            Some(name) => name.to_owned(),
-            None => metric_label(decider.measured()).to_owned(),
+            Some(name) => Decider::Reported(name.to_owned()),
+            None => Decider::Measured(decider.measured()),
         }
+    }
+
+    /// [`CandidateSummary::judged_decider`] as a table's column names it ("wall", "p99_ms").
+    pub fn judged_by(&self, decider: &Decider) -> String {
+        decider_label(&self.judged_decider(decider))
     }
 
     /// The instruction counts that decided in place of the deciding metric, if they did.

@@ -9,9 +9,11 @@ use crate::util::units::{figure, human_bytes};
 
 use super::file::Report;
 use super::records::{
-    BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed, SIZES_LEGEND, StepRecord,
-    StepResult, decider_label, metric_label, verdict_text,
+    BASELINE_VARIANT, BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed,
+    PGO_VARIANT, SIZED_STAGES, SIZES_LEGEND, StepRecord, StepResult, decider_label, metric_label,
+    verdict_text,
 };
+use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::report::records::VariantStatus;
 
@@ -124,7 +126,7 @@ impl Report {
         let Some(stage) = step.cargo_build() else {
             return "-".to_owned();
         };
-        match self.sccache.get(stage.name()) {
+        match self.sccache.get(&stage) {
             Some(cache) => format!("{}/{}", cache.hits, cache.hits + cache.misses),
             None => "-".to_owned(),
         }
@@ -132,16 +134,16 @@ impl Report {
 
     /// Binary sizes per stage.
     pub fn size_table(&self) -> String {
-        let stages = ["baseline", "instrumented", "optimized", "bolt"];
+        let stages = SIZED_STAGES;
         let mut table = Table::new();
         table.fitted();
-        table.set_header(std::iter::once("Binary").chain(stages));
+        table.set_header(std::iter::once("Binary").chain(stages.map(Stage::name)));
         // "zst": the loaded sections compressed with zstd -9, as a release archive of the
         // stripped binary would take.
         // A stage whose last build failed, or whose upstream's did since it was built (a
         // refused optimize beside an earlier build's BOLT binaries), keeps the binaries of an
         // earlier one: said so, never shown as if they were this build's.
-        let earlier: Vec<(&str, String)> = stages
+        let earlier: Vec<(Stage, String)> = stages
             .into_iter()
             .filter_map(|stage| Some((stage, self.earlier_build(stage)?)))
             .collect();
@@ -152,15 +154,15 @@ impl Report {
                     .iter()
                     .find(|(s, _)| *s == stage)
                     .map(|(_, why)| why);
-                let text = match (per_stage.get(stage), why) {
+                let text = match (per_stage.get(&stage), why) {
                     (Some(record), Some(why)) => {
                         format!("{} (an earlier build: {why})", record.size_text())
                     }
                     (record, _) => match record {
-                        Some(record) if stage == "optimized" && !record.pgo => {
+                        Some(record) if stage == Stage::Optimized && !record.pgo => {
                             format!("{} (no PGO)", record.size_text())
                         }
-                        Some(record) if stage == "bolt" && !record.bolted => {
+                        Some(record) if stage == Stage::Bolt && !record.bolted => {
                             format!("{} (not BOLTed)", record.size_text())
                         }
                         Some(record) => record.size_text(),
@@ -183,12 +185,14 @@ impl Report {
     /// Why `stage`'s binaries are an earlier build's, if they are: the last attempt of the
     /// step that builds it failed ("this one failed"), or that of a step it is built from
     /// failed after it was built ("optimize failed").
-    fn earlier_build(&self, stage: &str) -> Option<String> {
+    fn earlier_build(&self, stage: Stage) -> Option<String> {
         let built_from: &[Step] = match stage {
-            "instrumented" => &[Step::Instrument],
-            "optimized" => &[Step::Instrument, Step::Optimize],
-            "bolt" => &[Step::Instrument, Step::Optimize, Step::Bolt],
-            _ => &[Step::Build],
+            Stage::Baseline => &[Step::Build],
+            Stage::Instrumented => &[Step::Instrument],
+            Stage::Optimized => &[Step::Instrument, Step::Optimize],
+            Stage::BoltInstrumented | Stage::Bolt => {
+                &[Step::Instrument, Step::Optimize, Step::Bolt]
+            }
         };
         let own = built_from.last()?;
         let last = |step: &Step| self.steps.iter().rev().find(|r| r.name == *step);
@@ -507,10 +511,10 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
 }
 
 /// A stage's heaviest crates, a row each: peak against estimate, wall time and the waits.
-fn add_heaviest(heaviest: &mut Table, stage: &str, figures: &crate::report::RustcSummary) {
+fn add_heaviest(heaviest: &mut Table, stage: Stage, figures: &crate::report::RustcSummary) {
     for krate in &figures.heaviest {
         heaviest.add_row([
-            Cell::new(stage),
+            Cell::new(stage.name()),
             Cell::new(&krate.krate),
             Cell::new(&krate.kind),
             Cell::new(krate.peak_bytes.map_or("-".to_owned(), human_bytes))
@@ -575,13 +579,10 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
         let peak = report
             .steps
             .iter()
-            .filter(|s| {
-                crate::layout::Stage::from_name(stage)
-                    .is_some_and(|st| s.name.cargo_build() == Some(st))
-            })
+            .filter(|s| s.name.cargo_build() == Some(*stage))
             .find_map(|s| s.peak_memory_bytes);
         stages.add_row([
-            Cell::new(stage),
+            Cell::new(stage.name()),
             Cell::new(format!(
                 "{} ({})",
                 human_bytes(figures.budget_bytes),
@@ -622,7 +623,7 @@ pub fn rustc_memory_tables(report: &Report) -> Option<String> {
             Cell::new(names(&figures.overruns)),
             Cell::new(names(&figures.alone)),
         ]);
-        add_heaviest(&mut heaviest, stage, figures);
+        add_heaviest(&mut heaviest, *stage, figures);
     }
     let bounds: Vec<String> = report
         .rustc_memory
@@ -685,14 +686,14 @@ pub fn explore_table(result: &ExploreResult) -> String {
         table.add_row([
             Cell::new(&variant.name),
             Cell::new(
-                if variant.name == "baseline" && variant.status == VariantStatus::Measured {
+                if variant.name == BASELINE_VARIANT && variant.status == VariantStatus::Measured {
                     "reference".to_owned()
                 } else {
                     speed(&variant.vs_baseline)
                 },
             ),
             Cell::new(
-                if variant.name == "pgo" && variant.status == VariantStatus::Measured {
+                if variant.name == PGO_VARIANT && variant.status == VariantStatus::Measured {
                     "reference".to_owned()
                 } else {
                     speed(&variant.vs_pgo)

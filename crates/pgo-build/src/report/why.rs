@@ -165,7 +165,7 @@ fn from_counts(
             Some((&w.workload, base, w.code.get(candidate)))
         })
         .max_by(|a, b| rise(a.1, a.2).total_cmp(&rise(b.1, b.2)))?;
-    let cross_language = report.c_compilers.contains_key(Stage::Optimized.name());
+    let cross_language = report.c_compilers.contains_key(&Stage::Optimized);
     let share = |part: u64| part as f64 / base.total().max(1) as f64;
     let c_cpp = (!cross_language && share(base.c_cpp) >= C_CPP_SHARE).then(|| {
         let rust = match (base.rust, under) {
@@ -674,10 +674,9 @@ mod tests {
         );
         report.overlap.clear();
         // Cross-language PGO already on: not offered again; the next cause is said instead.
-        report.c_compilers.insert(
-            "optimized".into(),
-            crate::report::CCompilerRecord::default(),
-        );
+        report
+            .c_compilers
+            .insert(Stage::Optimized, crate::report::CCompilerRecord::default());
         assert!(
             why(&report).starts_with("To see why: `pgo-build profile overlap`"),
             "{}",

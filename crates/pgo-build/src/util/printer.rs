@@ -84,9 +84,10 @@ impl Printer {
         }
     }
 
-    /// Greppable step boundary: `pgo-build step <name> ok|failed|skipped <seconds>s`.
-    pub fn step_end(&self, step: &str, result: &str, duration: Duration) {
-        if self.verbosity > Verbosity::Quiet || result != "ok" {
+    /// Greppable step boundary: `pgo-build step <name> ok|failed|cached <seconds>s`; with
+    /// `--quiet`, only a step that did not end `ok` (`shown_when_quiet`).
+    pub fn step_end(&self, step: &str, result: &str, shown_when_quiet: bool, duration: Duration) {
+        if self.verbosity > Verbosity::Quiet || shown_when_quiet {
             stderr_line(&format!(
                 "pgo-build step {step} {result} {:.2}s",
                 duration.as_secs_f64()

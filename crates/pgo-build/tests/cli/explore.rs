@@ -44,11 +44,11 @@ fn explore_builds_each_variant_once_and_measures_only_what_is_missing() {
     let cgu1 = explored(&fixture, "pgo+cgu1");
     assert_eq!(cgu1["profile_overrides"]["codegen-units"], "1");
     assert_eq!(
-        cgu1["stages"]
+        cgu1["steps"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|s| s["stage"].as_str().unwrap())
+            .map(|s| s["step"].as_str().unwrap())
             .collect::<Vec<_>>(),
         ["instrument", "train", "optimize"]
     );

@@ -19,7 +19,7 @@ use crate::pipeline::run::pipeline_step;
 use crate::pipeline::steps::compare::Compared;
 use crate::pipeline::steps::profile;
 use crate::profiles::ExportedProfile;
-use crate::report::{ExploreStageCost, StepResult};
+use crate::report::{ExploreStepCost, StepResult};
 use crate::util::files::write_atomically;
 use crate::util::fingerprint::Fingerprint;
 
@@ -45,7 +45,7 @@ pub(super) struct Build<'a> {
 /// A variant once built: what to measure, and what building it cost.
 pub(super) struct Built {
     pub(super) compared: Compared,
-    pub(super) costs: Vec<ExploreStageCost>,
+    pub(super) costs: Vec<ExploreStepCost>,
 }
 
 /// The clock of `--budget`.
@@ -80,7 +80,7 @@ pub(super) fn run_steps(
     steps: &[Step],
     args: &RunRequest,
     clock: &Clock,
-    costs: &mut Vec<ExploreStageCost>,
+    costs: &mut Vec<ExploreStepCost>,
 ) -> Result<bool> {
     let mut trained = None;
     for &step in steps {
@@ -91,9 +91,9 @@ pub(super) fn run_steps(
             trained = Some(handed);
         }
         let record = run.report.step_record(step);
-        costs.push(ExploreStageCost {
+        costs.push(ExploreStepCost {
             build: label.to_owned(),
-            stage: step.name().to_owned(),
+            step,
             secs: record.map_or(0.0, |r| r.duration_secs),
             peak_memory_bytes: record.and_then(|r| r.peak_memory_bytes),
             cached: record.is_some_and(|r| r.result == StepResult::Cached),
@@ -217,7 +217,7 @@ pub(super) fn train_for(
     run: &mut Session,
     settings: &BuildVariant,
     clock: &Clock,
-    costs: &mut Vec<ExploreStageCost>,
+    costs: &mut Vec<ExploreStepCost>,
 ) -> Result<Option<ExportedProfile>> {
     let plain = Build {
         settings,
@@ -228,7 +228,7 @@ pub(super) fn train_for(
     let Some(layout) = run_build(cx, run, &plain, &training, None, clock, &mut plain_costs)? else {
         return Ok(None);
     };
-    costs.extend(plain_costs.into_iter().filter(|c| c.stage != "optimize"));
+    costs.extend(plain_costs.into_iter().filter(|c| c.step != Step::Optimize));
     Ok(Some(export_trained(cx, run, &plain, &layout)?))
 }
 
@@ -241,7 +241,7 @@ pub(super) fn run_build(
     steps: &[Step],
     profile: Option<ExportedProfile>,
     clock: &Clock,
-    costs: &mut Vec<ExploreStageCost>,
+    costs: &mut Vec<ExploreStepCost>,
 ) -> Result<Option<Layout>> {
     let run_args = RunRequest {
         steps: StepOptions {

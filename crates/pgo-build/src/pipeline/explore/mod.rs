@@ -257,10 +257,10 @@ fn record_built(
     record: &mut ExploreVariantRecord,
     done: &Built,
 ) -> Result<()> {
-    record.stages = done.costs.clone();
-    record.build_secs = Some(record.stages.iter().map(|c| c.secs).sum());
+    record.steps = done.costs.clone();
+    record.build_secs = Some(record.steps.iter().map(|c| c.secs).sum());
     record.peak_memory_bytes = record
-        .stages
+        .steps
         .iter()
         .filter_map(|c| c.peak_memory_bytes)
         .max();

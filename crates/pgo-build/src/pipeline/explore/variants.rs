@@ -31,9 +31,7 @@ pub(super) fn training_settings(settings: &BuildVariant) -> BuildVariant {
 }
 
 /// The two variants every exploration measures: the others are judged against them.
-pub(super) const BASELINE: &str = "baseline";
-
-pub(super) const PGO: &str = "pgo";
+pub(super) use crate::report::{BASELINE_VARIANT as BASELINE, PGO_VARIANT as PGO};
 
 /// A build configuration to measure.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,7 +201,7 @@ pub(super) fn new_record(variant: &Variant) -> ExploreVariantRecord {
         status: VariantStatus::NotBuilt,
         detail: None,
         bin_dir: None,
-        stages: Vec::new(),
+        steps: Vec::new(),
         build_secs: None,
         peak_memory_bytes: None,
         size_bytes: None,
@@ -225,8 +223,35 @@ mod tests {
         config::Config::parse(text, std::path::Path::new("/ws/pgo-build.toml")).unwrap()
     }
 
+    use crate::layout::step::Step;
+
     fn names(variants: &[Variant]) -> Vec<&str> {
         variants.iter().map(|v| v.name.as_str()).collect()
+    }
+
+    /// A report of schema 12 called a variant's costs `stages`, each with a `stage`: read as
+    /// steps, and written as steps again.
+    #[test]
+    fn a_variant_record_of_schema_12_reads_its_stages_as_steps() {
+        let mut record = measured_record(PGO);
+        record.steps.push(crate::report::ExploreStepCost {
+            build: "target/pgo-build".to_owned(),
+            step: Step::Train,
+            secs: 1.5,
+            peak_memory_bytes: None,
+            cached: false,
+        });
+        let mut older = serde_json::to_value(&record).unwrap();
+        let steps = older.as_object_mut().unwrap().remove("steps").unwrap();
+        let mut stages = steps.clone();
+        let cost = stages[0].as_object_mut().unwrap();
+        let step = cost.remove("step").unwrap();
+        cost.insert("stage".to_owned(), step);
+        older["stages"] = stages;
+        let read: ExploreVariantRecord = serde_json::from_value(older).unwrap();
+        assert_eq!(read.steps.len(), 1);
+        assert_eq!((read.steps[0].step, read.steps[0].secs), (Step::Train, 1.5));
+        assert_eq!(serde_json::to_value(&read).unwrap()["steps"], steps);
     }
 
     #[test]

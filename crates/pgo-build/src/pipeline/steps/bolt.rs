@@ -232,7 +232,7 @@ fn bolt_inputs(cx: &Context, input: &StageManifest) -> Result<Vec<StagedBinary>>
              cargo profile).",
             refusals.join("\n"),
             cx.config.display_path(),
-            if input.stage == Stage::Baseline.name() {
+            if input.stage == Stage::Baseline {
                 "build"
             } else {
                 "optimize"
@@ -467,7 +467,7 @@ fn input_binary<'a>(input: &'a StageManifest, bin: &BinTarget) -> Result<&'a Sta
 /// The record of a binary staged as it is (`reason` says why).
 fn unbolted_record(input: &StageManifest, binary: &StagedBinary, reason: &str) -> BoltRecord {
     BoltRecord {
-        input: input.stage.clone(),
+        input: input.stage.name().to_owned(),
         bolted: false,
         reason: Some(reason.to_owned()),
         profile_files: 0,

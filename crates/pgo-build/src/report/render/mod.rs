@@ -14,13 +14,12 @@ use text::escape;
 
 use crate::report::file::Report;
 use crate::report::records::{
-    BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZES_LEGEND, StepResult, decider_label,
-    verdict_text,
+    BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZED_STAGES, SIZES_LEGEND, StepResult,
+    decider_label, verdict_text,
 };
 use crate::report::tables::{PipelineStages, share_of};
 use crate::util::units::{figure, human_bytes};
 
-const VARIANT_STAGES: [&str; 4] = ["baseline", "instrumented", "optimized", "bolt"];
 const COLORS: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
 ];
@@ -65,11 +64,11 @@ pub fn markdown(report: &Report, out_of_date: Option<&str>) -> String {
         out +=
             "| Binary | baseline | instrumented | optimized | bolt |\n|---|---:|---:|---:|---:|\n";
         for (binary, stages) in &report.binaries {
-            let cells: Vec<String> = VARIANT_STAGES
+            let cells: Vec<String> = SIZED_STAGES
                 .iter()
                 .map(|stage| {
                     stages
-                        .get(*stage)
+                        .get(stage)
                         .map_or("-".to_owned(), BinaryRecord::size_text)
                 })
                 .collect();
@@ -269,7 +268,7 @@ fn rustc_rows(report: &Report) -> Vec<[String; 6]> {
                 )
             });
             [
-                stage.clone(),
+                stage.to_string(),
                 format!(
                     "{} of {}",
                     human_bytes(r.rustc_budget_bytes),
@@ -298,7 +297,7 @@ fn c_compiler_rows(report: &Report) -> Vec<(String, [String; 3])> {
                 }))
                 .collect();
             (
-                stage.clone(),
+                stage.to_string(),
                 [
                     format!("{} ({})", c.compiler, c.version),
                     if c.flags.is_empty() {
@@ -435,8 +434,8 @@ fn sizes_section(report: &Report, out: &mut String) {
             escape(binary)
         );
         y += 18.0;
-        for (i, stage) in VARIANT_STAGES.iter().enumerate() {
-            let Some(record) = stages.get(*stage) else {
+        for (i, stage) in SIZED_STAGES.iter().enumerate() {
+            let Some(record) = stages.get(stage) else {
                 continue;
             };
             let w = 560.0 * record.judged_bytes() as f64 / max;
@@ -582,7 +581,7 @@ mod tests {
     fn the_rustc_budget_shows_the_build_beside_its_bound() {
         let mut report = Report::new(std::path::Path::new("/ws"));
         report.rustc_memory.insert(
-            "baseline".into(),
+            crate::layout::Stage::Baseline,
             crate::report::RustcSummary {
                 budget_bytes: 2 << 30,
                 rustc_budget_bytes: (2 << 30) - (64 << 20),

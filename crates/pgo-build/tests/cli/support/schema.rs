@@ -30,7 +30,7 @@ pub fn check_schema(value: &serde_json::Value, schema: &serde_json::Value, what:
 fn the_check_refuses_what_the_report_schema_forbids() {
     let schema = report_schema();
     let valid = serde_json::json!({
-        "schema_version": 12, "pgo_build_version": "0", "workspace": "/w", "steps": [
+        "schema_version": 13, "pgo_build_version": "0", "workspace": "/w", "steps": [
             {"name": "train", "result": "ok", "duration_secs": 1.0}
         ], "binaries": {}, "training": [], "profiles": {}, "rejected_profiles": []
     });
@@ -38,7 +38,7 @@ fn the_check_refuses_what_the_report_schema_forbids() {
     for (pointer, wrong) in [
         ("/steps/0/name", serde_json::json!("training")),
         ("/steps/0/result", serde_json::json!("fine")),
-        ("/schema_version", serde_json::json!(11)),
+        ("/schema_version", serde_json::json!(12)),
     ] {
         let mut broken = valid.clone();
         *broken.pointer_mut(pointer).unwrap() = wrong;

@@ -192,10 +192,11 @@ fn uncounted_holdout(cx: &Context, result: &CompareResult, optimized: &str) -> V
 /// cross-language stage's is clang's: what the comparison shows is the compiler switch as well
 /// as PGO, which `explore`'s `clang` variant (clang without a profile) separates.
 fn c_compilers_differ(cx: &Context, run: &Session, result: &CompareResult) -> Option<String> {
-    let compiled_by = |stage: &str| {
+    let compiled_by = |variant: &str| {
+        let stage = Stage::from_variant(variant)?;
         run.report
             .c_compilers
-            .get(stage)
+            .get(&stage)
             .map(|c| c.compiler.clone())
     };
     let reference = compiled_by(&result.reference);
@@ -515,8 +516,9 @@ fn made_from(variants: &[Compared]) -> Vec<(String, String)> {
             v.manifest
                 .upstream
                 .keys()
-                .filter(|input| **input != v.name && candidates.contains(&input.as_str()))
-                .map(|input| (v.name.clone(), input.clone()))
+                .map(|input| input.name())
+                .filter(|input| *input != v.name && candidates.contains(input))
+                .map(|input| (v.name.clone(), input.to_owned()))
         })
         .collect()
 }

@@ -88,7 +88,7 @@ pub(in crate::pipeline) fn previous_variant(
         stage,
         layout,
         manifest: StageManifest {
-            stage: PREVIOUS.to_owned(),
+            stage,
             settings: like.manifest.settings.clone(),
             stage_rustflags: Vec::new(),
             binaries,

@@ -121,11 +121,13 @@ pub(super) fn check_comparable(variants: &[Compared]) -> Result<()> {
                 );
             }
         }
-        for (upstream, id) in &manifest.upstream {
-            let Some(upstream_stage) = Stage::from_variant(upstream) else {
+        // The builds of compared stages only: the instrumented build a profile came from is
+        // not a variant.
+        for (&upstream, id) in &manifest.upstream {
+            if !Stage::VARIANTS.contains(&upstream) {
                 continue;
-            };
-            let current = StageManifest::load(&variant.layout, upstream_stage, "").ok();
+            }
+            let current = StageManifest::load(&variant.layout, upstream, "").ok();
             if current.as_ref().is_none_or(|current| &current.id != id) {
                 bail!(
                     "the {} binaries were made from an earlier {} build, which has been \

@@ -120,7 +120,7 @@ fn packable(cx: &Context, stage: Stage) -> Result<StageManifest> {
 /// The optimized stage `bolt` was made from, as staged now: anything else would pack BOLT's
 /// output beside binaries it was not made from.
 fn bolt_upstream(cx: &Context, bolt: &StageManifest) -> Result<StageManifest> {
-    let Some(id) = bolt.upstream.get(Stage::Optimized.name()) else {
+    let Some(id) = bolt.upstream.get(&Stage::Optimized) else {
         bail!(
             "refusing to pack the bolt stage: it was made from the {} stage (`pgo-build bolt \
              --without-pgo`), and a release gate ships BOLT on the optimized one. Run \
@@ -128,7 +128,7 @@ fn bolt_upstream(cx: &Context, bolt: &StageManifest) -> Result<StageManifest> {
             bolt.upstream
                 .keys()
                 .next()
-                .map_or("baseline", String::as_str)
+                .map_or("baseline", |stage| stage.name())
         );
     };
     let optimized = packable(cx, Stage::Optimized)?;
@@ -195,11 +195,10 @@ pub fn unpack(cx: &Context, run: &mut Session, args: &UnpackRequest) -> Result<V
     check_provenance(cx, &pack, &what)?;
     check_same_settings(&pack.stage.settings, &cx.settings)
         .with_context(|| format!("refusing to unpack {}", args.archive.display()))?;
-    let stage = Stage::from_name(&pack.stage.stage)
-        .with_context(|| format!("{what} holds an unknown stage `{}`", pack.stage.stage))?;
+    let stage = pack.stage.stage;
     let upstream = match &pack.upstream {
         Some(manifest) => Some(
-            Stage::from_name(&manifest.stage)
+            Some(manifest.stage)
                 .filter(|upstream| *upstream == Stage::Optimized && stage == Stage::Bolt)
                 .with_context(|| {
                     format!(
@@ -218,7 +217,7 @@ pub fn unpack(cx: &Context, run: &mut Session, args: &UnpackRequest) -> Result<V
     };
     if let Some(input) = &pack.upstream {
         // The bolt stage names the optimized build it was made from: it must be this one.
-        if pack.stage.upstream.get(Stage::Optimized.name()) != Some(&input.id) {
+        if pack.stage.upstream.get(&Stage::Optimized) != Some(&input.id) {
             bail!(
                 "{what}: its bolt stage was made from another optimized build than the one \
                  packed beside it; the archive was not written by `pgo-build pack bolt` as it \
@@ -324,7 +323,7 @@ fn install_stage(
     let bin_dir = cx.layout.bin_dir(stage);
     StageManifest::begin(&cx.layout, stage, "unpack")?;
     for per_stage in run.report.binaries.values_mut() {
-        per_stage.remove(stage.name());
+        per_stage.remove(&stage);
     }
     if bin_dir.exists() {
         crate::util::files::remove_dir_all(&bin_dir)?;
