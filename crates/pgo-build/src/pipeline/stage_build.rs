@@ -510,10 +510,7 @@ pub(crate) fn stage_binaries(
         binaries,
         id: StageManifest::new_id(),
         sources,
-        upstream: upstream
-            .iter()
-            .map(|m| (m.stage, m.id.clone()))
-            .collect(),
+        upstream: upstream.iter().map(|m| (m.stage, m.id.clone())).collect(),
     };
     manifest.save(&cx.layout, stage)?;
     Ok(manifest)
