@@ -22,7 +22,9 @@ pub(super) struct Usage {
 /// and signals in between. With a pidfd (Linux 5.3+) the wait ends when the child exits, so
 /// the workload's measured time ends there too: sleeping a fixed interval instead rounded
 /// every run up to it (5 ms steps made two builds of a 20 ms command tie round after round,
-/// and a comparison called builds 4% apart by the clock no different). Without one (an older kernel), it sleeps.
+/// and a comparison called builds 4% apart by the clock no different). Without one (an older
+/// kernel, a sandbox that refuses the call), it sleeps, and says once that wall times are
+/// coarse.
 pub(super) struct ExitWatch {
     pidfd: Option<std::os::fd::OwnedFd>,
 }
@@ -35,6 +37,9 @@ impl ExitWatch {
             // SAFETY: the descriptor was just opened and is owned by nothing else.
             unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) }
         });
+        if pidfd.is_none() {
+            warn_coarse_timing(&std::io::Error::last_os_error());
+        }
         ExitWatch { pidfd }
     }
 
@@ -54,6 +59,20 @@ impl ExitWatch {
         // poll returns early: the caller's loop looks again.
         unsafe { libc::poll(&mut watched, 1, millis) };
     }
+}
+
+/// Said once per process: without a pidfd a workload's end is seen at the next 5 ms tick.
+static COARSE_TIMING_SAID: std::sync::Once = std::sync::Once::new();
+
+fn warn_coarse_timing(why: &std::io::Error) {
+    COARSE_TIMING_SAID.call_once(|| {
+        crate::util::printer::stderr_line(&format!(
+            "pgo-build: warning: pidfd_open failed ({why}; Linux 5.3 or later has it, and a \
+             sandbox may refuse it): a workload's end is seen only at the next 5 ms tick, so \
+             wall times are rounded up to it and workloads of a few milliseconds may compare \
+             as no different; judge them with --metric instructions"
+        ));
+    });
 }
 
 /// Waits for `pid` with `wait4`, which also returns the CPU time and page faults of it and its
@@ -239,6 +258,18 @@ pub const TOKEN_ENV: &str = "PGO_BUILD_WORKLOAD_TOKEN";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where pidfd_open fails (here: no such process), the watch sleeps the whole interval and
+    /// the coarse timing is said (once per process).
+    #[test]
+    fn without_a_pidfd_the_watch_sleeps_and_says_times_are_coarse() {
+        let watch = ExitWatch::new(-1);
+        assert!(watch.pidfd.is_none());
+        assert!(COARSE_TIMING_SAID.is_completed());
+        let started = Instant::now();
+        watch.wait(Duration::from_millis(30));
+        assert!(started.elapsed() >= Duration::from_millis(30));
+    }
 
     /// The wait ends when the child exits, not when its time is up: a workload's time is not
     /// rounded up to the polling interval (here 20 s, so a sleep would show).
