@@ -59,8 +59,6 @@ pub struct Context {
     pub manifest_profiles: Option<toml::Value>,
     /// `--strict`: every warning fails the step.
     pub strict: bool,
-    /// Instrument in continuous mode (`--continuous` or `[pgo] continuous`).
-    pub continuous: bool,
     /// Located on first use: commands that never read a profile do not need it.
     profdata: OnceCell<LlvmTool>,
 }
@@ -224,7 +222,6 @@ impl Context {
             Some(triple) => Layout::for_target(&workspace.target_dir, triple),
             None => Layout::new(&workspace.target_dir),
         };
-        let continuous = args.continuous(&config);
         Ok(Context {
             printer,
             workspace: workspace.clone(),
@@ -240,7 +237,6 @@ impl Context {
             cargo_config: cargo_config.clone(),
             manifest_profiles: manifest_profiles.clone(),
             strict: args.strict,
-            continuous,
             profdata: OnceCell::new(),
         })
     }

@@ -37,21 +37,20 @@ pub struct GlobalOptions {
 }
 
 impl GlobalOptions {
-    /// The configuration as the flags amend it: `--cross-language` turns cross-language PGO
-    /// on where the file leaves C to the user's compiler, `--retrain` sets `[pgo] profile`
+    /// The configuration as the flags amend it, the one place a flag overrides a key:
+    /// `--cross-language` turns cross-language PGO on where the file leaves C to the user's
+    /// compiler, `--continuous` turns on `[pgo] continuous`, `--retrain` sets `[pgo] profile`
     /// aside.
     pub fn amend(&self, config: &mut Config) {
         if self.cross_language && config.pgo.cross_language == CBuild::User {
             config.pgo.cross_language = CBuild::Pgo;
         }
+        if self.continuous {
+            config.pgo.continuous = true;
+        }
         if self.retrain {
             config.pgo.profile = None;
         }
-    }
-
-    /// Continuous-mode profiling: `--continuous`, or `[pgo] continuous`.
-    pub fn continuous(&self, config: &Config) -> bool {
-        self.continuous || config.pgo.continuous
     }
 }
 

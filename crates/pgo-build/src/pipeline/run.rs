@@ -383,7 +383,7 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
             print.text("settings", &serde_json::to_string(&cx.settings)?);
             print.text("bins", &format!("{:?}", cx.bins));
             print.text("plain flags", &plain_flags(cx).join(" "));
-            print.text("continuous", &cx.continuous.to_string());
+            print.text("continuous", &cx.config.pgo.continuous.to_string());
             print.text("startup order", cx.config.pgo.startup_order.name());
             print.part("Cargo.toml or Cargo.lock");
             for manifest in &cx.workspace.manifests {

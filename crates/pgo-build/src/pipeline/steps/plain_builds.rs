@@ -33,7 +33,7 @@ pub fn instrument(cx: &Context, run: &mut Session) -> Result<()> {
         "--cfg".to_owned(),
         "pgo_build_instrument".to_owned(),
     ];
-    if cx.continuous {
+    if cx.config.pgo.continuous {
         flags.extend(CONTINUOUS_FLAGS.map(str::to_owned));
     }
     if cx.config.pgo.startup_order != StartupOrder::Off {
