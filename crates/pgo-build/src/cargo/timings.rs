@@ -19,6 +19,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::cargo::workspace::PackageDeps;
+use crate::report::CrateKind;
 pub use crate::report::GraphBound;
 
 /// One unit of cargo's timing report.
@@ -28,8 +29,7 @@ pub struct TimedUnit {
     /// The package.
     pub name: String,
     pub version: String,
-    /// `""` (the library), `" build-script"`, `" build-script (run)"`, `` " app \"bin\"" ``.
-    pub target: String,
+    pub target: UnitTarget,
     pub duration: f64,
     #[serde(default)]
     pub unblocked_units: Vec<usize>,
@@ -48,18 +48,47 @@ pub struct Section {
     pub end: f64,
 }
 
+/// What a unit builds, read once from the report's `target` text: `""` (the library),
+/// `" build-script"`, `" build-script (run)"`, `` " app \"bin\"" ``.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub enum UnitTarget {
+    /// The package's library, of any crate type.
+    Lib,
+    /// Compiling the package's build script.
+    BuildScript,
+    /// Running it: no rustc.
+    BuildScriptRun,
+    /// A binary, by its target name.
+    Bin(String),
+    /// Anything else (a test, an example; a later cargo's text), as written.
+    Other(String),
+}
+
+impl From<String> for UnitTarget {
+    fn from(text: String) -> UnitTarget {
+        match text.trim() {
+            "" => UnitTarget::Lib,
+            "build-script" => UnitTarget::BuildScript,
+            "build-script (run)" => UnitTarget::BuildScriptRun,
+            other => match other.strip_suffix(" \"bin\"") {
+                Some(name) => UnitTarget::Bin(name.to_owned()),
+                None => UnitTarget::Other(other.to_owned()),
+            },
+        }
+    }
+}
+
 impl TimedUnit {
-    /// What the unit is, as the rustc wrapper names it: (kind, the crate name of a binary);
-    /// `None` for a build script's run, which is no rustc.
-    pub fn rustc_kind(&self) -> Option<(&str, Option<String>)> {
-        match self.target.trim() {
-            "" => Some(("lib", None)),
-            "build-script" => Some(("build-script", None)),
-            "build-script (run)" => None,
-            other => {
-                let (name, kind) = other.rsplit_once(' ')?;
-                (kind == "\"bin\"").then(|| ("bin", Some(name.replace('-', "_"))))
-            }
+    /// What the unit is, as the rustc wrapper names it: (kind, the crate name of a binary),
+    /// where `Lib` stands for a library of any type (cargo's timing report does not say
+    /// which); `None` for a build script's run, which is no rustc.
+    pub fn rustc_kind(&self) -> Option<(CrateKind, Option<String>)> {
+        match &self.target {
+            UnitTarget::Lib => Some((CrateKind::Lib, None)),
+            UnitTarget::BuildScript => Some((CrateKind::BuildScript, None)),
+            UnitTarget::Bin(name) => Some((CrateKind::Bin, Some(name.replace('-', "_")))),
+            UnitTarget::BuildScriptRun | UnitTarget::Other(_) => None,
         }
     }
 
@@ -242,23 +271,20 @@ fn edges(units: &[TimedUnit], packages: &[PackageDeps]) -> BTreeMap<usize, Vec<(
             needs.entry(*after).or_default().push((unit.i, need));
         }
     }
-    let of = |name: &str, version: &str, target: &str| -> Vec<usize> {
+    let of = |name: &str, version: &str, target: fn(&UnitTarget) -> bool| -> Vec<usize> {
         units
             .iter()
-            .filter(|u| u.name == name && u.version == version)
-            .filter(|u| match target {
-                "bin" => u.target.trim().ends_with("\"bin\""),
-                other => u.target.trim() == other,
-            })
+            .filter(|u| u.name == name && u.version == version && target(&u.target))
             .map(|u| u.i)
             .collect()
     };
+    let lib = |t: &UnitTarget| *t == UnitTarget::Lib;
     for package in packages {
         let (name, version) = (package.name.as_str(), package.version.as_str());
-        let libs = of(name, version, "");
-        let bins = of(name, version, "bin");
-        let scripts = of(name, version, "build-script");
-        let runs = of(name, version, "build-script (run)");
+        let libs = of(name, version, lib);
+        let bins = of(name, version, |t| matches!(t, UnitTarget::Bin(_)));
+        let scripts = of(name, version, |t| *t == UnitTarget::BuildScript);
+        let runs = of(name, version, |t| *t == UnitTarget::BuildScriptRun);
         let mut add = |to: &[usize], from: &[usize], need: Needs| {
             for to in to {
                 for from in from {
@@ -270,12 +296,12 @@ fn edges(units: &[TimedUnit], packages: &[PackageDeps]) -> BTreeMap<usize, Vec<(
         add(&bins, &runs, Needs::End);
         add(&bins, &libs, Needs::End);
         for (dep, dep_version) in &package.normal {
-            let dep_libs = of(dep, dep_version, "");
+            let dep_libs = of(dep, dep_version, lib);
             add(&libs, &dep_libs, Needs::Metadata);
             add(&bins, &dep_libs, Needs::End);
         }
         for (dep, dep_version) in &package.build {
-            add(&scripts, &of(dep, dep_version, ""), Needs::End);
+            add(&scripts, &of(dep, dep_version, lib), Needs::End);
         }
     }
     needs
@@ -284,13 +310,12 @@ fn edges(units: &[TimedUnit], packages: &[PackageDeps]) -> BTreeMap<usize, Vec<(
 /// `package` (its library), `package/build-script`, `package/build-script (run)`,
 /// `package/app (bin)`.
 fn label(unit: &TimedUnit) -> String {
-    match (unit.target.trim(), unit.rustc_kind()) {
-        ("", _) => unit.name.clone(),
-        (_, Some(("bin", Some(_)))) => {
-            let name = unit.target.trim().rsplit_once(' ').map_or("", |(n, _)| n);
-            format!("{}/{name} (bin)", unit.name)
-        }
-        (other, _) => format!("{}/{other}", unit.name),
+    match &unit.target {
+        UnitTarget::Lib => unit.name.clone(),
+        UnitTarget::BuildScript => format!("{}/build-script", unit.name),
+        UnitTarget::BuildScriptRun => format!("{}/build-script (run)", unit.name),
+        UnitTarget::Bin(name) => format!("{}/{name} (bin)", unit.name),
+        UnitTarget::Other(other) => format!("{}/{other}", unit.name),
     }
 }
 
@@ -303,7 +328,7 @@ mod tests {
             i,
             name: name.into(),
             version: "1.0.0".into(),
-            target: target.into(),
+            target: UnitTarget::from(target.to_owned()),
             duration,
             unblocked_units: Vec::new(),
             unblocked_rmeta_units: Vec::new(),
@@ -332,7 +357,7 @@ mod tests {
         // The wrapper measured heavy's rustc at 10 s after a 6 s wait: its metadata came 4 s
         // into its rustc.
         let own = |u: &TimedUnit| match (u.name.as_str(), u.rustc_kind()) {
-            ("heavy", Some(("lib", _))) => Some((10.0, 6.0)),
+            ("heavy", Some((CrateKind::Lib, _))) => Some((10.0, 6.0)),
             (_, Some(_)) => Some((u.duration, 0.0)),
             _ => None,
         };
@@ -347,8 +372,16 @@ mod tests {
         assert_eq!(bound.secs, bound.critical_path_secs);
         // On one core the work decides.
         assert!((lower_bound(&units, own, &[], 1).secs - 16.5).abs() < 1e-9);
-        assert_eq!(units[3].rustc_kind(), Some(("bin", Some("app".to_owned()))));
+        assert_eq!(
+            units[3].rustc_kind(),
+            Some((CrateKind::Bin, Some("app".to_owned())))
+        );
         assert_eq!(units[1].rustc_kind(), None);
+        // A target the report writes otherwise (an example's) is no binary of the build.
+        let example = unit(5, "app", " demo \"example\"", 1.0);
+        assert_eq!(example.target, UnitTarget::Other("demo \"example\"".into()));
+        assert_eq!(example.rustc_kind(), None);
+        assert_eq!(label(&example), "app/demo \"example\"");
     }
 
     #[test]

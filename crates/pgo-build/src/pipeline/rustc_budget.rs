@@ -13,7 +13,7 @@ use crate::cargo::build::BuildOutput;
 use crate::cargo::sccache;
 use crate::cargo::timings::{self, TimedUnit};
 use crate::layout::{Layout, Stage};
-use crate::report::RustcSummary;
+use crate::report::{CrateKind, RustcSummary};
 use crate::util::units::human_bytes;
 use crate::wrappers::linker;
 use crate::wrappers::rustc::estimates::{self, CarriedEstimates};
@@ -122,7 +122,7 @@ fn memory_never_waits(estimates: &Estimates, cpus: u32, rustc_budget: u64) -> bo
     let largest = estimates
         .values()
         .copied()
-        .chain([rustc::guess("bin")])
+        .chain([rustc::guess(CrateKind::Bin)])
         .max()
         .unwrap_or_default();
     largest.saturating_mul(u64::from(cpus)) <= rustc_budget
@@ -427,9 +427,9 @@ fn rustc_time(records: &[RustcRecord], unit: &TimedUnit) -> Option<(f64, f64)> {
         package == unit.name
             && (r.version.is_empty() || r.version == unit.version)
             && match kind {
-                "lib" => r.kind != "bin" && r.kind != "build-script",
-                "bin" => r.kind == "bin" && Some(krate) == bin.as_deref(),
-                _ => r.kind == kind,
+                CrateKind::Bin => r.kind == CrateKind::Bin && Some(krate) == bin.as_deref(),
+                CrateKind::BuildScript => r.kind == CrateKind::BuildScript,
+                _ => r.kind.is_library(),
             }
     });
     Some(record.map_or((0.0, unit.duration), |r| (r.wall_secs, r.wait_secs)))

@@ -7,6 +7,79 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// What one rustc compiles: one of rustc's crate types (its first `--crate-type`), or a
+/// package's build script (cargo compiles it as a binary named `build_script_*`). The
+/// memory budget's estimates, its guesses and cargo's timing units are told apart by it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrateKind {
+    /// rustc's own default, without a `--crate-type`.
+    #[default]
+    Bin,
+    Lib,
+    Rlib,
+    Dylib,
+    Cdylib,
+    Staticlib,
+    ProcMacro,
+    BuildScript,
+}
+
+impl CrateKind {
+    const ALL: [CrateKind; 8] = [
+        CrateKind::Bin,
+        CrateKind::Lib,
+        CrateKind::Rlib,
+        CrateKind::Dylib,
+        CrateKind::Cdylib,
+        CrateKind::Staticlib,
+        CrateKind::ProcMacro,
+        CrateKind::BuildScript,
+    ];
+
+    /// As rustc's `--crate-type` and the records write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrateKind::Bin => "bin",
+            CrateKind::Lib => "lib",
+            CrateKind::Rlib => "rlib",
+            CrateKind::Dylib => "dylib",
+            CrateKind::Cdylib => "cdylib",
+            CrateKind::Staticlib => "staticlib",
+            CrateKind::ProcMacro => "proc-macro",
+            CrateKind::BuildScript => "build-script",
+        }
+    }
+
+    /// Read from its name; `None` for a crate type rustc does not have.
+    pub fn from_name(name: &str) -> Option<CrateKind> {
+        CrateKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// A library of any type: what cargo's timing report calls a package's unnamed unit.
+    pub fn is_library(self) -> bool {
+        !matches!(self, CrateKind::Bin | CrateKind::BuildScript)
+    }
+}
+
+impl std::fmt::Display for CrateKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Link figures of one build, for the report.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LinkSummary {
@@ -138,8 +211,7 @@ impl GraphBound {
 pub struct CrateFigures {
     /// `package/crate` (every build script is `build_script_build`).
     pub krate: String,
-    /// bin | lib | proc-macro | build-script | …
-    pub kind: String,
+    pub kind: CrateKind,
     /// Absent: not measured (behind sccache, a cache hit: no rustc ran).
     pub peak_bytes: Option<u64>,
     pub estimate_bytes: u64,
@@ -147,4 +219,24 @@ pub struct CrateFigures {
     pub wait_secs: f64,
     #[serde(default)]
     pub memory_wait_secs: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rustc log, report.json and the estimates' keys write a kind by its name: serde's
+    /// name and `name()` are one, and each is read back as itself (an older log's "proc-macro"
+    /// is the same kind).
+    #[test]
+    fn a_crate_kind_reads_back_from_the_name_it_is_written_as() {
+        for kind in CrateKind::ALL {
+            let written = serde_json::to_string(&kind).unwrap();
+            assert_eq!(written, format!("\"{}\"", kind.name()));
+            assert_eq!(serde_json::from_str::<CrateKind>(&written).unwrap(), kind);
+            assert_eq!(CrateKind::from_name(kind.name()), Some(kind));
+        }
+        assert_eq!(CrateKind::from_name("executable"), None);
+        assert!(serde_json::from_str::<CrateKind>("\"executable\"").is_err());
+    }
 }

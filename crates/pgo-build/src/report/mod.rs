@@ -37,7 +37,7 @@ pub use profile_records::{
 };
 pub use records::{
     BASELINE_VARIANT, BenchmarkComparison, BinaryRecord, BoltRecord, CCompilerRecord,
-    CandidatePair, CandidateSummary, CompareResult, CompareRun, CrateFigures,
+    CandidatePair, CandidateSummary, CompareResult, CompareRun, CrateFigures, CrateKind,
     ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStepCost, ExploreVariantRecord,
     FamilyRule, GraphBound, LinkSummary, MetricComparison, OrderRecord, PGO_VARIANT,
     PreviousComparison, RejectedProfile, RunSample, RustcSummary, ServiceRecord, StageCache,

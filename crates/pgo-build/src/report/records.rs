@@ -15,7 +15,7 @@ use crate::measure::stats::PairedSummary;
 use crate::util::units::human_bytes;
 
 pub use super::build_records::{
-    CCompilerRecord, CrateFigures, GraphBound, LinkSummary, RustcSummary, StageCache,
+    CCompilerRecord, CrateFigures, CrateKind, GraphBound, LinkSummary, RustcSummary, StageCache,
 };
 pub use super::explore_records::{
     BASELINE_VARIANT, ExploreRecommendation, ExploreResult, ExploreSpeed, ExploreStepCost,

@@ -516,7 +516,7 @@ fn add_heaviest(heaviest: &mut Table, stage: Stage, figures: &crate::report::Rus
         heaviest.add_row([
             Cell::new(stage.name()),
             Cell::new(&krate.krate),
-            Cell::new(&krate.kind),
+            Cell::new(krate.kind),
             Cell::new(krate.peak_bytes.map_or("-".to_owned(), human_bytes))
                 .set_alignment(CellAlignment::Right),
             Cell::new(human_bytes(krate.estimate_bytes)).set_alignment(CellAlignment::Right),

@@ -4,9 +4,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::report::CrateKind;
+
 /// The crate a rustc command line compiles and its kind; `None` for queries (`-vV`,
-/// `--print`), which compile nothing.
-pub fn compiled_crate(args: &[OsString]) -> Option<(String, String)> {
+/// `--print`), which compile nothing, and for a crate type rustc does not have (rustc
+/// refuses it before compiling anything).
+pub fn compiled_crate(args: &[OsString]) -> Option<(String, CrateKind)> {
     let args: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -28,9 +31,12 @@ pub fn compiled_crate(args: &[OsString]) -> Option<(String, String)> {
     };
     let krate = value("--crate-name")?;
     let kind = if krate.starts_with("build_script_") {
-        "build-script".to_owned()
+        CrateKind::BuildScript
     } else {
-        value("--crate-type").unwrap_or_else(|| "bin".to_owned())
+        match value("--crate-type") {
+            Some(crate_type) => CrateKind::from_name(&crate_type)?,
+            None => CrateKind::default(),
+        }
     };
     Some((krate, kind))
 }
@@ -103,17 +109,30 @@ mod tests {
             compiled_crate(&args(
                 "--crate-name app --edition=2024 src/main.rs --crate-type bin"
             )),
-            Some(("app".into(), "bin".into()))
+            Some(("app".into(), CrateKind::Bin))
         );
         assert_eq!(
             compiled_crate(&args(
                 "--crate-name build_script_build build.rs --crate-type bin"
             )),
-            Some(("build_script_build".into(), "build-script".into()))
+            Some(("build_script_build".into(), CrateKind::BuildScript))
         );
         assert_eq!(
             compiled_crate(&args("--crate-name=serde --crate-type=lib x.rs")),
-            Some(("serde".into(), "lib".into()))
+            Some(("serde".into(), CrateKind::Lib))
+        );
+        assert_eq!(
+            compiled_crate(&args("--crate-name m --crate-type proc-macro x.rs")),
+            Some(("m".into(), CrateKind::ProcMacro))
+        );
+        // No --crate-type: rustc's default, a binary. One rustc has not: not compiled.
+        assert_eq!(
+            compiled_crate(&args("--crate-name app x.rs")),
+            Some(("app".into(), CrateKind::Bin))
+        );
+        assert_eq!(
+            compiled_crate(&args("--crate-name app --crate-type executable x.rs")),
+            None
         );
         assert_eq!(compiled_crate(&args("-vV")), None);
         assert_eq!(

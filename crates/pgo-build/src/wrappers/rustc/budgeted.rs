@@ -16,12 +16,13 @@ use super::environment::{BUDGET_ENV, CPUS_ENV, ESTIMATES_ENV, LEDGER_ENV, env_nu
 use super::estimates::{self, guess, read_estimates};
 use super::ledger::{Admission, Request, admit, release};
 use super::{crate_carry, probation, remote};
+use crate::report::CrateKind;
 
 /// A crate to compile, as the ledger weighs it.
 pub(super) struct CrateUnit {
     /// `package/crate`.
     pub krate: String,
-    pub kind: String,
+    pub kind: CrateKind,
     /// The package's version (estimates are kept per version).
     pub version: String,
     /// Its last measured (or carried) peak, if any…
@@ -35,20 +36,20 @@ pub(super) struct CrateUnit {
 }
 
 impl CrateUnit {
-    pub fn new(krate: String, kind: String, args: &[OsString], elsewhere: bool) -> CrateUnit {
+    pub fn new(krate: String, kind: CrateKind, args: &[OsString], elsewhere: bool) -> CrateUnit {
         // pgo-build warned before the build when the file is unusable.
         let estimates = std::env::var_os(ESTIMATES_ENV)
             .and_then(|path| read_estimates(Path::new(&path)).ok())
             .unwrap_or_default();
         let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
-        let measured = estimates::lookup(&estimates, &krate, &version, &kind);
+        let measured = estimates::lookup(&estimates, &krate, &version, kind);
         // cargo sets OUT_DIR for a package with a build script: code it generated is
         // compiled too.
         let out_dir = std::env::var_os("OUT_DIR").map(PathBuf::from);
         let source_bytes =
             crate_root(args).map_or(0, |root| probation::source_bytes(&root, out_dir.as_deref()));
         CrateUnit {
-            estimate: measured.unwrap_or_else(|| guess(&kind)),
+            estimate: measured.unwrap_or_else(|| guess(kind)),
             krate,
             kind,
             version,

@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::log::RustcRecord;
+use crate::report::CrateKind;
 
 /// Guesses of a crate's peak before any build measured it: generous for binaries (they are
 /// codegen'd with every generic they instantiate, and link in the same rustc) and for
@@ -26,10 +27,10 @@ use super::log::RustcRecord;
 /// (the example's crates peaked at 126-213 MiB); a crate of large generated code or data can
 /// exceed any guess, which is why measured peaks replace them after the first build and an
 /// overrun is reported.
-pub fn guess(kind: &str) -> u64 {
+pub fn guess(kind: CrateKind) -> u64 {
     match kind {
-        "bin" => 1 << 30,
-        "build-script" | "proc-macro" => 384 << 20,
+        CrateKind::Bin => 1 << 30,
+        CrateKind::BuildScript | CrateKind::ProcMacro => 384 << 20,
         _ => 768 << 20,
     }
 }
@@ -58,7 +59,7 @@ pub fn profile_label(profile: &str, settings: &str) -> String {
 }
 
 /// A crate within one build (one profile): `<package>/<crate>@<version>|<kind>`.
-pub fn admission_key(krate: &str, version: &str, kind: &str) -> String {
+fn admission_key(krate: &str, version: &str, kind: CrateKind) -> String {
     match version {
         "" => format!("{krate}|{kind}"),
         _ => format!("{krate}@{version}|{kind}"),
@@ -66,7 +67,7 @@ pub fn admission_key(krate: &str, version: &str, kind: &str) -> String {
 }
 
 /// A crate as a stage's file keeps it: its admission key under the cargo profile it was built by.
-fn stored_key(profile: &str, krate: &str, version: &str, kind: &str) -> String {
+fn stored_key(profile: &str, krate: &str, version: &str, kind: CrateKind) -> String {
     format!("{profile}:{}", admission_key(krate, version, kind))
 }
 
@@ -111,13 +112,13 @@ pub const FLOOR: u64 = 64 << 20;
 /// A crate's estimate: its own version's peak; else the largest peak measured of the same crate
 /// and kind at another version (or before versions were recorded): a dependency bump does not
 /// send it back to a guess. At least [`FLOOR`]. `None`: never measured, it is guessed.
-pub fn lookup(estimates: &Estimates, krate: &str, version: &str, kind: &str) -> Option<u64> {
+pub fn lookup(estimates: &Estimates, krate: &str, version: &str, kind: CrateKind) -> Option<u64> {
     let peak = match estimates.get(&admission_key(krate, version, kind)) {
         Some(peak) => *peak,
         None => estimates
             .iter()
             .filter(|(key, _)| {
-                parse_admission_key(key).is_some_and(|(k, _, t)| k == krate && t == kind)
+                parse_admission_key(key).is_some_and(|(k, _, t)| k == krate && t == kind.name())
             })
             .map(|(_, peak)| *peak)
             .max()?,
@@ -143,9 +144,9 @@ pub fn updated(mut stored: Estimates, records: &[RustcRecord], profile: &str) ->
             } else {
                 peak
             };
-            stored.remove(&admission_key(&record.krate, "", &record.kind));
+            stored.remove(&admission_key(&record.krate, "", record.kind));
             stored.insert(
-                stored_key(profile, &record.krate, &record.version, &record.kind),
+                stored_key(profile, &record.krate, &record.version, record.kind),
                 peak,
             );
         }
@@ -293,7 +294,7 @@ mod tests {
         RustcRecord {
             krate: krate.into(),
             version: version.into(),
-            kind: "lib".into(),
+            kind: CrateKind::Lib,
             guessed: true,
             peak_bytes: peak,
             success: true,
@@ -336,23 +337,44 @@ mod tests {
         );
 
         let release = for_profile(&stored, "release");
-        assert_eq!(lookup(&release, "syn/syn", "2.0.1", "lib"), Some(500 << 20));
-        assert_eq!(lookup(&release, "syn/syn", "1.0.9", "lib"), Some(400 << 20));
-        // A version never measured: the largest of the crate's other versions.
-        assert_eq!(lookup(&release, "syn/syn", "2.0.2", "lib"), Some(500 << 20));
-        assert_eq!(lookup(&release, "syn/syn", "2.0.2", "proc-macro"), None);
         assert_eq!(
-            lookup(&release, "regex/regex", "1.10.0", "lib"),
+            lookup(&release, "syn/syn", "2.0.1", CrateKind::Lib),
+            Some(500 << 20)
+        );
+        assert_eq!(
+            lookup(&release, "syn/syn", "1.0.9", CrateKind::Lib),
+            Some(400 << 20)
+        );
+        // A version never measured: the largest of the crate's other versions.
+        assert_eq!(
+            lookup(&release, "syn/syn", "2.0.2", CrateKind::Lib),
+            Some(500 << 20)
+        );
+        assert_eq!(
+            lookup(&release, "syn/syn", "2.0.2", CrateKind::ProcMacro),
+            None
+        );
+        assert_eq!(
+            lookup(&release, "regex/regex", "1.10.0", CrateKind::Lib),
             Some(700 << 20)
         );
-        assert_eq!(lookup(&release, "other/other", "1.0.0", "lib"), None);
+        assert_eq!(
+            lookup(&release, "other/other", "1.0.0", CrateKind::Lib),
+            None
+        );
         // Nothing below rustc's own floor is believed.
         let tiny = Estimates::from([("tiny/tiny@1.0.0|lib".into(), 1 << 20)]);
-        assert_eq!(lookup(&tiny, "tiny/tiny", "1.0.0", "lib"), Some(FLOOR));
+        assert_eq!(
+            lookup(&tiny, "tiny/tiny", "1.0.0", CrateKind::Lib),
+            Some(FLOOR)
+        );
         // Another profile's peaks are its own.
         let dist = for_profile(&stored, "dist");
-        assert_eq!(lookup(&dist, "syn/syn", "2.0.1", "lib"), Some(900 << 20));
-        assert_eq!(lookup(&dist, "regex/regex", "1.10.0", "lib"), None);
+        assert_eq!(
+            lookup(&dist, "syn/syn", "2.0.1", CrateKind::Lib),
+            Some(900 << 20)
+        );
+        assert_eq!(lookup(&dist, "regex/regex", "1.10.0", CrateKind::Lib), None);
         // Other settings of the profile are another profile.
         assert_eq!(profile_label("release", ""), "release");
         let lto = profile_label("release", "lto = \"fat\"");
@@ -361,7 +383,12 @@ mod tests {
         // Keys of older files are found too, for any version.
         let old = Estimates::from([("app/app|bin".into(), 420 << 20)]);
         assert_eq!(
-            lookup(&for_profile(&old, "dist"), "app/app", "0.1.0", "bin"),
+            lookup(
+                &for_profile(&old, "dist"),
+                "app/app",
+                "0.1.0",
+                CrateKind::Bin
+            ),
             Some(420 << 20)
         );
     }

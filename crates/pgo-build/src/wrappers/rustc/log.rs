@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{CrateFigures, RustcSummary};
+use crate::report::{CrateFigures, CrateKind, RustcSummary};
 
 /// One rustc invocation, as the wrapper logged it (a JSON line in `<stage>/rustc.jsonl`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -14,8 +14,7 @@ pub struct RustcRecord {
     /// The package's version (cargo's `CARGO_PKG_VERSION`): estimates are kept per version.
     #[serde(default)]
     pub version: String,
-    /// bin | lib | proc-macro | build-script | …
-    pub kind: String,
+    pub kind: CrateKind,
     pub estimate_bytes: u64,
     /// The estimate was a guess by kind (no earlier measurement).
     pub guessed: bool,
@@ -59,7 +58,7 @@ impl RustcSummary {
     pub fn from_records(records: &[RustcRecord]) -> RustcSummary {
         let figures = |r: &RustcRecord| CrateFigures {
             krate: r.krate.clone(),
-            kind: r.kind.clone(),
+            kind: r.kind,
             peak_bytes: r.peak_bytes,
             estimate_bytes: r.estimate_bytes,
             wall_secs: r.wall_secs,
@@ -113,7 +112,7 @@ mod tests {
     fn only_a_peak_well_over_its_estimate_is_an_overrun() {
         let record = |krate: &str, estimate: u64, peak: u64| RustcRecord {
             krate: krate.to_owned(),
-            kind: "lib".to_owned(),
+            kind: CrateKind::Lib,
             estimate_bytes: estimate,
             peak_bytes: Some(peak),
             wall_secs: 1.0,
