@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use super::context::Context;
 use crate::cargo::build::Diagnostic;
 use crate::cargo::settings::preinline_in;
-use crate::profiles;
 use crate::profiles::carry::{TextProfile, crate_of_module};
 use crate::profiles::diagnostics::{self, Kind};
 use crate::profiles::insight::{self, FunctionCounts};
 use crate::profiles::toolchain_names::{self, SysrootCrates, ToolchainRenames};
+use crate::profiles::{self, PgoProfile};
 use crate::util::command::Cmd;
 use crate::wrappers::rustc::crate_carry::{CarryRecord, CarrySetup};
 use crate::wrappers::rustc::stable_names;
@@ -472,7 +472,7 @@ pub(crate) fn offered_profile(
     committed: &Path,
     text: &Path,
     renamed: bool,
-) -> Result<PathBuf> {
+) -> Result<PgoProfile> {
     let profile = TextProfile::parse(&crate::util::files::read_to_string(text)?);
     let offered = text.with_file_name("offered.proftext");
     crate::util::files::write(&offered, profile.with_offered().as_bytes())?;
@@ -495,7 +495,8 @@ pub(crate) fn offered_profile(
                  computes for it (its hot threshold may differ a little from the trained one)",
                 committed.display()
             ));
-            return profiles::install_content_addressed(&partial, &data, &dir);
+            return profiles::install_content_addressed(&partial, &data, &dir)
+                .map(PgoProfile::offered_at);
         }
         cx.printer.warn(format!(
             "{}: {err:#}; the build uses it as it is, and a crate whose functions moved to \
@@ -504,10 +505,10 @@ pub(crate) fn offered_profile(
             crate::util::units::percent(crate::profiles::carry::MIN_RECOMPILE_SHARE)
         ));
         crate::util::files::remove_file(&partial)?;
-        return Ok(committed.to_owned());
+        return Ok(PgoProfile::offered_at(committed.to_owned()));
     }
     crate::util::files::write(&partial, &data)?;
-    profiles::install_content_addressed(&partial, &data, &dir)
+    profiles::install_content_addressed(&partial, &data, &dir).map(PgoProfile::offered_at)
 }
 
 const RECREATE: &str = "re-create it with this toolchain: `pgo-build run` (with [pgo] profile \

@@ -11,8 +11,8 @@ pub mod bundle;
 pub mod carry;
 pub mod compact;
 pub mod diagnostics;
-mod exported;
 mod format;
+mod handed;
 pub mod insight;
 mod merge;
 pub mod prediction;
@@ -23,8 +23,8 @@ pub mod toolchain_names;
 pub mod training_record;
 
 pub use accounting::{Accounting, BinaryProfiles, RawDirs, account, coverage};
-pub use exported::ExportedProfile;
 pub use format::{indexed_version, keep_summary_of, written_indexed_version};
+pub use handed::{ExportedProfile, PgoProfile};
 pub use merge::{
     checkout_independent, checkout_independent_dir, content_hash, install_content_addressed, merge,
     merge_to, merge_weighted, summary,

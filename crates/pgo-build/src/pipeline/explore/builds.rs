@@ -18,7 +18,7 @@ use crate::pipeline::requests::{BoltRequest, ExportRequest, RunRequest, StepOpti
 use crate::pipeline::run::pipeline_step;
 use crate::pipeline::steps::compare::Compared;
 use crate::pipeline::steps::profile;
-use crate::profiles::ExportedProfile;
+use crate::profiles::{ExportedProfile, PgoProfile};
 use crate::report::{ExploreStepCost, StepResult};
 use crate::util::files::write_atomically;
 use crate::util::fingerprint::Fingerprint;
@@ -116,7 +116,7 @@ pub(super) fn compared(variant: &Variant, layout: Layout, stage: Stage) -> Resul
 }
 
 /// The profile a plain build's optimize used (content-addressed, so it names one profile).
-pub(super) fn trained_profile(layout: &Layout) -> Result<PathBuf> {
+pub(super) fn trained_profile(layout: &Layout) -> Result<PgoProfile> {
     let manifest = StageManifest::load(layout, Stage::Optimized, "run `pgo-build explore` again")?;
     let used = manifest
         .stage_rustflags
@@ -132,7 +132,11 @@ pub(super) fn trained_profile(layout: &Layout) -> Result<PathBuf> {
     let original = layout
         .profiles_dir()
         .join(used.file_name().unwrap_or_default());
-    Ok(if original.is_file() { original } else { used })
+    Ok(PgoProfile::used_at(if original.is_file() {
+        original
+    } else {
+        used
+    }))
 }
 
 /// The directory name of a build: a hash of its settings.
@@ -310,7 +314,7 @@ pub(super) fn export_trained(
     let output = layout
         .root()
         .join("exported")
-        .join(trained.file_name().unwrap_or_default());
+        .join(trained.path().file_name().unwrap_or_default());
     if output.is_file() && crate::pipeline::committed::metadata_path(&output).is_file() {
         return Ok(ExportedProfile::written_at(output));
     }

@@ -32,7 +32,7 @@ use crate::pipeline::trained::{
     refuse_idle_workloads, report_accounting, usable_training,
 };
 use crate::profiles::diagnostics::{self, Summary};
-use crate::profiles::{self, insight, startup_order};
+use crate::profiles::{self, PgoProfile, insight, startup_order};
 use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 use crate::wrappers::rustc::crate_carry::{self, CarryRecord};
@@ -90,7 +90,7 @@ fn check_profile_use(
     cx: &Context,
     run: &mut Session,
     inputs: &ProfileInputs,
-    profile: &Path,
+    profile: &PgoProfile,
     (output, carry): (&build::BuildOutput, Option<&(PathBuf, PathBuf)>),
 ) -> Result<()> {
     let summary = Summary::from_diagnostics(&output.diagnostics);
@@ -99,7 +99,7 @@ fn check_profile_use(
         bail!(
             "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
              The profile is empty or was written by another LLVM version than rustc's ({}).",
-            profile.display(),
+            profile.path().display(),
             summary.unusable_profile.join("\n  "),
             cx.rustc.llvm_version
         );
@@ -155,17 +155,16 @@ pub fn optimize(
         .filter(|b| !without_data.contains(b))
         .cloned()
         .collect();
-    if with_data.is_empty() {
+    let (Some(profile), false) = (inputs.profile.clone(), with_data.is_empty()) else {
         bail!("no binary has usable profile data; nothing can be built with PGO");
-    }
-    let profile = inputs.path.clone();
+    };
 
     check_bolt_compatible_profile(cx)?;
     crate::pipeline::stage_build::check_lld_before_building(cx)?;
     // Not in the checkout: the same path from every checkout, for a compile cache. (A
     // path relative to the workspace root would not do: cargo runs rustc for registry
     // crates in their own directories.)
-    let profile_use = profiles::checkout_independent(&profile);
+    let profile_use = profiles::checkout_independent(profile.path());
     let mut flags = vec![
         format!("-Cprofile-use={}", profile_use.display()),
         "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
@@ -239,7 +238,7 @@ pub fn optimize(
 fn startup_order_flags(
     cx: &Context,
     run: &mut Session,
-    profile: &Path,
+    profile: &PgoProfile,
     profile_use: &Path,
 ) -> Result<Vec<String>> {
     let mode = cx.config.pgo.startup_order;
@@ -248,7 +247,7 @@ fn startup_order_flags(
         return Ok(Vec::new());
     }
     let profdata = cx.profdata()?.clone();
-    let traces = startup_order::traces(&profdata, profile, &cx.printer)?;
+    let traces = startup_order::traces(&profdata, profile.path(), &cx.printer)?;
     if traces.kept == 0 {
         bail!(
             "[pgo] startup_order = \"{}\" needs the temporal traces of a training, and {} \
@@ -256,7 +255,7 @@ fn startup_order_flags(
              `pgo-build instrument` and `pgo-build train` again (with startup_order set, \
              instrumenting records them){}",
             mode.name(),
-            profile.display(),
+            profile.path().display(),
             if cx.config.pgo.profile.is_some() {
                 ", then `pgo-build export` the profile again"
             } else {
@@ -265,8 +264,12 @@ fn startup_order_flags(
         );
     }
     let (order_file, ordered) = if mode == StartupOrder::OrderingFile {
-        let (file, count) =
-            startup_order::order_file(&profdata, profile, &cx.layout.profiles_dir(), &cx.printer)?;
+        let (file, count) = startup_order::order_file(
+            &profdata,
+            profile.path(),
+            &cx.layout.profiles_dir(),
+            &cx.printer,
+        )?;
         (Some(file), Some(count))
     } else {
         (None, None)
@@ -354,7 +357,7 @@ fn trained_profile_inputs(
     let inputs = accounting.valid_inputs();
     if inputs.is_empty() {
         return Ok(ProfileInputs {
-            path: PathBuf::new(),
+            profile: None,
             missing,
             committed: None,
             instrumented: Some(instrumented),
@@ -383,7 +386,7 @@ fn trained_profile_inputs(
         );
     }
     Ok(ProfileInputs {
-        path: merged.path,
+        profile: Some(PgoProfile::merged_at(merged.path)),
         missing,
         committed: None,
         instrumented: Some(instrumented),
@@ -451,7 +454,7 @@ fn bundle_profile_inputs(
         })
         .collect();
     Ok(ProfileInputs {
-        path: record.merge.merged.path,
+        profile: Some(PgoProfile::merged_at(record.merge.merged.path)),
         missing,
         committed: None,
         instrumented: Some(record.instrumented),
@@ -485,7 +488,7 @@ fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInpu
     let user_file = cx.workspace.root.join(relative);
     let renames = committed::toolchain_renames(cx, metadata.as_ref())?;
     let (text, functions) = committed::committed_text(cx, &user_file, &renames)?;
-    let path = committed::offered_profile(cx, &committed, &text, !renames.is_empty())?;
+    let profile = committed::offered_profile(cx, &committed, &text, !renames.is_empty())?;
     if functions.is_empty() {
         bail!(
             "the committed profile {} contains no functions",
@@ -516,7 +519,7 @@ fn committed_profile_inputs(cx: &Context, relative: &Path) -> Result<ProfileInpu
         })
         .collect();
     Ok(ProfileInputs {
-        path,
+        profile: Some(profile),
         missing,
         committed: Some(CommittedInputs { text, functions }),
         instrumented: None,
@@ -711,7 +714,8 @@ fn carried_by_crate(log: &Path) -> Vec<CarryRecord> {
 
 /// Where `optimize` gets its profile from, and which binaries have no data in it.
 struct ProfileInputs {
-    path: PathBuf,
+    /// None when no training wrote a usable profile: every binary is then missing.
+    profile: Option<PgoProfile>,
     missing: Vec<(BinTarget, String)>,
     /// The committed profile's text form and functions, for carrying and the staleness check.
     committed: Option<CommittedInputs>,
