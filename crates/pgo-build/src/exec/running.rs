@@ -21,7 +21,7 @@ pub(super) struct RunningWorkload {
     pub(super) pgo_build_pid: u32,
     /// The workload's name; empty for a stage's cargo build.
     pub(super) workload: String,
-    pub(super) stage: String,
+    pub(super) stage: Stage,
     pub(super) grace_period: Duration,
 }
 
@@ -112,7 +112,7 @@ impl TrackedTree {
                 token: token.clone(),
                 pgo_build_pid: std::process::id(),
                 workload: String::new(),
-                stage: stage.name().to_owned(),
+                stage,
                 grace_period: BUILD_GRACE_PERIOD,
             };
             crate::util::files::write_atomically(

@@ -121,7 +121,7 @@ impl Services {
                     token: service_token.clone(),
                     pgo_build_pid: std::process::id(),
                     workload: format!("{} (service {})", job.name(), spec.name()),
-                    stage: target.stage.name().to_owned(),
+                    stage: target.stage,
                     grace_period: spec.stop.grace_period,
                 };
                 crate::util::files::write_atomically(

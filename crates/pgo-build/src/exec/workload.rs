@@ -202,7 +202,7 @@ impl RunSetup<'_> {
                 token: token.to_owned(),
                 pgo_build_pid: std::process::id(),
                 workload: workload.name().to_owned(),
-                stage: self.stage.name().to_owned(),
+                stage: self.stage,
                 grace_period: workload.grace_period,
             };
             crate::util::files::write_atomically(

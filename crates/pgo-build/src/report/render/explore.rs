@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::text::{escape, verdict_label};
 use crate::measure::metric::Decider;
 use crate::measure::stats::Verdict;
-use crate::report::records::VariantStatus;
+use crate::report::records::{BASELINE_VARIANT, VariantStatus};
 use crate::report::records::{ExploreResult, ExploreSpeed, decider_label};
 use crate::report::tables::percent;
 
@@ -190,9 +190,9 @@ pub(super) fn explore_section(explore: &ExploreResult, out: &mut String) {
         .variants
         .iter()
         .filter_map(|v| {
-            let speed = match (&v.vs_baseline, v.name.as_str(), v.status) {
-                (Some(s), _, _) => s.ratio,
-                (None, "baseline", VariantStatus::Measured) => 1.0,
+            let speed = match (&v.vs_baseline, v.status) {
+                (Some(s), _) => s.ratio,
+                (None, VariantStatus::Measured) if v.name == BASELINE_VARIANT => 1.0,
                 _ => return None,
             };
             Some((
