@@ -10,12 +10,12 @@ use anyhow::{Context, Result, bail};
 use super::Layout;
 
 /// Held for as long as a pgo-build command works in `target/pgo-build/`.
-pub struct RunLock {
+pub struct TargetDirLock {
     _file: File,
 }
 
-impl RunLock {
-    pub fn acquire(layout: &Layout) -> Result<RunLock> {
+impl TargetDirLock {
+    pub fn acquire(layout: &Layout) -> Result<TargetDirLock> {
         std::fs::create_dir_all(layout.root())
             .with_context(|| format!("could not create {}", layout.root().display()))?;
         let path = layout.root().join(".lock");
@@ -56,7 +56,7 @@ impl RunLock {
             std::process::id(),
             args.join(" ")
         )?;
-        Ok(RunLock { _file: file })
+        Ok(TargetDirLock { _file: file })
     }
 }
 
@@ -68,8 +68,10 @@ mod tests {
     fn a_second_lock_is_refused_naming_the_holder() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
-        let _held = RunLock::acquire(&layout).unwrap();
-        let err = RunLock::acquire(&layout).err().expect("the lock is held");
+        let _held = TargetDirLock::acquire(&layout).unwrap();
+        let err = TargetDirLock::acquire(&layout)
+            .err()
+            .expect("the lock is held");
         assert!(
             format!("{err}").contains(&format!("pid {}", std::process::id())),
             "{err}"

@@ -14,7 +14,7 @@ use crate::cli::{Cli, Command, GlobalArgs, ReportArgs};
 use crate::config::Config;
 use crate::exec;
 use crate::layout::Layout;
-use crate::layout::lock::RunLock;
+use crate::layout::lock::TargetDirLock;
 use crate::report::{Report, render, tables};
 use crate::util::printer::Printer;
 
@@ -242,12 +242,12 @@ pub fn clean(args: &GlobalArgs, printer: &Printer) -> Result<()> {
         return Ok(());
     }
     // Refused while another run works there; held while the directory goes away.
-    let mut locks = vec![RunLock::acquire(&layout)?];
+    let mut locks = vec![TargetDirLock::acquire(&layout)?];
     let mut layouts = vec![layout.clone()];
     // Each release target's stages are a layout of their own, with their own lock.
     for triple in target_dirs(layout.root()) {
         let target = Layout::for_target(&workspace.target_dir, &triple);
-        locks.push(RunLock::acquire(&target)?);
+        locks.push(TargetDirLock::acquire(&target)?);
         layouts.push(target);
     }
     for layout in &layouts {

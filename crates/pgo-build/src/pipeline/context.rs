@@ -1,7 +1,7 @@
 //! What every step works with, passed explicitly: the [`Context`] a command loaded once
 //! (workspace, configuration, toolchain, target, selected binaries, build settings, layout,
 //! printer), never changed while it runs, and the [`Session`], what the command changes as it runs
-//! (the report, the stage records, the step running now) under the target directory's lock.
+//! (the report, the step records, the step running now) under the target directory's lock.
 //!
 //! A step is a function `step(cx: &Context, run: &mut Session, args) -> Result<T>` run inside
 //! [`timed_step`], which times it, samples its peak memory, prints its greppable start and end
@@ -24,7 +24,7 @@ use crate::config::cargo_config::{self, CargoConfig};
 use crate::config::{BuildVariant, CBuild, Config};
 use crate::exec;
 use crate::layout::Layout;
-use crate::layout::lock::RunLock;
+use crate::layout::lock::TargetDirLock;
 use crate::layout::step::Step;
 use crate::measure::memory::PeakSampler;
 use crate::pipeline::requests::GlobalOptions;
@@ -71,7 +71,7 @@ pub struct Session {
     /// The step running now (inside [`timed_step`]), and whether it passed its commit point.
     running: Option<RunningStep>,
     /// Held until the command ends.
-    _lock: RunLock,
+    _lock: TargetDirLock,
 }
 
 struct RunningStep {
@@ -359,7 +359,7 @@ impl Session {
     /// Takes the lock of `cx`'s target directory, stops what a killed pgo-build left running
     /// there, and loads its report and stage records.
     pub fn start(cx: &Context) -> Result<Session> {
-        let lock = RunLock::acquire(&cx.layout)?;
+        let lock = TargetDirLock::acquire(&cx.layout)?;
         for stopped in exec::stop_leftovers(&cx.layout.running_dir())? {
             cx.printer.warn(stopped);
         }

@@ -1,6 +1,6 @@
-//! `pgo-build run`: every stage in order (doctor → build → instrument → train → optimize →
-//! [bolt] → compare), reusing a stage whose inputs have not changed since it completed and
-//! whose outputs are intact ("cached"; fingerprints in `state.json`), then the stage table.
+//! `pgo-build run`: every step in order (doctor → build → instrument → train → optimize →
+//! [bolt] → compare), reusing a step whose inputs have not changed since it completed and
+//! whose outputs are intact ("cached"; fingerprints in `state.json`), then the step table.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,9 +28,9 @@ use crate::pipeline::requests::{CompareRequest, RunRequest, StepOptions, TrainRe
 use crate::report::{StepResult, render};
 use crate::util::fingerprint::Fingerprint;
 
-/// doctor → build → instrument → train → optimize → compare, then the stage table.
+/// doctor → build → instrument → train → optimize → compare, then the step table.
 pub fn run_all(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
-    // Sections of stages that turn out to be cached stay; the stage records start afresh.
+    // Sections of steps that turn out to be cached stay; the step records start afresh.
     run.report.steps.clear();
     let result = run_steps(cx, run, args);
     // CI: GitHub Actions shows this file on the run's page.
@@ -180,7 +180,7 @@ fn tolerated(cx: &Context, result: Result<()>, what: &str) -> Result<()> {
 /// One build step of `run` (not compare), cached as `cached_step` says. BOLT post-processes
 /// the optimized binaries, or the baseline's when there is no PGO (`[pgo] profile` and
 /// training both absent is refused earlier; `explore` asks for it with `without_pgo`).
-/// The train stage returns what it trained (unless cached), which the optimize stage after
+/// The train step returns what it trained (unless cached), which the optimize step after
 /// it takes as `trained`.
 pub(super) fn pipeline_step(
     cx: &Context,
@@ -204,7 +204,7 @@ pub(super) fn pipeline_step(
         Step::Bolt => cached_step(cx, run, step, args, |cx, run| {
             bolt(cx, run, &args.steps.bolt)
         })?,
-        other => bail!("{} is not a build stage of `run`", other.name()),
+        other => bail!("{} is not a build step of `run`", other.name()),
     };
     Ok(None)
 }
@@ -265,9 +265,9 @@ pub fn record_completed(
     Ok(())
 }
 
-/// The stages `run` would build again now, each with why: not completed by `run`, inputs
+/// The steps `run` would run again now, each with why: not completed by `run`, inputs
 /// changed since (sources, settings, workloads, profiles), or outputs no longer intact. A
-/// training merged from bundles (`pgo-build merge`) stands for the train stage while it is
+/// training merged from bundles (`pgo-build merge`) stands for the train step while it is
 /// the current training.
 pub(super) fn stale_steps(cx: &Context, run: &Session) -> Result<Vec<String>> {
     let options = StepOptions::default();
@@ -354,12 +354,12 @@ fn outputs_intact(cx: &Context, run: &Session, step: Step) -> bool {
         Step::Optimize => manifest_intact(Stage::Optimized),
         Step::Bolt => manifest_intact(Stage::Bolt),
         Step::Compare => run.report.compare.is_some(),
-        // Not a stage of `run`: never reused.
+        // Not a step of `run`: never reused.
         _ => false,
     }
 }
 
-/// The fingerprint of a stage's inputs as they are now; `None` when they cannot be known
+/// The fingerprint of a step's inputs as they are now; `None` when they cannot be known
 /// yet (a build that never ran has no dep-info).
 fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option<Fingerprint>> {
     let mut print = Fingerprint::new(step.name());
@@ -459,7 +459,7 @@ fn fingerprint(cx: &Context, step: Step, options: &StepOptions) -> Result<Option
             print.text("compare seed", &compare.seed.to_string());
             workloads(&mut print, Role::Holdout);
         }
-        // Not a stage of `run`: nothing to compare with.
+        // Not a step of `run`: nothing to compare with.
         _ => return Ok(None),
     }
     Ok(Some(print))

@@ -18,7 +18,7 @@ use crate::layout::step::Step;
 use crate::report::records::VariantStatus;
 
 impl Report {
-    /// The stage table: duration and share of the total, like rustc's release pipeline prints.
+    /// The step table: duration and share of the total, like rustc's release pipeline prints.
     pub fn step_table(&self) -> String {
         // The total is what one pipeline run costs: other commands (pack, gate, …) and failed
         // retries of a stage that has a good run are listed below it, not in it.
