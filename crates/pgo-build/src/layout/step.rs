@@ -44,7 +44,6 @@ pub enum Step {
 
 impl Step {
     /// Every step, in pipeline order.
-    #[cfg(test)]
     pub const ALL: [Step; 13] = [
         Step::Doctor,
         Step::Build,
@@ -113,6 +112,14 @@ impl Step {
         }
     }
 
+    /// The step that stages `stage` (the one whose [`Step::rewrites`] name it).
+    pub fn staging(stage: Stage) -> Step {
+        Step::ALL
+            .into_iter()
+            .find(|step| step.rewrites().contains(&stage))
+            .expect("every stage is rewritten by a step")
+    }
+
     /// The stage this step's cargo build makes (BOLT rewrites binaries without one).
     pub fn cargo_build(self) -> Option<Stage> {
         match self {
@@ -144,5 +151,11 @@ mod tests {
             [Stage::BoltInstrumented, Stage::Bolt]
         );
         assert!(Step::Build < Step::Train && Step::Optimize < Step::Compare);
+        // Each stage is staged by one step, the one that rewrites it.
+        assert_eq!(Step::staging(Stage::Baseline), Step::Build);
+        assert_eq!(Step::staging(Stage::Instrumented), Step::Instrument);
+        assert_eq!(Step::staging(Stage::Optimized), Step::Optimize);
+        assert_eq!(Step::staging(Stage::BoltInstrumented), Step::Bolt);
+        assert_eq!(Step::staging(Stage::Bolt), Step::Bolt);
     }
 }

@@ -395,7 +395,7 @@ impl Session {
         }
         running.outputs_begun = true;
         let step = running.step;
-        self.forget_stage(cx, step)?;
+        self.forget_step(cx, step)?;
         for stage in step.rewrites() {
             StageManifest::begin(&cx.layout, *stage, step.name())?;
         }
@@ -408,7 +408,7 @@ impl Session {
     }
 
     /// Drops a stage's record (its outputs are about to change).
-    pub fn forget_stage(&mut self, cx: &Context, step: Step) -> Result<()> {
+    pub fn forget_step(&mut self, cx: &Context, step: Step) -> Result<()> {
         if self.state.steps.remove(step.name()).is_some() {
             self.state.save(&cx.layout)?;
         }
@@ -452,7 +452,7 @@ pub fn timed_step<T>(
         }
         // A step that changed what it produces without a commit point: its record of
         // completion no longer holds (`run` records it again).
-        Ok(value) if !running.outputs_begun => run.forget_stage(cx, step).map(|()| value),
+        Ok(value) if !running.outputs_begun => run.forget_step(cx, step).map(|()| value),
         other => other,
     };
     let outcome = if result.is_ok() {

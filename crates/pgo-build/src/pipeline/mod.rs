@@ -182,13 +182,9 @@ fn dispatch(request: &Request, cx: &Context, run: &mut Session) -> Result<()> {
             // the gate judges it (the sources and settings were checked to be the same). In
             // the order unpacked: a bolt stage's fingerprint reads its optimized one's record.
             for stage in unpack(cx, run, args)? {
-                let step = match stage {
-                    crate::layout::Stage::Baseline => Step::Build,
-                    crate::layout::Stage::Optimized => Step::Optimize,
-                    crate::layout::Stage::Bolt => Step::Bolt,
-                    _ => continue,
-                };
-                record_completed(cx, run, step, &StepOptions::default())?;
+                if crate::layout::Stage::VARIANTS.contains(&stage) {
+                    record_completed(cx, run, Step::staging(stage), &StepOptions::default())?;
+                }
             }
             Ok(())
         }),

@@ -341,8 +341,11 @@ fn outputs_intact(cx: &Context, run: &Session, step: Step) -> bool {
     let manifest_intact =
         |stage: Stage| StageManifest::load(&cx.layout, stage, "").is_ok_and(|m| m.intact());
     match step {
-        Step::Build => manifest_intact(Stage::Baseline),
-        Step::Instrument => manifest_intact(Stage::Instrumented),
+        Step::Build | Step::Instrument | Step::Optimize => {
+            step.cargo_build().is_some_and(manifest_intact)
+        }
+        // BOLT's instrumented binaries are its means; the bolt stage is what it is for.
+        Step::Bolt => manifest_intact(Stage::Bolt),
         // Every train workload's last run completed, and its files are as it left them.
         Step::Train => {
             StageManifest::load(&cx.layout, Stage::Instrumented, "").is_ok_and(|instrumented| {
@@ -351,8 +354,6 @@ fn outputs_intact(cx: &Context, run: &Session, step: Step) -> bool {
                     .is_empty()
             })
         }
-        Step::Optimize => manifest_intact(Stage::Optimized),
-        Step::Bolt => manifest_intact(Stage::Bolt),
         Step::Compare => run.report.compare.is_some(),
         // Not a step of `run`: never reused.
         _ => false,

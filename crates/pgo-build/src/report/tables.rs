@@ -85,7 +85,7 @@ impl Report {
             table.add_row(
                 [
                     Cell::new("this run"),
-                    Cell::new(format!("{cached} stages cached")),
+                    Cell::new(format!("{cached} steps cached")),
                     Cell::new(format!("{spent:.2}s")).set_alignment(CellAlignment::Right),
                     Cell::new(""),
                     Cell::new(""),

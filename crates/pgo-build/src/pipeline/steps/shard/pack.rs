@@ -90,12 +90,7 @@ const UPSTREAM_DIR: &str = "upstream";
 /// `stage`'s manifest, when its binaries are the ones it staged and were built from the
 /// sources the workspace holds now.
 fn packable(cx: &Context, stage: Stage) -> Result<StageManifest> {
-    let step = match stage {
-        Stage::Baseline => Step::Build,
-        Stage::Optimized => Step::Optimize,
-        Stage::Bolt => Step::Bolt,
-        _ => Step::Instrument,
-    };
+    let step = Step::staging(stage);
     let manifest = StageManifest::load(
         &cx.layout,
         stage,
@@ -336,8 +331,8 @@ fn install_stage(
     )?;
     if stage == Stage::Instrumented {
         // What was trained or merged against the previous instrumented build is now stale.
-        run.forget_stage(cx, Step::Instrument)?;
-        run.forget_stage(cx, Step::Train)?;
+        run.forget_step(cx, Step::Instrument)?;
+        run.forget_step(cx, Step::Train)?;
         cx.forget_merged_bundles()?;
     }
     Ok(())
