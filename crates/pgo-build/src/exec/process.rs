@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::report::StoppedProcess;
+use crate::util::printer::Printer;
 
 /// What `wait4` accounts to a process and its waited-for descendants.
 #[derive(Debug, Clone, Copy, Default)]
@@ -23,10 +24,12 @@ pub(super) struct Usage {
 /// the workload's measured time ends there too: sleeping a fixed interval instead rounded
 /// every run up to it (5 ms steps made two builds of a 20 ms command tie round after round,
 /// and a comparison called builds 4% apart by the clock no different). Without one (an older
-/// kernel, a sandbox that refuses the call), it sleeps, and says once that wall times are
-/// coarse.
+/// kernel, a sandbox that refuses the call), it sleeps, and the caller says once that wall
+/// times are coarse ([`ExitWatch::say_if_coarse`]).
 pub(super) struct ExitWatch {
     pidfd: Option<std::os::fd::OwnedFd>,
+    /// Why there is no pidfd.
+    refused: Option<std::io::Error>,
 }
 
 impl ExitWatch {
@@ -37,10 +40,27 @@ impl ExitWatch {
             // SAFETY: the descriptor was just opened and is owned by nothing else.
             unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) }
         });
-        if pidfd.is_none() {
-            warn_coarse_timing(&std::io::Error::last_os_error());
-        }
-        ExitWatch { pidfd }
+        let refused = pidfd.is_none().then(std::io::Error::last_os_error);
+        ExitWatch { pidfd, refused }
+    }
+
+    /// Without a pidfd, says (once per process, as a warning) that wall times are rounded up
+    /// to the polling tick; true when it did.
+    pub fn say_if_coarse(&self, printer: &Printer) -> bool {
+        let Some(why) = &self.refused else {
+            return false;
+        };
+        let mut said = false;
+        COARSE_TIMING_SAID.call_once(|| {
+            printer.warn(format!(
+                "pidfd_open failed ({why}; Linux 5.3 or later has it, and a sandbox may \
+                 refuse it): a workload's end is seen only at the next 5 ms tick, so wall \
+                 times are rounded up to it and workloads of a few milliseconds may compare as \
+                 no different; judge them with --metric instructions"
+            ));
+            said = true;
+        });
+        said
     }
 
     /// Returns once the child has exited (it is then ready to be reaped) or `most` has passed.
@@ -63,17 +83,6 @@ impl ExitWatch {
 
 /// Said once per process: without a pidfd a workload's end is seen at the next 5 ms tick.
 static COARSE_TIMING_SAID: std::sync::Once = std::sync::Once::new();
-
-fn warn_coarse_timing(why: &std::io::Error) {
-    COARSE_TIMING_SAID.call_once(|| {
-        crate::util::printer::stderr_line(&format!(
-            "pgo-build: warning: pidfd_open failed ({why}; Linux 5.3 or later has it, and a \
-             sandbox may refuse it): a workload's end is seen only at the next 5 ms tick, so \
-             wall times are rounded up to it and workloads of a few milliseconds may compare \
-             as no different; judge them with --metric instructions"
-        ));
-    });
-}
 
 /// Waits for `pid` with `wait4`, which also returns the CPU time and page faults of it and its
 /// waited-for descendants. `None` while it is still running (only when not blocking).
@@ -263,9 +272,12 @@ mod tests {
     /// the coarse timing is said (once per process).
     #[test]
     fn without_a_pidfd_the_watch_sleeps_and_says_times_are_coarse() {
+        let printer = Printer::new(crate::util::printer::Verbosity::Quiet);
         let watch = ExitWatch::new(-1);
-        assert!(watch.pidfd.is_none());
-        assert!(COARSE_TIMING_SAID.is_completed());
+        assert!(watch.pidfd.is_none() && watch.refused.is_some());
+        assert!(watch.say_if_coarse(&printer));
+        // Once per process.
+        assert!(!ExitWatch::new(-1).say_if_coarse(&printer));
         let started = Instant::now();
         watch.wait(Duration::from_millis(30));
         assert!(started.elapsed() >= Duration::from_millis(30));
@@ -279,6 +291,8 @@ mod tests {
         let pid = child.id() as libc::pid_t;
         let watch = ExitWatch::new(pid);
         assert!(watch.pidfd.is_some(), "no pidfd on this kernel");
+        let printer = Printer::new(crate::util::printer::Verbosity::Quiet);
+        assert!(!watch.say_if_coarse(&printer));
         let started = Instant::now();
         watch.wait(Duration::from_secs(20));
         assert!(

@@ -89,6 +89,7 @@ impl RunSetup<'_> {
             })?;
         let group = child.id() as libc::pid_t;
         let exit = ExitWatch::new(group);
+        exit.say_if_coarse(printer);
         let members = Members {
             group,
             token: &token,
