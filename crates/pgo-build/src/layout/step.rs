@@ -1,6 +1,6 @@
 //! The steps of pgo-build: every command that runs in a timer section (`pipeline::context::timed_step`),
 //! by the name the terminal, `report.json` and `state.json` use, and the staged stages
-//! ([`Stage`]) each one writes. `run`'s cached stages are the pipeline steps (`run --from`).
+//! ([`Stage`]) each one writes. The steps `run` caches are the pipeline's (`run --from`).
 
 use crate::layout::Stage;
 

@@ -357,7 +357,7 @@ impl Context {
 
 impl Session {
     /// Takes the lock of `cx`'s target directory, stops what a killed pgo-build left running
-    /// there, and loads its report and stage records.
+    /// there, and loads its report and step records.
     pub fn start(cx: &Context) -> Result<Session> {
         let lock = TargetDirLock::acquire(&cx.layout)?;
         for stopped in exec::stop_leftovers(&cx.layout.running_dir())? {
@@ -407,9 +407,9 @@ impl Session {
         Ok(())
     }
 
-    /// Drops a stage's record (its outputs are about to change).
+    /// Drops a step's record (its outputs are about to change).
     pub fn forget_step(&mut self, cx: &Context, step: Step) -> Result<()> {
-        if self.state.steps.remove(step.name()).is_some() {
+        if self.state.steps.remove(&step).is_some() {
             self.state.save(&cx.layout)?;
         }
         Ok(())

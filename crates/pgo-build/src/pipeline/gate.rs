@@ -23,7 +23,7 @@ use crate::cargo::manifest::loaded_size;
 use crate::config::Role;
 use crate::exec;
 use crate::layout::Stage;
-use crate::measure::metric::CompareRole;
+use crate::measure::metric::{CompareRole, Decider, Metric};
 use crate::pipeline::requests::{CompareRequest, GateRequest};
 use crate::report::{CompareResult, PreviousComparison, decider_label};
 use crate::util::units::human_bytes;
@@ -111,13 +111,13 @@ fn add_previous_verdicts(
             .workloads
             .iter()
             .any(|w| w.workload == workload && w.role == Role::Holdout);
-        if candidate != shipped.name() || !holdout {
+        if Stage::from_variant(&candidate) != Some(shipped) || !holdout {
             continue;
         }
         // Judged by what judged the same workload against the baseline, or by instruction
         // counts where they settled it.
         let metric = match &summary.left_open_by {
-            Some(_) => "instructions".to_owned(),
+            Some(_) => decider_label(&Decider::Measured(Metric::Instructions)),
             None => verdicts
                 .iter()
                 .find(|v| v.workload == workload)

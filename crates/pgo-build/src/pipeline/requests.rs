@@ -37,10 +37,12 @@ pub struct GlobalOptions {
 }
 
 impl GlobalOptions {
-    /// The configuration as the flags amend it, the one place a flag overrides a key:
+    /// The configuration as the flags amend it, the one place a flag overrides a `[pgo]` key:
     /// `--cross-language` turns cross-language PGO on where the file leaves C to the user's
     /// compiler, `--continuous` turns on `[pgo] continuous`, `--retrain` sets `[pgo] profile`
-    /// aside.
+    /// aside. What to build (`--target`, `--package`/`--bin`, `--features`, `--profile` over
+    /// `[build]`) is resolved once too, into the context's targets, binaries and settings
+    /// (`Loaded::targets`, `Context::new`), where an error can say which of the two named it.
     pub fn amend(&self, config: &mut Config) {
         if self.cross_language && config.pgo.cross_language == CBuild::User {
             config.pgo.cross_language = CBuild::Pgo;

@@ -223,14 +223,14 @@ fn cached_step<T>(
     let forced = args.force || args.from.is_some_and(|from| step >= from);
     if !forced
         && let Some(fingerprint) = fingerprint(cx, step, &args.steps)?
-        && run.state.steps.get(name) == Some(&fingerprint.finish())
+        && run.state.steps.get(&step) == Some(&fingerprint.finish())
         && outputs_intact(cx, run, step)
     {
         let cached = StepResult::Cached;
         cx.printer
             .step_end(name, cached.name(), true, started.elapsed());
         run.report
-            .record_cached_step(step, run.state.runs.get(name));
+            .record_cached_step(step, run.state.runs.get(&step));
         run.report.save(&cx.layout.report())?;
         return Ok(None);
     }
@@ -249,16 +249,10 @@ pub fn record_completed(
     options: &StepOptions,
 ) -> Result<()> {
     if let Some(fingerprint) = fingerprint(cx, step, options)? {
-        run.state
-            .steps
-            .insert(step.name().to_owned(), fingerprint.finish());
-        run.state
-            .parts
-            .insert(step.name().to_owned(), fingerprint.parts());
+        run.state.steps.insert(step, fingerprint.finish());
+        run.state.parts.insert(step, fingerprint.parts());
         if let Some(record) = run.report.step_record(step) {
-            run.state
-                .runs
-                .insert(step.name().to_owned(), record.clone());
+            run.state.runs.insert(step, record.clone());
         }
         run.state.save(&cx.layout)?;
     }
@@ -284,14 +278,14 @@ pub(super) fn stale_steps(cx: &Context, run: &Session) -> Result<Vec<String>> {
     for step in steps {
         let name = step.name();
         let now = fingerprint(cx, step, &options)?;
-        let recorded = run.state.steps.get(name);
+        let recorded = run.state.steps.get(&step);
         let reason = match (recorded, now) {
             (None, _) => Some("not completed in this target directory".to_owned()),
             (Some(_), None) => {
                 Some("its inputs cannot be read (a build output is missing)".to_owned())
             }
             (Some(recorded), Some(now)) if *recorded != now.finish() => {
-                Some(what_changed(run.state.parts.get(name), &now.parts()))
+                Some(what_changed(run.state.parts.get(&step), &now.parts()))
             }
             _ if !outputs_intact(cx, run, step) => {
                 Some("its outputs changed or are incomplete since it completed".to_owned())

@@ -794,7 +794,7 @@ mod tests {
         bolted.bolt.insert(
             "server".into(),
             crate::report::records::BoltRecord {
-                input: "optimized".into(),
+                input: crate::layout::Stage::Optimized,
                 bolted: true,
                 reason: None,
                 profile_files: 1,

@@ -181,27 +181,43 @@ pub struct GraphBound {
     pub critical_path: Vec<String>,
 }
 
+/// What sets a build's lower bound: its longest chain of crates, or its work over the cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundLimit {
+    Graph,
+    Cores,
+}
+
+impl std::fmt::Display for BoundLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BoundLimit::Graph => "graph",
+            BoundLimit::Cores => "cores",
+        })
+    }
+}
+
 impl GraphBound {
-    /// What sets the bound: "graph" (the longest chain) or "cores" (the work).
-    pub fn limit(&self) -> &'static str {
+    /// What sets the bound: the graph (the longest chain) or the cores (the work).
+    pub fn limit(&self) -> BoundLimit {
         if self.critical_path_secs >= self.work_secs {
-            "graph"
+            BoundLimit::Graph
         } else {
-            "cores"
+            BoundLimit::Cores
         }
     }
 
     /// "at best 10.9s (its longest chain of crates: heavy/build-script → heavy → app/app (bin))".
     pub fn describe(&self) -> String {
         let why = match self.limit() {
-            "graph" => {
+            BoundLimit::Graph => {
                 let mut chain = self.critical_path.clone();
                 if chain.len() > 6 {
                     chain.splice(2..chain.len() - 3, ["…".to_owned()]);
                 }
                 format!("its longest chain of crates: {}", chain.join(" → "))
             }
-            _ => "its work spread over the cores".to_owned(),
+            BoundLimit::Cores => "its work spread over the cores".to_owned(),
         };
         format!("at best {:.1}s ({why})", self.secs)
     }
@@ -238,5 +254,32 @@ mod tests {
         }
         assert_eq!(CrateKind::from_name("executable"), None);
         assert!(serde_json::from_str::<CrateKind>("\"executable\"").is_err());
+        // ALL is written by hand: it must name every variant serde knows, as the schema
+        // lists them (`enum` values and `const`s).
+        fn values(schema: &serde_json::Value, out: &mut Vec<String>) {
+            match schema {
+                serde_json::Value::Object(map) => {
+                    for (key, value) in map {
+                        match (key.as_str(), value) {
+                            ("const", serde_json::Value::String(name)) => out.push(name.clone()),
+                            ("enum", serde_json::Value::Array(names)) => out
+                                .extend(names.iter().filter_map(|n| n.as_str().map(str::to_owned))),
+                            _ => values(value, out),
+                        }
+                    }
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|i| values(i, out)),
+                _ => {}
+            }
+        }
+        let mut serde_names = Vec::new();
+        values(
+            &serde_json::to_value(schemars::schema_for!(CrateKind)).unwrap(),
+            &mut serde_names,
+        );
+        serde_names.sort();
+        let mut all: Vec<String> = CrateKind::ALL.iter().map(|k| k.name().to_owned()).collect();
+        all.sort();
+        assert_eq!(all, serde_names);
     }
 }

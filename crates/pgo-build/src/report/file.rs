@@ -304,7 +304,7 @@ impl Report {
         self.compare_history.drain(..excess);
     }
 
-    /// The stage's record: its last good run when it has one.
+    /// The step's record: its last good run when it has one.
     pub fn step_record(&self, name: Step) -> Option<&StepRecord> {
         let mut records = self.steps.iter().filter(|step| step.name == name);
         let first = records.next()?;

@@ -1,9 +1,9 @@
 //! `target/pgo-build/report.json`: the [`Report`], its records (`records`) and their terminal
-//! tables (`tables`). Stages write records; `render` and the tables read them. Nothing in
-//! here imports a stage.
+//! tables (`tables`). Steps write records; `render` and the tables read them. Nothing in
+//! here imports a step's code.
 //!
-//! Each command updates the report of the last run in place (a stage's record replaces the
-//! previous record of that stage); `run` starts a fresh one. The JSON is versioned
+//! Each command updates the report of the last run in place (a step's record replaces the
+//! previous record of that step); `run` starts a fresh one. The JSON is versioned
 //! (`schema_version`) because CI scripts read it.
 //!
 //! `answer`: the verdict block every surface leads with; `file`: the [`Report`] itself; `records`:

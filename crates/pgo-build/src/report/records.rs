@@ -1,5 +1,6 @@
-//! The records `report.json` holds: plain, serialisable data that stages produce and
-//! `render` and the tables read. Nothing here imports a stage.
+//! The records `report.json` holds: plain, serialisable data that steps produce and
+//! `render` and the tables read. Nothing here imports a step's code (the closed sets it
+//! names, `Step` and `Stage`, come from `layout`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,12 +53,12 @@ impl StepResult {
 pub struct StepRecord {
     pub name: Step,
     pub result: StepResult,
-    /// How long the stage's work took; for a cached stage, the run that did the work.
+    /// How long the step's work took; for a cached step, the run that did the work.
     pub duration_secs: f64,
-    /// Peak resident memory of pgo-build's whole process tree during the stage.
+    /// Peak resident memory of pgo-build's whole process tree during the step.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
-    /// When the stage's work ran (seconds since 1970); for a cached stage, the earlier run.
+    /// When the step's work ran (seconds since 1970); for a cached step, the earlier run.
     #[serde(default)]
     pub ran_at_unix: Option<u64>,
     /// Run by its own command outside `run`'s pipeline (a `pgo-build compare` of chosen
@@ -192,7 +193,7 @@ pub struct RejectedProfile {
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BoltRecord {
     /// The stage whose binary was the input (optimized or baseline).
-    pub input: String,
+    pub input: Stage,
     pub bolted: bool,
     /// Why it was not BOLTed.
     pub reason: Option<String>,

@@ -1,4 +1,4 @@
-//! The terminal tables of the report's records: stages, sizes, comparisons, BOLT.
+//! The terminal tables of the report's records: steps, sizes, comparisons, BOLT.
 
 use std::collections::BTreeMap;
 
@@ -21,44 +21,44 @@ impl Report {
     /// The step table: duration and share of the total, like rustc's release pipeline prints.
     pub fn step_table(&self) -> String {
         // The total is what one pipeline run costs: other commands (pack, gate, …) and failed
-        // retries of a stage that has a good run are listed below it, not in it.
-        let PipelineStages {
+        // retries of a step that has a good run are listed below it, not in it.
+        let PipelineSteps {
             counted,
             other,
             total,
-        } = self.pipeline_stages();
+        } = self.pipeline_steps();
         let mut table = Table::new();
-        // Only with sccache as rustc wrapper: hits of the stage's last build.
+        // Only with sccache as rustc wrapper: hits of the step's last build.
         let cache = !self.sccache.is_empty();
         table.fitted().set_header(
-            ["Stage", "Result", "Duration", "Share", "Peak memory"]
+            ["Step", "Result", "Duration", "Share", "Peak memory"]
                 .into_iter()
                 .chain(cache.then_some("sccache hits")),
         );
         let blank = || cache.then(|| Cell::new(""));
-        let row = |stage: &StepRecord, share: String| {
+        let row = |step: &StepRecord, share: String| {
             [
-                Cell::new(stage.name.name()),
-                Cell::new(stage.result_text()),
-                // A stage reused from a run that left no record of its duration: unknown, not 0.
+                Cell::new(step.name.name()),
+                Cell::new(step.result_text()),
+                // A step reused from a run that left no record of its duration: unknown, not 0.
                 Cell::new(
-                    if stage.result == StepResult::Cached && stage.ran_at_unix.is_none() {
+                    if step.result == StepResult::Cached && step.ran_at_unix.is_none() {
                         "-".to_owned()
                     } else {
-                        format!("{:.2}s", stage.duration_secs)
+                        format!("{:.2}s", step.duration_secs)
                     },
                 )
                 .set_alignment(CellAlignment::Right),
                 Cell::new(share).set_alignment(CellAlignment::Right),
-                Cell::new(stage.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
+                Cell::new(step.peak_memory_bytes.map_or("-".to_owned(), human_bytes))
                     .set_alignment(CellAlignment::Right),
             ]
             .into_iter()
-            .chain(cache.then(|| Cell::new(self.cache_hits_of(stage.name))))
+            .chain(cache.then(|| Cell::new(self.cache_hits_of(step.name))))
         };
-        for stage in &counted {
-            let share = 100.0 * share_of(stage, total);
-            table.add_row(row(stage, format!("{share:.1}%")));
+        for step in &counted {
+            let share = 100.0 * share_of(step, total);
+            table.add_row(row(step, format!("{share:.1}%")));
         }
         table.add_row(
             [
@@ -94,27 +94,27 @@ impl Report {
                 .chain(blank()),
             );
         }
-        for stage in other {
-            table.add_row(row(stage, "not in the total".to_owned()));
+        for step in other {
+            table.add_row(row(step, "not in the total".to_owned()));
         }
         crate::util::printer::rendered(table)
     }
 
-    /// The stage records of one pipeline run (what its total counts), and the others: other
-    /// commands (pack, gate, a standalone compare, …) and failed retries of a stage that has
+    /// The step records of one pipeline run (what its total counts), and the others: other
+    /// commands (pack, gate, a standalone compare, …) and failed retries of a step that has
     /// a good run.
-    pub fn pipeline_stages(&self) -> PipelineStages<'_> {
+    pub fn pipeline_steps(&self) -> PipelineSteps<'_> {
         let (counted, other): (Vec<&StepRecord>, Vec<&StepRecord>) =
-            self.steps.iter().partition(|stage| {
-                !stage.standalone
-                    && stage.name.builds_the_release()
+            self.steps.iter().partition(|step| {
+                !step.standalone
+                    && step.name.builds_the_release()
                     && self
-                        .step_record(stage.name)
-                        .is_some_and(|record| std::ptr::eq(record, *stage))
+                        .step_record(step.name)
+                        .is_some_and(|record| std::ptr::eq(record, *step))
             });
         // + 0.0: a float sum of nothing is -0.0, printed "-0.00s".
         let total = counted.iter().map(|s| s.duration_secs).sum::<f64>() + 0.0;
-        PipelineStages {
+        PipelineSteps {
             counted,
             other,
             total,
@@ -213,8 +213,8 @@ impl Report {
     }
 }
 
-/// A report's stage records split by [`Report::pipeline_stages`].
-pub struct PipelineStages<'a> {
+/// A report's step records split by [`Report::pipeline_steps`].
+pub struct PipelineSteps<'a> {
     pub counted: Vec<&'a StepRecord>,
     pub other: Vec<&'a StepRecord>,
     /// The seconds of the counted stages.
@@ -483,7 +483,7 @@ pub fn bolt_table(records: &BTreeMap<String, BoltRecord>) -> String {
     for (binary, record) in records {
         table.add_row([
             binary.clone(),
-            record.input.clone(),
+            record.input.to_string(),
             if record.bolted {
                 "yes".to_owned()
             } else {

@@ -56,7 +56,7 @@ fn full_pipeline_produces_optimized_binaries_that_run() {
             .unwrap()
             > 0
     );
-    let stages: Vec<&str> = stage_names(&report);
+    let stages: Vec<&str> = step_names(&report);
     assert_eq!(
         stages,
         ["doctor", "build", "instrument", "train", "optimize"]

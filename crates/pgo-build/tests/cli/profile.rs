@@ -176,7 +176,7 @@ fn a_committed_profile_is_used_and_its_staleness_reported() {
         "{}",
         report["staleness"]
     );
-    let stages: Vec<&str> = stage_names(&report);
+    let stages: Vec<&str> = step_names(&report);
     assert_eq!(stages, ["doctor", "build", "optimize"]);
     assert!(fixture.stage_bin("optimized", "app").exists());
 

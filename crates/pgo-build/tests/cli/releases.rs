@@ -4,7 +4,7 @@
 
 use std::process::{Child, Command};
 
-use crate::support::{Fixture, copy_dir, llvm_tool, stage_names};
+use crate::support::{Fixture, copy_dir, llvm_tool, step_names};
 
 /// The `releases` fixture trained and its profile committed (`pgo/profile.profdata`, set as
 /// `[pgo] profile`), with `settings` in its `[pgo]` table.
@@ -588,7 +588,7 @@ fn release_workflow(trained: Fixture, bolt: bool) -> Fixture {
         ])
         .success();
     let report = gate_job.report();
-    let stages: Vec<&str> = stage_names(&report);
+    let stages: Vec<&str> = step_names(&report);
     assert!(
         !stages
             .iter()

@@ -63,7 +63,7 @@ fn the_report_matches_its_schema_and_renders_as_html_and_markdown() {
     run.success();
     assert!(
         run.stdout()
-            .contains("| Stage | Result | Duration | Share |"),
+            .contains("| Step | Result | Duration | Share |"),
         "{}",
         run.describe()
     );

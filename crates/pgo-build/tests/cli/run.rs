@@ -2,8 +2,8 @@
 
 use crate::support::*;
 
-/// Stage name → result ("ok", "cached", "failed") of the last `run`, from the report.
-fn stage_results(fixture: &Fixture) -> Vec<(String, String)> {
+/// Step name → result ("ok", "cached", "failed") of the last `run`, from the report.
+fn step_results(fixture: &Fixture) -> Vec<(String, String)> {
     fixture.report()["steps"]
         .as_array()
         .unwrap()
@@ -36,7 +36,7 @@ fn a_second_run_with_nothing_changed_reuses_every_stage() {
         .run(&["run", "--compare-rounds", "2"])
         .success()
         .stderr_contains("pgo-build step build cached");
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     for stage in ["build", "instrument", "train", "optimize", "compare"] {
         assert_eq!(result_of(&results, stage), "cached", "{stage}: {results:?}");
     }
@@ -54,7 +54,7 @@ fn a_second_run_with_nothing_changed_reuses_every_stage() {
 
     // Another number of rounds is another comparison; the builds stay cached.
     fixture.run(&["run", "--compare-rounds", "3"]).success();
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     assert_eq!(result_of(&results, "compare"), "ok");
     assert_eq!(result_of(&results, "optimize"), "cached");
 
@@ -62,7 +62,7 @@ fn a_second_run_with_nothing_changed_reuses_every_stage() {
     fixture
         .run(&["run", "--compare-rounds", "3", "--from", "optimize"])
         .success();
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     assert_eq!(result_of(&results, "train"), "cached");
     assert_eq!(result_of(&results, "optimize"), "ok");
     assert_eq!(result_of(&results, "compare"), "ok");
@@ -72,7 +72,7 @@ fn a_second_run_with_nothing_changed_reuses_every_stage() {
     let source = std::fs::read_to_string(&main).unwrap();
     std::fs::write(&main, source.replace("usage: app", "usage (changed): app")).unwrap();
     fixture.run(&["run", "--compare-rounds", "3"]).success();
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     for stage in ["build", "instrument", "train", "optimize"] {
         assert_eq!(result_of(&results, stage), "ok", "{stage}: {results:?}");
     }
@@ -89,7 +89,7 @@ fn a_run_interrupted_during_training_resumes_at_training() {
     let first = fixture.run(&["run", "--no-compare"]);
     assert!(!first.output.status.success(), "{}", first.describe());
     fixture.run(&["run", "--no-compare"]).success();
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     assert_eq!(result_of(&results, "build"), "cached", "{results:?}");
     assert_eq!(result_of(&results, "instrument"), "cached", "{results:?}");
     assert_eq!(result_of(&results, "train"), "ok", "{results:?}");
@@ -199,7 +199,7 @@ fn profiles_changed_after_training_are_refused_and_train_is_not_reused() {
         .stderr_contains("the raw profiles of `t0` changed after its training run completed")
         .stderr_contains("pgo-build train t0");
     fixture.run(&["run", "--no-compare"]).success();
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     assert_eq!(result_of(&results, "train"), "ok", "{results:?}");
     assert_eq!(result_of(&results, "optimize"), "ok", "{results:?}");
 }
@@ -240,7 +240,7 @@ fn profiles_changed_in_place_or_a_garbled_record_are_refused_naming_the_file() {
         .stderr_contains("training.json is corrupt")
         .stderr_contains("pgo-build train t0");
     fixture.run(&["run", "--no-compare"]).success();
-    assert_eq!(result_of(&stage_results(&fixture), "train"), "ok");
+    assert_eq!(result_of(&step_results(&fixture), "train"), "ok");
 }
 
 #[test]
@@ -374,14 +374,14 @@ fn a_refused_command_loses_nothing() {
     assert_eq!(fixture.report()["compare"], compared);
     // Nothing was rebuilt or retrained, so nothing is stale: every stage is reused.
     fixture.run(&["run", "--compare-rounds", "2"]).success();
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     for stage in ["build", "instrument", "train", "optimize", "compare"] {
         assert_eq!(result_of(&results, stage), "cached", "{stage}: {results:?}");
     }
 }
 
 #[test]
-fn a_garbled_stage_cache_is_called_corrupt_and_nothing_is_reused_from_it() {
+fn a_garbled_step_cache_is_called_corrupt_and_nothing_is_reused_from_it() {
     let fixture = Fixture::new("twobins");
     fixture.config(&["$PGO_BUILD_BIN_APP work 1000 && $PGO_BUILD_BIN_HELPER"]);
     fixture.run(&["run", "--no-compare"]).success();
@@ -391,7 +391,7 @@ fn a_garbled_stage_cache_is_called_corrupt_and_nothing_is_reused_from_it() {
         .success()
         .stderr_contains("state.json is corrupt")
         .stderr_contains("runs again");
-    let results = stage_results(&fixture);
+    let results = step_results(&fixture);
     assert_eq!(result_of(&results, "build"), "ok", "{results:?}");
     // Records of another schema version (a pgo-build older or newer than this one) are named,
     // with what is redone, never dropped in silence.
@@ -405,10 +405,10 @@ fn a_garbled_stage_cache_is_called_corrupt_and_nothing_is_reused_from_it() {
     fixture
         .run(&["run", "--no-compare"])
         .success()
-        .stderr_contains("state.json has stage records of schema version 7")
+        .stderr_contains("state.json has step records of schema version 7")
         .stderr_contains("this one reads 1")
-        .stderr_contains("every stage of `pgo-build run` runs again");
-    let results = stage_results(&fixture);
+        .stderr_contains("every step of `pgo-build run` runs again");
+    let results = step_results(&fixture);
     assert_eq!(result_of(&results, "build"), "ok", "{results:?}");
 }
 

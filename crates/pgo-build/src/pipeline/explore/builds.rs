@@ -1,6 +1,6 @@
 //! One build per set of settings: a context ([`Context::with_build`]) in its own layout under
 //! `explore/builds/<key>/` (or the pipeline's own session when the settings are its own),
-//! built through `run`'s cached stages; BOLT and profile-use-only variants reuse a training
+//! built through `run`'s cached steps; BOLT and profile-use-only variants reuse a training
 //! through an exported profile. The `--budget` clock.
 
 use std::path::PathBuf;
@@ -156,7 +156,7 @@ pub(super) fn describe_build(build: &Build) -> String {
     format!("{kind}: {}", build.settings.describe())
 }
 
-/// Builds what `variant` needs, through `run`'s cached stages; `None` when the budget ran
+/// Builds what `variant` needs, through `run`'s cached steps; `None` when the budget ran
 /// out first.
 pub(super) fn build_variant(
     cx: &Context,

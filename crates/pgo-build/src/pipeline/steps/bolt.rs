@@ -467,7 +467,7 @@ fn input_binary<'a>(input: &'a StageManifest, bin: &BinTarget) -> Result<&'a Sta
 /// The record of a binary staged as it is (`reason` says why).
 fn unbolted_record(input: &StageManifest, binary: &StagedBinary, reason: &str) -> BoltRecord {
     BoltRecord {
-        input: input.stage.name().to_owned(),
+        input: input.stage,
         bolted: false,
         reason: Some(reason.to_owned()),
         profile_files: 0,

@@ -17,7 +17,7 @@ use crate::report::records::{
     BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZED_STAGES, SIZES_LEGEND, StepResult,
     decider_label, verdict_text,
 };
-use crate::report::tables::{PipelineStages, share_of};
+use crate::report::tables::{PipelineSteps, share_of};
 use crate::util::units::{figure, human_bytes};
 
 const COLORS: [&str; 8] = [
@@ -37,26 +37,26 @@ pub fn markdown(report: &Report, out_of_date: Option<&str>) -> String {
     if let Some(answer) = crate::report::answer::answer(report) {
         out += &answer.markdown();
     }
-    let PipelineStages {
+    let PipelineSteps {
         counted,
         other,
         total,
-    } = report.pipeline_stages();
-    out += "| Stage | Result | Duration | Share |\n|---|---|---:|---:|\n";
-    for stage in &counted {
-        let share = 100.0 * share_of(stage, total);
+    } = report.pipeline_steps();
+    out += "| Step | Result | Duration | Share |\n|---|---|---:|---:|\n";
+    for step in &counted {
+        let share = 100.0 * share_of(step, total);
         let _ = writeln!(
             out,
             "| {} | {} | {:.2}s | {share:.1}% |",
-            stage.name, stage.result, stage.duration_secs
+            step.name, step.result, step.duration_secs
         );
     }
     let _ = writeln!(out, "| **total** | | **{total:.2}s** | |");
-    for stage in &other {
+    for step in &other {
         let _ = writeln!(
             out,
             "| {} | {} | {:.2}s | not in the total |",
-            stage.name, stage.result, stage.duration_secs
+            step.name, step.result, step.duration_secs
         );
     }
     out += "\n";
@@ -170,7 +170,7 @@ pub fn html(report: &Report, out_of_date: Option<&str>) -> String {
         }
         body.push_str("</ul></section>");
     }
-    stages_section(report, &mut body);
+    steps_section(report, &mut body);
     sizes_section(report, &mut body);
     profiles_section(report, &mut body);
     if let Some(order) = &report.startup_order {
@@ -316,24 +316,24 @@ fn c_compiler_rows(report: &Report) -> Vec<(String, [String; 3])> {
         .collect()
 }
 
-fn stages_section(report: &Report, out: &mut String) {
+fn steps_section(report: &Report, out: &mut String) {
     if report.steps.is_empty() {
         return;
     }
-    let PipelineStages {
+    let PipelineSteps {
         counted,
         other,
         total,
-    } = report.pipeline_stages();
-    out.push_str("<h2>Stages</h2>");
+    } = report.pipeline_steps();
+    out.push_str("<h2>Steps</h2>");
     let width = 760.0;
     let mut svg = String::new();
     let mut x = 20.0;
-    for (i, stage) in counted.iter().enumerate() {
-        let w = width * share_of(stage, total);
+    for (i, step) in counted.iter().enumerate() {
+        let w = width * share_of(step, total);
         let color = COLORS[i % COLORS.len()];
-        // A reused stage is drawn faded: its duration is that of the run that did the work.
-        let opacity = if stage.result == StepResult::Cached {
+        // A reused step is drawn faded: its duration is that of the run that did the work.
+        let opacity = if step.result == StepResult::Cached {
             0.4
         } else {
             1.0
@@ -341,16 +341,16 @@ fn stages_section(report: &Report, out: &mut String) {
         let _ = write!(
             svg,
             "<rect x=\"{x:.1}\" y=\"10\" width=\"{w:.1}\" height=\"30\" fill=\"{color}\" fill-opacity=\"{opacity}\"><title>{}: {:.2}s, {}</title></rect>",
-            escape(stage.name.name()),
-            stage.duration_secs,
-            escape(&stage.result_text())
+            escape(step.name.name()),
+            step.duration_secs,
+            escape(&step.result_text())
         );
         if w > 50.0 {
             let _ = write!(
                 svg,
                 "<text x=\"{:.1}\" y=\"30\" fill=\"white\">{}</text>",
                 x + 4.0,
-                escape(stage.name.name())
+                escape(step.name.name())
             );
         }
         x += w;
@@ -359,29 +359,29 @@ fn stages_section(report: &Report, out: &mut String) {
         out,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"50\">{svg}</svg>"
     );
-    out.push_str("<table><tr><th>Stage</th><th>Result</th><th>Duration</th><th>Share</th></tr>");
-    for (i, stage) in counted.iter().enumerate() {
-        let share = 100.0 * share_of(stage, total);
+    out.push_str("<table><tr><th>Step</th><th>Result</th><th>Duration</th><th>Share</th></tr>");
+    for (i, step) in counted.iter().enumerate() {
+        let share = 100.0 * share_of(step, total);
         let _ = write!(
             out,
             "<tr><td><span style=\"color:{}\">■</span> {}</td><td>{}</td><td>{:.2}s</td><td>{share:.1}%</td></tr>",
             COLORS[i % COLORS.len()],
-            escape(stage.name.name()),
-            escape(&stage.result_text()),
-            stage.duration_secs
+            escape(step.name.name()),
+            escape(&step.result_text()),
+            step.duration_secs
         );
     }
     let _ = write!(
         out,
         "<tr><th>total</th><td></td><th>{total:.2}s</th><td></td></tr>"
     );
-    for stage in other {
+    for step in other {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{:.2}s</td><td>not in the total</td></tr>",
-            escape(stage.name.name()),
-            escape(&stage.result_text()),
-            stage.duration_secs
+            escape(step.name.name()),
+            escape(&step.result_text()),
+            step.duration_secs
         );
     }
     out.push_str("</table>");

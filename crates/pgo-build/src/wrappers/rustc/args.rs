@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::report::CrateKind;
 
-/// The crate a rustc command line compiles and its kind; `None` for queries (`-vV`,
-/// `--print`), which compile nothing, and for a crate type rustc does not have (rustc
-/// refuses it before compiling anything).
+/// The crate a rustc command line compiles and its kind (of several, `--crate-type
+/// rlib,cdylib`, the first); `None` for queries (`-vV`, `--print`), which compile nothing.
 pub fn compiled_crate(args: &[OsString]) -> Option<(String, CrateKind)> {
     let args: Vec<String> = args
         .iter()
@@ -34,7 +33,13 @@ pub fn compiled_crate(args: &[OsString]) -> Option<(String, CrateKind)> {
         CrateKind::BuildScript
     } else {
         match value("--crate-type") {
-            Some(crate_type) => CrateKind::from_name(&crate_type)?,
+            // A crate type this pgo-build does not know (a nightly's `sdylib`) is a library
+            // of some kind: admitted and measured as one, not let past the budget.
+            Some(types) => types
+                .split(',')
+                .next()
+                .and_then(CrateKind::from_name)
+                .unwrap_or(CrateKind::Lib),
             None => CrateKind::default(),
         }
     };
@@ -125,14 +130,19 @@ mod tests {
             compiled_crate(&args("--crate-name m --crate-type proc-macro x.rs")),
             Some(("m".into(), CrateKind::ProcMacro))
         );
-        // No --crate-type: rustc's default, a binary. One rustc has not: not compiled.
+        // No --crate-type: rustc's default, a binary; of a list, the first; one this
+        // pgo-build does not know, a library (still inside the budget).
         assert_eq!(
             compiled_crate(&args("--crate-name app x.rs")),
             Some(("app".into(), CrateKind::Bin))
         );
         assert_eq!(
-            compiled_crate(&args("--crate-name app --crate-type executable x.rs")),
-            None
+            compiled_crate(&args("--crate-name both --crate-type=cdylib,rlib x.rs")),
+            Some(("both".into(), CrateKind::Cdylib))
+        );
+        assert_eq!(
+            compiled_crate(&args("--crate-name s --crate-type sdylib x.rs")),
+            Some(("s".into(), CrateKind::Lib))
         );
         assert_eq!(compiled_crate(&args("-vV")), None);
         assert_eq!(

@@ -553,8 +553,8 @@ pub fn normalized(fixture: &Fixture, text: &str) -> String {
     text
 }
 
-/// The names of a report's stage records, in order.
-pub fn stage_names(report: &serde_json::Value) -> Vec<&str> {
+/// The names of a report's step records, in order.
+pub fn step_names(report: &serde_json::Value) -> Vec<&str> {
     report["steps"]
         .as_array()
         .unwrap()
