@@ -501,6 +501,40 @@ fn the_layering_holds() {
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
 }
 
+/// A file's name says what it is without its folder: two `workload.rs` or `file.rs` in two
+/// layers make a newcomer open the wrong one (`mod.rs` aside; a command's file is named by
+/// its command, which is unique).
+#[test]
+fn no_two_source_files_share_a_name() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for source in sources(&src).values() {
+        let name = source
+            .path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if name != "mod.rs" {
+            let relative = source.path.strip_prefix(&src).unwrap();
+            by_name
+                .entry(name)
+                .or_default()
+                .push(relative.display().to_string());
+        }
+    }
+    let shared: Vec<String> = by_name
+        .into_values()
+        .filter(|paths| paths.len() > 1)
+        .map(|paths| paths.join(" and "))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "files sharing a name: {}",
+        shared.join("; ")
+    );
+}
+
 #[test]
 fn architecture_names_every_cli_test_file() {
     // ARCHITECTURE.md's Tests section lists the files of tests/cli/ by command family; a file

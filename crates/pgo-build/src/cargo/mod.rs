@@ -9,7 +9,7 @@ pub mod manifest;
 pub mod rustflags;
 pub mod sccache;
 pub mod settings;
-pub mod sources;
+pub mod source_fingerprints;
 pub mod target_source;
 pub mod timings;
 pub mod workspace;

@@ -211,7 +211,10 @@ impl Workspace {
         &self,
         target: &str,
         printer: &Printer,
-    ) -> Result<(crate::cargo::sources::SourceRecord, Vec<PackageDeps>)> {
+    ) -> Result<(
+        crate::cargo::source_fingerprints::SourceRecord,
+        Vec<PackageDeps>,
+    )> {
         let metadata = self.full_metadata(target, printer)?;
         Ok((sources_of(&metadata), graph_of(&metadata)))
     }
@@ -221,7 +224,7 @@ impl Workspace {
         &self,
         target: &str,
         printer: &Printer,
-    ) -> Result<crate::cargo::sources::SourceRecord> {
+    ) -> Result<crate::cargo::source_fingerprints::SourceRecord> {
         Ok(sources_of(&self.full_metadata(target, printer)?))
     }
 
@@ -517,7 +520,7 @@ fn graph_of(metadata: &Metadata) -> Vec<PackageDeps> {
 }
 
 /// The sources of every package of `metadata`'s resolved graph, fingerprinted.
-fn sources_of(metadata: &Metadata) -> crate::cargo::sources::SourceRecord {
+fn sources_of(metadata: &Metadata) -> crate::cargo::source_fingerprints::SourceRecord {
     let in_graph = packages_in_graph(metadata);
     let packages: Vec<_> = metadata
         .packages
@@ -565,7 +568,7 @@ fn sources_of(metadata: &Metadata) -> crate::cargo::sources::SourceRecord {
             ))
         })
         .collect();
-    crate::cargo::sources::SourceRecord::of(&described, &duplicated)
+    crate::cargo::source_fingerprints::SourceRecord::of(&described, &duplicated)
 }
 
 #[cfg(test)]

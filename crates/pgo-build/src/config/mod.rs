@@ -11,16 +11,16 @@
 
 pub mod cargo_config;
 pub mod cargo_workload;
+mod config_file;
+pub mod config_schema;
 mod described;
-mod file;
-pub mod schema;
-pub use schema::schema_json;
+pub use config_schema::schema_json;
 mod sections;
 mod services;
 mod values;
 mod workload;
 
-pub use file::{CONFIG_FILE_NAME, Config};
+pub use config_file::{CONFIG_FILE_NAME, Config};
 pub use sections::{BuildVariant, LinkJobs, OnCorrupt, StartupOrder};
 pub use services::{ReadyWhen, Service};
 pub use values::{

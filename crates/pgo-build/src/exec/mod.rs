@@ -13,10 +13,10 @@ mod logs;
 mod process;
 mod running;
 mod service;
-mod workload;
+mod workload_run;
 
 pub use job::{BIN_DIR_ENV, EnvVars, Job, RunSetup, ServiceWrapper, bin_env_var, binaries_run};
 pub use logs::{ProfileWriteFailure, error_lines, log_tail};
 pub use process::describe_stopped;
 pub use running::{TrackedTree, stop_leftovers};
-pub use workload::Outcome;
+pub use workload_run::Outcome;

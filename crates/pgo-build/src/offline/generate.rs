@@ -23,10 +23,16 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
         Generated::Zsh => complete(clap_complete::Shell::Zsh, &mut out),
         Generated::Fish => complete(clap_complete::Shell::Fish, &mut out),
         Generated::Man => clap_mangen::Man::new(command).render(&mut out)?,
-        Generated::Schema => write!(out, "{}", crate::config::schema::schema_json())?,
-        Generated::ReportSchema => write!(out, "{}", crate::report::schema::report_schema_json())?,
+        Generated::Schema => write!(out, "{}", crate::config::config_schema::schema_json())?,
+        Generated::ReportSchema => write!(
+            out,
+            "{}",
+            crate::report::report_schema::report_schema_json()
+        )?,
         Generated::CliReference => write!(out, "{}", cli_reference())?,
-        Generated::ConfigReference => write!(out, "{}", crate::config::schema::config_reference())?,
+        Generated::ConfigReference => {
+            write!(out, "{}", crate::config::config_schema::config_reference())?
+        }
         Generated::DecisionRules => write!(out, "{}", super::rules::decision_rules())?,
     }
     crate::util::printer::stdout_data(&out)

@@ -449,7 +449,7 @@ mod tests {
     /// what loading refuses: a misspelt key, a wrong type.
     #[test]
     fn init_output_validates_and_a_wrong_key_does_not() {
-        let validator = jsonschema::validator_for(&crate::config::schema::config_schema())
+        let validator = jsonschema::validator_for(&crate::config::config_schema::config_schema())
             .expect("a valid schema");
         let as_json = |text: &str| -> serde_json::Value {
             serde_json::to_value(toml::from_str::<toml::Value>(text).expect("TOML")).unwrap()

@@ -51,7 +51,7 @@ pub struct ProfileMetadata {
     pub sysroot_crates: SysrootCrates,
     /// The sources it was trained on, fingerprinted (for `profile check`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sources: Option<crate::cargo::sources::SourceRecord>,
+    pub sources: Option<crate::cargo::source_fingerprints::SourceRecord>,
 }
 
 fn legacy_names() -> u32 {

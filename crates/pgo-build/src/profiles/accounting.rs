@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::merge::merge_to;
+use super::profdata_merge::merge_to;
 use super::raw::{RawProfile, check_readable, collect, explain_other_llvm};
 use super::start_marker;
 use crate::cargo::manifest::StageManifest;

@@ -143,7 +143,7 @@ pub struct BundleProfile {
 /// What must be equal for profiles to be merged and used: the instrumented build's settings
 /// (cargo profile, features, target, rustc, rustflags, profile tables).
 pub fn settings_fingerprint(settings: &BuildSettings) -> String {
-    super::merge::content_hash(&serde_json::to_vec(settings).unwrap_or_default())
+    super::profdata_merge::content_hash(&serde_json::to_vec(settings).unwrap_or_default())
 }
 
 /// Writes `manifest` and `files` (member name, file) to `path`, through a temporary name.
@@ -315,7 +315,7 @@ pub fn git_revision(root: &Path, printer: &crate::util::printer::Printer) -> Opt
     Some(if diff.is_empty() {
         head
     } else {
-        let hash = super::merge::content_hash(diff.as_bytes());
+        let hash = super::profdata_merge::content_hash(diff.as_bytes());
         format!("{head}-dirty-{}", &hash[..8])
     })
 }

@@ -14,8 +14,8 @@ pub mod diagnostics;
 mod format;
 mod handed;
 pub mod insight;
-mod merge;
 pub mod prediction;
+mod profdata_merge;
 mod raw;
 pub mod start_marker;
 pub mod startup_order;
@@ -25,7 +25,7 @@ pub mod training_record;
 pub use accounting::{Accounting, BinaryProfiles, RawDirs, account, coverage};
 pub use format::{indexed_version, keep_summary_of, written_indexed_version};
 pub use handed::{ExportedProfile, PgoProfile};
-pub use merge::{
+pub use profdata_merge::{
     checkout_independent, checkout_independent_dir, content_hash, install_content_addressed, merge,
     merge_to, merge_weighted, summary,
 };

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::cargo::sources::{PackageSources, SourceRecord};
+use crate::cargo::source_fingerprints::{PackageSources, SourceRecord};
 use crate::cargo::workspace::PackageDeps;
 use crate::profiles::insight::{FunctionCounts, crate_of};
 use crate::util::names::closing_angle;

@@ -12,10 +12,10 @@ use crate::layout::step::Step;
 use crate::measure::decision::{Outcome, Standing, outcome, standing};
 use crate::measure::metric::{CLIENT_CPU, Decider, Metric, SERVICES_CPU};
 use crate::measure::stats::{MIN_PAIRS, PairedSummary, Verdict, interval_text, outward};
-use crate::report::file::Report;
 use crate::report::records::{
     CandidatePair, CompareResult, StepResult, WorkloadComparison, decider_label,
 };
+use crate::report::report_file::Report;
 
 /// The answer: a headline, then the lines that support it.
 #[derive(Debug, Clone, PartialEq)]

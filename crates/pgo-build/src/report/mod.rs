@@ -17,18 +17,17 @@ pub mod answer;
 mod build_records;
 mod bundle_records;
 mod explore_records;
-mod file;
 mod history;
 mod profile_records;
 mod rebuilt;
 mod records;
 pub mod render;
-pub mod schema;
+mod report_file;
+pub mod report_schema;
 pub mod tables;
 mod why;
 
 pub use bundle_records::{BundleWorkload, MergedBundle, MergedBundles, Shard, Weights};
-pub use file::Report;
 pub use history::table as compare_history_table;
 pub use profile_records::{
     BinaryProfiles, CarriedName, ChangedFunction, CrateCounts, CrateShare, DiagnosticsSummary,
@@ -44,3 +43,4 @@ pub use records::{
     StepRecord, StepResult, StoppedProcess, Traces, VariantStatus, WorkloadComparison,
     WorkloadRecord, decider_label, invocation, metric_label, now_unix, verdict_text,
 };
+pub use report_file::Report;

@@ -7,12 +7,12 @@ use comfy_table::{Cell, CellAlignment, Table};
 use crate::util::printer::Fitted;
 use crate::util::units::{figure, human_bytes};
 
-use super::file::Report;
 use super::records::{
     BASELINE_VARIANT, BoltRecord, CompareResult, CrateFigures, ExploreResult, ExploreSpeed,
     PGO_VARIANT, SIZED_STAGES, SIZES_LEGEND, StepRecord, StepResult, decider_label, metric_label,
     verdict_text,
 };
+use super::report_file::Report;
 use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::report::records::VariantStatus;

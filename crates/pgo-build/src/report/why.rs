@@ -9,8 +9,8 @@
 use crate::layout::Stage;
 use crate::measure::code_counts::{CodeCounts, KEPT_FUNCTIONS, Language};
 use crate::measure::metric::Metric;
-use crate::report::file::Report;
 use crate::report::records::WorkloadComparison;
+use crate::report::report_file::Report;
 use crate::util::units::{grouped, percent, shortened};
 
 /// A held-out run shorter than this is mostly process start and loading, which PGO barely

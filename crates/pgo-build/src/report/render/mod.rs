@@ -12,11 +12,11 @@ use charts::compare_section;
 use explore::{explore_markdown, explore_section};
 use text::escape;
 
-use crate::report::file::Report;
 use crate::report::records::{
     BinaryRecord, CompareResult, CompareRun, OrderRecord, SIZED_STAGES, SIZES_LEGEND, StepResult,
     decider_label, verdict_text,
 };
+use crate::report::report_file::Report;
 use crate::report::tables::{PipelineSteps, share_of};
 use crate::util::units::{figure, human_bytes};
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 
-use super::sources::{last_training, merge_into};
+use super::profile_inputs::{last_training, merge_into};
 use crate::layout::Stage;
 use crate::pipeline::bundles::merged_bundles;
 use crate::pipeline::committed::{self, ProfileMetadata, metadata_path};

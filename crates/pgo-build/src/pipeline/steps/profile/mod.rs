@@ -1,11 +1,11 @@
 //! Profile insight and committed profiles: `profile show`, `profile overlap`, `profile check`
-//! and `export`, a file each, and where their profiles come from (`sources.rs`).
+//! and `export`, a file each, and where their profiles come from (`profile_inputs.rs`).
 
 mod check;
 mod export;
 mod overlap;
+mod profile_inputs;
 mod show;
-mod sources;
 
 pub use check::profile_check;
 pub use export::export;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use comfy_table::Table;
 
-use super::sources::merge_into;
+use super::profile_inputs::merge_into;
 use crate::cargo::manifest::StageManifest;
 use crate::config::Role;
 use crate::layout::Stage;

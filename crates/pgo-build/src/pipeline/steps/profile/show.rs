@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use comfy_table::Table;
 
-use super::sources::inspected_profile;
+use super::profile_inputs::inspected_profile;
 use crate::config::StartupOrder;
 use crate::layout::Stage;
 use crate::pipeline::context::Context;

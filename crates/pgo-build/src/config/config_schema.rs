@@ -9,7 +9,7 @@ use serde_json::Value;
 pub fn config_schema() -> Value {
     let schema = schemars::generate::SchemaSettings::draft07()
         .into_generator()
-        .into_root_schema_for::<super::file::ConfigFile>();
+        .into_root_schema_for::<super::config_file::ConfigFile>();
     let mut value = serde_json::to_value(schema).expect("a schema is JSON");
     without_null(&mut value);
     value["title"] = Value::from("pgo-build.toml");

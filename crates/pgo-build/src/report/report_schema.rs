@@ -6,7 +6,7 @@
 use schemars::transform::{Transform, transform_subschemas};
 use serde_json::Value;
 
-use super::file::{Report, SCHEMA_HISTORY, SCHEMA_VERSION};
+use super::report_file::{Report, SCHEMA_HISTORY, SCHEMA_VERSION};
 
 /// The JSON Schema of `report.json`.
 pub fn report_schema() -> Value {
