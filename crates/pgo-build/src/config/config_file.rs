@@ -19,7 +19,7 @@ const MAX_SHARDS: usize = 1000;
 use super::values::{CBuild, WorkloadCommand, line_of};
 use super::workload::{Role, Workload};
 use crate::measure::metric::Decider;
-use crate::measure::metrics::MetricSpec;
+use crate::measure::reported_metrics::MetricSpec;
 
 pub const CONFIG_FILE_NAME: &str = "pgo-build.toml";
 

@@ -13,7 +13,7 @@ use super::values::{
     WorkloadCommand, default_grace_period, default_timeout, deserialize_duration,
     deserialize_timeout,
 };
-use crate::measure::metrics::MetricSpec;
+use crate::measure::reported_metrics::MetricSpec;
 
 /// What a workload is for.
 #[derive(

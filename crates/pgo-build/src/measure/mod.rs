@@ -12,5 +12,5 @@ pub mod family;
 pub mod interval;
 pub mod memory;
 pub mod metric;
-pub mod metrics;
+pub mod reported_metrics;
 pub mod stats;

@@ -11,7 +11,7 @@ use crate::config::{Role, StartupOrder};
 use crate::layout::Stage;
 use crate::layout::step::Step;
 use crate::measure::metric::{Decider, Metric};
-use crate::measure::metrics::Direction;
+use crate::measure::reported_metrics::Direction;
 use crate::measure::stats::PairedSummary;
 use crate::util::units::human_bytes;
 

@@ -17,8 +17,8 @@
 mod apply;
 mod builds;
 mod decide;
-mod measure;
 mod race;
+mod variant_measurements;
 mod variants;
 
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ use variants::{BASELINE, PGO, describe, new_record, select_variants};
 use super::context::{Context, Session};
 use super::explore::apply::apply;
 use super::explore::builds::{build_variant, publish};
-use super::explore::measure::measure_variants;
+use super::explore::variant_measurements::measure_variants;
 use super::steps::compare::Compared;
 use super::steps::doctor::no_training;
 use crate::config::{self, Role};

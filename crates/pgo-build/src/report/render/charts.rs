@@ -184,7 +184,7 @@ fn round_ratios(
     let higher = decider
         .reported()
         .and_then(|name| workload.candidates.get(candidate)?.metrics.get(name))
-        .is_some_and(|m| m.direction == crate::measure::metrics::Direction::Higher);
+        .is_some_and(|m| m.direction == crate::measure::reported_metrics::Direction::Higher);
     workload
         .runs
         .iter()

@@ -13,7 +13,7 @@ use super::variant::Compared;
 use crate::cargo::manifest::StageManifest;
 use crate::cargo::manifest::StagedBinary;
 use crate::layout::{Layout, Stage};
-use crate::measure::metrics::MetricSpec;
+use crate::measure::reported_metrics::MetricSpec;
 use crate::pipeline::context::Context;
 use crate::report::{CandidatePair, CompareResult, PreviousComparison, decider_label};
 

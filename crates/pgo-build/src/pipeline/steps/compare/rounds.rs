@@ -509,24 +509,28 @@ fn reported_metrics(
     workload: &Workload,
     name: &str,
     outcome: &exec::Outcome,
-) -> Result<crate::measure::metrics::RunMetrics> {
+) -> Result<crate::measure::reported_metrics::RunMetrics> {
     if workload.metrics.is_empty() {
-        return Ok(crate::measure::metrics::RunMetrics::default());
+        return Ok(crate::measure::reported_metrics::RunMetrics::default());
     }
-    crate::measure::metrics::read(&workload.metrics, &outcome.log_path, &outcome.metric_lines)
-        .map_err(|reason| {
-            anyhow::anyhow!(
-                "workload `{}` against the {name} binaries: {reason}. Full log: {}",
-                workload.name(),
-                outcome.log_path.display()
-            )
-        })
+    crate::measure::reported_metrics::read(
+        &workload.metrics,
+        &outcome.log_path,
+        &outcome.metric_lines,
+    )
+    .map_err(|reason| {
+        anyhow::anyhow!(
+            "workload `{}` against the {name} binaries: {reason}. Full log: {}",
+            workload.name(),
+            outcome.log_path.display()
+        )
+    })
 }
 
 /// Each service's own cost (CPU, faults, peak memory, instructions under the counter, read
 /// from `service_dir(service)`), and the client's CPU time without them.
 fn add_service_figures(
-    reported: &mut crate::measure::metrics::RunMetrics,
+    reported: &mut crate::measure::reported_metrics::RunMetrics,
     outcome: &exec::Outcome,
     (counter, variant): (Option<&Counter>, &str),
     service_dir: &dyn Fn(&str) -> PathBuf,

@@ -11,7 +11,7 @@ mod tests {
     use super::super::rounds::{deciding_level, look_settles, round_order};
     use super::super::summary::{judge_family, summarize_candidates, visit_family};
     use crate::measure::metric::{Decider, Metric};
-    use crate::measure::metrics::MetricSpec;
+    use crate::measure::reported_metrics::MetricSpec;
     use crate::measure::stats::{self, Verdict};
     use crate::report::{CompareResult, WorkloadComparison};
 

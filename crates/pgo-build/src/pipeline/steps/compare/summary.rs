@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::measure::family::{self, Hypothesis, Rank};
 use crate::measure::metric::{Decider, Metric};
-use crate::measure::metrics::{Direction, MetricSpec};
+use crate::measure::reported_metrics::{Direction, MetricSpec};
 use crate::measure::stats::{self, PairedSummary, Verdict};
 use crate::report::{
     CandidateSummary, CompareResult, FamilyRule, MetricComparison, RunSample, WorkloadComparison,
