@@ -3,7 +3,7 @@
 //! printer), never changed while it runs, and the [`Session`], what the command changes as it runs
 //! (the report, the step records, the step running now) under the target directory's lock.
 //!
-//! A step is a function `step(cx: &Context, run: &mut Session, args) -> Result<T>` run inside
+//! A step is a function `step(cx: &Context, session: &mut Session, args) -> Result<T>` run inside
 //! [`timed_step`], which times it, samples its peak memory, prints its greppable start and end
 //! lines and records it in the report. What one step gives the next is its return value
 //! (`train` returns `Trained`, which `run` hands to `optimize`).
@@ -419,7 +419,7 @@ impl Session {
 /// Runs one step in a timer section: start and end lines, a record in the report.
 pub fn timed_step<T>(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     step: Step,
     body: impl FnOnce(&Context, &mut Session) -> Result<T>,
 ) -> Result<T> {
@@ -427,14 +427,14 @@ pub fn timed_step<T>(
     // What the step will replace in the report goes now (the step fills it again), but
     // only in memory: a step that fails before its commit point (`begin_outputs`) gets
     // the report back as it was, so a refusal loses nothing.
-    let report_before = run.report.clone();
-    run.report.forget_outputs_of(step);
+    let report_before = session.report.clone();
+    session.report.forget_outputs_of(step);
     for stage in step.rewrites() {
-        for per_stage in run.report.binaries.values_mut() {
+        for per_stage in session.report.binaries.values_mut() {
             per_stage.remove(stage);
         }
     }
-    let outer = run.running.replace(RunningStep {
+    let outer = session.running.replace(RunningStep {
         step,
         outputs_begun: false,
     });
@@ -442,17 +442,17 @@ pub fn timed_step<T>(
     let started = Instant::now();
     let started_unix = now_unix();
     let memory = PeakSampler::start();
-    let result = body(cx, run);
+    let result = body(cx, session);
     let peak = memory.stop();
-    let running = std::mem::replace(&mut run.running, outer).expect("set above");
+    let running = std::mem::replace(&mut session.running, outer).expect("set above");
     let result = match result {
         Err(err) if !running.outputs_begun => {
-            run.report = report_before;
+            session.report = report_before;
             Err(err)
         }
         // A step that changed what it produces without a commit point: its record of
         // completion no longer holds (`run` records it again).
-        Ok(value) if !running.outputs_begun => run.forget_step(cx, step).map(|()| value),
+        Ok(value) if !running.outputs_begun => session.forget_step(cx, step).map(|()| value),
         other => other,
     };
     let outcome = if result.is_ok() {
@@ -461,15 +461,17 @@ pub fn timed_step<T>(
         StepResult::Failed
     };
     if let (Step::Compare, Err(err)) = (step, &result) {
-        run.report
+        session
+            .report
             .record_compare_run(CompareRun::failed(err, invocation(), started_unix));
     }
     let unusual = outcome != StepResult::Ok;
     cx.printer
         .step_end(name, outcome.name(), unusual, started.elapsed());
-    run.report
+    session
+        .report
         .record_step(step, outcome, started.elapsed(), Some(peak));
-    if let Err(err) = run.report.save(&cx.layout.report()) {
+    if let Err(err) = session.report.save(&cx.layout.report()) {
         cx.printer
             .warn(format!("could not write the report: {err:#}"));
     }

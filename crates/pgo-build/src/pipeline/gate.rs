@@ -28,14 +28,14 @@ use crate::pipeline::requests::{CompareRequest, GateRequest};
 use crate::report::{CompareResult, PreviousComparison, decider_label};
 use crate::util::units::human_bytes;
 
-pub fn gate(cx: &Context, run: &mut Session, args: &GateRequest) -> Result<()> {
+pub fn gate(cx: &Context, session: &mut Session, args: &GateRequest) -> Result<()> {
     let shipped = shipped_stage(cx);
     // An earlier gate's verdict never stands for this one's: gone before anything is judged.
     let path = cx.layout.provenance();
     if path.exists() {
         crate::util::files::remove_file(&path)?;
     }
-    let judged = judge(cx, run, args, shipped);
+    let judged = judge(cx, session, args, shipped);
     if let Err(err) = &judged
         && !path.exists()
     {
@@ -133,7 +133,7 @@ fn add_previous_verdicts(
     }
 }
 
-fn judge(cx: &Context, run: &mut Session, args: &GateRequest, shipped: Stage) -> Result<()> {
+fn judge(cx: &Context, session: &mut Session, args: &GateRequest, shipped: Stage) -> Result<()> {
     let counting_budget = args
         .budget
         .as_deref()
@@ -150,7 +150,7 @@ fn judge(cx: &Context, run: &mut Session, args: &GateRequest, shipped: Stage) ->
         );
     }
     let mut failures = Vec::new();
-    let stale = stale_steps(cx, run)?;
+    let stale = stale_steps(cx, session)?;
     for reason in &stale {
         failures.push(format!("stale: {reason}"));
     }
@@ -173,7 +173,7 @@ fn judge(cx: &Context, run: &mut Session, args: &GateRequest, shipped: Stage) ->
     };
     // Stale outputs are not worth measuring: the verdict would be about other binaries.
     let comparison = if stale.is_empty() {
-        Some(compare(cx, run, &compare_request)?)
+        Some(compare(cx, session, &compare_request)?)
     } else {
         None
     };
@@ -208,7 +208,7 @@ fn judge(cx: &Context, run: &mut Session, args: &GateRequest, shipped: Stage) ->
         failures: failures.clone(),
         c_compiler: manifest.settings.c.as_ref().map(|c| c.version.clone()),
         profile: profile_record(cx, &manifest)?,
-        training: training_records(cx, run)?,
+        training: training_records(cx, session)?,
         binaries,
         metric: comparison
             .as_ref()
@@ -226,7 +226,8 @@ fn judge(cx: &Context, run: &mut Session, args: &GateRequest, shipped: Stage) ->
     cx.printer.info(format!("provenance: {}", path.display()));
     if !provenance.passed {
         if comparison.is_some() {
-            run.report
+            session
+                .report
                 .fail_last_compare_run(&format!("the gate refused: {}", failures[0]));
         }
         bail!(
@@ -335,7 +336,7 @@ fn profile_record(cx: &Context, manifest: &StageManifest) -> Result<Option<Profi
 }
 
 /// The training the profile came from: merged bundles, or the local train runs.
-fn training_records(cx: &Context, run: &Session) -> Result<Vec<TrainingRecord>> {
+fn training_records(cx: &Context, session: &Session) -> Result<Vec<TrainingRecord>> {
     if let Some(merged) = merged_bundles(cx)? {
         return Ok(merged
             .bundles
@@ -361,7 +362,7 @@ fn training_records(cx: &Context, run: &Session) -> Result<Vec<TrainingRecord>> 
             fingerprint: crate::util::files::sha256_hex(workload.fingerprint().as_bytes()),
             // The report's record, else the run's own durable one (a report removed or
             // rewritten since, a CI job that restored only the stages).
-            status: run
+            status: session
                 .report
                 .training
                 .iter()

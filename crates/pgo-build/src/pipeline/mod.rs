@@ -152,7 +152,7 @@ fn per_target_paths(request: &Request, triple: &str, several: bool) -> Result<Re
     Ok(request)
 }
 
-fn dispatch(request: &Request, cx: &Context, run: &mut Session) -> Result<()> {
+fn dispatch(request: &Request, cx: &Context, session: &mut Session) -> Result<()> {
     if let Request::Bolt {
         if_enabled: true, ..
     } = request
@@ -166,61 +166,69 @@ fn dispatch(request: &Request, cx: &Context, run: &mut Session) -> Result<()> {
         return Ok(());
     }
     match request {
-        Request::Doctor => timed_step(cx, run, Step::Doctor, doctor),
-        Request::Build => timed_step(cx, run, Step::Build, build_baseline),
-        Request::Instrument => timed_step(cx, run, Step::Instrument, instrument),
-        Request::Train(args) => timed_step(cx, run, Step::Train, |cx, run| {
-            let trained = train(cx, run, args)?;
+        Request::Doctor => timed_step(cx, session, Step::Doctor, doctor),
+        Request::Build => timed_step(cx, session, Step::Build, build_baseline),
+        Request::Instrument => timed_step(cx, session, Step::Instrument, instrument),
+        Request::Train(args) => timed_step(cx, session, Step::Train, |cx, session| {
+            let trained = train(cx, session, args)?;
             match &args.bundle {
-                Some(path) => write_bundle(cx, run, path, &trained),
+                Some(path) => write_bundle(cx, session, path, &trained),
                 None => Ok(()),
             }
         }),
-        Request::Pack(args) => timed_step(cx, run, Step::Pack, |cx, _| pack(cx, args)),
-        Request::Unpack(args) => timed_step(cx, run, Step::Unpack, |cx, run| {
+        Request::Pack(args) => timed_step(cx, session, Step::Pack, |cx, _| pack(cx, args)),
+        Request::Unpack(args) => timed_step(cx, session, Step::Unpack, |cx, session| {
             // A baseline, optimized or bolt stage built in another job counts as built here:
             // the gate judges it (the sources and settings were checked to be the same). In
             // the order unpacked: a bolt stage's fingerprint reads its optimized one's record.
-            for stage in unpack(cx, run, args)? {
+            for stage in unpack(cx, session, args)? {
                 if crate::layout::Stage::VARIANTS.contains(&stage) {
-                    record_completed(cx, run, Step::staging(stage), &StepOptions::default())?;
+                    record_completed(cx, session, Step::staging(stage), &StepOptions::default())?;
                 }
             }
             Ok(())
         }),
-        Request::Merge(args) => timed_step(cx, run, Step::Merge, |cx, run| merge(cx, run, args)),
-        Request::Optimize(args) => timed_step(cx, run, Step::Optimize, |cx, run| {
-            optimize(cx, run, args, None)
+        Request::Merge(args) => timed_step(cx, session, Step::Merge, |cx, session| {
+            merge(cx, session, args)
         }),
-        Request::Bolt { bolt: args, .. } => {
-            timed_step(cx, run, Step::Bolt, |cx, run| bolt(cx, run, args))
-        }
+        Request::Optimize(args) => timed_step(cx, session, Step::Optimize, |cx, session| {
+            optimize(cx, session, args, None)
+        }),
+        Request::Bolt { bolt: args, .. } => timed_step(cx, session, Step::Bolt, |cx, session| {
+            bolt(cx, session, args)
+        }),
         Request::ProfileShow(show) => profile_show(cx, show),
         Request::ProfileCheck(check) => profile_check(cx, check),
-        Request::ProfileOverlap(overlap) => timed_step(cx, run, Step::Overlap, |cx, run| {
-            profile_overlap(cx, run, overlap)
+        Request::ProfileOverlap(overlap) => {
+            timed_step(cx, session, Step::Overlap, |cx, session| {
+                profile_overlap(cx, session, overlap)
+            })
+        }
+        Request::Export(args) => timed_step(cx, session, Step::Export, |cx, session| {
+            export(cx, session, args)
         }),
-        Request::Export(args) => timed_step(cx, run, Step::Export, |cx, run| export(cx, run, args)),
         Request::Compare(args) => {
-            let result = timed_step(cx, run, Step::Compare, |cx, run| {
-                compare(cx, run, args).map(drop)
+            let result = timed_step(cx, session, Step::Compare, |cx, session| {
+                compare(cx, session, args).map(drop)
             });
             if result.is_ok()
-                && let Some(answer) = crate::report::answer::answer(&run.report)
+                && let Some(answer) = crate::report::answer::answer(&session.report)
             {
                 cx.printer.table(answer.text());
             }
             // Measuring chosen variants is not part of building the release.
-            run.report.mark_standalone(Step::Compare);
-            if let Err(err) = run.report.save(&cx.layout.report()) {
+            session.report.mark_standalone(Step::Compare);
+            if let Err(err) = session.report.save(&cx.layout.report()) {
                 cx.printer
                     .warn(format!("could not write the report: {err:#}"));
             }
             result
         }
-        Request::Run(args) => run_all(cx, run, args),
-        Request::Gate(args) => timed_step(cx, run, Step::Gate, |cx, run| gate(cx, run, args)),
-        Request::Explore(args) => explore(cx, run, args),
+        Request::Run(args) => run_all(cx, session, args),
+        Request::Gate(args) => timed_step(cx, session, Step::Gate, |cx, session| {
+            gate(cx, session, args)
+        }),
+        Request::Explore(args) => explore(cx, session, args),
     }?;
 
     // A build stage completed by its own command counts as `run`'s would, recorded with the
@@ -247,7 +255,7 @@ fn dispatch(request: &Request, cx: &Context, run: &mut Session) -> Result<()> {
         _ => None,
     };
     if let Some((step, options)) = completed {
-        record_completed(cx, run, step, &options)?;
+        record_completed(cx, session, step, &options)?;
     }
     Ok(())
 }

@@ -29,19 +29,19 @@ use crate::report::{StepResult, render};
 use crate::util::fingerprint::Fingerprint;
 
 /// doctor → build → instrument → train → optimize → compare, then the step table.
-pub fn run_all(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
+pub fn run_all(cx: &Context, session: &mut Session, args: &RunRequest) -> Result<()> {
     // Sections of steps that turn out to be cached stay; the step records start afresh.
-    run.report.steps.clear();
-    let result = run_steps(cx, run, args);
+    session.report.steps.clear();
+    let result = run_steps(cx, session, args);
     // CI: GitHub Actions shows this file on the run's page.
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
         // A comparison left from before this run (`--no-compare`) may be of other builds.
-        let out_of_date = run.report.compare.as_ref().and_then(|compare| {
+        let out_of_date = session.report.compare.as_ref().and_then(|compare| {
             compare.rebuilt_note(|variant| {
                 crate::cargo::manifest::StageManifest::current_build(&cx.layout, variant)
             })
         });
-        let summary_text = render::markdown(&run.report, out_of_date.as_deref());
+        let summary_text = render::markdown(&session.report, out_of_date.as_deref());
         let appended = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
@@ -54,17 +54,17 @@ pub fn run_all(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()>
             ));
         }
     }
-    cx.printer.table(run.report.step_table());
-    if !run.report.binaries.is_empty() {
-        cx.printer.table(run.report.size_table());
+    cx.printer.table(session.report.step_table());
+    if !session.report.binaries.is_empty() {
+        cx.printer.table(session.report.size_table());
     }
     // The answer last, on the screen a user sees when the run ends: only this run's.
-    let compared = run
+    let compared = session
         .report
         .steps
         .iter()
         .any(|s| s.name == Step::Compare && s.result == StepResult::Ok);
-    if compared && let Some(answer) = crate::report::answer::answer(&run.report) {
+    if compared && let Some(answer) = crate::report::answer::answer(&session.report) {
         cx.printer.table(answer.text());
     }
     if result.is_ok() {
@@ -78,20 +78,20 @@ pub fn run_all(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()>
     result
 }
 
-fn run_steps(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
-    timed_step(cx, run, Step::Doctor, doctor)?;
+fn run_steps(cx: &Context, session: &mut Session, args: &RunRequest) -> Result<()> {
+    timed_step(cx, session, Step::Doctor, doctor)?;
     if let Some(problem) = no_training(cx) {
         bail!("{problem}; nothing was built");
     }
-    pipeline_step(cx, run, Step::Build, args, None)?;
+    pipeline_step(cx, session, Step::Build, args, None)?;
     let mut trained = None;
     if cx.config.pgo.profile.is_none() {
-        pipeline_step(cx, run, Step::Instrument, args, None)?;
-        trained = pipeline_step(cx, run, Step::Train, args, None)?;
+        pipeline_step(cx, session, Step::Instrument, args, None)?;
+        trained = pipeline_step(cx, session, Step::Train, args, None)?;
     }
-    pipeline_step(cx, run, Step::Optimize, args, trained.as_ref())?;
+    pipeline_step(cx, session, Step::Optimize, args, trained.as_ref())?;
     if cx.config.bolt.enabled {
-        pipeline_step(cx, run, Step::Bolt, args, None)?;
+        pipeline_step(cx, session, Step::Bolt, args, None)?;
     }
     if !args.compare {
         return Ok(());
@@ -110,10 +110,10 @@ fn run_steps(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
         return Ok(());
     }
     let request = run_compare_request(cx, &args.steps);
-    cached_step(cx, run, Step::Compare, args, |cx, run| {
-        compare(cx, run, &request)
+    cached_step(cx, session, Step::Compare, args, |cx, session| {
+        compare(cx, session, &request)
     })?;
-    why_nothing_ships(cx, run)
+    why_nothing_ships(cx, session)
 }
 
 /// Where the answer ships nothing, what its why line rests on is measured: how training
@@ -121,27 +121,27 @@ fn run_steps(cx: &Context, run: &mut Session, args: &RunRequest) -> Result<()> {
 /// of each held-out workload), and whose code the held-out work runs, where the comparison
 /// counted none (`count_code`). A failure costs the answer that line, not the run: an
 /// interruption still stops the command, and `--strict` still fails on a warning.
-fn why_nothing_ships(cx: &Context, run: &mut Session) -> Result<()> {
-    let ships = crate::report::answer::answer(&run.report).is_none_or(|a| a.ship.is_some());
+fn why_nothing_ships(cx: &Context, session: &mut Session) -> Result<()> {
+    let ships = crate::report::answer::answer(&session.report).is_none_or(|a| a.ship.is_some());
     if ships {
         return Ok(());
     }
     // A comparison reused as it was keeps the overlap measured beside it.
-    let reused = run
+    let reused = session
         .report
         .steps
         .iter()
         .any(|s| s.name == Step::Compare && s.result == StepResult::Cached);
-    if cx.config.pgo.profile.is_none() && (!reused || run.report.overlap.is_empty()) {
+    if cx.config.pgo.profile.is_none() && (!reused || session.report.overlap.is_empty()) {
         cx.printer.info(
             "nothing ships: measuring how training covers the held-out work (`pgo-build \
              profile overlap`: one instrumented run of each held-out workload), for the \
              answer's why",
         );
-        let measured = timed_step(cx, run, Step::Overlap, |cx, run| {
+        let measured = timed_step(cx, session, Step::Overlap, |cx, session| {
             profile_overlap(
                 cx,
-                run,
+                session,
                 &crate::pipeline::requests::OverlapRequest { top: 10 },
             )
         });
@@ -152,7 +152,7 @@ fn why_nothing_ships(cx: &Context, run: &mut Session) -> Result<()> {
     if reused {
         return Ok(());
     }
-    let counted = count_code(cx, run);
+    let counted = count_code(cx, session);
     tolerated(cx, counted, "whose code the held-out work runs")
 }
 
@@ -184,25 +184,25 @@ fn tolerated(cx: &Context, result: Result<()>, what: &str) -> Result<()> {
 /// it takes as `trained`.
 pub(super) fn pipeline_step(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     step: Step,
     args: &RunRequest,
     trained: Option<&Trained>,
 ) -> Result<Option<Trained>> {
     match step {
-        Step::Build => cached_step(cx, run, step, args, build_baseline)?,
-        Step::Instrument => cached_step(cx, run, step, args, instrument)?,
+        Step::Build => cached_step(cx, session, step, args, build_baseline)?,
+        Step::Instrument => cached_step(cx, session, step, args, instrument)?,
         Step::Train => {
-            return cached_step(cx, run, step, args, |cx, run| {
+            return cached_step(cx, session, step, args, |cx, session| {
                 clear_raw_profiles(cx)?;
-                train(cx, run, &TrainRequest::default())
+                train(cx, session, &TrainRequest::default())
             });
         }
-        Step::Optimize => cached_step(cx, run, step, args, |cx, run| {
-            optimize(cx, run, &args.steps.optimize, trained)
+        Step::Optimize => cached_step(cx, session, step, args, |cx, session| {
+            optimize(cx, session, &args.steps.optimize, trained)
         })?,
-        Step::Bolt => cached_step(cx, run, step, args, |cx, run| {
-            bolt(cx, run, &args.steps.bolt)
+        Step::Bolt => cached_step(cx, session, step, args, |cx, session| {
+            bolt(cx, session, &args.steps.bolt)
         })?,
         other => bail!("{} is not a build step of `run`", other.name()),
     };
@@ -213,7 +213,7 @@ pub(super) fn pipeline_step(
 /// it completed and its outputs are intact (shown as "cached"; then `None`).
 fn cached_step<T>(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     step: Step,
     args: &RunRequest,
     body: impl FnOnce(&Context, &mut Session) -> Result<T>,
@@ -223,19 +223,20 @@ fn cached_step<T>(
     let forced = args.force || args.from.is_some_and(|from| step >= from);
     if !forced
         && let Some(fingerprint) = fingerprint(cx, step, &args.steps)?
-        && run.state.steps.get(&step) == Some(&fingerprint.finish())
-        && outputs_intact(cx, run, step)
+        && session.state.steps.get(&step) == Some(&fingerprint.finish())
+        && outputs_intact(cx, session, step)
     {
         let cached = StepResult::Cached;
         cx.printer
             .step_end(name, cached.name(), true, started.elapsed());
-        run.report
-            .record_cached_step(step, run.state.runs.get(&step));
-        run.report.save(&cx.layout.report())?;
+        session
+            .report
+            .record_cached_step(step, session.state.runs.get(&step));
+        session.report.save(&cx.layout.report())?;
         return Ok(None);
     }
-    let value = timed_step(cx, run, step, body)?;
-    record_completed(cx, run, step, &args.steps)?;
+    let value = timed_step(cx, session, step, body)?;
+    record_completed(cx, session, step, &args.steps)?;
     Ok(Some(value))
 }
 
@@ -244,17 +245,17 @@ fn cached_step<T>(
 /// knows it is current. `options` are what it ran with.
 pub fn record_completed(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     step: Step,
     options: &StepOptions,
 ) -> Result<()> {
     if let Some(fingerprint) = fingerprint(cx, step, options)? {
-        run.state.steps.insert(step, fingerprint.finish());
-        run.state.parts.insert(step, fingerprint.parts());
-        if let Some(record) = run.report.step_record(step) {
-            run.state.runs.insert(step, record.clone());
+        session.state.steps.insert(step, fingerprint.finish());
+        session.state.parts.insert(step, fingerprint.parts());
+        if let Some(record) = session.report.step_record(step) {
+            session.state.runs.insert(step, record.clone());
         }
-        run.state.save(&cx.layout)?;
+        session.state.save(&cx.layout)?;
     }
     Ok(())
 }
@@ -263,7 +264,7 @@ pub fn record_completed(
 /// changed since (sources, settings, workloads, profiles), or outputs no longer intact. A
 /// training merged from bundles (`pgo-build merge`) stands for the train step while it is
 /// the current training.
-pub(super) fn stale_steps(cx: &Context, run: &Session) -> Result<Vec<String>> {
+pub(super) fn stale_steps(cx: &Context, session: &Session) -> Result<Vec<String>> {
     let options = StepOptions::default();
     let mut steps = vec![Step::Build];
     // Training merged from bundles was made against an instrumented build elsewhere.
@@ -278,16 +279,16 @@ pub(super) fn stale_steps(cx: &Context, run: &Session) -> Result<Vec<String>> {
     for step in steps {
         let name = step.name();
         let now = fingerprint(cx, step, &options)?;
-        let recorded = run.state.steps.get(&step);
+        let recorded = session.state.steps.get(&step);
         let reason = match (recorded, now) {
             (None, _) => Some("not completed in this target directory".to_owned()),
             (Some(_), None) => {
                 Some("its inputs cannot be read (a build output is missing)".to_owned())
             }
             (Some(recorded), Some(now)) if *recorded != now.finish() => {
-                Some(what_changed(run.state.parts.get(&step), &now.parts()))
+                Some(what_changed(session.state.parts.get(&step), &now.parts()))
             }
-            _ if !outputs_intact(cx, run, step) => {
+            _ if !outputs_intact(cx, session, step) => {
                 Some("its outputs changed or are incomplete since it completed".to_owned())
             }
             _ => None,
@@ -331,7 +332,7 @@ fn what_changed(
     )
 }
 
-fn outputs_intact(cx: &Context, run: &Session, step: Step) -> bool {
+fn outputs_intact(cx: &Context, session: &Session, step: Step) -> bool {
     let manifest_intact =
         |stage: Stage| StageManifest::load(&cx.layout, stage, "").is_ok_and(|m| m.intact());
     match step {
@@ -348,7 +349,7 @@ fn outputs_intact(cx: &Context, run: &Session, step: Step) -> bool {
                     .is_empty()
             })
         }
-        Step::Compare => run.report.compare.is_some(),
+        Step::Compare => session.report.compare.is_some(),
         // Not a step of `run`: never reused.
         _ => false,
     }

@@ -326,7 +326,7 @@ fn warn_about_estimates(cx: &Context, figures: &RustcSummary) {
 /// crates that ran alone or over their estimate (named), and the estimates for next time.
 pub(super) fn record(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     stage: Stage,
     setup: RustcSummary,
     output: &BuildOutput,
@@ -342,7 +342,7 @@ pub(super) fn record(
             .is_some_and(|units| units.iter().all(|unit| unit.duration == 0.0))
     });
     if records.is_empty() && compiled_nothing {
-        run.report.rustc_memory.insert(
+        session.report.rustc_memory.insert(
             stage,
             RustcSummary {
                 invocations: 0,
@@ -413,7 +413,7 @@ pub(super) fn record(
         &estimates_path,
         serde_json::to_string_pretty(&estimates)?.as_bytes(),
     )?;
-    run.report.rustc_memory.insert(stage, figures);
+    session.report.rustc_memory.insert(stage, figures);
     Ok(())
 }
 

@@ -44,7 +44,7 @@ pub const BOLT_INPUT_FLAGS: [&str; 3] = [
 /// figures recorded in the report.
 pub(super) fn cargo_build(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     stage: Stage,
     bins: &[BinTarget],
     stage_rustflags: &[String],
@@ -65,7 +65,7 @@ pub(super) fn cargo_build(
         ));
     }
     // Commit point of build, instrument and optimize: everything they check holds.
-    run.begin_outputs(cx)?;
+    session.begin_outputs(cx)?;
     let log = cx.layout.links_log(stage);
     if log.exists() {
         crate::util::files::remove_file(&log)?;
@@ -101,8 +101,8 @@ pub(super) fn cargo_build(
         false
     };
     // Figures of an earlier build (perhaps with another wrapper) do not describe this one.
-    run.report.sccache.remove(&stage);
-    run.report.rustc_memory.remove(&stage);
+    session.report.sccache.remove(&stage);
+    session.report.rustc_memory.remove(&stage);
     let cache = sccache::wrapper(&cx.cargo_config)
         .and_then(|program| Some((sccache::counters(&program, &cx.printer)?, program)));
     let built = build::build(&request, &cx.printer, &filter);
@@ -117,15 +117,15 @@ pub(super) fn cargo_build(
             figures.misses,
             figures.not_cacheable
         ));
-        run.report.sccache.insert(stage, figures);
+        session.report.sccache.insert(stage, figures);
     }
     let mut output = match (built, &c_compiler) {
         (Err(err), Some(c)) => return Err(c_compile_failures(&c.spec, err)),
         (built, _) => built?,
     };
-    run.report.c_compilers.remove(&stage);
+    session.report.c_compilers.remove(&stage);
     if let Some(c) = &c_compiler {
-        let diagnostics = record_c_compiles(cx, run, stage, &c.spec, &output.dynamic_libs);
+        let diagnostics = record_c_compiles(cx, session, stage, &c.spec, &output.dynamic_libs);
         output.diagnostics.extend(diagnostics);
     } else if cx.settings.c.is_some() {
         // Cross-language PGO is on and this stage keeps the user's compiler (the baseline):
@@ -135,7 +135,7 @@ pub(super) fn cargo_build(
             &cx.rustc.host,
             &cx.printer,
         );
-        run.report.c_compilers.insert(
+        session.report.c_compilers.insert(
             stage,
             CCompilerRecord {
                 compiler,
@@ -152,11 +152,11 @@ pub(super) fn cargo_build(
         ));
     }
     let records = linker::read_log(&log);
-    run.report.links.insert(
+    session.report.links.insert(
         stage,
         LinkSummary::from_records(slots, slots_reason, &records),
     );
-    rustc_budget::record(cx, run, stage, rustc.summary, &output)?;
+    rustc_budget::record(cx, session, stage, rustc.summary, &output)?;
     Ok(output)
 }
 
@@ -278,7 +278,7 @@ fn c_compile_failures(spec: &cc::WrapperSpec, err: anyhow::Error) -> anyhow::Err
 /// diagnostics of their package's C (summarised with rustc's).
 fn record_c_compiles(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     stage: Stage,
     spec: &cc::WrapperSpec,
     dynamic_libs: &std::collections::BTreeMap<String, Vec<String>>,
@@ -341,7 +341,7 @@ fn record_c_compiles(
         ));
     }
     let c = cx.settings.c.as_ref();
-    run.report.c_compilers.insert(
+    session.report.c_compilers.insert(
         stage,
         CCompilerRecord {
             compiler: spec.clang.display().to_string(),
@@ -452,7 +452,7 @@ fn link_slots(cx: &Context, budget: u64) -> (usize, String) {
 /// stage's.
 pub(crate) fn stage_binaries(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     stage: Stage,
     stage_rustflags: Vec<String>,
     executables: Vec<StageInput>,
@@ -470,7 +470,7 @@ pub(crate) fn stage_binaries(
         &cx.workspace.root,
     )
     .or_else(|| upstream.iter().find_map(|m| m.sources.clone()));
-    run.begin_outputs(cx)?;
+    session.begin_outputs(cx)?;
     let bin_dir = cx.layout.bin_dir(stage);
     if bin_dir.exists() {
         std::fs::remove_dir_all(&bin_dir)
@@ -480,7 +480,8 @@ pub(crate) fn stage_binaries(
     for input in executables {
         let bin = &input.bin;
         let staged = stage_binary(&input, &bin_dir)?;
-        run.report
+        session
+            .report
             .binaries
             .entry(bin.name.clone())
             .or_default()
@@ -575,13 +576,13 @@ fn check_size_growth(cx: &Context, stage: Stage, executables: &[StageInput]) -> 
 
 pub(super) fn build_and_stage(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     stage: Stage,
     stage_rustflags: Vec<String>,
 ) -> Result<StageManifest> {
     let output = cargo_build(
         cx,
-        run,
+        session,
         stage,
         &cx.bins.clone(),
         &stage_rustflags,
@@ -589,7 +590,7 @@ pub(super) fn build_and_stage(
         &|_| true,
     )?;
     let executables = executables_of(&cx.bins, output, false);
-    stage_binaries(cx, run, stage, stage_rustflags, executables, &[])
+    stage_binaries(cx, session, stage, stage_rustflags, executables, &[])
 }
 
 /// Flags of builds without profile flags beyond the user's: with BOLT enabled, links keep

@@ -174,10 +174,10 @@ pub(super) fn print_cargo_coverage(cx: &Context, accounting: &Accounting) -> Res
 
 /// Each binary's training figures into the report (`profiles`).
 pub(super) fn record_binary_figures(
-    run: &mut Session,
+    session: &mut Session,
     per_binary: &BTreeMap<String, BinaryProfiles>,
 ) {
-    run.report.profiles = per_binary.clone();
+    session.report.profiles = per_binary.clone();
 }
 
 /// Records the accounting in the report; corrupt or foreign files are a warning, or an
@@ -185,11 +185,11 @@ pub(super) fn record_binary_figures(
 /// they are processes that died, reported per binary.)
 pub(super) fn report_accounting(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     accounting: &Accounting,
 ) -> Result<()> {
-    record_binary_figures(run, &accounting.per_binary);
-    run.report.rejected_profiles = accounting
+    record_binary_figures(session, &accounting.per_binary);
+    session.report.rejected_profiles = accounting
         .rejected()
         .map(|profile| RejectedProfile {
             path: profile.path.clone(),

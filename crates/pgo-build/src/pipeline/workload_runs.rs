@@ -58,7 +58,7 @@ impl PreparedRun {
 }
 
 /// Runs a training loop. A failing workload fails the step unless `allow_failure` is set.
-pub(crate) fn run_training(cx: &Context, run: &mut Session, training: Training) -> Result<()> {
+pub(crate) fn run_training(cx: &Context, session: &mut Session, training: Training) -> Result<()> {
     let Training {
         stage,
         manifest,
@@ -153,7 +153,7 @@ pub(crate) fn run_training(cx: &Context, run: &mut Session, training: Training) 
             outcome.duration.as_secs_f64(),
             outcome.log_path.display()
         ));
-        record_training_run(run, stage, workload, &outcome);
+        record_training_run(session, stage, workload, &outcome);
         caution_lost_profiles(
             cx,
             stage,
@@ -205,15 +205,16 @@ fn run_compacting(
 
 /// The report's record of a training run (replacing the last one of that workload and stage).
 fn record_training_run(
-    run: &mut Session,
+    session: &mut Session,
     stage: Stage,
     workload: &Workload,
     outcome: &exec::Outcome,
 ) {
-    run.report
+    session
+        .report
         .training
         .retain(|w| !(w.name == workload.run_name() && w.stage == stage));
-    run.report.training.push(WorkloadRecord {
+    session.report.training.push(WorkloadRecord {
         name: workload.run_name().to_owned(),
         stage,
         status: outcome.status.clone(),

@@ -75,7 +75,7 @@ pub(super) fn budget_note(clock: &Clock) -> String {
 /// false when the budget ran out before a step.
 pub(super) fn run_steps(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     label: &str,
     steps: &[Step],
     args: &RunRequest,
@@ -87,10 +87,10 @@ pub(super) fn run_steps(
         if clock.exhausted() {
             return Ok(false);
         }
-        if let Some(handed) = pipeline_step(cx, run, step, args, trained.as_ref())? {
+        if let Some(handed) = pipeline_step(cx, session, step, args, trained.as_ref())? {
             trained = Some(handed);
         }
-        let record = run.report.step_record(step);
+        let record = session.report.step_record(step);
         costs.push(ExploreStepCost {
             build: label.to_owned(),
             step,
@@ -160,7 +160,7 @@ pub(super) fn describe_build(build: &Build) -> String {
 /// out first.
 pub(super) fn build_variant(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     variant: &Variant,
     clock: &Clock,
 ) -> Result<Option<Built>> {
@@ -188,7 +188,7 @@ pub(super) fn build_variant(
         BuildKind::Profiled | BuildKind::Bolt { pgo: true } => {
             let Some(profile) = train_for(
                 cx,
-                run,
+                session,
                 &training_settings(&variant.build),
                 clock,
                 &mut costs,
@@ -204,7 +204,7 @@ pub(super) fn build_variant(
         settings: &variant.build,
         kind,
     };
-    let Some(layout) = run_build(cx, run, &build, steps, profile, clock, &mut costs)? else {
+    let Some(layout) = run_build(cx, session, &build, steps, profile, clock, &mut costs)? else {
         return Ok(None);
     };
     Ok(Some(Built {
@@ -218,7 +218,7 @@ pub(super) fn build_variant(
 /// (not that optimize: its build is another variant's). `None` when the budget ran out.
 pub(super) fn train_for(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     settings: &BuildVariant,
     clock: &Clock,
     costs: &mut Vec<ExploreStepCost>,
@@ -229,18 +229,27 @@ pub(super) fn train_for(
     };
     let training = [Step::Instrument, Step::Train, Step::Optimize];
     let mut plain_costs = Vec::new();
-    let Some(layout) = run_build(cx, run, &plain, &training, None, clock, &mut plain_costs)? else {
+    let Some(layout) = run_build(
+        cx,
+        session,
+        &plain,
+        &training,
+        None,
+        clock,
+        &mut plain_costs,
+    )?
+    else {
         return Ok(None);
     };
     costs.extend(plain_costs.into_iter().filter(|c| c.step != Step::Optimize));
-    Ok(Some(export_trained(cx, run, &plain, &layout)?))
+    Ok(Some(export_trained(cx, session, &plain, &layout)?))
 }
 
 /// Runs `steps` of `build` (cached as in `run`), adding each one's cost to `costs`.
 /// Returns the build's layout, or `None` when the budget ran out first.
 pub(super) fn run_build(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     build: &Build,
     steps: &[Step],
     profile: Option<ExportedProfile>,
@@ -258,8 +267,8 @@ pub(super) fn run_build(
         from: None,
         compare: false,
     };
-    let (done, layout) = in_build(cx, run, build, profile, |cx, run, label| {
-        run_steps(cx, run, label, steps, &run_args, clock, costs)
+    let (done, layout) = in_build(cx, session, build, profile, |cx, session, label| {
+        run_steps(cx, session, label, steps, &run_args, clock, costs)
     })?;
     Ok(done.then_some(layout))
 }
@@ -269,7 +278,7 @@ pub(super) fn run_build(
 /// `work` gets the build's name for the report.
 pub(super) fn in_build<T>(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     build: &Build,
     profile: Option<ExportedProfile>,
     work: impl FnOnce(&Context, &mut Session, &str) -> Result<T>,
@@ -282,7 +291,7 @@ pub(super) fn in_build<T>(
     if own {
         // explore judges size itself: a variant over [pgo] max_size_growth is measured and
         // flagged, not left unbuilt.
-        let result = work(&cx.without_size_limit(), run, "target/pgo-build");
+        let result = work(&cx.without_size_limit(), session, "target/pgo-build");
         return Ok((result?, cx.layout.clone()));
     }
     let key = build_key(build);
@@ -296,8 +305,12 @@ pub(super) fn in_build<T>(
     let build_cx = cx
         .with_build(layout.clone(), build.settings, bolt, profile)?
         .without_size_limit();
-    let mut build_run = Session::start(&build_cx)?;
-    let result = work(&build_cx, &mut build_run, &format!("explore/builds/{key}"));
+    let mut build_session = Session::start(&build_cx)?;
+    let result = work(
+        &build_cx,
+        &mut build_session,
+        &format!("explore/builds/{key}"),
+    );
     Ok((result?, layout))
 }
 
@@ -306,7 +319,7 @@ pub(super) fn in_build<T>(
 /// once per profile: the name is the content-addressed one `optimize` merged.
 pub(super) fn export_trained(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     build: &Build,
     layout: &Layout,
 ) -> Result<ExportedProfile> {
@@ -324,8 +337,8 @@ pub(super) fn export_trained(
         rustc_estimates: None,
         internal: true,
     };
-    in_build(cx, run, build, None, |cx, run, _| {
-        profile::export(cx, run, &args)
+    in_build(cx, session, build, None, |cx, session, _| {
+        profile::export(cx, session, &args)
     })?;
     Ok(ExportedProfile::written_at(output))
 }

@@ -85,7 +85,7 @@ fn measures_c_by_default(cx: &Context) -> bool {
     }
 }
 
-pub fn explore(cx: &Context, run: &mut Session, args: &ExploreRequest) -> Result<()> {
+pub fn explore(cx: &Context, session: &mut Session, args: &ExploreRequest) -> Result<()> {
     let clock = started_clock(args.budget.as_deref())?;
     // As `compare`: instruction counts are nearly deterministic (one count and a repeat);
     // times need rounds against noise.
@@ -125,7 +125,7 @@ pub fn explore(cx: &Context, run: &mut Session, args: &ExploreRequest) -> Result
         }
         cx.printer
             .info(format!("variant {}: {}", variant.name, describe(variant)));
-        match build_variant(cx, run, variant, &clock) {
+        match build_variant(cx, session, variant, &clock) {
             Ok(Some(done)) => {
                 record_built(cx, &variant.name, &mut record, &done)?;
                 record.status = VariantStatus::NotMeasured;
@@ -198,8 +198,8 @@ pub fn explore(cx: &Context, run: &mut Session, args: &ExploreRequest) -> Result
     };
     cx.printer.table(explore_table(&result));
     print_outcome(cx, &result);
-    run.report.explore = Some(result.clone());
-    run.report.save(&cx.layout.report())?;
+    session.report.explore = Some(result.clone());
+    session.report.save(&cx.layout.report())?;
     if args.apply {
         apply(cx, &result)?;
     }

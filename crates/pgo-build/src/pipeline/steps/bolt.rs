@@ -56,7 +56,7 @@ fn bolt_training_run(_: &crate::config::Workload) -> Result<PreparedRun> {
     )]))
 }
 
-pub fn bolt(cx: &Context, run: &mut Session, args: &BoltRequest) -> Result<()> {
+pub fn bolt(cx: &Context, session: &mut Session, args: &BoltRequest) -> Result<()> {
     let bolt = toolchain::find_llvm_tool(toolchain::LLVM_BOLT, &cx.rustc, &cx.printer)
         .require(&cx.rustc)?;
     let merge_fdata = toolchain::find_llvm_tool(toolchain::MERGE_FDATA, &cx.rustc, &cx.printer)
@@ -81,7 +81,7 @@ pub fn bolt(cx: &Context, run: &mut Session, args: &BoltRequest) -> Result<()> {
     input.check_staged(input_stage.name(), rebuild)?;
     let runtime = crate::toolchain::targets::bolt_runtime_arch(&bolt.path);
     if let Some(reason) = cx.platform.bolt_unsupported(runtime.as_deref()) {
-        return stage_unbolted(cx, run, &input, &reason);
+        return stage_unbolted(cx, session, &input, &reason);
     }
     let binaries = bolt_inputs(cx, &input)?;
 
@@ -103,12 +103,12 @@ pub fn bolt(cx: &Context, run: &mut Session, args: &BoltRequest) -> Result<()> {
         ));
     }
     // Commit point: the inputs, tools and workloads are checked.
-    run.begin_outputs(cx)?;
+    session.begin_outputs(cx)?;
     let raw_root = cx.layout.bolt_profiles_dir().join("raw");
-    let instrumented = bolt_instrument(cx, run, &bolt, &input, &binaries, &raw_root)?;
+    let instrumented = bolt_instrument(cx, session, &bolt, &input, &binaries, &raw_root)?;
     run_training(
         cx,
-        run,
+        session,
         Training {
             stage: Stage::BoltInstrumented,
             manifest: &instrumented,
@@ -122,7 +122,7 @@ pub fn bolt(cx: &Context, run: &mut Session, args: &BoltRequest) -> Result<()> {
     let work = fresh_dir(&cx.layout.work_dir(Stage::Bolt))?;
     let flags = bolt_flags(cx);
     let mut staged = Vec::new();
-    run.report.bolt.clear();
+    session.report.bolt.clear();
     for binary in &binaries {
         let target = BinTarget {
             name: binary.name.clone(),
@@ -168,10 +168,10 @@ pub fn bolt(cx: &Context, run: &mut Session, args: &BoltRequest) -> Result<()> {
                 bolted: true,
             });
         }
-        run.report.bolt.insert(binary.name.clone(), record);
+        session.report.bolt.insert(binary.name.clone(), record);
     }
-    stage_binaries(cx, run, Stage::Bolt, flags, staged, &[&input])?;
-    cx.printer.table(bolt_table(&run.report.bolt));
+    stage_binaries(cx, session, Stage::Bolt, flags, staged, &[&input])?;
+    cx.printer.table(bolt_table(&session.report.bolt));
     Ok(())
 }
 
@@ -179,7 +179,7 @@ pub fn bolt(cx: &Context, run: &mut Session, args: &BoltRequest) -> Result<()> {
 /// staged as it is, named, so later stages and `compare` find the bolt stage.
 fn stage_unbolted(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     input: &StageManifest,
     reason: &str,
 ) -> Result<()> {
@@ -188,10 +188,11 @@ fn stage_unbolted(
         cx.platform.triple
     ))?;
     let mut staged = Vec::new();
-    run.report.bolt.clear();
+    session.report.bolt.clear();
     for bin in &cx.bins {
         let binary = input_binary(input, bin)?;
-        run.report
+        session
+            .report
             .bolt
             .insert(binary.name.clone(), unbolted_record(input, binary, reason));
         staged.push(StageInput {
@@ -202,8 +203,8 @@ fn stage_unbolted(
         });
     }
     let flags = bolt_flags(cx);
-    stage_binaries(cx, run, Stage::Bolt, flags, staged, &[input])?;
-    cx.printer.table(bolt_table(&run.report.bolt));
+    stage_binaries(cx, session, Stage::Bolt, flags, staged, &[input])?;
+    cx.printer.table(bolt_table(&session.report.bolt));
     Ok(())
 }
 
@@ -246,7 +247,7 @@ fn bolt_inputs(cx: &Context, input: &StageManifest) -> Result<Vec<StagedBinary>>
 /// `raw_root/<binary>/prof.<pid>.fdata`.
 fn bolt_instrument(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     bolt: &LlvmTool,
     input: &StageManifest,
     binaries: &[StagedBinary],
@@ -283,7 +284,7 @@ fn bolt_instrument(
     }
     stage_binaries(
         cx,
-        run,
+        session,
         Stage::BoltInstrumented,
         Vec::new(),
         inputs,

@@ -88,13 +88,13 @@ fn refuse_missing_profiles(
 /// all; then per crate what did not match, and, for a committed profile, its staleness.
 fn check_profile_use(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     inputs: &ProfileInputs,
     profile: &PgoProfile,
     (output, carry): (&build::BuildOutput, Option<&(PathBuf, PathBuf)>),
 ) -> Result<()> {
     let summary = Summary::from_diagnostics(&output.diagnostics);
-    run.report.optimize_diagnostics = Some(summary.clone());
+    session.report.optimize_diagnostics = Some(summary.clone());
     if !summary.unusable_profile.is_empty() {
         bail!(
             "rustc could not use the profile {} and would have built without PGO:\n  {}\n\
@@ -114,7 +114,7 @@ fn check_profile_use(
     match (&inputs.committed, carry) {
         (Some(committed), Some((_, log))) => check_staleness(
             cx,
-            run,
+            session,
             &committed.functions,
             &output.diagnostics,
             &carried_by_crate(log),
@@ -133,7 +133,7 @@ fn check_profile_use(
 /// what `train` returned earlier in this command, whose accounting is not read again).
 pub fn optimize(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     args: &OptimizeRequest,
     trained: Option<&Trained>,
 ) -> Result<()> {
@@ -145,7 +145,7 @@ pub fn optimize(
     cx.prefetch_dependency_graph();
     let inputs = match cx.config.pgo.profile.clone() {
         Some(relative) => committed_profile_inputs(cx, &relative)?,
-        None => trained_profile_inputs(cx, run, trained)?,
+        None => trained_profile_inputs(cx, session, trained)?,
     };
     refuse_missing_profiles(cx, &inputs.missing, &args.allow_missing_profile)?;
     let without_data: Vec<BinTarget> = inputs.missing.iter().map(|(bin, _)| bin.clone()).collect();
@@ -169,7 +169,7 @@ pub fn optimize(
         format!("-Cprofile-use={}", profile_use.display()),
         "-Cllvm-args=-pgo-warn-missing-function".to_owned(),
     ];
-    flags.extend(startup_order_flags(cx, run, &profile, &profile_use)?);
+    flags.extend(startup_order_flags(cx, session, &profile, &profile_use)?);
     if inputs.instrumented.as_ref().is_some_and(|i| i.continuous()) {
         // A continuous-mode profile has no value profiles: without this, profile use
         // expects them at every indirect call and memcpy and warns that each is stale.
@@ -183,14 +183,14 @@ pub fn optimize(
     let verbose = cx.printer.is_verbose();
     let output = cargo_build(
         cx,
-        run,
+        session,
         Stage::Optimized,
         &with_data,
         &flags,
         carry.as_ref().map(|(setup, _)| setup.as_path()),
         &|d| verbose || diagnostics::classify(&d.message).is_none(),
     )?;
-    check_profile_use(cx, run, &inputs, &profile, (&output, carry.as_ref()))?;
+    check_profile_use(cx, session, &inputs, &profile, (&output, carry.as_ref()))?;
 
     // Every training gives the optimized build other flags, hence new units: drop the old.
     if let (Some(executable), Some(keep)) =
@@ -218,7 +218,7 @@ pub fn optimize(
         let plain_flags = plain_flags(cx);
         let plain = cargo_build(
             cx,
-            run,
+            session,
             Stage::Baseline,
             &without_data,
             &plain_flags,
@@ -228,7 +228,7 @@ pub fn optimize(
         executables.extend(executables_of(&without_data, plain, false));
     }
     let upstream: Vec<&StageManifest> = inputs.instrumented.iter().collect();
-    stage_binaries(cx, run, Stage::Optimized, flags, executables, &upstream)?;
+    stage_binaries(cx, session, Stage::Optimized, flags, executables, &upstream)?;
     Ok(())
 }
 
@@ -237,12 +237,12 @@ pub fn optimize(
 /// copy `-Cprofile-use` names.
 fn startup_order_flags(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     profile: &PgoProfile,
     profile_use: &Path,
 ) -> Result<Vec<String>> {
     let mode = cx.config.pgo.startup_order;
-    run.report.startup_order = None;
+    session.report.startup_order = None;
     if mode == StartupOrder::Off {
         return Ok(Vec::new());
     }
@@ -282,7 +282,7 @@ fn startup_order_flags(
         traces.seen,
         ordered.map_or(String::new(), |n| format!(", {n} functions ordered"))
     ));
-    run.report.startup_order = Some(crate::report::OrderRecord {
+    session.report.startup_order = Some(crate::report::OrderRecord {
         mode,
         traces,
         order_file,
@@ -299,11 +299,11 @@ fn startup_order_flags(
 /// `pgo-build merge` made from bundles, when that came after the last local training.
 fn trained_profile_inputs(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     trained: Option<&Trained>,
 ) -> Result<ProfileInputs> {
     if let Some(record) = merged_bundles(cx)? {
-        return bundle_profile_inputs(cx, run, record);
+        return bundle_profile_inputs(cx, session, record);
     }
     let instrumented = StageManifest::load(
         &cx.layout,
@@ -335,7 +335,7 @@ fn trained_profile_inputs(
             cx.config.display_path()
         );
     }
-    report_accounting(cx, run, &accounting)?;
+    report_accounting(cx, session, &accounting)?;
     // Profiles of cargo workloads' own binaries go into every binary's profile.
     let from_cargo = !accounting.cargo_inputs().is_empty();
     for bin in &cx.bins {
@@ -376,7 +376,7 @@ fn trained_profile_inputs(
         human_bytes(merged.size_bytes),
         merged.total_functions
     ));
-    run.report.merged_profile = Some(merged.clone());
+    session.report.merged_profile = Some(merged.clone());
     if merged.total_functions == 0 {
         bail!(
             "the merged profile {} contains no functions; rustc would build without PGO. \
@@ -396,7 +396,7 @@ fn trained_profile_inputs(
 /// The profile `pgo-build merge` made from training bundles, checked.
 fn bundle_profile_inputs(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     record: BundlesFile,
 ) -> Result<ProfileInputs> {
     check_same_settings(&record.instrumented.settings, &cx.settings)?;
@@ -427,7 +427,7 @@ fn bundle_profile_inputs(
         path.display(),
         record.merged.total_functions
     ));
-    run.report.merged_profile = Some(record.merged.clone());
+    session.report.merged_profile = Some(record.merged.clone());
     let from_cargo = !record.cargo_workloads.is_empty();
     let no_own_profile = |bin: &BinTarget| {
         record
@@ -570,13 +570,13 @@ fn per_crate_staleness(staleness: &committed::Staleness) -> Option<String> {
 /// Fails above `[pgo] max_stale` (a share of the profile's counts), warns below it.
 fn check_staleness(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     functions: &[insight::FunctionCounts],
     diagnostics: &[build::Diagnostic],
     carried: &[CarryRecord],
 ) -> Result<()> {
     let staleness = committed::staleness(functions, diagnostics, carried);
-    run.report.staleness = Some(staleness.clone());
+    session.report.staleness = Some(staleness.clone());
     use crate::util::units::percent;
     cx.printer.info(format!(
         "committed profile: the functions that still match hold {} of its counts ({} of {} \

@@ -15,14 +15,14 @@ use crate::pipeline::stage_build::{
 use crate::profiles::{start_marker, startup_order};
 
 /// The baseline: a plain release build with the user's flags.
-pub fn build_baseline(cx: &Context, run: &mut Session) -> Result<()> {
+pub fn build_baseline(cx: &Context, session: &mut Session) -> Result<()> {
     check_bolt_compatible_profile(cx)?;
     let flags = plain_flags(cx);
-    build_and_stage(cx, run, Stage::Baseline, flags)?;
+    build_and_stage(cx, session, Stage::Baseline, flags)?;
     Ok(())
 }
 
-pub fn instrument(cx: &Context, run: &mut Session) -> Result<()> {
+pub fn instrument(cx: &Context, session: &mut Session) -> Result<()> {
     check_lld_before_building(cx)?;
     let mut flags = vec![
         format!(
@@ -49,7 +49,7 @@ pub fn instrument(cx: &Context, run: &mut Session) -> Result<()> {
         "-Clink-arg={}",
         relative_to(&marker, &cx.workspace.root).display()
     ));
-    let manifest = build_and_stage(cx, run, Stage::Instrumented, flags)?;
+    let manifest = build_and_stage(cx, session, Stage::Instrumented, flags)?;
     for binary in &manifest.binaries {
         if binary.build_id.is_none() {
             bail!(

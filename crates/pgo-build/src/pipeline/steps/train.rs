@@ -65,7 +65,7 @@ fn caution_per_binary(
 /// Runs the train workloads (all, or those named; with `--shard`, that shard's runs)
 /// against the instrumented binaries and accounts for their profiles. (`--bundle` is the
 /// shard stage's: it writes the [`Trained`] result to a bundle for `pgo-build merge`.)
-pub fn train(cx: &Context, run: &mut Session, args: &TrainRequest) -> Result<Trained> {
+pub fn train(cx: &Context, session: &mut Session, args: &TrainRequest) -> Result<Trained> {
     let instrumented = StageManifest::load(
         &cx.layout,
         Stage::Instrumented,
@@ -91,13 +91,13 @@ pub fn train(cx: &Context, run: &mut Session, args: &TrainRequest) -> Result<Tra
     cx.profdata()?;
     // Commit point: from here on the last training is being replaced (and with it any
     // profile merged from other machines' bundles).
-    run.begin_outputs(cx)?;
+    session.begin_outputs(cx)?;
     let raw_dir = cx.layout.raw_profiles_dir();
     remove_profiles_of_other_workloads(cx, &raw_dir)?;
     let continuous = instrumented.continuous();
     run_training(
         cx,
-        run,
+        session,
         Training {
             stage: Stage::Instrumented,
             manifest: &instrumented,
@@ -143,7 +143,7 @@ pub fn train(cx: &Context, run: &mut Session, args: &TrainRequest) -> Result<Tra
     let accounting = account_dirs(cx, &usable, &instrumented)?;
     refuse_idle_workloads(cx, &usable, &accounting)?;
     print_accounting(cx, &accounting);
-    report_accounting(cx, run, &accounting)?;
+    report_accounting(cx, session, &accounting)?;
     let from_cargo = print_cargo_coverage(cx, &accounting)?;
     // Before the per-binary counts: this names which process and why.
     for silent in start_marker::silent_children(&usable) {

@@ -59,8 +59,8 @@ pub(crate) fn variants_of(cx: &Context, request: &CompareRequest) -> Result<Vec<
 /// cargo benches (whose criterion results the comparison keeps), and within the counting
 /// budget: estimated at callgrind's usual slowdown before it starts, and checked before each
 /// workload. What it leaves out, it says.
-pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result<()> {
-    let Some(result) = run.report.compare.as_ref() else {
+pub(in crate::pipeline) fn count_code(cx: &Context, session: &mut Session) -> Result<()> {
+    let Some(result) = session.report.compare.as_ref() else {
         return Ok(());
     };
     let optimized = Stage::Optimized.name();
@@ -152,7 +152,7 @@ pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result
             seed,
             Some(&counter),
         )?;
-        if let Some(compared) = run.report.compare.as_mut().and_then(|c| {
+        if let Some(compared) = session.report.compare.as_mut().and_then(|c| {
             c.workloads
                 .iter_mut()
                 .find(|w| w.workload == workload.name())
@@ -161,7 +161,7 @@ pub(in crate::pipeline) fn count_code(cx: &Context, run: &mut Session) -> Result
         }
         // Not a step (whose end saves the report): saved as it goes, so an interruption keeps
         // what was counted and `report` says the same why.
-        run.report.save(&cx.layout.report())?;
+        session.report.save(&cx.layout.report())?;
     }
     Ok(())
 }
@@ -191,10 +191,11 @@ fn uncounted_holdout(cx: &Context, result: &CompareResult, optimized: &str) -> V
 /// With cross-language PGO the baseline's C/C++ is the user's compiler's and a
 /// cross-language stage's is clang's: what the comparison shows is the compiler switch as well
 /// as PGO, which `explore`'s `clang` variant (clang without a profile) separates.
-fn c_compilers_differ(cx: &Context, run: &Session, result: &CompareResult) -> Option<String> {
+fn c_compilers_differ(cx: &Context, session: &Session, result: &CompareResult) -> Option<String> {
     let compiled_by = |variant: &str| {
         let stage = Stage::from_variant(variant)?;
-        run.report
+        session
+            .report
             .c_compilers
             .get(&stage)
             .map(|c| c.compiler.clone())
@@ -221,7 +222,11 @@ fn c_compilers_differ(cx: &Context, run: &Session, result: &CompareResult) -> Op
 }
 
 /// Runs the comparison, prints its table and records it in the report.
-pub fn compare(cx: &Context, run: &mut Session, request: &CompareRequest) -> Result<CompareResult> {
+pub fn compare(
+    cx: &Context,
+    session: &mut Session,
+    request: &CompareRequest,
+) -> Result<CompareResult> {
     let variants = variants_of(cx, request)?;
     let mut result = measure(cx, &variants, request, Family::Judged)?;
     let counting_budget = request.settings(&cx.config)?.counting_budget;
@@ -234,7 +239,7 @@ pub fn compare(cx: &Context, run: &mut Session, request: &CompareRequest) -> Res
         };
         measure(cx, &variants, &counting, Family::SplitByCaller)
     };
-    let counted_before = fallback::counted_run_secs(&run.report);
+    let counted_before = fallback::counted_run_secs(&session.report);
     fallback::settle_by_instructions(
         cx,
         (variants.len(), &counted_before),
@@ -245,7 +250,7 @@ pub fn compare(cx: &Context, run: &mut Session, request: &CompareRequest) -> Res
     // What decides changed where counts settled a workload: the means follow.
     result.geometric_mean =
         geometric_means(&result.workloads, &result.candidates, &result.decider());
-    result.c_compilers_differ = c_compilers_differ(cx, run, &result);
+    result.c_compilers_differ = c_compilers_differ(cx, session, &result);
     if let Some(note) = &result.c_compilers_differ {
         cx.printer.warn(note);
     }
@@ -299,8 +304,9 @@ pub fn compare(cx: &Context, run: &mut Session, request: &CompareRequest) -> Res
         }
     }
     // Measured: the result stands, whatever --fail-if-slower says of it.
-    run.begin_outputs(cx)?;
-    run.report
+    session.begin_outputs(cx)?;
+    session
+        .report
         .record_compare(&result, crate::report::invocation());
     if request.fail_if_slower {
         fail_if_slower(&result, &decider)?;

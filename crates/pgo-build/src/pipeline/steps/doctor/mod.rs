@@ -24,7 +24,7 @@ use crate::toolchain::cross_language::COVERED_BUILDERS;
 
 /// What pgo-build found, and every problem that would stop a run, each with its fix (not only
 /// the first): an error naming them all when there are any.
-pub fn doctor(cx: &Context, run: &mut Session) -> Result<()> {
+pub fn doctor(cx: &Context, session: &mut Session) -> Result<()> {
     let printer = &cx.printer;
     let mut problems: Vec<anyhow::Error> = Vec::new();
     problems.extend(check_cargo_targets(cx, &cx.config.workloads).err());
@@ -118,8 +118,8 @@ pub fn doctor(cx: &Context, run: &mut Session) -> Result<()> {
                 tool.path.display(),
                 tool.version
             ));
-            run.report.rustc = Some(cx.rustc.version_line.clone());
-            run.report.llvm_profdata =
+            session.report.rustc = Some(cx.rustc.version_line.clone());
+            session.report.llvm_profdata =
                 Some(format!("{} (LLVM {})", tool.path.display(), tool.version));
             cx.found_profdata(tool);
         }

@@ -53,7 +53,7 @@ fn export_rustc_estimates(cx: &Context, path: &Path) -> Result<()> {
 }
 
 /// Writes the merged training profile and its metadata.
-pub fn export(cx: &Context, run: &mut Session, args: &ExportRequest) -> Result<()> {
+pub fn export(cx: &Context, session: &mut Session, args: &ExportRequest) -> Result<()> {
     if let Some(path) = &args.rustc_estimates {
         export_rustc_estimates(cx, path)?;
     }
@@ -64,7 +64,7 @@ pub fn export(cx: &Context, run: &mut Session, args: &ExportRequest) -> Result<(
         settings,
         workloads,
         inputs,
-    } = training_to_export(cx, run)?;
+    } = training_to_export(cx, session)?;
     if inputs.is_empty() {
         bail!("there is no usable training profile to export: run `pgo-build train` first");
     }
@@ -173,7 +173,7 @@ struct TrainingToExport {
 
 /// The profile `pgo-build merge` made from other machines' bundles, or else the last local
 /// training (refused when the sources changed since); binaries without data are cautioned.
-fn training_to_export(cx: &Context, run: &Session) -> Result<TrainingToExport> {
+fn training_to_export(cx: &Context, session: &Session) -> Result<TrainingToExport> {
     Ok(match merged_bundles(cx)? {
         // The profile `pgo-build merge` made from other machines' bundles.
         Some(record) => {
@@ -216,7 +216,7 @@ fn training_to_export(cx: &Context, run: &Session) -> Result<TrainingToExport> {
                 }
             }
             let runs = cx.config.train_runs();
-            let workloads = run
+            let workloads = session
                 .report
                 .training
                 .iter()

@@ -81,7 +81,7 @@ fn measure_overlap(
 
 /// Runs the holdout workloads against the instrumented binaries into a profile of their
 /// own and reports, per binary, how well training's profile represents it.
-pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -> Result<()> {
+pub fn profile_overlap(cx: &Context, session: &mut Session, args: &OverlapRequest) -> Result<()> {
     let instrumented = StageManifest::load(
         &cx.layout,
         Stage::Instrumented,
@@ -100,7 +100,7 @@ pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -
     let continuous = instrumented.continuous();
     run_training(
         cx,
-        run,
+        session,
         Training {
             stage: Stage::Instrumented,
             manifest: &instrumented,
@@ -121,7 +121,7 @@ pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -
         "Edge profile overlap",
         "Hot in holdout, cold or absent in training",
     ]);
-    run.report.overlap.clear();
+    session.report.overlap.clear();
     let mut warnings = Vec::new();
     for bin in cx.bins.clone() {
         // A binary's own files, and those of cargo workloads' bench/test binaries, whose
@@ -178,8 +178,8 @@ pub fn profile_overlap(cx: &Context, run: &mut Session, args: &OverlapRequest) -
                 .join("\n"),
         ]);
         warnings.extend(overlap_warnings(&bin.name, &record, &listed, threshold));
-        run.begin_outputs(cx)?;
-        run.report.overlap.insert(bin.name.clone(), record);
+        session.begin_outputs(cx)?;
+        session.report.overlap.insert(bin.name.clone(), record);
     }
     cx.printer.table(crate::util::printer::rendered(table));
     for warning in warnings {

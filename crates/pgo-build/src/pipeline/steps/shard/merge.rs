@@ -32,7 +32,12 @@ use crate::util::files::write_atomically;
 use crate::util::printer::Fitted;
 use crate::util::units::human_bytes;
 /// Writes the bundle of a training shard: one merged profile per binary, and the manifest.
-pub fn write_bundle(cx: &Context, run: &mut Session, path: &Path, trained: &Trained) -> Result<()> {
+pub fn write_bundle(
+    cx: &Context,
+    session: &mut Session,
+    path: &Path,
+    trained: &Trained,
+) -> Result<()> {
     let Trained {
         instrumented,
         shard,
@@ -104,7 +109,7 @@ pub fn write_bundle(cx: &Context, run: &mut Session, path: &Path, trained: &Trai
     let workloads = runs
         .iter()
         .map(|workload| {
-            let record = run
+            let record = session
                 .report
                 .training
                 .iter()
@@ -142,7 +147,7 @@ pub fn write_bundle(cx: &Context, run: &mut Session, path: &Path, trained: &Trai
 }
 
 /// `pgo-build merge BUNDLE…`.
-pub fn merge(cx: &Context, run: &mut Session, args: &MergeRequest) -> Result<()> {
+pub fn merge(cx: &Context, session: &mut Session, args: &MergeRequest) -> Result<()> {
     let mut bundles = Vec::new();
     for path in &args.bundles {
         let manifest: BundleManifest = bundle::read_manifest(path, BUNDLE_FORMAT)?;
@@ -234,7 +239,7 @@ pub fn merge(cx: &Context, run: &mut Session, args: &MergeRequest) -> Result<()>
         human_bytes(merged.size_bytes),
         merged.total_functions
     ));
-    run.begin_outputs(cx)?;
+    session.begin_outputs(cx)?;
     let file = BundlesFile {
         instrumented: bundles[0].1.instrumented.clone(),
         merge: record,
@@ -244,9 +249,9 @@ pub fn merge(cx: &Context, run: &mut Session, args: &MergeRequest) -> Result<()>
         serde_json::to_string_pretty(&file)?.as_bytes(),
     )?;
     let record = file.merge;
-    run.report.merged_profile = Some(merged.clone());
-    run.report.bundles = Some(record.clone());
-    record_binary_figures(run, &record.per_binary);
+    session.report.merged_profile = Some(merged.clone());
+    session.report.bundles = Some(record.clone());
+    record_binary_figures(session, &record.per_binary);
     for (binary, figures) in &record.per_binary {
         if figures.valid_files == 0 && !record.cargo_workloads.is_empty() {
             cx.caution(cargo_only_message(binary))?;

@@ -184,7 +184,7 @@ fn check_provenance(cx: &Context, pack: &PackManifest, what: &str) -> Result<()>
 /// `pgo-build unpack FILE`: the packed stage becomes this checkout's, with its id, so
 /// bundles trained from any unpacked copy merge together. Returns the stages unpacked, in
 /// the order they were: a stage's input before it.
-pub fn unpack(cx: &Context, run: &mut Session, args: &UnpackRequest) -> Result<Vec<Stage>> {
+pub fn unpack(cx: &Context, session: &mut Session, args: &UnpackRequest) -> Result<Vec<Stage>> {
     let pack: PackManifest = bundle::read_manifest(&args.archive, PACK_FORMAT)?;
     let what = format!("the pack {}", args.archive.display());
     check_provenance(cx, &pack, &what)?;
@@ -254,7 +254,7 @@ pub fn unpack(cx: &Context, run: &mut Session, args: &UnpackRequest) -> Result<V
     // made from it records its id.
     let mut unpacked = Vec::new();
     for (stage, manifest, files) in stages {
-        install_stage(cx, run, stage, &manifest, &files, &pack.sources)?;
+        install_stage(cx, session, stage, &manifest, &files, &pack.sources)?;
         cx.printer.info(format!(
             // The pack records when it was packed, not when its binaries were built.
             "unpacked the {} stage ({}, packed {} from {}) into {}",
@@ -309,7 +309,7 @@ fn checked_binaries(
 /// pack recorded (see `run::fingerprint`: unpacked binaries have no dep-info here).
 fn install_stage(
     cx: &Context,
-    run: &mut Session,
+    session: &mut Session,
     stage: Stage,
     manifest: &StageManifest,
     files: &Path,
@@ -317,7 +317,7 @@ fn install_stage(
 ) -> Result<()> {
     let bin_dir = cx.layout.bin_dir(stage);
     StageManifest::begin(&cx.layout, stage, "unpack")?;
-    for per_stage in run.report.binaries.values_mut() {
+    for per_stage in session.report.binaries.values_mut() {
         per_stage.remove(&stage);
     }
     if bin_dir.exists() {
@@ -331,8 +331,8 @@ fn install_stage(
     )?;
     if stage == Stage::Instrumented {
         // What was trained or merged against the previous instrumented build is now stale.
-        run.forget_step(cx, Step::Instrument)?;
-        run.forget_step(cx, Step::Train)?;
+        session.forget_step(cx, Step::Instrument)?;
+        session.forget_step(cx, Step::Train)?;
         cx.forget_merged_bundles()?;
     }
     Ok(())
