@@ -501,6 +501,45 @@ fn the_layering_holds() {
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
 }
 
+/// The codemap stays true through renames: every `.rs` file ARCHITECTURE.md names (by its
+/// name, or a path ending in it) is a file of the crate's sources or tests.
+#[test]
+fn every_file_architecture_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("../../ARCHITECTURE.md")).unwrap();
+    let mut files = Vec::new();
+    let mut dirs = vec![
+        root.join("src"),
+        root.join("tests"),
+        root.join("../pgo-build-rt"),
+    ];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut missing: Vec<&str> = architecture
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .flat_map(|code| code.split(|c: char| c.is_whitespace() || c == ','))
+        .map(|word| word.split("::").next().unwrap_or(word))
+        .filter(|word| word.ends_with(".rs") && !word.contains('*'))
+        .filter(|name| !files.iter().any(|file| file.ends_with(&format!("/{name}"))))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names files that do not exist: {missing:?}"
+    );
+}
+
 /// A file's name says what it is without its folder: two `workload.rs` or `file.rs` in two
 /// layers make a newcomer open the wrong one (`mod.rs` aside; a command's file is named by
 /// its command, which is unique).
