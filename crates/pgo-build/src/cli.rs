@@ -235,8 +235,8 @@ pub struct RunArgs {
     /// Run every stage, even those whose inputs have not changed since they last completed
     #[arg(long)]
     pub force: bool,
-    /// Run this stage and every later one, even if their inputs have not changed
-    #[arg(long, value_enum, value_name = "STAGE")]
+    /// Run this step and every later one, even if their inputs have not changed
+    #[arg(long, value_enum, value_name = "STEP")]
     pub from: Option<Step>,
     /// Skip the closing baseline/optimized comparison on the holdout workloads
     #[arg(long)]

@@ -115,9 +115,9 @@ impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "interrupted by {} while {}; stopped its processes: {}. The interrupted stage is not \
+            "interrupted by {} while {}; stopped its processes: {}. The interrupted step is not \
              recorded as complete and none of its outputs are used: run the same command again \
-             (`pgo-build run` resumes at the first stage that did not complete).",
+             (`pgo-build run` resumes at the first step that did not complete).",
             signal_name(self.signal),
             self.during,
             if self.stopped.is_empty() {

@@ -1,12 +1,12 @@
-//! Resumability: the fingerprint of every completed stage (`target/pgo-build/state.json`).
+//! Resumability: the fingerprint of every completed step (`target/pgo-build/state.json`).
 //! (The lock that keeps two pgo-build runs out of one `target/pgo-build/` is `layout::lock`.)
 //!
-//! A stage's fingerprint covers its inputs - settings and flags, the selected binaries, the
+//! A step's fingerprint covers its inputs - settings and flags, the selected binaries, the
 //! workspace manifests and Cargo.lock, the source files cargo's dep-info lists for each binary,
 //! the upstream stage's outputs (its stage.json), workloads, profiles - as paths with size and
-//! modification time, like cargo's own freshness check. A stage is recorded only after it
+//! modification time, like cargo's own freshness check. A step is recorded only after it
 //! completed, and outputs are written to temporary names and renamed, so an interrupted run
-//! leaves nothing that looks complete: the next `run` resumes at the first stage that is not.
+//! leaves nothing that looks complete: the next `run` resumes at the first step that is not.
 
 use std::collections::BTreeMap;
 

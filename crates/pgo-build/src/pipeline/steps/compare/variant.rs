@@ -14,7 +14,7 @@ use crate::pipeline::context::Context;
 use crate::util::files::age;
 
 /// The variants named, or by default the baseline and the newest current variant (BOLT,
-/// else optimized): one that is not current (an interrupted stage, binaries replaced, made
+/// else optimized): one that is not current (an interrupted step, binaries replaced, made
 /// from an older build) is skipped and named with why, not a reason to compare nothing.
 pub(super) fn compare_variants(cx: &Context, names: &[String]) -> Result<Vec<Compared>> {
     if names.is_empty() {
