@@ -232,7 +232,7 @@ pub struct OptimizeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub optimize: OptimizeArgs,
-    /// Run every stage, even those whose inputs have not changed since they last completed
+    /// Run every step, even those whose inputs have not changed since they last completed
     #[arg(long)]
     pub force: bool,
     /// Run this step and every later one, even if their inputs have not changed

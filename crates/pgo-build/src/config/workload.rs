@@ -81,7 +81,7 @@ pub struct Workload {
     #[serde(default = "default_timeout", deserialize_with = "deserialize_timeout")]
     #[schemars(with = "super::described::DurationValue", extend("default" = "30m"))]
     pub timeout: Duration,
-    /// A run that exits with an error does not fail the stage (its profile still counts).
+    /// A run that exits with an error does not fail the step (its profile still counts).
     #[serde(default)]
     pub allow_failure: bool,
     /// Between SIGTERM and SIGKILL when pgo-build stops the workload's processes.

@@ -1,7 +1,7 @@
 //! `pgo-build generate`: what is generated from pgo-build's own definitions, so it never
 //! drifts from them: shell completions and the man page (from the clap definition), the JSON
 //! Schema of `pgo-build.toml` and the book's configuration reference (from the config types,
-//! see `config::schema`), and the book's command-line reference. The book's copies are checked
+//! see `config::config_schema`), and the book's command-line reference. The book's copies are checked
 //! current by tests; `scripts/generate-docs` writes them.
 
 use std::io::Write;

@@ -65,7 +65,7 @@ fn show_one_report(layout: &Layout, report_args: &ReportArgs, printer: &Printer)
     let report = match Report::load(&layout.report()) {
         Ok(Some(report)) => report,
         Err(problem) => bail!(
-            "{problem}: `pgo-build run` (or any of its stages) writes a new one, or `pgo-build \
+            "{problem}: `pgo-build run` (or any of its steps) writes a new one, or `pgo-build \
              clean` removes it"
         ),
         Ok(None) => {

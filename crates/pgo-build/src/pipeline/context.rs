@@ -66,7 +66,7 @@ pub struct Context {
 /// What one command changes as it runs, held under the lock of its target directory.
 pub struct Session {
     pub report: Report,
-    /// Fingerprints of completed stages (`state.json`).
+    /// Fingerprints of completed steps (`state.json`).
     pub state: State,
     /// The step running now (inside [`timed_step`]), and whether it passed its commit point.
     running: Option<RunningStep>,

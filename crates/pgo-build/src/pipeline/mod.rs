@@ -231,7 +231,7 @@ fn dispatch(request: &Request, cx: &Context, session: &mut Session) -> Result<()
         Request::Explore(args) => explore(cx, session, args),
     }?;
 
-    // A build stage completed by its own command counts as `run`'s would, recorded with the
+    // A step completed by its own command counts as `run`'s would, recorded with the
     // options it ran with.
     let completed = match request {
         Request::Build => Some((Step::Build, StepOptions::default())),

@@ -1,5 +1,5 @@
 //! `pgo-build doctor`: what pgo-build found (rustc, LLVM tools, workspace, binaries, config)
-//! and whether it can run; the first stage of `run`.
+//! and whether it can run; the first step of `run`.
 
 use std::ffi::OsString;
 
